@@ -1,0 +1,122 @@
+# Rowan build.
+#
+#   make            build src/rowan-server (and the tools)
+#   make run        build, then start the server on its embedded default
+#   make test       build and run every test (unit, fuzz, integration, crash)
+#   make asan       build with AddressSanitizer and run the tests against it
+#   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
+#   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
+#   make bench      the benchmarks behind BENCHMARKS.md
+#
+# Every variant builds into build/<variant>/; the default variant's server is
+# also linked at src/rowan-server, where the README and tests expect it.
+
+VARIANT ?= release
+BUILD   := build/$(VARIANT)
+CC      ?= cc
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+OPT     := -O2 -g
+SAN     :=
+ifeq ($(VARIANT),asan)
+  OPT := -O1 -g -fno-omit-frame-pointer
+  SAN := -fsanitize=address
+endif
+ifeq ($(VARIANT),ubsan)
+  OPT := -O1 -g -fno-omit-frame-pointer
+  SAN := -fsanitize=undefined -fno-sanitize-recover=undefined
+endif
+CFLAGS  += -std=gnu11 $(OPT) $(WARN) $(SAN) -pthread -MMD -MP \
+           -Isrc -Iredis-compat -Irdma -D_GNU_SOURCE
+LDFLAGS += $(SAN) -pthread
+LIBS    := -levent_core -levent_pthreads -lpmem -lm
+BENCH_LIBS := -lhiredis -levent_core -levent -lm
+
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c)
+CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
+MAIN_OBJ := $(BUILD)/src/main.o
+SERVER   := $(BUILD)/rowan-server
+UNIT_SRC := $(wildcard tests/unit/test-*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+FUZZ_BIN := $(BUILD)/tests/fuzz-resp
+BENCH_SRC := $(wildcard utils/rowan-bench*.c utils/bench/*.c)
+BENCH_BIN := $(BUILD)/rowan-bench
+
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long bench clean
+all: deps $(SERVER) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
+ifeq ($(VARIANT),release)
+all: src/rowan-server $(if $(BENCH_SRC),utils/rowan-bench)
+src/rowan-server: $(SERVER)
+	ln -sf ../$(SERVER) $@
+utils/rowan-bench: $(BENCH_BIN)
+	ln -sf ../$(BENCH_BIN) $@
+endif
+
+# Install missing Debian packages (no-op when everything is there).
+deps:
+	@bash deps/install.sh --check >/dev/null 2>&1 || bash deps/install.sh
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/librowan.a: $(CORE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(SERVER): $(MAIN_OBJ) $(BUILD)/librowan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/test-%: $(BUILD)/tests/unit/test-%.o $(BUILD)/librowan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -lhiredis
+
+# The fuzz driver always carries ASan+UBSan: a parser bug must crash loudly.
+$(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE $(WARN) \
+	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c
+
+$(BENCH_BIN): $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/hash.o $(BUILD)/src/crc32c.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
+
+run: all
+	@mkdir -p data
+	./src/rowan-server rowan.conf
+
+# ---- tests ----
+PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider
+FUZZ_SECONDS ?= 20
+
+test: all
+	$(MAKE) --no-print-directory unit fuzz integration VARIANT=$(VARIANT)
+
+unit: $(UNIT_BIN)
+	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+fuzz: $(FUZZ_BIN)
+	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
+
+integration: $(SERVER)
+	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) $(PYTEST) tests/integration
+
+asan:
+	$(MAKE) --no-print-directory test VARIANT=asan
+ubsan:
+	$(MAKE) --no-print-directory test VARIANT=ubsan
+
+fuzz-long: deps
+	@mkdir -p build/libfuzzer
+	clang -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE \
+	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-resp \
+	  tests/fuzz/fuzz-resp.c redis-compat/resp.c
+	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
+	@mkdir -p build/libfuzzer/corpus
+
+bench: all
+	bash utils/bench-compare
+
+clean:
+	rm -rf build src/rowan-server utils/rowan-bench
+
+-include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)

@@ -1,0 +1,73 @@
+/* client.h -- a RESP client connection.
+ *
+ * A client belongs to exactly one worker, whose thread alone reads, parses,
+ * executes and writes for it. Replies are appended to `out` in command order.
+ * A reply that depends on versions not yet durable is "held": the bytes are
+ * in `out` but `sendable` stops before them until the shard watermarks pass
+ * (see src/shard.h). So replies on one connection always leave in order. */
+#ifndef ROWAN_CLIENT_H
+#define ROWAN_CLIENT_H
+#include <stdint.h>
+#include <event2/event.h>
+#include "resp.h"
+#include "db.h"
+
+struct worker;
+struct rcommand;
+
+/* A held reply: out bytes before `end` may not be sent until deps are durable. */
+typedef struct held_reply {
+    size_t end;            /* offset in out.b (relative to its current start) */
+    int ndeps;
+    db_dep *deps;          /* malloc'd when ndeps > 1 */
+    db_dep dep1;
+} held_reply;
+
+#define CLIENT_CLOSE_AFTER_REPLY (1 << 0)  /* QUIT, protocol error */
+#define CLIENT_CLOSE_ASAP        (1 << 1)  /* CLIENT KILL, output limit, etc. */
+#define CLIENT_PROTECTED_DENY    (1 << 2)
+
+typedef struct client {
+    uint64_t id;
+    int fd;
+    struct worker *w;
+    struct event *ev_read, *ev_write;
+    char addr[64];          /* ip:port of the peer */
+    char laddr[64];         /* ip:port of our end */
+    char *name;             /* CLIENT SETNAME, NULL if none */
+    char lib_name[64], lib_ver[32];
+    int db;                 /* SELECTed logical db */
+    int authenticated;
+    int flags;
+    int is_local;           /* connected over loopback or unix socket */
+    /* input */
+    rbuf qbuf;
+    resp_parser parser;
+    int argc;
+    const char **argv;
+    size_t *argvlen;
+    const struct rcommand *cmd, *lastcmd;
+    /* output */
+    resp_out out;
+    size_t sent;            /* bytes of out.b already written */
+    held_reply *held;       /* FIFO of held replies */
+    int nheld, capheld, headheld;
+    db_ctx x;
+    /* bookkeeping */
+    time_t ctime;           /* connection time (seconds) */
+    time_t last_interaction;
+    long long tot_cmds;
+    struct client *prev, *next;   /* worker's client list */
+} client;
+
+/* Iterate over every client of every worker (takes the global client lock;
+ * fn must not block or free clients). */
+void client_foreach(void (*fn)(client *c, void *arg), void *arg);
+/* Close client c soon, on its own worker (safe from any thread). */
+void client_kill_async(client *c);
+/* Append Redis's CLIENT LIST / CLIENT INFO line for c (no trailing newline). */
+void client_info_line(client *c, rbuf *out);
+/* Number of connected clients. */
+int client_count(void);
+
+#endif

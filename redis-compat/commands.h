@@ -1,0 +1,93 @@
+/* commands.h -- the command table and the helpers command families share.
+ *
+ * Data flows: networking.c parses a request, looks the command up here,
+ * checks arity/auth, locks the shards of its keys, calls cmd->proc, and the
+ * type files (t_string.c, t_keys.c, t_server.c, ...) do the work through
+ * src/db.h, writing replies with the resp_add_* helpers into c->out.
+ *
+ * Arity follows Redis: positive = exact argc, negative = at least -arity.
+ * Key positions follow Redis: firstkey (0 = no keys), lastkey (-1 = last
+ * argument, -2 = second to last...), keystep. */
+#ifndef ROWAN_COMMANDS_H
+#define ROWAN_COMMANDS_H
+#include <stdint.h>
+#include <stdatomic.h>
+#include "client.h"
+
+typedef void cmd_proc(client *c);
+
+#define CMD_WRITE      (1u << 0)
+#define CMD_READONLY   (1u << 1)
+#define CMD_DENYOOM    (1u << 2)  /* refused up front when the pool is full */
+#define CMD_ADMIN      (1u << 3)
+#define CMD_NOAUTH     (1u << 4)  /* allowed before AUTH (AUTH, HELLO, QUIT) */
+#define CMD_FAST       (1u << 5)
+#define CMD_PUBSUB     (1u << 6)
+#define CMD_NOSCRIPT   (1u << 7)
+#define CMD_LOADING    (1u << 8)
+#define CMD_STALE      (1u << 9)
+#define CMD_KEYSEARCH  (1u << 10) /* scans the keyspace (KEYS, SCAN...) */
+
+struct rcommand {
+    const char *name;      /* lower case */
+    cmd_proc *proc;
+    int arity;
+    uint32_t flags;
+    int firstkey, lastkey, keystep;
+    const char *group;     /* "string", "generic", "server", "connection"... */
+    const char *summary;   /* for COMMAND DOCS */
+    const char *since;
+    const struct rcommand *subcommands; /* NULL-name terminated, or NULL */
+    /* statistics (INFO commandstats) */
+    _Atomic long long calls, usec, failed_calls, rejected_calls;
+};
+
+/* Look a command up by name (case-insensitive); NULL if unknown. */
+struct rcommand *command_lookup(const char *name, size_t len);
+/* Iterate the table. */
+void command_foreach(void (*fn)(struct rcommand *cmd, void *arg), void *arg);
+int command_count(void);
+/* Keys of a command invocation: fills idx[] with argv positions, returns how
+ * many (at most max). */
+int command_keys(const struct rcommand *cmd, int argc, int *idx, int max);
+
+/* ---- shared error texts (exactly Redis's) ---- */
+#define ERR_SYNTAX     "ERR syntax error"
+#define ERR_NOTINT     "ERR value is not an integer or out of range"
+#define ERR_NOTFLOAT   "ERR value is not a valid float"
+#define ERR_WRONGTYPE  "WRONGTYPE Operation against a key holding the wrong kind of value"
+#define ERR_NOKEY      "ERR no such key"
+#define ERR_OVERFLOW   "ERR increment or decrement would overflow"
+#define ERR_DBINDEX    "ERR DB index is out of range"
+#define ERR_NOAUTH     "NOAUTH Authentication required."
+#define ERR_WRONGPASS  "WRONGPASS invalid username-password pair or user is disabled."
+
+/* ---- argument helpers (reply with the Redis error and return -1 on bad input) ---- */
+int arg_is(client *c, int i, const char *lit);   /* case-insensitive equality */
+int arg_ll(client *c, int i, long long *v);      /* ERR_NOTINT */
+int arg_ll_range(client *c, int i, long long min, long long max, long long *v, const char *errmsg);
+int arg_double(client *c, int i, double *v);     /* ERR_NOTFLOAT */
+int arg_ldouble(client *c, int i, long double *v);
+
+/* ---- command procs, by family ---- */
+/* t_string.c */
+cmd_proc getCommand, setCommand, setnxCommand, setexCommand, psetexCommand,
+    getsetCommand, getdelCommand, getexCommand, mgetCommand, msetCommand,
+    msetnxCommand, appendCommand, strlenCommand, incrCommand, decrCommand,
+    incrbyCommand, decrbyCommand, incrbyfloatCommand, getrangeCommand,
+    setrangeCommand, setbitCommand, getbitCommand, bitcountCommand;
+/* t_keys.c */
+cmd_proc delCommand, unlinkCommand, existsCommand, typeCommand, expireCommand,
+    pexpireCommand, expireatCommand, pexpireatCommand, expiretimeCommand,
+    pexpiretimeCommand, ttlCommand, pttlCommand, persistCommand, keysCommand,
+    scanCommand, renameCommand, renamenxCommand, randomkeyCommand,
+    touchCommand, dbsizeCommand, flushdbCommand, flushallCommand,
+    selectCommand, moveCommand, swapdbCommand;
+/* t_server.c */
+cmd_proc pingCommand, echoCommand, timeCommand, shutdownCommand, infoCommand,
+    configCommand, clientCommand, commandCommand, waitCommand,
+    waitaofCommand, authCommand, helloCommand, quitCommand, resetCommand,
+    lastsaveCommand, saveCommand, bgsaveCommand, bgrewriteaofCommand,
+    debugCommand, readonlyCommand, readwriteCommand, rowanCommand;
+
+#endif

@@ -1,0 +1,113 @@
+/* resp.h -- the RESP codec: request parsing and reply encoding.
+ *
+ * Requests: RESP2 multibulk (*<n>\r\n$<len>\r\n<bytes>\r\n...) and inline
+ * commands (space separated, with Redis's quoting rules: "..." with \n \r \t
+ * \b \a \\ \" \xHH escapes, '...' with \' only), pipelined back to back in one
+ * buffer. The parser is incremental: it keeps its place inside a partially
+ * received multibulk so a large value is never rescanned.
+ *
+ * Errors use Redis's exact texts (the caller sends "-ERR <text>" and then
+ * closes the connection, as Redis does):
+ *   "Protocol error: invalid multibulk length"
+ *   "Protocol error: invalid bulk length"
+ *   "Protocol error: expected '$', got 'X'"
+ *   "Protocol error: too big inline request"
+ *   "Protocol error: too big mbulk count string"
+ *   "Protocol error: too big bulk count string"
+ *   "Protocol error: unbalanced quotes in request"
+ *
+ * Replies are appended to a resp_out buffer in RESP2 or RESP3 (HELLO 3); the
+ * helpers pick the encoding so command code is written once. */
+#ifndef ROWAN_RESP_H
+#define ROWAN_RESP_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------- growable byte buffer ---------------- */
+typedef struct rbuf {
+    char *buf;
+    size_t len, cap;
+} rbuf;
+
+void rbuf_init(rbuf *b);
+void rbuf_free(rbuf *b);
+void rbuf_reserve(rbuf *b, size_t extra);  /* aborts on OOM like Redis */
+void rbuf_append(rbuf *b, const void *p, size_t n);
+/* Drop the first n bytes. */
+void rbuf_consume(rbuf *b, size_t n);
+
+/* ---------------- request parser ---------------- */
+enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_ERROR = -1 };
+
+typedef struct resp_limits {
+    long long max_bulk_len;     /* proto-max-bulk-len, default 512 MiB */
+    long long max_multibulk;    /* Redis: 1024*1024 for unauthenticated, INT_MAX after */
+    size_t max_inline;          /* PROTO_INLINE_MAX_SIZE, 64 KiB */
+} resp_limits;
+
+typedef struct resp_parser {
+    resp_limits lim;
+    /* parse state (private) */
+    int in_multibulk;       /* inside a multibulk: remaining args below */
+    long long mb_remaining;
+    long long bulk_len;     /* -1 when expecting a '$' line */
+    size_t pos;             /* bytes of the buffer already parsed for this command */
+    /* the command: argv[i] points into the caller's buffer (multibulk) or into
+     * the parser's arena (inline); valid until the next resp_parse call */
+    int argc, argv_cap;
+    const char **argv;
+    size_t *argvlen;
+    rbuf arena;
+    char err[128];
+} resp_parser;
+
+void resp_parser_init(resp_parser *p, const resp_limits *lim);
+void resp_parser_free(resp_parser *p);
+/* Parse one command from buf[0..len). Returns:
+ *   RESP_COMMAND    p->argc/argv/argvlen describe it; *used bytes of buf were
+ *                   consumed (the caller drops them after executing it).
+ *                   argc may be 0 for an empty inline line; skip those.
+ *   RESP_INCOMPLETE need more bytes; *used is 0 and buf must be passed again
+ *                   (with more appended) next time: the parser remembers how
+ *                   far it got. *need (if non-NULL) is a hint of how many
+ *                   bytes are still missing for the current bulk, or 0.
+ *   RESP_ERROR      p->err holds Redis's message (without "-ERR ").
+ */
+int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need);
+
+/* ---------------- reply encoding ---------------- */
+typedef struct resp_out {
+    rbuf b;
+    int proto;   /* 2 or 3 */
+} resp_out;
+
+void resp_add_raw(resp_out *o, const void *p, size_t n);
+void resp_add_simple(resp_out *o, const char *s);           /* +s */
+void resp_add_ok(resp_out *o);                              /* +OK */
+/* An error line. msg is the whole text after '-', e.g. "ERR syntax error" or
+ * "WRONGTYPE Operation against a key holding the wrong kind of value". CR/LF
+ * in msg are replaced by spaces, as Redis does. */
+void resp_add_error(resp_out *o, const char *msg);
+void resp_add_errorf(resp_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void resp_add_int(resp_out *o, long long v);                /* :v */
+void resp_add_bulk(resp_out *o, const void *p, size_t n);   /* $n */
+void resp_add_bulkstr(resp_out *o, const char *s);
+void resp_add_bulkll(resp_out *o, long long v);             /* integer as bulk */
+/* Verbatim-ish text for INFO etc.: RESP3 '=' verbatim "txt", RESP2 bulk. */
+void resp_add_verbatim(resp_out *o, const char *p, size_t n);
+void resp_add_null(resp_out *o);                            /* RESP2 $-1, RESP3 _ */
+void resp_add_null_array(resp_out *o);                      /* RESP2 *-1, RESP3 _ */
+void resp_add_array(resp_out *o, long long n);              /* *n */
+void resp_add_map(resp_out *o, long long npairs);           /* RESP3 %n, RESP2 *2n */
+void resp_add_set(resp_out *o, long long n);                /* RESP3 ~n, RESP2 *n */
+void resp_add_push(resp_out *o, long long n);               /* RESP3 >n, RESP2 *n */
+/* A double: RESP3 ',' type; RESP2 a bulk string in Redis's %.17g style
+ * ("inf"/"-inf"). */
+void resp_add_double(resp_out *o, double d);
+void resp_add_bool(resp_out *o, int v);                     /* RESP3 #t/#f, RESP2 :1/:0 */
+
+/* Format a long double the way INCRBYFLOAT replies (humanfriendly, %.17Lf then
+ * trailing zeros and point trimmed). Returns length written into buf. */
+int resp_fmt_ldouble(char *buf, size_t len, long double v);
+
+#endif

@@ -1,0 +1,111 @@
+/* db.h -- the keyspace: what commands read and write.
+ *
+ * Every command reaches the data through these functions; they hide the log,
+ * the index, versions, expiry and the durability bookkeeping.
+ *
+ * Locking contract:
+ *  - Functions that take a key require that the caller holds the lock of the
+ *    key's shard. The command dispatcher takes the locks of every key a
+ *    command names (per the command table's key positions) before calling it.
+ *  - Functions without a key (db_scan, db_size, db_flush, db_swap,
+ *    db_random_key) take shard locks themselves and must be called with no
+ *    shard lock held.
+ *
+ * Durability: every read or write records in the db_ctx the (shard, version)
+ * the result depends on. The connection holds the reply until all of those
+ * versions are durable. Command code never deals with this.
+ *
+ * Batches: between db_batch_begin and db_batch_end, writes are collected and
+ * then appended as ONE group entry (all or nothing after a crash) and applied
+ * together. Lookups inside a batch see the batch's own earlier writes. Use a
+ * batch for every command that writes more than one key (MSET, RENAME, DEL
+ * with several keys...).
+ *
+ * Pool full: a write that cannot get log space returns DB_OOM and changes
+ * nothing; the command replies with db_oom_error. Deletions may use a small
+ * reserve of segments, so DEL works when SET no longer does. */
+#ifndef ROWAN_DB_H
+#define ROWAN_DB_H
+#include <stddef.h>
+#include <stdint.h>
+#include "resp.h"
+
+enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH };
+
+#define DB_OK   0
+#define DB_OOM  (-1)
+
+extern const char *db_oom_error; /* "OOM command not allowed when the storage pool is full" */
+
+struct worker;
+
+/* A key's current value, valid while the shard lock is held. */
+typedef struct db_val {
+    int type;              /* enum obj_type */
+    const char *ptr;       /* OBJ_STRING: the bytes (in the pool, or batch) */
+    size_t len;
+    int64_t expire_ms;     /* absolute unix ms, 0 = no expiry */
+    uint64_t ver;          /* version of the entry holding this value */
+} db_val;
+
+typedef struct db_dep { uint16_t shard; uint64_t ver; } db_dep;
+
+typedef struct db_ctx {
+    struct worker *w;      /* whose t-log writes go to */
+    int wid;
+    /* dependencies of the reply being built */
+    db_dep *deps;
+    int ndeps, capdeps;
+    /* batch state (private to db.c) */
+    int batching;
+    rbuf batch;            /* encoded sub-entries */
+    int nbatch;
+    uint16_t batch_shards[64]; int nbatch_shards; /* informational */
+} db_ctx;
+
+void db_ctx_init(db_ctx *x, struct worker *w, int wid);
+void db_ctx_free(db_ctx *x);
+/* Forget recorded dependencies (the dispatcher calls this per command). */
+void db_ctx_reset(db_ctx *x);
+
+/* ---- single key (caller holds the key's shard lock) ---- */
+/* 1 and fills *v when the key exists (expired keys are deleted lazily and
+ * reported missing); 0 otherwise. */
+int db_lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v);
+/* Like db_lookup but does not count a keyspace hit/miss (for internal reads). */
+int db_peek(db_ctx *x, int db, const char *key, size_t klen, db_val *v);
+/* key := string val with absolute expiry expire_ms (0 = none). */
+int db_set(db_ctx *x, int db, const char *key, size_t klen,
+           const char *val, size_t vlen, int64_t expire_ms);
+/* Delete; returns 1 if the key existed, 0 if not, DB_OOM. */
+int db_del(db_ctx *x, int db, const char *key, size_t klen);
+/* Change only the expiry (0 = persist). 1 done, 0 no such key, DB_OOM.
+ * An expiry in the past deletes the key (and returns 1). */
+int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expire_ms);
+
+/* ---- batches ---- */
+void db_batch_begin(db_ctx *x);
+/* Append and apply the batch. DB_OK, or DB_OOM with nothing applied. */
+int db_batch_end(db_ctx *x);
+
+/* ---- whole keyspace (no shard lock held by the caller) ---- */
+/* Visit keys of logical db `db`: returns the next cursor, 0 when done. count
+ * is a hint of how many keys to visit. fn is called under the shard lock with
+ * a key that is not expired; it must not call db_* functions. */
+typedef void (*db_scan_fn)(void *arg, const char *key, size_t klen, const db_val *v);
+uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg);
+long long db_size(int db);
+long long db_expires(int db);
+/* A random key of db into *out (rbuf reset first). 1 found, 0 empty. */
+int db_random_key(db_ctx *x, int db, rbuf *out);
+/* Remove every key of db (db = -1: all databases). DB_OK or DB_OOM. */
+int db_flush(db_ctx *x, int db);
+/* SWAPDB a b. DB_OK or DB_OOM. */
+int db_swap(db_ctx *x, int a, int b);
+
+/* Active expiry: delete up to `budget` expired keys among shards s with
+ * s % nworkers == wid. Returns how many it deleted. Called by workers. */
+int db_active_expire(db_ctx *x, long budget);
+
+/* Collect every shard's durable versions etc. for INFO # Rowan. */
+#endif

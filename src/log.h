@@ -1,0 +1,140 @@
+/* log.h -- log entries and log writers (t-logs, b-log, clean logs).
+ *
+ * Entry layout (little endian, header is LOG_HDR_SIZE = 40 bytes):
+ *
+ *   off  size  field
+ *    0    4    crc        CRC32C over bytes [4, total_len) of the entry
+ *    4    1    type       enum log_type, never 0
+ *    5    1    flags      LOG_F_*
+ *    6    2    shard      shard id
+ *    8    8    verdb      bits 0..47 shard version, bits 48..63 physical db
+ *   16    4    klen       key length
+ *   20    4    vlen       payload length
+ *   24    8    expire_ms  absolute expiry in unix ms, 0 = none (LOG_SET)
+ *   32    8    aux        type-specific (LOG_DEL: pool seq counter when written;
+ *                         LOG_GROUP: number of sub-entries)
+ *   40    ...  key bytes, then payload bytes
+ *
+ * total_len = LOG_HDR_SIZE + klen + vlen. Top-level entries start at 64-byte
+ * aligned pool offsets and occupy log_entry_span() bytes (padding is zero).
+ * Because type != 0, the first 8 bytes of a valid entry are never zero, so a
+ * zeroed (fresh) region is never mistaken for an entry. The end of a log is
+ * where the checksum stops matching; there is no tail pointer.
+ *
+ * Entries are effects, not commands (DESIGN.md §3):
+ *   LOG_SET      key now holds payload (a string), with expire_ms.
+ *   LOG_DEL      key no longer exists. aux = pool_seq_now() when written, so
+ *                the cleaner knows which older segments may still hold a
+ *                version of the key that this tombstone must keep shadowing.
+ *   LOG_FLUSHDB  every key of physical db `db` in this shard with a smaller
+ *                version is gone. key empty. aux as LOG_DEL.
+ *   LOG_DBMAP    payload is the shard's logical->physical db map after a
+ *                SWAPDB (u16 per logical db). key empty.
+ *   LOG_GROUP    payload is `aux` sub-entries, each laid out exactly like an
+ *                entry (40-byte header, crc field 0) and starting at an 8-byte
+ *                aligned offset inside the payload. Sub-entries carry their own
+ *                shard and version; the group's own shard is LOG_SHARD_NONE
+ *                and its version 0. The group's single CRC makes it atomic:
+ *                after a crash all of it is there or none of it. The index may
+ *                point at a sub-entry (its offset is 8-byte aligned).
+ *   Later issues add collection effects, snapshots and CommitVer records;
+ *   their numbers are reserved below.
+ */
+#ifndef ROWAN_LOG_H
+#define ROWAN_LOG_H
+#include <stddef.h>
+#include <stdint.h>
+#include "pool.h"
+
+#define LOG_HDR_SIZE    40
+#define LOG_ALIGN       64
+#define LOG_SUB_ALIGN   8
+#define LOG_SHARD_NONE  0xffff
+#define LOG_VER_MASK    ((1ULL << 48) - 1)
+/* Largest entry a log accepts: fits one segment. */
+#define LOG_MAX_ENTRY   (POOL_SEG_SIZE)
+
+enum log_type {
+    LOG_SET = 1,
+    LOG_DEL = 2,
+    LOG_FLUSHDB = 3,
+    LOG_DBMAP = 4,
+    LOG_GROUP = 5,
+    /* reserved for later issues */
+    LOG_COMMITVER = 6,
+    LOG_COLL_OP = 7,
+    LOG_SNAPSHOT = 8,
+    LOG_TYPE_MAX
+};
+
+/* Decoded view of an entry. key/val point into the bytes it was decoded from. */
+typedef struct log_entry {
+    uint8_t type, flags;
+    uint16_t shard;
+    uint16_t db;
+    uint64_t ver;        /* 48 bits */
+    int64_t expire_ms;
+    uint64_t aux;
+    const char *key; uint32_t klen;
+    const char *val; uint32_t vlen;
+} log_entry;
+
+/* Header bytes + key + payload (unpadded). */
+static inline size_t log_entry_len(size_t klen, size_t vlen) { return LOG_HDR_SIZE + klen + vlen; }
+/* Bytes a top-level entry occupies in a log: len rounded up to LOG_ALIGN. */
+static inline size_t log_entry_span(size_t len) { return (len + LOG_ALIGN - 1) & ~(size_t)(LOG_ALIGN - 1); }
+
+/* Encode e into dst (which has room for log_entry_len bytes) and return that
+ * length. When with_crc is nonzero the crc field is computed, otherwise it is
+ * 0 (sub-entries). Does not write padding. */
+size_t log_entry_encode(void *dst, const log_entry *e, int with_crc);
+/* Decode the header at src without checking the crc (for index reads of
+ * entries already known good, including sub-entries). */
+void log_entry_decode(const void *src, log_entry *out);
+/* Validate a top-level entry at src with avail bytes readable: header sane
+ * (type known, lengths fit in avail and in LOG_MAX_ENTRY) and crc matches.
+ * Returns total_len (>0) and fills *out, or 0 if this is not a valid entry. */
+size_t log_entry_check(const void *src, size_t avail, log_entry *out);
+/* Iterate a LOG_GROUP's sub-entries: *pos starts at 0; returns 1 and fills
+ * *sub (and *sub_off, the byte offset of the sub-entry from the group's start)
+ * while there are more, 0 at the end or on a malformed group. */
+int log_group_next(const log_entry *group, size_t *pos, log_entry *sub, size_t *sub_off);
+
+/* ---- Log writers ----
+ * A log_writer appends entries to a chain of segments it owns. One thread
+ * owns a writer; there is no locking inside. On a non-pmem pool, appended
+ * bytes are durable only after log_writer_sync(); on pmem each append is
+ * persisted as it is written. */
+typedef struct log_writer {
+    pool *p;
+    enum seg_owner owner;
+    uint16_t owner_id;
+    int32_t seg;          /* current segment, -1 before the first append */
+    uint32_t pos;         /* next free byte inside the current segment */
+    uint64_t dirty_lo;    /* pool range appended but not yet synced */
+    uint64_t dirty_hi;
+    int32_t closed[8];    /* segments filled since the last sync, not yet synced */
+    int nclosed;
+    uint32_t keep_free;   /* pool_seg_alloc's keep_free for this writer */
+    /* Called for each filled segment after it has been synced; may be NULL.
+     * Single-node t-logs mark it COMMITTED here (Rowan-KV Fig. 6). */
+    void (*on_sealed)(struct log_writer *w, uint32_t seg);
+    void *ctx;
+} log_writer;
+
+void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owner_id);
+/* Reserve room for an entry of len bytes (unpadded) and return its pool
+ * offset, switching to a fresh segment when the current one cannot hold it.
+ * keep_free overrides w->keep_free for this call when >= 0. Returns 0 when no
+ * segment can be had (pool full). The caller then writes the entry at
+ * pool_ptr(p, off) and calls log_writer_wrote(). */
+uint64_t log_writer_reserve(log_writer *w, size_t len, int64_t keep_free);
+/* Note that len bytes were written at off (persists at once on pmem). */
+void log_writer_wrote(log_writer *w, uint64_t off, size_t len);
+/* Make everything appended so far durable (group commit). Cheap when nothing
+ * is dirty. Seals (USING->USED, then on_sealed) segments filled meanwhile. */
+void log_writer_sync(log_writer *w);
+/* Seal the current segment now (used at shutdown and by tests). */
+void log_writer_seal(log_writer *w);
+
+#endif

@@ -1,0 +1,100 @@
+/* server.h -- the process-wide server state and configuration.
+ *
+ * One global `server` holds the configuration (filled by config.c from
+ * defaults, rowan.conf and --options), the pool, the shards, the workers and
+ * the statistics INFO reports. Fields that change at run time from several
+ * threads are atomics; the rest are set before the workers start. */
+#ifndef ROWAN_SERVER_H
+#define ROWAN_SERVER_H
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+#include "pool.h"
+
+#define ROWAN_VERSION "0.1.0"
+/* Redis version we present to clients (INFO redis_version, HELLO). */
+#define ROWAN_REDIS_COMPAT_VERSION "7.2.0"
+
+struct shard;
+struct worker;
+
+enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
+
+struct rowan_config {
+    char *conf_file;            /* absolute path of rowan.conf, or NULL */
+    char *bind;                 /* space separated addresses */
+    int port;
+    char *dir;                  /* working directory: pool lives here */
+    char *pool_file;            /* file name of the pool inside dir */
+    long long pool_size;        /* bytes, for a new pool */
+    int workers;                /* 0 = number of CPUs */
+    int databases;
+    int shards;                 /* shards in standalone mode */
+    char *requirepass;          /* NULL or "" = no password */
+    int protected_mode;
+    int maxclients;
+    long long proto_max_bulk_len;
+    long long client_query_buffer_limit;
+    int clean_threshold;        /* percent live below which a segment is cleaned */
+    int hz;
+    int timeout;                /* idle client timeout, seconds, 0 = never */
+    int tcp_keepalive;
+    int tcp_backlog;
+    int loglevel;
+    char *logfile;              /* "" = stdout */
+    char *pidfile;
+    int daemonize;
+    long long slowlog_log_slower_than;
+    long long slowlog_max_len;
+};
+
+struct rowan_stats {
+    _Atomic long long numcommands;
+    _Atomic long long numconnections;
+    _Atomic long long rejected_conn;
+    _Atomic long long expiredkeys;
+    _Atomic long long keyspace_hits;
+    _Atomic long long keyspace_misses;
+    _Atomic long long net_input_bytes;
+    _Atomic long long net_output_bytes;
+    _Atomic long long oom_refused;        /* writes refused: pool full */
+    _Atomic long long held_replies;       /* replies that waited for durability */
+    _Atomic long long syncs;              /* group commits that persisted data */
+    _Atomic long long clean_segments;     /* segments reclaimed by the cleaner */
+    _Atomic long long clean_bytes_copied;
+    _Atomic long long recovered_entries;
+    _Atomic long long recovery_dropped_bytes;
+    _Atomic long long recovery_corrupt_entries;
+    _Atomic long long unexpected_errors;
+};
+
+struct rowan_server {
+    struct rowan_config cfg;
+    struct rowan_stats stat;
+    pool *pool;
+    int nshards;
+    struct shard *shards;
+    int nworkers;
+    struct worker **workers;
+    time_t start_time;
+    int64_t start_ms;
+    uint64_t run_id_seed;
+    char run_id[41];
+    _Atomic int shutdown_asap;
+    _Atomic int connected_clients;
+    _Atomic uint64_t next_client_id;
+    char executable[4096];
+    double recovery_seconds;
+};
+
+extern struct rowan_server server;
+
+/* Logging like redis-server: "pid:M 22 Nov 2026 09:00:00.123 * message". */
+void serverLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Wall clock in milliseconds / microseconds since the epoch. */
+int64_t mstime(void);
+int64_t ustime(void);
+/* Monotonic microseconds (for latency measurement). */
+int64_t monotonic_us(void);
+
+#endif

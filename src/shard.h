@@ -1,0 +1,60 @@
+/* shard.h -- shards: the unit of locking, versioning and durability.
+ *
+ * A shard owns a contiguous range of Redis Cluster hash slots. Each has a
+ * mutex, a 48-bit version counter, its DRAM indexes and its durable
+ * watermark.
+ *
+ * The durability rule (DESIGN.md §4): a reply leaves only when every version
+ * it depends on is durable. durable_ver is the highest V such that every
+ * version <= V of this shard is durable. Versions are allocated under the
+ * lock, in increasing order, by several workers; each worker's versions of a
+ * shard become durable in the order it allocated them (its log is synced in
+ * order). So it suffices to remember, per worker, the oldest version it holds
+ * that is not durable yet (pending_min, 0 = none): the watermark is one below
+ * the smallest of those, or the last allocated version when there is none.
+ *
+ * Lock order: shard locks are taken in ascending shard id, never while the
+ * pool mutex is held. */
+#ifndef ROWAN_SHARD_H
+#define ROWAN_SHARD_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include "index.h"
+
+#define SHARD_MAX_DBS 256
+
+typedef struct shard {
+    pthread_mutex_t lock;
+    uint16_t id;
+    unsigned first_slot, last_slot;   /* inclusive */
+    uint64_t next_ver;                /* next version to hand out (under lock) */
+    _Atomic uint64_t durable_ver;     /* watermark, read without the lock */
+    uint64_t *pending_min;            /* per worker, under lock */
+    rw_index *idx;                    /* every key of the shard */
+    rw_index *vidx;                   /* keys that have an expiry */
+    uint16_t dbmap[SHARD_MAX_DBS];    /* logical db -> physical db (SWAPDB) */
+    uint64_t dbmap_ref;               /* pool offset of the live LOG_DBMAP entry, 0 if none */
+    uint64_t dbmap_ver;
+    long long dbkeys[SHARD_MAX_DBS];  /* keys per physical db, under lock */
+    long long dbexpires[SHARD_MAX_DBS];
+} shard;
+
+void shard_init_all(int nshards, int nworkers, int databases);
+/* Shard of a key (by its hash slot) / of a slot. */
+shard *shard_of_key(const char *key, size_t len);
+shard *shard_of_slot(unsigned slot);
+void shard_lock(shard *s);
+void shard_unlock(shard *s);
+/* Allocate the next version; caller holds the lock. Records it as pending for
+ * worker wid if that worker had nothing pending. */
+uint64_t shard_next_version(shard *s, int wid);
+/* Worker wid's versions of this shard, up to what it has allocated, are now
+ * durable. Takes the lock. Returns 1 if the watermark moved. */
+int shard_worker_durable(shard *s, int wid);
+/* Is version v durable? (lock free) */
+static inline int shard_is_durable(shard *s, uint64_t v) {
+    return atomic_load_explicit(&s->durable_ver, memory_order_acquire) >= v;
+}
+
+#endif
