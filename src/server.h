@@ -97,4 +97,10 @@ int64_t ustime(void);
 /* Monotonic microseconds (for latency measurement). */
 int64_t monotonic_us(void);
 
+
+
+/* Ask every worker to stop (SHUTDOWN, SIGTERM): safe from any thread. */
+void server_request_shutdown(void);
+/* Wake every worker's loop (e.g. after a shard's durable watermark moved). */
+void server_wake_workers(void);
 #endif
