@@ -7,6 +7,8 @@
  * (see src/shard.h). So replies on one connection always leave in order. */
 #ifndef ROWAN_CLIENT_H
 #define ROWAN_CLIENT_H
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <event2/event.h>
 #include "resp.h"
@@ -40,6 +42,7 @@ typedef struct client {
     int authenticated;
     int flags;
     int is_local;           /* connected over loopback or unix socket */
+    _Atomic int killed;     /* set by client_kill_async from any thread */
     /* input */
     rbuf qbuf;
     resp_parser parser;
@@ -67,6 +70,8 @@ void client_foreach(void (*fn)(client *c, void *arg), void *arg);
 void client_kill_async(client *c);
 /* Append Redis's CLIENT LIST / CLIENT INFO line for c (no trailing newline). */
 void client_info_line(client *c, rbuf *out);
+/* CLIENT SETNAME: replace the name (NULL/0 clears it), safely against CLIENT LIST. */
+void client_set_name(client *c, const char *name, size_t len);
 /* Number of connected clients. */
 int client_count(void);
 

@@ -107,5 +107,15 @@ int db_swap(db_ctx *x, int a, int b);
  * s % nworkers == wid. Returns how many it deleted. Called by workers. */
 int db_active_expire(db_ctx *x, long budget);
 
-/* Collect every shard's durable versions etc. for INFO # Rowan. */
+/* ---- for startup, recovery.c and clean.c ----
+ * Apply an effect found at pool offset ref to the in-memory state (index,
+ * counters, live bytes). The caller holds the shard lock (or runs alone). */
+struct shard;
+struct log_entry;
+void db_init_indexes(void);
+void db_apply_entry(struct shard *s, uint64_t ref, const struct log_entry *e);
+/* Does the index hold exactly ref for this entry's key? (cleaner liveness) */
+int db_ref_is_live(struct shard *s, uint64_t ref, const struct log_entry *e);
+/* Repoint the key's index items from old_ref to new_ref (cleaner). */
+void db_relocate(struct shard *s, uint64_t old_ref, uint64_t new_ref, const struct log_entry *e);
 #endif

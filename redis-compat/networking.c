@@ -1,0 +1,482 @@
+/* networking.c -- RESP connections: accept, read, parse, dispatch, reply.
+ *
+ * A client belongs to the worker that accepted it. Reading parses every
+ * complete command in the query buffer and executes it at once (pipelining);
+ * replies accumulate in c->out. Nothing is written from the read path: the
+ * worker's before_sleep syncs the log and then calls client_flush, which
+ * writes only up to the first reply whose dependencies are not yet durable.
+ *
+ * Dispatch (client_call) is where the command table's contract is enforced:
+ * unknown command, arity and authentication errors with Redis's exact texts,
+ * then the shard locks of every key the command names, taken in ascending
+ * shard order (so two workers can never deadlock), then the command, then the
+ * reply gate: the (shard, version) pairs the command depended on that are not
+ * durable yet become a held_reply marking where the reply ends.
+ *
+ * The global client registry (a list per worker, guarded by one mutex) exists
+ * for CLIENT LIST / CLIENT KILL, which look at other workers' clients. Only
+ * the owning worker frees a client, and it does so under that mutex. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <time.h>
+#include "networking.h"
+#include "commands.h"
+#include "server.h"
+#include "shard.h"
+#include "worker.h"
+#include "util.h"
+
+#define READ_CHUNK (16 * 1024)
+/* Compact the output buffer once this much of it has been sent. */
+#define OUT_COMPACT (64 * 1024)
+#define MAX_CMD_KEYS_STACK 64
+
+static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void client_free(client *c);
+static void read_cb(evutil_socket_t fd, short what, void *arg);
+static void write_cb(evutil_socket_t fd, short what, void *arg);
+
+/* ---------------- registry ---------------- */
+
+void client_foreach(void (*fn)(client *c, void *arg), void *arg) {
+    pthread_mutex_lock(&clients_lock);
+    for (int i = 0; i < server.nworkers; i++)
+        for (client *c = server.workers[i]->clients; c; c = c->next) fn(c, arg);
+    pthread_mutex_unlock(&clients_lock);
+}
+
+int client_count(void) { return atomic_load(&server.connected_clients); }
+
+void client_kill_async(client *c) {
+    atomic_store(&c->killed, 1);
+    atomic_store(&c->w->kill_pending, 1);
+    worker_wake(c->w);
+}
+
+static void registry_add(worker *w, client *c) {
+    pthread_mutex_lock(&clients_lock);
+    c->next = w->clients;
+    if (w->clients) w->clients->prev = c;
+    w->clients = c;
+    w->nclients++;
+    pthread_mutex_unlock(&clients_lock);
+}
+
+static void registry_remove(worker *w, client *c) {
+    pthread_mutex_lock(&clients_lock);
+    if (c->prev) c->prev->next = c->next;
+    else w->clients = c->next;
+    if (c->next) c->next->prev = c->prev;
+    w->nclients--;
+    pthread_mutex_unlock(&clients_lock);
+}
+
+/* CLIENT SETNAME replaces the name under the registry lock, because CLIENT
+ * LIST on another worker may be reading it. */
+void client_set_name(client *c, const char *name, size_t len) {
+    char *n = len ? strndup(name, len) : NULL;
+    pthread_mutex_lock(&clients_lock);
+    char *old = c->name;
+    c->name = n;
+    pthread_mutex_unlock(&clients_lock);
+    free(old);
+}
+
+void client_info_line(client *c, rbuf *out) {
+    char line[1024];
+    time_t now = time(NULL);
+    int n = snprintf(line, sizeof(line),
+        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=N db=%d sub=0 psub=0 "
+        "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=0 oll=0 "
+        "omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
+        (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
+        (long long)(now - c->ctime), (long long)(now - c->last_interaction), c->db,
+        c->qbuf.len, c->qbuf.cap - c->qbuf.len, c->qbuf.cap, c->out.b.cap,
+        c->qbuf.cap + c->out.b.cap + sizeof(client),
+        c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
+    rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+/* ---------------- accept ---------------- */
+
+static void sockaddr_string(const struct sockaddr *sa, char *buf, size_t len) {
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+        port = ntohs(a->sin_port);
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(buf, len, "%s:%d", ip, port);
+}
+
+static int is_loopback(const struct sockaddr *sa) {
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) ||
+               (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return 1; /* unix sockets */
+}
+
+/* Refuse a connection with one error line, as Redis does before any command. */
+static void refuse(int fd, const char *msg) {
+    ssize_t n = write(fd, msg, strlen(msg));
+    (void)n;
+    close(fd);
+}
+
+static const char *protected_msg =
+    "-DENIED Rowan is running in protected mode because protected mode is enabled and no "
+    "password is set for the default user. In this mode connections are only accepted from the "
+    "loopback interface. If you want to connect from external computers to Rowan you may adopt "
+    "one of the following solutions: 1) Disable protected mode with 'CONFIG SET protected-mode "
+    "no' from the loopback interface. 2) Set a password with 'requirepass'. 3) Start the server "
+    "with '--protected-mode no'.\r\n";
+
+static int no_password(void) { return !server.cfg.requirepass || !server.cfg.requirepass[0]; }
+
+void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
+    if (atomic_load(&server.connected_clients) >= server.cfg.maxclients) {
+        atomic_fetch_add(&server.stat.rejected_conn, 1);
+        refuse(fd, "-ERR max number of clients reached\r\n");
+        return;
+    }
+    if (server.cfg.protected_mode && no_password() && !is_loopback(sa)) {
+        atomic_fetch_add(&server.stat.rejected_conn, 1);
+        refuse(fd, protected_msg);
+        return;
+    }
+    evutil_make_socket_nonblocking(fd);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (server.cfg.tcp_keepalive > 0) setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+
+    client *c = calloc(1, sizeof(*c));
+    c->id = atomic_fetch_add(&server.next_client_id, 1) + 1;
+    c->fd = fd;
+    c->w = w;
+    c->is_local = is_loopback(sa);
+    sockaddr_string(sa, c->addr, sizeof(c->addr));
+    struct sockaddr_storage ls;
+    socklen_t lslen = sizeof(ls);
+    if (getsockname(fd, (struct sockaddr *)&ls, &lslen) == 0)
+        sockaddr_string((struct sockaddr *)&ls, c->laddr, sizeof(c->laddr));
+    c->authenticated = no_password();
+    c->out.proto = 2;
+    c->ctime = c->last_interaction = time(NULL);
+    rbuf_init(&c->qbuf);
+    rbuf_init(&c->out.b);
+    resp_limits lim = {server.cfg.proto_max_bulk_len, 1024 * 1024, 64 * 1024};
+    resp_parser_init(&c->parser, &lim);
+    db_ctx_init(&c->x, w, w->id);
+    c->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, read_cb, c);
+    c->ev_write = event_new(w->base, fd, EV_WRITE, write_cb, c);
+    event_add(c->ev_read, NULL);
+    atomic_fetch_add(&server.connected_clients, 1);
+    atomic_fetch_add(&server.stat.numconnections, 1);
+    registry_add(w, c);
+}
+
+/* ---------------- dispatch ---------------- */
+
+static void reply_unknown(client *c) {
+    rbuf args;
+    rbuf_init(&args);
+    for (int i = 1; i < c->argc && args.len < 128; i++) {
+        int room = 128 - (int)args.len;
+        char tmp[160];
+        int n = snprintf(tmp, sizeof(tmp), "'%.*s' ",
+                         (int)(c->argvlen[i] < (size_t)room ? c->argvlen[i] : (size_t)room), c->argv[i]);
+        rbuf_append(&args, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+    }
+    rbuf_append(&args, "", 1);
+    resp_add_errorf(&c->out, "ERR unknown command '%.128s', with args beginning with: %s",
+                    c->argv[0], args.buf);
+    rbuf_free(&args);
+}
+
+static int cmp_u16(const void *a, const void *b) {
+    return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
+}
+
+/* The sorted, distinct shards of the command's keys. Returns how many; *out
+ * is either stack (when it fits) or malloc'd (caller frees if != stack). */
+static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out) {
+    int cap = c->argc;
+    int *pos = malloc(sizeof(int) * (size_t)(cap ? cap : 1));
+    int nk = command_keys(c->cmd, c->argc, pos, cap);
+    uint16_t *ids = nk <= stackn ? stack : malloc(sizeof(uint16_t) * (size_t)nk);
+    for (int i = 0; i < nk; i++)
+        ids[i] = shard_of_key(c->argv[pos[i]], c->argvlen[pos[i]])->id;
+    free(pos);
+    qsort(ids, (size_t)nk, sizeof(uint16_t), cmp_u16);
+    int n = 0;
+    for (int i = 0; i < nk; i++)
+        if (n == 0 || ids[n - 1] != ids[i]) ids[n++] = ids[i];
+    *out = ids;
+    return n;
+}
+
+static void held_push(client *c, size_t end, const db_dep *deps, int n) {
+    if (c->nheld + c->headheld == c->capheld) {
+        if (c->headheld) {
+            memmove(c->held, c->held + c->headheld, sizeof(held_reply) * (size_t)c->nheld);
+            c->headheld = 0;
+        } else {
+            c->capheld = c->capheld ? c->capheld * 2 : 16;
+            c->held = realloc(c->held, sizeof(held_reply) * (size_t)c->capheld);
+        }
+    }
+    held_reply *h = &c->held[c->headheld + c->nheld++];
+    h->end = end;
+    h->ndeps = n;
+    if (n == 1) {
+        h->dep1 = deps[0];
+        h->deps = &h->dep1;
+    } else {
+        h->deps = malloc(sizeof(db_dep) * (size_t)n);
+        memcpy(h->deps, deps, sizeof(db_dep) * (size_t)n);
+    }
+}
+
+static void held_pop(client *c) {
+    held_reply *h = &c->held[c->headheld];
+    if (h->deps != &h->dep1) free(h->deps);
+    c->headheld++;
+    if (--c->nheld == 0) c->headheld = 0;
+}
+
+static int deps_durable(const held_reply *h) {
+    for (int i = 0; i < h->ndeps; i++)
+        if (!shard_is_durable(&server.shards[h->deps[i].shard], h->deps[i].ver)) return 0;
+    return 1;
+}
+
+/* After a command: hold its reply if it depends on versions not durable yet.
+ * A held reply also holds every later one (order), so later replies need no
+ * entry of their own unless they have their own dependencies. */
+static void gate_reply(client *c) {
+    db_ctx *x = &c->x;
+    int n = 0;
+    for (int i = 0; i < x->ndeps; i++)
+        if (!shard_is_durable(&server.shards[x->deps[i].shard], x->deps[i].ver))
+            x->deps[n++] = x->deps[i];
+    if (n == 0) return;
+    held_push(c, c->out.b.len, x->deps, n);
+    atomic_fetch_add(&server.stat.held_replies, 1);
+}
+
+static int check_command(client *c) {
+    const struct rcommand *cmd = c->cmd;
+    if (!cmd) {
+        reply_unknown(c);
+        return -1;
+    }
+    if ((cmd->arity > 0 && c->argc != cmd->arity) || (c->argc < -cmd->arity)) {
+        resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s' command", cmd->name);
+        return -1;
+    }
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
+        resp_add_error(&c->out, ERR_NOAUTH);
+        return -1;
+    }
+    return 0;
+}
+
+static void client_call(client *c) {
+    c->cmd = command_lookup(c->argv[0], c->argvlen[0]);
+    size_t reply_start = c->out.b.len;
+    if (check_command(c) != 0) {
+        if (c->cmd) atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        return;
+    }
+    struct rcommand *cmd = (struct rcommand *)c->cmd;
+    uint16_t stack[MAX_CMD_KEYS_STACK], *ids;
+    int nids = command_shards(c, stack, MAX_CMD_KEYS_STACK, &ids);
+    for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
+    db_ctx_reset(&c->x);
+    int64_t t0 = monotonic_us();
+    cmd->proc(c);
+    int64_t dt = monotonic_us() - t0;
+    for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
+    if (ids != stack) free(ids);
+    gate_reply(c);
+    c->lastcmd = cmd;
+    c->tot_cmds++;
+    atomic_fetch_add(&cmd->calls, 1);
+    atomic_fetch_add(&cmd->usec, dt);
+    atomic_fetch_add(&server.stat.numcommands, 1);
+    if (c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-')
+        atomic_fetch_add(&cmd->failed_calls, 1);
+}
+
+/* Execute every complete command in the query buffer. */
+static void client_process_input(client *c) {
+    size_t pos = 0;
+    while (pos < c->qbuf.len && !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+        size_t used = 0, need = 0;
+        int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
+        if (r == RESP_INCOMPLETE) {
+            if (need) rbuf_reserve(&c->qbuf, need);
+            break;
+        }
+        if (r == RESP_ERROR) {
+            resp_add_errorf(&c->out, "ERR %s", c->parser.err);
+            c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+            serverLog(LL_VERBOSE, "Protocol error (%s) from client: id=%llu addr=%s",
+                      c->parser.err, (unsigned long long)c->id, c->addr);
+            break;
+        }
+        pos += used;
+        if (c->parser.argc == 0) continue;
+        c->argc = c->parser.argc;
+        c->argv = c->parser.argv;
+        c->argvlen = c->parser.argvlen;
+        client_call(c);
+    }
+    c->argc = 0;
+    if (pos) rbuf_consume(&c->qbuf, pos);
+    if (c->out.b.len > c->sent) worker_add_pending(c->w, c);
+}
+
+static void read_cb(evutil_socket_t fd, short what, void *arg) {
+    client *c = arg;
+    rbuf_reserve(&c->qbuf, READ_CHUNK);
+    ssize_t n = read(fd, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
+    if (n <= 0) {
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        client_free(c);
+        return;
+    }
+    c->qbuf.len += (size_t)n;
+    c->last_interaction = time(NULL);
+    atomic_fetch_add(&server.stat.net_input_bytes, n);
+    if ((long long)c->qbuf.len > server.cfg.client_query_buffer_limit) {
+        serverLog(LL_WARNING, "Closing client that reached max query buffer length: id=%llu addr=%s "
+                  "qbuf=%zu", (unsigned long long)c->id, c->addr, c->qbuf.len);
+        client_free(c);
+        return;
+    }
+    client_process_input(c);
+}
+
+/* ---------------- output ---------------- */
+
+static size_t sendable_end(const client *c) {
+    return c->nheld ? c->held[c->headheld].end : c->out.b.len;
+}
+
+static void compact_output(client *c) {
+    if (c->sent == c->out.b.len && c->nheld == 0) {
+        c->out.b.len = c->sent = 0;
+        return;
+    }
+    if (c->sent < OUT_COMPACT) return;
+    rbuf_consume(&c->out.b, c->sent);
+    for (int i = 0; i < c->nheld; i++) c->held[c->headheld + i].end -= c->sent;
+    c->sent = 0;
+}
+
+/* Write what may leave; -1 on a dead socket. */
+static int write_out(client *c) {
+    size_t end = sendable_end(c);
+    while (c->sent < end) {
+        ssize_t n = write(c->fd, c->out.b.buf + c->sent, end - c->sent);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN) {
+                event_add(c->ev_write, NULL);
+                return 0;
+            }
+            return -1;
+        }
+        c->sent += (size_t)n;
+        atomic_fetch_add(&server.stat.net_output_bytes, n);
+    }
+    return 0;
+}
+
+int client_flush(client *c) {
+    while (c->nheld && deps_durable(&c->held[c->headheld])) held_pop(c);
+    if (write_out(c) != 0) {
+        client_free(c);
+        return 0;
+    }
+    int unsent = c->sent < c->out.b.len;
+    compact_output(c);
+    if (!unsent && (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+        client_free(c);
+        return 0;
+    }
+    if (c->nheld) return 1;
+    /* Unsent but not held means the socket is full: the write event finishes. */
+    worker_remove_pending(c->w, c);
+    return 0;
+}
+
+static void write_cb(evutil_socket_t fd, short what, void *arg) {
+    client *c = arg;
+    if (client_flush(c) == 1) worker_add_pending(c->w, c);
+}
+
+/* ---------------- teardown ---------------- */
+
+static void client_free(client *c) {
+    worker *w = c->w;
+    worker_remove_pending(w, c);
+    registry_remove(w, c);
+    event_free(c->ev_read);
+    event_free(c->ev_write);
+    close(c->fd);
+    while (c->nheld) held_pop(c);
+    free(c->held);
+    rbuf_free(&c->qbuf);
+    rbuf_free(&c->out.b);
+    resp_parser_free(&c->parser);
+    db_ctx_free(&c->x);
+    free(c->name);
+    atomic_fetch_sub(&server.connected_clients, 1);
+    free(c);
+}
+
+void clients_reap_killed(worker *w) {
+    client *c = w->clients, *next;
+    for (; c; c = next) {
+        next = c->next;
+        /* Replies were flushed just before (worker_before_sleep), so a
+         * client that killed itself has already had its +OK. */
+        if (atomic_load(&c->killed)) client_free(c);
+    }
+}
+
+void clients_cron(worker *w) {
+    if (server.cfg.timeout <= 0) return;
+    time_t now = time(NULL);
+    client *c = w->clients, *next;
+    for (; c; c = next) {
+        next = c->next;
+        if (now - c->last_interaction > server.cfg.timeout && c->nheld == 0 &&
+            c->sent == c->out.b.len)
+            client_free(c);
+    }
+}
+
+void clients_free_all(worker *w) {
+    while (w->clients) client_free(w->clients);
+}

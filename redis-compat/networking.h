@@ -1,0 +1,21 @@
+/* networking.h -- what the workers call into the RESP connection layer for. */
+#ifndef ROWAN_NETWORKING_H
+#define ROWAN_NETWORKING_H
+#include <sys/socket.h>
+#include "client.h"
+
+struct worker;
+/* A new connection accepted by worker w. */
+void client_accept(struct worker *w, int fd, struct sockaddr *sa, int salen);
+/* Release held replies that became durable and write what may be sent.
+ * Returns 1 if replies are still held, 0 otherwise (the client may have been
+ * freed: do not touch it after a 0 from a closed client). */
+int client_flush(client *c);
+/* Close clients other threads marked with client_kill_async. */
+void clients_reap_killed(struct worker *w);
+/* Periodic work: idle timeouts. */
+void clients_cron(struct worker *w);
+void clients_free_all(struct worker *w);
+void worker_remove_pending(struct worker *w, client *c);
+
+#endif

@@ -1,0 +1,166 @@
+/* clean.c -- the clean thread (Rowan-KV §4.4 "Garbage collection").
+ *
+ * A committed segment whose live bytes fall below clean-threshold percent is
+ * cleaned: its live entries are copied to a segment the cleaner owns, the
+ * index is repointed only where it still points at the old copy (a worker
+ * may have overwritten the key meanwhile), the copies are synced, and only
+ * then is the old segment zeroed and freed. A crash at any point leaves at
+ * least one durable copy of every live entry; duplicates carry the same
+ * version, so recovery treats them as one.
+ *
+ * Liveness:
+ *  - a SET (or DBMAP) entry is live iff the index holds exactly its offset;
+ *    checked and relocated under the shard lock, so readers never follow a
+ *    reference into a segment that is being freed.
+ *  - a deletion record (DEL, FLUSHDB) is never indexed. It must survive as
+ *    long as an older version of what it deleted could still be replayed,
+ *    i.e. while any other non-free segment is older than the record: its aux
+ *    field is the segment sequence counter when it was written, and every
+ *    segment that existed then has a smaller seq. Once all of those are
+ *    freed the record has nothing left to shadow and is dropped.
+ *
+ * The cleaner has its own log writer and thread; it allocates with
+ * keep_free 0, using the reserve that ordinary writes leave untouched. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "clean.h"
+#include "db.h"
+#include "log.h"
+#include "pool.h"
+#include "recovery.h"
+#include "server.h"
+#include "shard.h"
+
+static pthread_t clean_thread;
+static _Atomic int clean_stopping;
+static log_writer clean_log;
+static pthread_mutex_t clean_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct clean_job {
+    uint32_t seg;
+    uint64_t oldest_other;     /* smallest seq of any other non-free segment */
+    int failed;
+    uint64_t copied;
+} clean_job;
+
+static void seal_committed(log_writer *w, uint32_t seg) {
+    pool_seg_set_state(w->p, seg, SEG_COMMITTED);
+}
+
+static uint64_t oldest_other_seq(uint32_t except) {
+    uint64_t oldest = UINT64_MAX;
+    for (uint32_t s = 0; s < pool_nsegs(server.pool); s++) {
+        if (s == except) continue;
+        struct seg_meta m = pool_seg_meta(server.pool, s);
+        if (m.state != SEG_FREE && m.seq < oldest) oldest = m.seq;
+    }
+    return oldest;
+}
+
+/* Copy entry e (top-level or sub-entry) as a top-level entry; 0 if no room. */
+static uint64_t copy_entry(const log_entry *e) {
+    size_t len = log_entry_len(e->klen, e->vlen);
+    uint64_t off = log_writer_reserve(&clean_log, len, 0);
+    if (!off) return 0;
+    log_entry_encode(pool_ptr(server.pool, off), e, 1);
+    log_writer_wrote(&clean_log, off, len);
+    return off;
+}
+
+static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
+    if (job->failed) return;
+    if (e->type == LOG_DEL || e->type == LOG_FLUSHDB) {
+        /* A kept deletion record counts as live in its new segment, or a
+         * segment of nothing but records would be picked again at once and
+         * copied forever. */
+        if (job->oldest_other < e->aux) {
+            uint64_t off = copy_entry(e);
+            if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
+                                   (int64_t)log_entry_len(e->klen, e->vlen));
+            else job->failed = 1;
+        }
+        return;
+    }
+    if (e->type != LOG_SET && e->type != LOG_DBMAP) return;
+    if (e->shard >= server.nshards) return;
+    shard *s = &server.shards[e->shard];
+    shard_lock(s);
+    if (db_ref_is_live(s, ref, e)) {
+        uint64_t off = copy_entry(e);
+        if (off) {
+            db_relocate(s, ref, off, e);
+            job->copied += log_entry_len(e->klen, e->vlen);
+        } else {
+            job->failed = 1;
+        }
+    }
+    shard_unlock(s);
+}
+
+static void clean_visit(void *arg, uint64_t off, const log_entry *e) {
+    clean_job *job = arg;
+    if (e->type != LOG_GROUP) {
+        clean_one(job, off, e);
+        return;
+    }
+    size_t pos = 0, sub_off;
+    log_entry sub;
+    while (log_group_next(e, &pos, &sub, &sub_off)) clean_one(job, off + sub_off, &sub);
+}
+
+int clean_segment(uint32_t seg) {
+    pthread_mutex_lock(&clean_mutex);
+    clean_job job = {.seg = seg, .oldest_other = oldest_other_seq(seg)};
+    seg_scan_report rep = {0};
+    seg_scan(seg, clean_visit, &job, &rep);
+    /* The copies must be durable before the only other copy disappears. */
+    log_writer_sync(&clean_log);
+    if (!job.failed) {
+        pool_seg_free(server.pool, seg);
+        atomic_fetch_add(&server.stat.clean_segments, 1);
+        atomic_fetch_add(&server.stat.clean_bytes_copied, (long long)job.copied);
+    }
+    pthread_mutex_unlock(&clean_mutex);
+    return job.failed ? -1 : 0;
+}
+
+/* The committed segment with the lowest utilization below the threshold, or
+ * -1. Segments the cleaner is writing are USING, so never picked. */
+static int64_t pick_victim(void) {
+    int64_t best = -1;
+    int64_t best_live = (int64_t)POOL_SEG_SIZE * server.cfg.clean_threshold / 100;
+    for (uint32_t s = 0; s < pool_nsegs(server.pool); s++) {
+        struct seg_meta m = pool_seg_meta(server.pool, s);
+        if (m.state != SEG_COMMITTED) continue;
+        int64_t live = pool_live_get(server.pool, s);
+        if (live < best_live) {
+            best_live = live;
+            best = s;
+        }
+    }
+    return best;
+}
+
+static void *clean_main(void *arg) {
+    pthread_setname_np(pthread_self(), "rowan-clean");
+    while (!atomic_load(&clean_stopping)) {
+        int64_t victim = pick_victim();
+        if (victim < 0 || clean_segment((uint32_t)victim) != 0) usleep(20000);
+    }
+    return NULL;
+}
+
+void clean_start(void) {
+    log_writer_init(&clean_log, server.pool, OWNER_CLEAN, 0);
+    clean_log.on_sealed = seal_committed;
+    pthread_create(&clean_thread, NULL, clean_main, NULL);
+}
+
+void clean_stop(void) {
+    atomic_store(&clean_stopping, 1);
+    pthread_join(clean_thread, NULL);
+    log_writer_sync(&clean_log);
+}

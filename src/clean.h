@@ -1,0 +1,12 @@
+/* clean.h -- the clean thread: reclaims sparse committed segments. */
+#ifndef ROWAN_CLEAN_H
+#define ROWAN_CLEAN_H
+#include <stdint.h>
+
+void clean_start(void);
+void clean_stop(void);
+/* Clean one segment now (tests, and the thread's own step). 0 ok, -1 if the
+ * pool had no room for the live entries (the segment is left as it was). */
+int clean_segment(uint32_t seg);
+
+#endif

@@ -1,0 +1,78 @@
+/* shard.c -- shard table, version allocation and durable watermarks.
+ *
+ * See shard.h for the watermark argument. The invariant kept here:
+ *   durable_ver == (min over workers of pending_min[w], ignoring zeros) - 1,
+ *   or next_ver - 1 when no worker has anything pending,
+ * recomputed under the shard lock whenever pending_min changes. pending_min
+ * only ever gains a value in shard_next_version and loses it in
+ * shard_worker_durable, both under the lock, so the watermark never passes a
+ * version whose entry a worker has not yet synced. */
+#include <stdlib.h>
+#include <string.h>
+#include "shard.h"
+#include "hash.h"
+#include "server.h"
+
+static int shard_nworkers;
+
+static void shard_init_one(shard *s, int id, int nshards, int nworkers, int databases) {
+    memset(s, 0, sizeof(*s));
+    pthread_mutex_init(&s->lock, NULL);
+    s->id = (uint16_t)id;
+    s->first_slot = (unsigned)((long)id * HASH_SLOTS / nshards);
+    s->last_slot = (unsigned)((long)(id + 1) * HASH_SLOTS / nshards - 1);
+    s->next_ver = 1;
+    atomic_store(&s->durable_ver, 0);
+    s->pending_min = calloc((size_t)nworkers, sizeof(uint64_t));
+    for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
+    (void)databases;
+}
+
+void shard_init_all(int nshards, int nworkers, int databases) {
+    server.nshards = nshards;
+    server.shards = calloc((size_t)nshards, sizeof(shard));
+    shard_nworkers = nworkers;
+    for (int i = 0; i < nshards; i++)
+        shard_init_one(&server.shards[i], i, nshards, nworkers, databases);
+}
+
+shard *shard_of_slot(unsigned slot) {
+    /* Shards are equal contiguous slot ranges, so this inverts the split in
+     * shard_init_one exactly. */
+    long id = ((long)slot * server.nshards + server.nshards - 1) / HASH_SLOTS;
+    while (id > 0 && server.shards[id].first_slot > slot) id--;
+    while (id + 1 < server.nshards && server.shards[id].last_slot < slot) id++;
+    return &server.shards[id];
+}
+
+shard *shard_of_key(const char *key, size_t len) {
+    return shard_of_slot(hash_slot(key, len));
+}
+
+void shard_lock(shard *s) { pthread_mutex_lock(&s->lock); }
+void shard_unlock(shard *s) { pthread_mutex_unlock(&s->lock); }
+
+uint64_t shard_next_version(shard *s, int wid) {
+    uint64_t v = s->next_ver++;
+    if (s->pending_min[wid] == 0) s->pending_min[wid] = v;
+    return v;
+}
+
+static uint64_t shard_watermark(const shard *s) {
+    uint64_t lowest = 0;
+    for (int w = 0; w < shard_nworkers; w++) {
+        uint64_t p = s->pending_min[w];
+        if (p && (!lowest || p < lowest)) lowest = p;
+    }
+    return lowest ? lowest - 1 : s->next_ver - 1;
+}
+
+int shard_worker_durable(shard *s, int wid) {
+    shard_lock(s);
+    s->pending_min[wid] = 0;
+    uint64_t before = atomic_load(&s->durable_ver);
+    uint64_t now = shard_watermark(s);
+    if (now > before) atomic_store_explicit(&s->durable_ver, now, memory_order_release);
+    shard_unlock(s);
+    return now > before;
+}

@@ -1,0 +1,271 @@
+/* worker.c -- worker threads and the group commit that gates replies.
+ *
+ * Each worker runs its own libevent base and accepts on its own
+ * SO_REUSEPORT listener, so the kernel spreads connections over workers and
+ * no request is ever handed between threads.
+ *
+ * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
+ * event (reading and executing commands), then before_sleep():
+ *   1. syncs the worker's t-log once for everything appended in the round
+ *      (on pmem each entry was already persisted as it was written),
+ *   2. tells every shard that got versions from this worker that they are
+ *      durable, which may move the shards' watermarks,
+ *   3. wakes the other workers if a watermark moved while they wait on it,
+ *   4. writes out every reply whose dependencies are now durable.
+ * Nothing is written to a socket before step 1, so no reply ever leaves
+ * ahead of the data it reports.
+ *
+ * Cross-thread signals (wakeups, CLIENT KILL, SHUTDOWN) use event_active on
+ * the worker's wake event; libevent's pthread support makes that safe. */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/socket.h>
+#include <event2/listener.h>
+#include <event2/thread.h>
+#include "worker.h"
+#include "server.h"
+#include "shard.h"
+#include "client.h"
+#include "networking.h"
+
+static void worker_before_sleep(worker *w);
+
+/* ---------------- per-round bookkeeping ---------------- */
+
+void worker_touch_shard(worker *w, uint16_t sid) {
+    if (w->touched_mark[sid]) return;
+    w->touched_mark[sid] = 1;
+    w->touched[w->ntouched++] = sid;
+}
+
+void worker_add_pending(worker *w, client *c) {
+    for (int i = 0; i < w->npending; i++)
+        if (w->pending[i] == c) return;
+    if (w->npending == w->cappending) {
+        w->cappending = w->cappending ? w->cappending * 2 : 64;
+        w->pending = realloc(w->pending, (size_t)w->cappending * sizeof(client *));
+    }
+    w->pending[w->npending++] = c;
+}
+
+void worker_remove_pending(worker *w, client *c) {
+    for (int i = 0; i < w->npending; i++) {
+        if (w->pending[i] == c) {
+            w->pending[i] = w->pending[--w->npending];
+            return;
+        }
+    }
+}
+
+void worker_wake(worker *w) { event_active(w->wake_ev, EV_READ, 0); }
+
+void server_wake_workers(void) {
+    for (int i = 0; i < server.nworkers; i++) worker_wake(server.workers[i]);
+}
+
+void server_request_shutdown(void) {
+    atomic_store(&server.shutdown_asap, 1);
+    server_wake_workers();
+}
+
+/* Sync the t-log and publish durability for the shards touched this round.
+ * Returns 1 if some shard's watermark moved. */
+static int worker_commit(worker *w) {
+    if (w->ntouched == 0) return 0;
+    log_writer_sync(&w->tlog);
+    atomic_fetch_add(&server.stat.syncs, 1);
+    int moved = 0;
+    for (int i = 0; i < w->ntouched; i++) {
+        uint16_t sid = w->touched[i];
+        w->touched_mark[sid] = 0;
+        moved |= shard_worker_durable(&server.shards[sid], w->id);
+    }
+    w->ntouched = 0;
+    return moved;
+}
+
+static void wake_waiting_workers(worker *self) {
+    atomic_thread_fence(memory_order_seq_cst);
+    for (int i = 0; i < server.nworkers; i++) {
+        worker *o = server.workers[i];
+        if (o != self && atomic_load(&o->waiting)) worker_wake(o);
+    }
+}
+
+static void worker_flush_clients(worker *w) {
+    int waiting = 0;
+    /* Announce that we may wait BEFORE reading any watermark: a worker that
+     * moves a watermark after our check then sees the flag and wakes us
+     * (the fences make this store/load pair sequentially consistent). */
+    if (w->npending) {
+        atomic_store(&w->waiting, 1);
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+    /* client_flush may remove c from the pending list (done or closed), so
+     * walk backwards. */
+    for (int i = w->npending - 1; i >= 0; i--) {
+        if (i >= w->npending) continue;
+        client *c = w->pending[i];
+        if (client_flush(c) == 1) waiting = 1;
+    }
+    atomic_store(&w->waiting, waiting);
+}
+
+static void worker_before_sleep(worker *w) {
+    if (worker_commit(w)) wake_waiting_workers(w);
+    worker_flush_clients(w);
+    if (atomic_exchange(&w->kill_pending, 0)) clients_reap_killed(w);
+}
+
+/* ---------------- events ---------------- */
+
+static void wake_cb(evutil_socket_t fd, short what, void *arg) {
+    worker *w = arg;
+    if (atomic_load(&server.shutdown_asap)) event_base_loopbreak(w->base);
+}
+
+static void cron_cb(evutil_socket_t fd, short what, void *arg) {
+    worker *w = arg;
+    db_ctx_reset(&w->x);
+    db_active_expire(&w->x, 200);
+    clients_cron(w);
+}
+
+static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int salen, void *arg) {
+    client_accept((worker *)arg, fd, sa, salen);
+}
+
+static void accept_error_cb(struct evconnlistener *l, void *arg) {
+    int err = EVUTIL_SOCKET_ERROR();
+    serverLog(LL_WARNING, "Accepting client connection: %s", evutil_socket_error_to_string(err));
+}
+
+/* ---------------- creation ---------------- */
+
+static int listen_on(worker *w, const char *addr, int port, char *err, size_t errlen) {
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    int len;
+    if (strchr(addr, ':')) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, addr, &a6->sin6_addr) != 1) goto bad;
+        len = sizeof(*a6);
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        if (strcmp(addr, "*") == 0) addr = "0.0.0.0";
+        if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1) goto bad;
+        len = sizeof(*a4);
+    }
+    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
+                     LEV_OPT_CLOSE_ON_EXEC;
+    struct evconnlistener *l = evconnlistener_new_bind(
+        w->base, accept_cb, w, flags, server.cfg.tcp_backlog, (struct sockaddr *)&ss, len);
+    if (!l) {
+        snprintf(err, errlen, "Could not create server TCP listening socket %s:%d: %s", addr, port,
+                 strerror(errno));
+        return -1;
+    }
+    evconnlistener_set_error_cb(l, accept_error_cb);
+    w->listeners[w->nlisteners++] = l;
+    return 0;
+bad:
+    snprintf(err, errlen, "Invalid bind address '%s'", addr);
+    return -1;
+}
+
+static int worker_listen(worker *w, char *err, size_t errlen) {
+    char *copy = strdup(server.cfg.bind), *save = NULL;
+    int rc = 0;
+    for (char *a = strtok_r(copy, " ", &save); a && rc == 0; a = strtok_r(NULL, " ", &save)) {
+        if (w->nlisteners == (int)(sizeof(w->listeners) / sizeof(w->listeners[0]))) break;
+        rc = listen_on(w, a[0] == '-' ? a + 1 : a, server.cfg.port, err, errlen);
+        /* "-addr" means optional, as in redis.conf: a missing IPv6 stack is fine. */
+        if (rc && a[0] == '-') rc = 0;
+    }
+    free(copy);
+    if (rc == 0 && w->nlisteners == 0) {
+        snprintf(err, errlen, "No bind address to listen on");
+        rc = -1;
+    }
+    return rc;
+}
+
+static void sealed_committed(log_writer *lw, uint32_t seg) {
+    /* A single-node t-log segment is committed once synced: every entry in it
+     * is persisted on every replica there is (Rowan-KV Fig. 6). */
+    pool_seg_set_state(lw->p, seg, SEG_COMMITTED);
+}
+
+static worker *worker_new(int id, char *err, size_t errlen) {
+    worker *w = calloc(1, sizeof(*w));
+    w->id = id;
+    struct event_config *cfg = event_config_new();
+    w->base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    w->wake_ev = event_new(w->base, -1, EV_PERSIST, wake_cb, w);
+    w->cron_ev = event_new(w->base, -1, EV_PERSIST, cron_cb, w);
+    int hz = server.cfg.hz > 0 ? server.cfg.hz : 10;
+    struct timeval tv = {0, 1000000 / hz};
+    event_add(w->cron_ev, &tv);
+    log_writer_init(&w->tlog, server.pool, OWNER_WORKER, (uint16_t)id);
+    w->tlog.on_sealed = sealed_committed;
+    db_ctx_init(&w->x, w, id);
+    w->touched = calloc((size_t)server.nshards, sizeof(uint16_t));
+    w->touched_mark = calloc((size_t)server.nshards, 1);
+    if (worker_listen(w, err, errlen) != 0) return NULL;
+    return w;
+}
+
+int workers_create(int n, char *err, size_t errlen) {
+    evthread_use_pthreads();
+    server.nworkers = n;
+    server.workers = calloc((size_t)n, sizeof(worker *));
+    for (int i = 0; i < n; i++) {
+        server.workers[i] = worker_new(i, err, errlen);
+        if (!server.workers[i]) return -1;
+    }
+    return 0;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    char name[16];
+    snprintf(name, sizeof(name), "rowan-w%d", w->id);
+    pthread_setname_np(pthread_self(), name);
+    while (!atomic_load(&server.shutdown_asap)) {
+        event_base_loop(w->base, EVLOOP_ONCE);
+        worker_before_sleep(w);
+    }
+    /* Shutting down: what was appended is synced, replies that can still go
+     * out do, then every connection closes. */
+    worker_commit(w);
+    worker_flush_clients(w);
+    log_writer_sync(&w->tlog);
+    return NULL;
+}
+
+void workers_start(void) {
+    for (int i = 0; i < server.nworkers; i++)
+        pthread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
+}
+
+void workers_join(void) {
+    for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
+    for (int i = 0; i < server.nworkers; i++) {
+        worker *w = server.workers[i];
+        clients_free_all(w);
+        for (int l = 0; l < w->nlisteners; l++) evconnlistener_free(w->listeners[l]);
+        log_writer_seal(&w->tlog);
+    }
+}

@@ -1,0 +1,56 @@
+/* worker.h -- worker threads: one libevent loop each, its own listener
+ * (SO_REUSEPORT), its own t-log, and the group commit that gates replies.
+ *
+ * A worker's loop runs in rounds, like redis-server's: wait for events, run
+ * every ready command (appending effects to the t-log), then in before_sleep
+ * sync the t-log once for the whole round, advance the shards' durable
+ * watermarks, and only then write out the replies whose dependencies are
+ * durable. Replies still waiting on another worker's versions stay held; that
+ * worker wakes this one when its sync moves a watermark. */
+#ifndef ROWAN_WORKER_H
+#define ROWAN_WORKER_H
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <event2/event.h>
+#include "log.h"
+#include "db.h"
+
+struct client;
+struct evconnlistener;
+
+typedef struct worker {
+    int id;
+    pthread_t thread;
+    struct event_base *base;
+    struct evconnlistener *listeners[16];
+    int nlisteners;
+    struct event *wake_ev;        /* activated from other threads */
+    struct event *cron_ev;        /* server.cfg.hz timer */
+    log_writer tlog;
+    db_ctx x;                     /* for work the worker does on its own (expiry) */
+    /* shards that got versions from this worker since its last sync */
+    uint16_t *touched;
+    uint8_t *touched_mark;
+    int ntouched;
+    /* clients with output to send or replies held */
+    struct client **pending;
+    int npending, cappending;
+    struct client *clients;       /* all clients of this worker (list head) */
+    int nclients;
+    _Atomic int waiting;          /* has replies held on other workers' versions */
+    _Atomic int kill_pending;     /* some client was marked killed by another thread */
+    uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
+} worker;
+
+/* Create the workers and their listeners (fails with a message). */
+int workers_create(int n, char *err, size_t errlen);
+void workers_start(void);
+void workers_join(void);
+/* A version of shard sid was allocated by worker w in this round. */
+void worker_touch_shard(worker *w, uint16_t sid);
+/* Make client c part of w's next flush. */
+void worker_add_pending(worker *w, struct client *c);
+void worker_wake(worker *w);
+
+#endif
