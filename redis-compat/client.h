@@ -21,8 +21,8 @@ struct rcommand;
 typedef struct held_reply {
     size_t end;            /* offset in out.b (relative to its current start) */
     int ndeps;
-    db_dep *deps;          /* malloc'd when ndeps > 1 */
-    db_dep dep1;
+    db_dep *deps;          /* malloc'd when ndeps > 1, else NULL */
+    db_dep dep1;           /* the dependency when ndeps == 1 */
 } held_reply;
 
 #define CLIENT_CLOSE_AFTER_REPLY (1 << 0)  /* QUIT, protocol error */

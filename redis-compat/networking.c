@@ -246,25 +246,29 @@ static void held_push(client *c, size_t end, const db_dep *deps, int n) {
     held_reply *h = &c->held[c->headheld + c->nheld++];
     h->end = end;
     h->ndeps = n;
-    if (n == 1) {
-        h->dep1 = deps[0];
-        h->deps = &h->dep1;
-    } else {
+    h->dep1 = deps[0];
+    h->deps = NULL;
+    if (n > 1) {
         h->deps = malloc(sizeof(db_dep) * (size_t)n);
         memcpy(h->deps, deps, sizeof(db_dep) * (size_t)n);
     }
 }
 
+/* The common single dependency lives inline; never store a pointer to it,
+ * since the FIFO array moves when it grows. */
+static const db_dep *held_deps(const held_reply *h) { return h->ndeps > 1 ? h->deps : &h->dep1; }
+
 static void held_pop(client *c) {
     held_reply *h = &c->held[c->headheld];
-    if (h->deps != &h->dep1) free(h->deps);
+    free(h->deps);
     c->headheld++;
     if (--c->nheld == 0) c->headheld = 0;
 }
 
 static int deps_durable(const held_reply *h) {
+    const db_dep *d = held_deps(h);
     for (int i = 0; i < h->ndeps; i++)
-        if (!shard_is_durable(&server.shards[h->deps[i].shard], h->deps[i].ver)) return 0;
+        if (!shard_is_durable(&server.shards[d[i].shard], d[i].ver)) return 0;
     return 1;
 }
 

@@ -1,0 +1,312 @@
+/* log.c -- log entry codec and log writers.
+ *
+ * Entries (layout in log.h) are encoded field by field in little endian, so
+ * the on-media format does not depend on struct layout. log_entry_check is
+ * the gate for everything read back from the pool after a crash or off the
+ * network: it reads nothing beyond `avail`, rejects unknown types and any
+ * length that does not fit, and only then runs the CRC.
+ *
+ * Groups: log_group_next validates the whole group on its first call (pos 0)
+ * and yields nothing if any sub-entry is malformed, so a caller applying
+ * sub-entries as they come never applies part of a bad group. *pos packs the
+ * byte offset of the next sub-entry inside the payload (low 32 bits) and the
+ * number of sub-entries already returned (high 32 bits).
+ *
+ * Writers: a writer appends at w->pos of its current segment; an entry that
+ * does not fit moves the writer to a freshly allocated segment, leaving the
+ * old tail zero (the end of a log is where the checksum stops matching). The
+ * dirty (appended, not yet synced) bytes are one run through a sequence of
+ * segments: from dirty_lo in the oldest segment of closed[] (or the current
+ * segment), through the whole written part of later closed segments, to
+ * dirty_hi in the newest one. closed[] lists the segments left since the last
+ * sync; they are sealed (USING -> USED, then on_sealed) only after their
+ * bytes are durable. When closed[] is full the writer syncs early (so
+ * on_sealed can run inside log_writer_reserve). On pmem every append is
+ * persisted by log_writer_wrote, so a segment is sealed as soon as the
+ * writer leaves it and sync has nothing to do.
+ *
+ * Contract: report each reservation with log_writer_wrote before reserving
+ * again (offsets in different segments do not compare, so the dirty run is
+ * tracked in reservation order), and never leave a reservation unwritten: a
+ * zero hole ends the log for recovery, hiding every entry after it.
+ * on_sealed must not append to the same writer (it may run inside
+ * log_writer_reserve, between leaving one segment and entering the next). */
+#include "log.h"
+#include "crc32c.h"
+
+#include <string.h>
+
+/* ---- little-endian field access ---- */
+
+static inline void put_u16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void put_u32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t get_u16(const uint8_t *p) {
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static inline uint32_t get_u32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+
+static inline uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Header field offsets. */
+enum { F_CRC = 0, F_TYPE = 4, F_FLAGS = 5, F_SHARD = 6, F_VERDB = 8, F_KLEN = 16,
+       F_VLEN = 20, F_EXPIRE = 24, F_AUX = 32 };
+
+/* ---- entries ---- */
+
+size_t log_entry_encode(void *dst, const log_entry *e, int with_crc) {
+    uint8_t *d = dst;
+    size_t total = log_entry_len(e->klen, e->vlen);
+    d[F_TYPE] = e->type;
+    d[F_FLAGS] = e->flags;
+    put_u16(d + F_SHARD, e->shard);
+    put_u64(d + F_VERDB, (e->ver & LOG_VER_MASK) | (uint64_t)e->db << 48);
+    put_u32(d + F_KLEN, e->klen);
+    put_u32(d + F_VLEN, e->vlen);
+    put_u64(d + F_EXPIRE, (uint64_t)e->expire_ms);
+    put_u64(d + F_AUX, e->aux);
+    if (e->klen)
+        memcpy(d + LOG_HDR_SIZE, e->key, e->klen);
+    if (e->vlen)
+        memcpy(d + LOG_HDR_SIZE + e->klen, e->val, e->vlen);
+    put_u32(d + F_CRC, with_crc ? crc32c(0, d + 4, total - 4) : 0);
+    return total;
+}
+
+void log_entry_decode(const void *src, log_entry *out) {
+    const uint8_t *s = src;
+    uint64_t verdb = get_u64(s + F_VERDB);
+    out->type = s[F_TYPE];
+    out->flags = s[F_FLAGS];
+    out->shard = get_u16(s + F_SHARD);
+    out->ver = verdb & LOG_VER_MASK;
+    out->db = (uint16_t)(verdb >> 48);
+    out->klen = get_u32(s + F_KLEN);
+    out->vlen = get_u32(s + F_VLEN);
+    out->expire_ms = (int64_t)get_u64(s + F_EXPIRE);
+    out->aux = get_u64(s + F_AUX);
+    out->key = (const char *)s + LOG_HDR_SIZE;
+    out->val = out->key + out->klen;
+}
+
+/* Length an entry header claims, or 0 if its type is unknown or the length
+ * does not fit in avail / LOG_MAX_ENTRY. Reads only the header, which the
+ * caller guarantees is inside avail. 64-bit arithmetic: two 32-bit lengths
+ * cannot overflow it. */
+static uint64_t header_len(const uint8_t *s, size_t avail) {
+    uint8_t type = s[F_TYPE];
+    if (type == 0 || type >= LOG_TYPE_MAX)
+        return 0;
+    uint64_t total = (uint64_t)LOG_HDR_SIZE + get_u32(s + F_KLEN) + get_u32(s + F_VLEN);
+    if (total > avail || total > LOG_MAX_ENTRY)
+        return 0;
+    return total;
+}
+
+size_t log_entry_check(const void *src, size_t avail, log_entry *out) {
+    const uint8_t *s = src;
+    if (avail < LOG_HDR_SIZE)
+        return 0;
+    uint64_t total = header_len(s, avail);
+    if (!total)
+        return 0;
+    if (crc32c(0, s + 4, total - 4) != get_u32(s + F_CRC))
+        return 0;
+    if (out)
+        log_entry_decode(s, out);
+    return (size_t)total;
+}
+
+/* ---- groups ---- */
+
+static inline uint64_t align_sub(uint64_t n) {
+    return (n + LOG_SUB_ALIGN - 1) & ~(uint64_t)(LOG_SUB_ALIGN - 1);
+}
+
+/* Length of the sub-entry at payload offset off, or 0 if it is malformed:
+ * misaligned, out of bounds, unknown or nested-group type, nonzero crc. */
+static uint64_t sub_len(const log_entry *g, uint64_t off) {
+    if (off % LOG_SUB_ALIGN || off > g->vlen || g->vlen - off < LOG_HDR_SIZE)
+        return 0;
+    const uint8_t *s = (const uint8_t *)g->val + off;
+    if (s[F_TYPE] == LOG_GROUP || get_u32(s + F_CRC) != 0)
+        return 0;
+    return header_len(s, g->vlen - off);
+}
+
+/* Do exactly g->aux well-formed sub-entries fill the payload, leaving at most
+ * alignment padding? */
+static int group_valid(const log_entry *g) {
+    if (g->type != LOG_GROUP || g->aux > g->vlen / LOG_HDR_SIZE)
+        return 0;
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < g->aux; i++) {
+        uint64_t n = sub_len(g, off);
+        if (!n)
+            return 0;
+        off = align_sub(off + n);
+    }
+    return off >= g->vlen;
+}
+
+int log_group_next(const log_entry *group, size_t *pos, log_entry *sub, size_t *sub_off) {
+    uint64_t off = *pos & 0xffffffffu;
+    uint64_t done = *pos >> 32;
+    if (*pos == 0 && !group_valid(group))
+        return 0;
+    if (done >= group->aux)
+        return 0;
+    uint64_t n = sub_len(group, off);
+    if (!n)
+        return 0;
+    const uint8_t *s = (const uint8_t *)group->val + off;
+    log_entry_decode(s, sub);
+    if (sub_off)
+        *sub_off = (size_t)(LOG_HDR_SIZE + group->klen + off);
+    *pos = (size_t)((done + 1) << 32 | align_sub(off + n));
+    return 1;
+}
+
+/* ---- writers ---- */
+
+void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owner_id) {
+    memset(w, 0, sizeof *w);
+    w->p = p;
+    w->owner = owner;
+    w->owner_id = owner_id;
+    w->seg = -1;
+}
+
+static uint64_t seg_start(const log_writer *w, int32_t seg) {
+    return pool_seg_offset(w->p, (uint32_t)seg);
+}
+
+/* Persist the dirty part of seg; *started tells whether the dirty run began
+ * in an earlier segment. Returns 1 once the segment holding dirty_hi is done. */
+static int persist_seg_part(log_writer *w, int32_t seg, int *started) {
+    uint64_t start = seg_start(w, seg), end = start + POOL_SEG_SIZE;
+    uint64_t lo = start;
+    if (!*started) {
+        if (w->dirty_lo < start || w->dirty_lo >= end)
+            return 0; /* synced before it was closed */
+        lo = w->dirty_lo;
+        *started = 1;
+    }
+    int last = w->dirty_hi > start && w->dirty_hi <= end;
+    uint64_t hi = last ? w->dirty_hi : end;
+    if (hi > lo)
+        pool_persist(w->p, pool_ptr(w->p, lo), hi - lo);
+    return last;
+}
+
+/* Persist the dirty run across closed[] and the current segment. */
+static void persist_dirty(log_writer *w) {
+    if (!w->dirty_lo)
+        return;
+    int started = 0, last = 0;
+    for (int i = 0; i < w->nclosed && !last; i++)
+        last = persist_seg_part(w, w->closed[i], &started);
+    if (!last && w->seg >= 0)
+        persist_seg_part(w, w->seg, &started);
+    w->dirty_lo = w->dirty_hi = 0;
+}
+
+/* Mark seg USED and tell the owner; its bytes must be durable already. */
+static void seal_one(log_writer *w, uint32_t seg) {
+    pool_seg_set_state(w->p, seg, SEG_USED);
+    if (w->on_sealed)
+        w->on_sealed(w, seg);
+}
+
+void log_writer_sync(log_writer *w) {
+    persist_dirty(w);
+    int n = w->nclosed;
+    w->nclosed = 0; /* cleared first: a reentrant sync from on_sealed is a no-op */
+    int32_t sealed[8];
+    memcpy(sealed, w->closed, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        seal_one(w, (uint32_t)sealed[i]);
+}
+
+/* Leave the current segment. On pmem its entries are durable already, so it
+ * is sealed at once (a pmem owner need not call sync at all). Otherwise it
+ * waits in closed[] for the next sync, which is forced early when closed[]
+ * is full. */
+static void close_current(log_writer *w) {
+    if (w->seg < 0)
+        return;
+    if (pool_is_pmem(w->p)) {
+        uint32_t seg = (uint32_t)w->seg;
+        w->seg = -1;
+        w->pos = 0;
+        seal_one(w, seg);
+        return;
+    }
+    int cap = (int)(sizeof w->closed / sizeof w->closed[0]);
+    if (w->nclosed == cap)
+        log_writer_sync(w);
+    w->closed[w->nclosed++] = w->seg;
+    w->seg = -1;
+    w->pos = 0;
+}
+
+uint64_t log_writer_reserve(log_writer *w, size_t len, int64_t keep_free) {
+    size_t span = log_entry_span(len);
+    if (len < LOG_HDR_SIZE || len > LOG_MAX_ENTRY)
+        return 0;
+    if (w->seg < 0 || (size_t)w->pos + span > POOL_SEG_SIZE) {
+        uint32_t kf = keep_free >= 0 ? (uint32_t)keep_free : w->keep_free;
+        int seg = pool_seg_alloc(w->p, w->owner, w->owner_id, kf);
+        if (seg < 0)
+            return 0; /* keep the current segment: a smaller entry may fit */
+        close_current(w);
+        w->seg = seg;
+        w->pos = 0;
+    }
+    uint64_t off = seg_start(w, w->seg) + w->pos;
+    w->pos += (uint32_t)span;
+    return off;
+}
+
+void log_writer_wrote(log_writer *w, uint64_t off, size_t len) {
+    if (pool_is_pmem(w->p)) {
+        pool_persist(w->p, pool_ptr(w->p, off), len);
+        return;
+    }
+    /* Offsets only compare within one segment: a later segment may sit at a
+     * lower address. The run starts at the first write since the last sync
+     * and ends in the segment written last. */
+    uint64_t seg = pool_seg_of(w->p, off);
+    if (!w->dirty_lo || (pool_seg_of(w->p, w->dirty_lo) == seg && off < w->dirty_lo))
+        w->dirty_lo = off;
+    if (!w->dirty_hi || pool_seg_of(w->p, w->dirty_hi - 1) != seg || off + len > w->dirty_hi)
+        w->dirty_hi = off + len;
+}
+
+void log_writer_seal(log_writer *w) {
+    close_current(w);
+    log_writer_sync(w);
+}

@@ -1,0 +1,568 @@
+/* pool.c -- the persistent pool file: superblock, segment meta table, data.
+ *
+ * Layout (see pool.h): superblock at 0, meta table at POOL_META_OFF (4 KiB),
+ * data from data_off, a multiple of POOL_SEG_SIZE. With 16-byte meta entries
+ * one 4 MiB header segment describes ~1 TiB of data; bigger pools use more.
+ *
+ * Creation is atomic: the file is built under a temporary name (allocated
+ * with posix_fallocate so later msyncs never need to allocate blocks, then
+ * initialised and synced) and linked into place only when complete. So a
+ * file at `path` is either a whole pool or something we refuse to open.
+ *
+ * Superblock: the immutable geometry is covered by a CRC32C; the only field
+ * that ever changes is seq_lease, a single aligned 8-byte word, so updates
+ * cannot tear it.
+ *
+ * Sequence numbers: segment seqs come from a counter. To avoid a superblock
+ * write per allocation, the superblock holds a lease: every seq handed out is
+ * below seq_lease, and the lease is extended (and persisted) by
+ * POOL_SEQ_LEASE before a seq at or past it is used. On open the counter
+ * restarts at max(seq_lease, largest seq in the meta table + 1), so seqs are
+ * strictly increasing across restarts. Seq 0 never names a live segment.
+ *
+ * Meta entries are written as two 8-byte words (state/owner/owner_id, then
+ * seq), each an atomic store, persisted in an order that keeps every crash
+ * state meaningful: allocation persists the seq before the state turns
+ * USING; freeing persists the zeroed data, then state FREE, then seq 0. A
+ * FREE entry's seq is meaningless (it may be stale after a crash).
+ *
+ * Freeing zeroes the first page before the rest, each persisted: if a crash
+ * interrupts the zeroing of a segment that is still marked used, recovery
+ * finds a zero first entry and reads the segment as empty instead of finding
+ * stale entries behind a hole.
+ *
+ * DRAM state: a free stack (rebuilt from the meta table on open) and the
+ * per-segment live-byte atomics. The mutex guards the free stack, the seq
+ * counter and meta writes. An exclusive flock() on the file keeps a second
+ * process from opening the same pool.
+ *
+ * A failed persist (msync error) aborts the process: carrying on would mean
+ * acknowledging writes that are not durable. */
+#include "pool.h"
+#include "crc32c.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libpmem.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pool layout is little endian");
+_Static_assert(sizeof(struct seg_meta) == 16, "seg_meta is 16 bytes");
+
+#define POOL_META_OFF   4096u
+#define POOL_MIN_SEGS   4u
+#define POOL_SEQ_LEASE  1024u
+#define POOL_PAGE       4096u
+
+/* On-media superblock. Bytes [0, SB_CRC_LEN) are immutable and checksummed. */
+struct pool_sb {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t seg_size;
+    uint64_t pool_size;
+    uint64_t data_off;
+    uint32_t nsegs;
+    uint32_t meta_off;
+    uint64_t ctime;      /* creation time, unix seconds */
+    uint32_t crc;        /* CRC32C of bytes [0, offsetof(crc)) */
+    uint32_t pad;
+    uint64_t seq_lease;  /* every seq ever handed out is below this */
+};
+#define SB_CRC_LEN offsetof(struct pool_sb, crc)
+
+struct pool {
+    uint8_t *base;
+    uint64_t size;
+    int is_pmem;
+    int lock_fd;
+    struct pool_sb *sb;
+    struct seg_meta *meta;
+    uint64_t data_off;
+    uint32_t nsegs;
+
+    pthread_mutex_t mu;
+    uint32_t *free_stack;   /* free segment numbers; top = next allocated */
+    uint32_t nfree;
+    _Atomic uint64_t next_seq; /* next seq to hand out; written under mu */
+    _Atomic int64_t *live;  /* live bytes per segment */
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- persistence ---- */
+
+void pool_persist(pool *p, const void *addr, size_t len) {
+    if (!len)
+        return;
+    if (p->is_pmem) {
+        pmem_persist(addr, len);
+        return;
+    }
+    if (pmem_msync(addr, len) != 0) {
+        fprintf(stderr, "rowan: FATAL: msync of the pool failed: %s\n", strerror(errno));
+        abort();
+    }
+}
+
+void pool_write(pool *p, void *dst, const void *src, size_t len) {
+    if (p->is_pmem)
+        pmem_memcpy(dst, src, len, PMEM_F_MEM_NONTEMPORAL); /* drains: durable */
+    else
+        memcpy(dst, src, len);
+}
+
+/* ---- geometry ---- */
+
+/* Header segments needed in front of `total` file segments so that the meta
+ * table for the rest fits: smallest h with META_OFF + 16*(total-h) <= h*SEG. */
+static uint32_t header_segs(uint64_t total) {
+    uint64_t h = 1;
+    while (h < total && POOL_META_OFF + 16 * (total - h) > h * (uint64_t)POOL_SEG_SIZE)
+        h++;
+    return (uint32_t)h;
+}
+
+static uint32_t sb_crc(const struct pool_sb *sb) {
+    return crc32c(0, sb, SB_CRC_LEN);
+}
+
+/* ---- meta entries: two atomic 8-byte words ---- */
+
+static uint64_t *meta_words(pool *p, uint32_t seg) {
+    return (uint64_t *)(void *)&p->meta[seg];
+}
+
+static uint64_t state_word(enum seg_state st, enum seg_owner owner, uint16_t owner_id) {
+    return (uint64_t)st | (uint64_t)owner << 8 | (uint64_t)owner_id << 16;
+}
+
+static void meta_store_state(pool *p, uint32_t seg, uint64_t word) {
+    uint64_t *w = meta_words(p, seg);
+    __atomic_store_n(&w[0], word, __ATOMIC_RELEASE);
+    pool_persist(p, &w[0], 8);
+}
+
+static void meta_store_seq(pool *p, uint32_t seg, uint64_t seq) {
+    uint64_t *w = meta_words(p, seg);
+    __atomic_store_n(&w[1], seq, __ATOMIC_RELEASE);
+    pool_persist(p, &w[1], 8);
+}
+
+struct seg_meta pool_seg_meta(const pool *p, uint32_t seg) {
+    const uint64_t *w = (const uint64_t *)(const void *)&p->meta[seg];
+    uint64_t s = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+    struct seg_meta m;
+    m.state = (uint8_t)s;
+    m.owner = (uint8_t)(s >> 8);
+    m.owner_id = (uint16_t)(s >> 16);
+    m.reserved = (uint32_t)(s >> 32);
+    m.seq = __atomic_load_n(&w[1], __ATOMIC_ACQUIRE);
+    return m;
+}
+
+/* ---- creation ---- */
+
+/* Build a complete pool file at tmp; 0 on success. */
+static int pool_build(const char *tmp, uint64_t size, uint32_t nsegs, uint64_t data_off,
+                      char *err, size_t errlen) {
+    int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        set_err(err, errlen, "cannot create pool file %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    int rc = posix_fallocate(fd, 0, (off_t)size);
+    if (rc != 0) {
+        set_err(err, errlen, "cannot allocate %llu bytes for pool file %s: %s",
+                (unsigned long long)size, tmp, strerror(rc));
+        close(fd);
+        return -1;
+    }
+    close(fd);
+
+    size_t mapped;
+    int is_pmem;
+    uint8_t *base = pmem_map_file(tmp, 0, 0, 0, &mapped, &is_pmem);
+    if (!base) {
+        set_err(err, errlen, "cannot map pool file %s: %s", tmp, pmem_errormsg());
+        return -1;
+    }
+    is_pmem = pmem_is_pmem(base, mapped);
+    /* The meta table is already zero (fallocated blocks read as zero), which
+     * is SEG_FREE with seq 0 for every segment. */
+    struct pool_sb sb;
+    memset(&sb, 0, sizeof sb);
+    sb.magic = POOL_MAGIC;
+    sb.version = POOL_VERSION;
+    sb.seg_size = POOL_SEG_SIZE;
+    sb.pool_size = size;
+    sb.data_off = data_off;
+    sb.nsegs = nsegs;
+    sb.meta_off = POOL_META_OFF;
+    sb.ctime = (uint64_t)time(NULL);
+    sb.crc = sb_crc(&sb);
+    sb.seq_lease = 1;
+    memcpy(base, &sb, sizeof sb);
+    if (is_pmem)
+        pmem_persist(base, data_off);
+    else if (pmem_msync(base, data_off) != 0) {
+        set_err(err, errlen, "cannot sync pool file %s: %s", tmp, strerror(errno));
+        pmem_unmap(base, mapped);
+        return -1;
+    }
+    pmem_unmap(base, mapped);
+
+    fd = open(tmp, O_RDONLY);
+    if (fd < 0 || fsync(fd) != 0) {
+        set_err(err, errlen, "cannot sync pool file %s: %s", tmp, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+static void sync_parent_dir(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == dir)
+        dir[1] = '\0';
+    else
+        *slash = '\0';
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+}
+
+/* Create a new pool at path (atomically: build under a temporary name, then
+ * link). Returns 0 on success, also when another process created it first. */
+static int pool_create(const char *path, uint64_t size, char *err, size_t errlen) {
+    uint64_t total = size / POOL_SEG_SIZE;
+    uint32_t hdr = total ? header_segs(total) : 1;
+    if (total < (uint64_t)hdr + POOL_MIN_SEGS || total - hdr > UINT32_MAX) {
+        set_err(err, errlen, "pool size %llu bytes is unusable: need at least %u MiB "
+                "(%u data segments of %u MiB plus the header)",
+                (unsigned long long)size,
+                (unsigned)((POOL_MIN_SEGS + 1) * (POOL_SEG_SIZE >> 20)),
+                POOL_MIN_SEGS, POOL_SEG_SIZE >> 20);
+        return -1;
+    }
+    uint64_t rounded = total * POOL_SEG_SIZE;
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.creating.%ld", path, (long)getpid());
+    unlink(tmp); /* a leftover from an earlier crashed attempt of this pid */
+    if (pool_build(tmp, rounded, (uint32_t)(total - hdr),
+                   (uint64_t)hdr * POOL_SEG_SIZE, err, errlen) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    if (link(tmp, path) != 0 && errno != EEXIST) {
+        set_err(err, errlen, "cannot create pool file %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    unlink(tmp);
+    sync_parent_dir(path);
+    return 0;
+}
+
+/* ---- open ---- */
+
+static int sb_validate(const struct pool_sb *sb, uint64_t mapped, const char *path,
+                       char *err, size_t errlen) {
+    if (sb->magic != POOL_MAGIC) {
+        set_err(err, errlen, "%s is not a Rowan pool file (bad magic)", path);
+        return -1;
+    }
+    if (sb->version != POOL_VERSION) {
+        set_err(err, errlen, "%s has pool layout version %u, this build reads version %u",
+                path, sb->version, POOL_VERSION);
+        return -1;
+    }
+    if (sb_crc(sb) != sb->crc) {
+        set_err(err, errlen, "%s: pool superblock checksum mismatch (corrupted)", path);
+        return -1;
+    }
+    if (sb->seg_size != POOL_SEG_SIZE) {
+        set_err(err, errlen, "%s uses %u-byte segments, this build uses %u",
+                path, sb->seg_size, POOL_SEG_SIZE);
+        return -1;
+    }
+    if (sb->pool_size != mapped) {
+        set_err(err, errlen, "%s: file size %llu does not match the pool size %llu "
+                "in its superblock (truncated or extended?)", path,
+                (unsigned long long)mapped, (unsigned long long)sb->pool_size);
+        return -1;
+    }
+    if (sb->meta_off != POOL_META_OFF || sb->nsegs < POOL_MIN_SEGS ||
+        sb->data_off % POOL_SEG_SIZE != 0 ||
+        sb->data_off < POOL_META_OFF + 16ull * sb->nsegs ||
+        sb->data_off + (uint64_t)sb->nsegs * POOL_SEG_SIZE != sb->pool_size) {
+        set_err(err, errlen, "%s: inconsistent pool geometry in superblock", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Check the meta table and rebuild the DRAM state from it. */
+static int pool_load_meta(pool *p, const char *path, char *err, size_t errlen) {
+    uint64_t max_seq = 0;
+    p->nfree = 0;
+    /* Push in descending order so the lowest-numbered free segment is on top. */
+    for (uint32_t i = p->nsegs; i-- > 0;) {
+        struct seg_meta m = pool_seg_meta(p, i);
+        if (m.state > SEG_COMMITTED || m.owner > OWNER_CLEAN) {
+            set_err(err, errlen, "%s: segment %u has an invalid meta entry "
+                    "(state %u, owner %u)", path, i, m.state, m.owner);
+            return -1;
+        }
+        if (m.state == SEG_FREE) {
+            p->free_stack[p->nfree++] = i;
+            continue;
+        }
+        if (m.seq == 0) {
+            set_err(err, errlen, "%s: segment %u is in use but has no sequence number",
+                    path, i);
+            return -1;
+        }
+        if (m.seq > max_seq)
+            max_seq = m.seq;
+    }
+    uint64_t next = p->sb->seq_lease;
+    if (max_seq + 1 > next)
+        next = max_seq + 1;
+    if (next == 0)
+        next = 1;
+    atomic_store(&p->next_seq, next);
+    return 0;
+}
+
+static int lock_file(pool *p, const char *path, char *err, size_t errlen) {
+    p->lock_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (p->lock_fd < 0) {
+        set_err(err, errlen, "cannot open pool file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(p->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        set_err(err, errlen, "pool file %s is in use by another process", path);
+        return -1;
+    }
+    return 0;
+}
+
+static pool *pool_map_existing(const char *path, char *err, size_t errlen) {
+    pool *p = calloc(1, sizeof *p);
+    if (!p) {
+        set_err(err, errlen, "out of memory");
+        return NULL;
+    }
+    p->lock_fd = -1;
+    if (lock_file(p, path, err, errlen) != 0)
+        goto fail;
+    struct stat st;
+    if (fstat(p->lock_fd, &st) != 0 || st.st_size < (off_t)POOL_SEG_SIZE) {
+        set_err(err, errlen, "%s is not a Rowan pool file (size %lld bytes)", path,
+                (long long)st.st_size);
+        goto fail;
+    }
+    size_t mapped;
+    p->base = pmem_map_file(path, 0, 0, 0, &mapped, NULL);
+    if (!p->base) {
+        set_err(err, errlen, "cannot map pool file %s: %s", path, pmem_errormsg());
+        goto fail;
+    }
+    p->size = mapped;
+    p->sb = (struct pool_sb *)(void *)p->base;
+    if (sb_validate(p->sb, mapped, path, err, errlen) != 0)
+        goto fail;
+    p->is_pmem = pmem_is_pmem(p->base, mapped);
+    p->meta = (struct seg_meta *)(void *)(p->base + POOL_META_OFF);
+    p->data_off = p->sb->data_off;
+    p->nsegs = p->sb->nsegs;
+    p->free_stack = malloc(sizeof(uint32_t) * p->nsegs);
+    p->live = calloc(p->nsegs, sizeof *p->live);
+    if (!p->free_stack || !p->live) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (pool_load_meta(p, path, err, errlen) != 0)
+        goto fail;
+    pthread_mutex_init(&p->mu, NULL);
+    return p;
+fail:
+    if (p->base)
+        pmem_unmap(p->base, p->size);
+    if (p->lock_fd >= 0)
+        close(p->lock_fd);
+    free(p->free_stack);
+    free(p->live);
+    free(p);
+    return NULL;
+}
+
+pool *pool_open(const char *path, uint64_t size, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT) {
+            set_err(err, errlen, "cannot stat pool file %s: %s", path, strerror(errno));
+            return NULL;
+        }
+        if (pool_create(path, size, err, errlen) != 0)
+            return NULL;
+    }
+    return pool_map_existing(path, err, errlen);
+}
+
+void pool_close(pool *p) {
+    if (!p)
+        return;
+    pmem_unmap(p->base, p->size);
+    close(p->lock_fd);
+    pthread_mutex_destroy(&p->mu);
+    free(p->free_stack);
+    free(p->live);
+    free(p);
+}
+
+/* ---- accessors ---- */
+
+int pool_is_pmem(const pool *p) { return p->is_pmem; }
+uint8_t *pool_base(const pool *p) { return p->base; }
+uint64_t pool_size(const pool *p) { return p->size; }
+uint32_t pool_nsegs(const pool *p) { return p->nsegs; }
+
+uint64_t pool_seg_offset(const pool *p, uint32_t seg) {
+    return p->data_off + (uint64_t)seg * POOL_SEG_SIZE;
+}
+
+uint32_t pool_seg_of(const pool *p, uint64_t off) {
+    return (uint32_t)((off - p->data_off) / POOL_SEG_SIZE);
+}
+
+static void check_seg(const pool *p, uint32_t seg, const char *what) {
+    if (seg >= p->nsegs) {
+        fprintf(stderr, "rowan: FATAL: %s of segment %u, pool has %u\n", what, seg, p->nsegs);
+        abort();
+    }
+}
+
+/* ---- allocation ---- */
+
+/* Next seq, extending the persisted lease first when it is used up.
+ * Caller holds the mutex. */
+static uint64_t take_seq(pool *p) {
+    uint64_t seq = atomic_load(&p->next_seq);
+    if (seq >= p->sb->seq_lease) {
+        __atomic_store_n(&p->sb->seq_lease, seq + POOL_SEQ_LEASE, __ATOMIC_RELEASE);
+        pool_persist(p, &p->sb->seq_lease, sizeof p->sb->seq_lease);
+    }
+    atomic_store(&p->next_seq, seq + 1);
+    return seq;
+}
+
+int pool_seg_alloc(pool *p, enum seg_owner owner, uint16_t owner_id, uint32_t keep_free) {
+    pthread_mutex_lock(&p->mu);
+    if (p->nfree <= keep_free) {
+        pthread_mutex_unlock(&p->mu);
+        return -1;
+    }
+    uint32_t seg = p->free_stack[--p->nfree];
+    meta_store_seq(p, seg, take_seq(p));
+    meta_store_state(p, seg, state_word(SEG_USING, owner, owner_id));
+    atomic_store(&p->live[seg], 0);
+    pthread_mutex_unlock(&p->mu);
+    return (int)seg;
+}
+
+void pool_seg_set_state(pool *p, uint32_t seg, enum seg_state st) {
+    check_seg(p, seg, "state change");
+    if (st == SEG_FREE) { /* freeing has its own ordering rules */
+        pool_seg_free(p, seg);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    struct seg_meta m = pool_seg_meta(p, seg);
+    if (m.state == SEG_FREE) { /* it is on the free stack: a caller bug */
+        fprintf(stderr, "rowan: FATAL: state change of free segment %u\n", seg);
+        abort();
+    }
+    meta_store_state(p, seg, state_word(st, (enum seg_owner)m.owner, m.owner_id));
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* Zero a segment's data durably, first page first (see the file comment). */
+static void zero_segment(pool *p, uint32_t seg) {
+    uint8_t *d = p->base + pool_seg_offset(p, seg);
+    if (p->is_pmem) {
+        pmem_memset_persist(d, 0, POOL_PAGE);
+        pmem_memset_persist(d + POOL_PAGE, 0, POOL_SEG_SIZE - POOL_PAGE);
+        return;
+    }
+    memset(d, 0, POOL_PAGE);
+    pool_persist(p, d, POOL_PAGE);
+    memset(d + POOL_PAGE, 0, POOL_SEG_SIZE - POOL_PAGE);
+    pool_persist(p, d + POOL_PAGE, POOL_SEG_SIZE - POOL_PAGE);
+}
+
+void pool_seg_free(pool *p, uint32_t seg) {
+    check_seg(p, seg, "free");
+    if (pool_seg_meta(p, seg).state == SEG_FREE) {
+        fprintf(stderr, "rowan: FATAL: segment %u freed twice\n", seg);
+        abort();
+    }
+    /* Zero outside the mutex: it takes a while, and the segment is not
+     * reachable by allocation until it is pushed below. */
+    zero_segment(p, seg);
+    pthread_mutex_lock(&p->mu);
+    meta_store_state(p, seg, state_word(SEG_FREE, OWNER_NONE, 0));
+    meta_store_seq(p, seg, 0);
+    atomic_store(&p->live[seg], 0);
+    p->free_stack[p->nfree++] = seg;
+    pthread_mutex_unlock(&p->mu);
+}
+
+uint32_t pool_free_count(const pool *p) {
+    pool *mp = (pool *)p;
+    pthread_mutex_lock(&mp->mu);
+    uint32_t n = mp->nfree;
+    pthread_mutex_unlock(&mp->mu);
+    return n;
+}
+
+/* Lock free: every deletion entry records it. */
+uint64_t pool_seq_now(const pool *p) {
+    return atomic_load(&p->next_seq);
+}
+
+/* ---- live bytes ---- */
+
+void pool_live_add(pool *p, uint32_t seg, int64_t delta) {
+    atomic_fetch_add_explicit(&p->live[seg], delta, memory_order_relaxed);
+}
+
+int64_t pool_live_get(const pool *p, uint32_t seg) {
+    return atomic_load_explicit(&p->live[seg], memory_order_relaxed);
+}
