@@ -40,8 +40,10 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_BIN := $(BUILD)/tests/fuzz-resp
 BENCH_SRC := $(wildcard utils/rowan-bench*.c utils/bench/*.c)
 BENCH_BIN := $(BUILD)/rowan-bench
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long bench clean
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long bench bench-unit clean
 all: deps $(SERVER) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server $(if $(BENCH_SRC),utils/rowan-bench)
@@ -76,7 +78,13 @@ $(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c
 
-$(BENCH_BIN): $(BENCH_SRC:%.c=$(BUILD)/%.o) $(BUILD)/src/hash.o $(BUILD)/src/crc32c.o
+$(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/src/hash.o $(BUILD)/src/crc32c.o
+	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
+
+# rowan-bench's generators, histogram and cluster parsing (no server needed).
+$(BENCH_UNIT): $(BUILD)/tests/bench/test-bench.o $(filter-out %/main.o,$(BENCH_OBJ)) \
+               $(BUILD)/src/hash.o
+	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
 
 run: all
@@ -90,7 +98,7 @@ FUZZ_SECONDS ?= 20
 test: all
 	$(MAKE) --no-print-directory unit fuzz integration VARIANT=$(VARIANT)
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) bench-unit
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
 fuzz: $(FUZZ_BIN)
@@ -105,18 +113,25 @@ ubsan:
 	$(MAKE) --no-print-directory test VARIANT=ubsan
 
 fuzz-long: deps
-	@mkdir -p build/libfuzzer
+	@mkdir -p build/libfuzzer/corpus
 	clang -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE \
 	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-resp \
 	  tests/fuzz/fuzz-resp.c redis-compat/resp.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
-	@mkdir -p build/libfuzzer/corpus
 
-bench: all
-	bash utils/bench-compare
+bench-unit: $(BENCH_UNIT)
+	@echo "== $(BENCH_UNIT)"; $(BENCH_UNIT)
+
+# rowan-bench against rowan-server and redis-server (utils/bench-compare);
+# runs the redis-server configurations alone when rowan-server does not build.
+bench: deps $(BENCH_BIN)
+	@if $(MAKE) --no-print-directory $(SERVER) VARIANT=$(VARIANT); then rs=$(abspath $(SERVER)); \
+	else echo "bench: rowan-server does not build; running the redis-server configurations only"; \
+	  rs=; fi; \
+	ROWAN_SERVER=$$rs ROWAN_BENCH=$(abspath $(BENCH_BIN)) /usr/bin/python3 utils/bench-compare $(BENCH_ARGS)
 
 clean:
 	rm -rf build src/rowan-server utils/rowan-bench
 
--include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d)
+-include $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d

@@ -206,8 +206,10 @@ static void reply_unknown(client *c) {
         rbuf_append(&args, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
     }
     rbuf_append(&args, "", 1);
-    resp_add_errorf(&c->out, "ERR unknown command '%.128s', with args beginning with: %s",
-                    c->argv[0], args.buf);
+    /* argv entries point into the query buffer: never NUL-terminated. */
+    int nlen = c->argvlen[0] < 128 ? (int)c->argvlen[0] : 128;
+    resp_add_errorf(&c->out, "ERR unknown command '%.*s', with args beginning with: %s",
+                    nlen, c->argv[0], args.buf);
     rbuf_free(&args);
 }
 

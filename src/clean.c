@@ -19,6 +19,12 @@
  *    segment that existed then has a smaller seq. Once all of those are
  *    freed the record has nothing left to shadow and is dropped.
  *
+ * When: only under space pressure, i.e. when fewer than clean_target() free
+ * segments remain. Cleaning costs CPU and device bandwidth (copies, and
+ * zeroing the freed segment), and a segment left alone keeps getting sparser,
+ * so cleaning it later is cheaper. The victim is the committed segment with
+ * the fewest live bytes, if that is below clean-threshold percent.
+ *
  * The cleaner has its own log writer and thread; it allocates with
  * keep_free 0, using the reserve that ordinary writes leave untouched. */
 #include <pthread.h>
@@ -144,9 +150,21 @@ static int64_t pick_victim(void) {
     return best;
 }
 
+/* Free segments the cleaner tries to keep: an eighth of the pool, and never
+ * fewer than the segments ordinary writes may not touch plus a margin. */
+static uint32_t clean_target(void) {
+    uint32_t t = pool_nsegs(server.pool) / 8;
+    uint32_t floor = (uint32_t)server.nworkers + 6;
+    return t > floor ? t : floor;
+}
+
 static void *clean_main(void *arg) {
     pthread_setname_np(pthread_self(), "rowan-clean");
     while (!atomic_load(&clean_stopping)) {
+        if (pool_free_count(server.pool) >= clean_target()) {
+            usleep(5000);
+            continue;
+        }
         int64_t victim = pick_victim();
         if (victim < 0 || clean_segment((uint32_t)victim) != 0) usleep(20000);
     }

@@ -21,6 +21,18 @@ int config_parse_argv(int argc, char **argv, int start, char *err, size_t errlen
 int config_set(const char *name, const char *value, int runtime, char *err, size_t errlen);
 /* Append the CONFIG GET reply for a glob pattern (map of name -> value). */
 void config_get_reply(resp_out *o, const char *pattern, size_t plen);
+/* CONFIG GET with several patterns (Redis 7): one map, each option once. */
+void config_get_reply_multi(resp_out *o, int npatterns, const char *const *patterns,
+                            const size_t *plens);
+/* CONFIG SET name value [name value ...] with run-time rules: every name and
+ * value is checked before any is stored, so a failure changes nothing.
+ * 0 ok, -1 with err = the whole Redis error text ("ERR CONFIG SET failed..."). */
+int config_set_many(int n, const char *const *names, const char *const *values,
+                    char *err, size_t errlen);
+/* CONFIG REWRITE: rewrite server.cfg.conf_file in place (comments and unknown
+ * lines kept, atomically replaced). 0 ok, -1 with err = the whole Redis error
+ * text ("ERR The server is running without a config file"...). */
+int config_rewrite(char *err, size_t errlen);
 /* Options changed by CONFIG SET that the running server must apply (e.g.
  * loglevel) are read from server.cfg directly by their users. */
 

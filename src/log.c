@@ -241,6 +241,16 @@ static void seal_one(log_writer *w, uint32_t seg) {
         w->on_sealed(w, seg);
 }
 
+int log_writer_detach(log_writer *w, int32_t *closed) {
+    int n = w->nclosed;
+    memcpy(closed, w->closed, sizeof(int32_t) * (size_t)n);
+    w->nclosed = 0;
+    w->dirty_lo = w->dirty_hi = 0;
+    return n;
+}
+
+void log_writer_sealed(log_writer *w, uint32_t seg) { seal_one(w, seg); }
+
 void log_writer_sync(log_writer *w) {
     persist_dirty(w);
     int n = w->nclosed;

@@ -134,6 +134,13 @@ void log_writer_wrote(log_writer *w, uint64_t off, size_t len);
 /* Make everything appended so far durable (group commit). Cheap when nothing
  * is dirty. Seals (USING->USED, then on_sealed) segments filled meanwhile. */
 void log_writer_sync(log_writer *w);
+/* Hand the writer's unsynced state to an external persister (the
+ * group-commit syncer): copies the segments filled since the last sync into
+ * closed (at most 8) and returns their number, and forgets the dirty range.
+ * The caller must make everything written so far durable (pool_sync_all)
+ * and then call log_writer_sealed on each returned segment. */
+int log_writer_detach(log_writer *w, int32_t *closed);
+void log_writer_sealed(log_writer *w, uint32_t seg);
 /* Seal the current segment now (used at shutdown and by tests). */
 void log_writer_seal(log_writer *w);
 

@@ -566,3 +566,15 @@ void pool_live_add(pool *p, uint32_t seg, int64_t delta) {
 int64_t pool_live_get(const pool *p, uint32_t seg) {
     return atomic_load_explicit(&p->live[seg], memory_order_relaxed);
 }
+
+void pool_sync_all(pool *p) {
+    if (p->is_pmem)
+        return;
+    /* fsync works on the read-only descriptor we hold for the lock, and
+     * covers pages dirtied through the mapping. A failure means we can no
+     * longer promise durability: stop rather than acknowledge. */
+    if (fdatasync(p->lock_fd) != 0) {
+        fprintf(stderr, "rowan: fdatasync of the pool failed: %s\n", strerror(errno));
+        abort();
+    }
+}

@@ -84,6 +84,10 @@ int64_t pool_live_get(const pool *p, uint32_t seg);
 
 /* Make [addr, addr+len) durable: pmem_persist on pmem, pmem_msync otherwise. */
 void pool_persist(pool *p, const void *addr, size_t len);
+/* Make every byte written to the pool so far durable with one device flush
+ * (fdatasync of the pool file); a no-op on pmem, where writes are persisted
+ * as they are made. Used by the group-commit syncer. */
+void pool_sync_all(pool *p);
 /* Copy len bytes into the pool at dst. On pmem: non-temporal copy plus drain,
  * i.e. durable on return. Otherwise: plain memcpy (caller persists later). */
 void pool_write(pool *p, void *dst, const void *src, size_t len);

@@ -171,7 +171,7 @@ int recovery_run(char *err, size_t errlen) {
         free(st.items);
         return -1;
     }
-    qsort(st.items, st.n, sizeof(rec_item), cmp_item);
+    if (st.n) qsort(st.items, st.n, sizeof(rec_item), cmp_item);
     replay(&st);
     server.stat.recovered_entries = (long long)st.n;
     server.stat.recovery_dropped_bytes = (long long)rep.dropped_bytes;

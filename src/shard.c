@@ -1,12 +1,13 @@
 /* shard.c -- shard table, version allocation and durable watermarks.
  *
  * See shard.h for the watermark argument. The invariant kept here:
- *   durable_ver == (min over workers of pending_min[w], ignoring zeros) - 1,
- *   or next_ver - 1 when no worker has anything pending,
- * recomputed under the shard lock whenever pending_min changes. pending_min
- * only ever gains a value in shard_next_version and loses it in
- * shard_worker_durable, both under the lock, so the watermark never passes a
- * version whose entry a worker has not yet synced. */
+ *   durable_ver == (min over workers of their nonzero pend_acc and
+ *   pend_flight) - 1, or next_ver - 1 when no worker has anything pending,
+ * recomputed under the shard lock whenever a slot changes. A slot only gains
+ * a value in shard_next_version (pend_acc) or shard_worker_flight (moved to
+ * pend_flight), and pend_flight is only cleared by shard_worker_landed after
+ * the sync covering it returned; so the watermark never passes a version
+ * whose entry is not yet durable. */
 #include <stdlib.h>
 #include <string.h>
 #include "shard.h"
@@ -23,7 +24,8 @@ static void shard_init_one(shard *s, int id, int nshards, int nworkers, int data
     s->last_slot = (unsigned)((long)(id + 1) * HASH_SLOTS / nshards - 1);
     s->next_ver = 1;
     atomic_store(&s->durable_ver, 0);
-    s->pending_min = calloc((size_t)nworkers, sizeof(uint64_t));
+    s->pend_acc = calloc((size_t)nworkers, sizeof(uint64_t));
+    s->pend_flight = calloc((size_t)nworkers, sizeof(uint64_t));
     for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
     (void)databases;
 }
@@ -54,22 +56,31 @@ void shard_unlock(shard *s) { pthread_mutex_unlock(&s->lock); }
 
 uint64_t shard_next_version(shard *s, int wid) {
     uint64_t v = s->next_ver++;
-    if (s->pending_min[wid] == 0) s->pending_min[wid] = v;
+    if (s->pend_acc[wid] == 0) s->pend_acc[wid] = v;
     return v;
 }
 
+static uint64_t lowest_nonzero(uint64_t a, uint64_t b) { return !a ? b : (!b || a < b) ? a : b; }
+
 static uint64_t shard_watermark(const shard *s) {
     uint64_t lowest = 0;
-    for (int w = 0; w < shard_nworkers; w++) {
-        uint64_t p = s->pending_min[w];
-        if (p && (!lowest || p < lowest)) lowest = p;
-    }
+    for (int w = 0; w < shard_nworkers; w++)
+        lowest = lowest_nonzero(lowest, lowest_nonzero(s->pend_acc[w], s->pend_flight[w]));
     return lowest ? lowest - 1 : s->next_ver - 1;
 }
 
-int shard_worker_durable(shard *s, int wid) {
+void shard_worker_flight(shard *s, int wid) {
     shard_lock(s);
-    s->pending_min[wid] = 0;
+    /* The previous flight landed before a new one is requested, so the
+     * accumulating batch's versions are all newer than anything in flight. */
+    s->pend_flight[wid] = lowest_nonzero(s->pend_flight[wid], s->pend_acc[wid]);
+    s->pend_acc[wid] = 0;
+    shard_unlock(s);
+}
+
+int shard_worker_landed(shard *s, int wid) {
+    shard_lock(s);
+    s->pend_flight[wid] = 0;
     uint64_t before = atomic_load(&s->durable_ver);
     uint64_t now = shard_watermark(s);
     if (now > before) atomic_store_explicit(&s->durable_ver, now, memory_order_release);

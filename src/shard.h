@@ -10,8 +10,14 @@
  * lock, in increasing order, by several workers; each worker's versions of a
  * shard become durable in the order it allocated them (its log is synced in
  * order). So it suffices to remember, per worker, the oldest version it holds
- * that is not durable yet (pending_min, 0 = none): the watermark is one below
- * the smallest of those, or the last allocated version when there is none.
+ * that is not durable yet: the watermark is one below the smallest of those,
+ * or the last allocated version when there is none.
+ *
+ * With the pipelined group commit a worker has two batches at a time: one
+ * whose sync is in flight and one still accumulating. So each worker has two
+ * slots per shard: pend_acc (oldest version of the accumulating batch) and
+ * pend_flight (oldest version of the batch being synced), 0 = none. A batch
+ * moves acc -> flight when its sync is requested and leaves when it lands.
  *
  * Lock order: shard locks are taken in ascending shard id, never while the
  * pool mutex is held. */
@@ -30,7 +36,8 @@ typedef struct shard {
     unsigned first_slot, last_slot;   /* inclusive */
     uint64_t next_ver;                /* next version to hand out (under lock) */
     _Atomic uint64_t durable_ver;     /* watermark, read without the lock */
-    uint64_t *pending_min;            /* per worker, under lock */
+    uint64_t *pend_acc;               /* per worker, under lock */
+    uint64_t *pend_flight;            /* per worker, under lock */
     rw_index *idx;                    /* every key of the shard */
     rw_index *vidx;                   /* keys that have an expiry */
     uint16_t dbmap[SHARD_MAX_DBS];    /* logical db -> physical db (SWAPDB) */
@@ -46,12 +53,15 @@ shard *shard_of_key(const char *key, size_t len);
 shard *shard_of_slot(unsigned slot);
 void shard_lock(shard *s);
 void shard_unlock(shard *s);
-/* Allocate the next version; caller holds the lock. Records it as pending for
- * worker wid if that worker had nothing pending. */
+/* Allocate the next version; caller holds the lock. Starts worker wid's
+ * accumulating batch for this shard if it had none. */
 uint64_t shard_next_version(shard *s, int wid);
-/* Worker wid's versions of this shard, up to what it has allocated, are now
- * durable. Takes the lock. Returns 1 if the watermark moved. */
-int shard_worker_durable(shard *s, int wid);
+/* Worker wid asked for a sync of everything it appended so far: its
+ * accumulating batch becomes the in-flight one. Takes the lock. */
+void shard_worker_flight(shard *s, int wid);
+/* Worker wid's in-flight batch is durable. Takes the lock. Returns 1 if the
+ * watermark moved. */
+int shard_worker_landed(shard *s, int wid);
 /* Is version v durable? (lock free) */
 static inline int shard_is_durable(shard *s, uint64_t v) {
     return atomic_load_explicit(&s->durable_ver, memory_order_acquire) >= v;

@@ -6,14 +6,16 @@
  *
  * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
  * event (reading and executing commands), then before_sleep():
- *   1. syncs the worker's t-log once for everything appended in the round
- *      (on pmem each entry was already persisted as it was written),
- *   2. tells every shard that got versions from this worker that they are
- *      durable, which may move the shards' watermarks,
+ *   1. lands the in-flight batch if its sync completed: the shards it
+ *      touched learn that this worker's versions in it are durable, which
+ *      may move their watermarks (and seals the segments it filled),
+ *   2. launches the next batch: on block storage the round's appends go to
+ *      the worker's syncer thread (syncer.c) and the worker goes on serving
+ *      while the device flushes; on pmem they were persisted as written and land now,
  *   3. wakes the other workers if a watermark moved while they wait on it,
  *   4. writes out every reply whose dependencies are now durable.
- * Nothing is written to a socket before step 1, so no reply ever leaves
- * ahead of the data it reports.
+ * A reply is only written in step 4 and only once its versions are at or
+ * below the watermarks, so no reply ever leaves ahead of its data.
  *
  * Cross-thread signals (wakeups, CLIENT KILL, SHUTDOWN) use event_active on
  * the worker's wake event; libevent's pthread support makes that safe. */
@@ -33,6 +35,7 @@
 #include "shard.h"
 #include "client.h"
 #include "networking.h"
+#include "syncer.h"
 
 static void worker_before_sleep(worker *w);
 
@@ -74,20 +77,40 @@ void server_request_shutdown(void) {
     server_wake_workers();
 }
 
-/* Sync the t-log and publish durability for the shards touched this round.
- * Returns 1 if some shard's watermark moved. */
-static int worker_commit(worker *w) {
-    if (w->ntouched == 0) return 0;
-    log_writer_sync(&w->tlog);
-    atomic_fetch_add(&server.stat.syncs, 1);
+/* The in-flight batch is durable (its sync completed, or force after a sync
+ * of our own): publish it. Returns 1 if some shard's watermark moved. */
+static int worker_land(worker *w, int force) {
+    if (!w->in_flight || (!force && syncer_done(&w->sync) < w->flight_ticket)) return 0;
     int moved = 0;
+    for (int i = 0; i < w->nflight; i++)
+        moved |= shard_worker_landed(&server.shards[w->flight[i]], w->id);
+    for (int i = 0; i < w->nflight_segs; i++) log_writer_sealed(&w->tlog, (uint32_t)w->flight_segs[i]);
+    w->nflight = w->nflight_segs = 0;
+    w->in_flight = 0;
+    return moved;
+}
+
+/* Make the round's appends the in-flight batch and ask for their sync. Only
+ * one batch is in flight per worker, so versions land in allocation order. */
+static int worker_launch(worker *w) {
+    if (w->in_flight || w->ntouched == 0) return 0;
     for (int i = 0; i < w->ntouched; i++) {
         uint16_t sid = w->touched[i];
         w->touched_mark[sid] = 0;
-        moved |= shard_worker_durable(&server.shards[sid], w->id);
+        shard_worker_flight(&server.shards[sid], w->id);
+        w->flight[i] = sid;
     }
+    w->nflight = w->ntouched;
     w->ntouched = 0;
-    return moved;
+    w->in_flight = 1;
+    if (pool_is_pmem(server.pool)) {
+        /* Every entry was persisted as it was appended. */
+        log_writer_sync(&w->tlog);
+        return worker_land(w, 1);
+    }
+    w->nflight_segs = log_writer_detach(&w->tlog, w->flight_segs);
+    w->flight_ticket = syncer_request(&w->sync);
+    return 0;
 }
 
 static void wake_waiting_workers(worker *self) {
@@ -118,7 +141,9 @@ static void worker_flush_clients(worker *w) {
 }
 
 static void worker_before_sleep(worker *w) {
-    if (worker_commit(w)) wake_waiting_workers(w);
+    int moved = worker_land(w, 0);
+    moved |= worker_launch(w);
+    if (moved) wake_waiting_workers(w);
     worker_flush_clients(w);
     if (atomic_exchange(&w->kill_pending, 0)) clients_reap_killed(w);
 }
@@ -223,6 +248,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     db_ctx_init(&w->x, w, id);
     w->touched = calloc((size_t)server.nshards, sizeof(uint16_t));
     w->touched_mark = calloc((size_t)server.nshards, 1);
+    w->flight = calloc((size_t)server.nshards, sizeof(uint16_t));
     if (worker_listen(w, err, errlen) != 0) return NULL;
     return w;
 }
@@ -249,19 +275,24 @@ static void *worker_main(void *arg) {
     }
     /* Shutting down: what was appended is synced, replies that can still go
      * out do, then every connection closes. */
-    worker_commit(w);
+    pool_sync_all(server.pool);
+    worker_land(w, 1);
+    worker_launch(w);
+    pool_sync_all(server.pool);
+    worker_land(w, 1);
     worker_flush_clients(w);
-    log_writer_sync(&w->tlog);
     return NULL;
 }
 
 void workers_start(void) {
+    for (int i = 0; i < server.nworkers; i++) syncer_start(&server.workers[i]->sync, server.workers[i]);
     for (int i = 0; i < server.nworkers; i++)
         pthread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
 }
 
 void workers_join(void) {
     for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
+    for (int i = 0; i < server.nworkers; i++) syncer_stop(&server.workers[i]->sync);
     for (int i = 0; i < server.nworkers; i++) {
         worker *w = server.workers[i];
         clients_free_all(w);

@@ -3,10 +3,11 @@
  *
  * A worker's loop runs in rounds, like redis-server's: wait for events, run
  * every ready command (appending effects to the t-log), then in before_sleep
- * sync the t-log once for the whole round, advance the shards' durable
- * watermarks, and only then write out the replies whose dependencies are
- * durable. Replies still waiting on another worker's versions stay held; that
- * worker wakes this one when its sync moves a watermark. */
+ * hand the round's appends to the group commit, advance the shards' durable
+ * watermarks for batches whose sync completed, and only then write out the
+ * replies whose dependencies are durable. Replies still waiting on another
+ * worker's versions stay held; that worker wakes this one when its batch
+ * lands and moves a watermark. */
 #ifndef ROWAN_WORKER_H
 #define ROWAN_WORKER_H
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include <event2/event.h>
 #include "log.h"
 #include "db.h"
+#include "syncer.h"
 
 struct client;
 struct evconnlistener;
@@ -29,10 +31,18 @@ typedef struct worker {
     struct event *cron_ev;        /* server.cfg.hz timer */
     log_writer tlog;
     db_ctx x;                     /* for work the worker does on its own (expiry) */
-    /* shards that got versions from this worker since its last sync */
+    /* shards that got versions from this worker since its last sync request */
     uint16_t *touched;
     uint8_t *touched_mark;
     int ntouched;
+    /* the batch whose sync is in flight (pipelined group commit) */
+    int in_flight;
+    syncer sync;                  /* this worker's group-commit thread */
+    uint64_t flight_ticket;
+    uint16_t *flight;
+    int nflight;
+    int32_t flight_segs[8];
+    int nflight_segs;
     /* clients with output to send or replies held */
     struct client **pending;
     int npending, cappending;

@@ -1,0 +1,2098 @@
+/* t_server.c -- the server and connection commands: PING, ECHO, TIME, INFO,
+ * CONFIG, CLIENT, COMMAND, AUTH, HELLO, WAIT, SHUTDOWN, DEBUG, ROWAN...
+ *
+ * Design
+ * ------
+ * These commands touch no keys. They read the process-wide state (server.h),
+ * the command table (commands.h), the client registry (client.h) and the
+ * shards/pool for INFO, and write replies with the resp_add_* helpers, which
+ * pick RESP2 or RESP3 encodings by themselves.
+ *
+ * Reply texts follow Redis 7 exactly where Redis has the command, because
+ * clients and tools match on them (redis-py parses INFO lines, redis-cli
+ * prints errors verbatim, test suites compare messages). Where Rowan differs
+ * by design the reply says so honestly rather than pretending:
+ *   - SAVE/BGSAVE/BGREWRITEAOF succeed at once: every acknowledged write is
+ *     already persisted in the pool, there is nothing left to save;
+ *   - WAIT answers 0 replicas at once (standalone) and WAITAOF answers
+ *     "persisted locally" at once, for the same reason;
+ *   - features Rowan lacks (client tracking, CLIENT REPLY OFF) are refused
+ *     with an error instead of being silently ignored.
+ *
+ * Threads: a command runs on its client's worker thread. Another worker may
+ * be formatting this client's CLIENT LIST line at the same moment, under the
+ * global client lock that client_foreach holds. So fields that CLIENT LIST
+ * prints (name, lib-name, lib-ver) are changed from inside a client_foreach
+ * callback, i.e. under that same lock, never directly.
+ *
+ * Subcommand arity: the dispatcher checks the container's arity (CONFIG is
+ * -2...); the per-subcommand arities are checked here, with Redis's
+ * "wrong number of arguments for 'config|get' command" text.
+ */
+#include <ctype.h>
+#include <limits.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "commands.h"
+#include "config.h"
+#include "db.h"
+#include "index.h"
+#include "pool.h"
+#include "resp.h"
+#include "server.h"
+#include "shard.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------------ */
+/* Small shared helpers                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Arguments are not NUL-terminated (they point into the query buffer), and
+ * error texts quote at most 128 bytes of them, as Redis does. */
+#define ARGFMT "%.*s"
+#define ARGP(c, i) (int)((c)->argvlen[i] > 128 ? 128 : (c)->argvlen[i]), (c)->argv[i]
+
+static char *arg_dup(client *c, int i)
+{
+    char *s = malloc(c->argvlen[i] + 1);
+    if (!s) abort();
+    memcpy(s, c->argv[i], c->argvlen[i]);
+    s[c->argvlen[i]] = '\0';
+    return s;
+}
+
+/* "CONFIG" -> "ERR unknown subcommand 'foo'. Try CONFIG HELP." */
+static void reply_unknown_sub(client *c, const char *container)
+{
+    resp_add_errorf(&c->out, "ERR unknown subcommand '" ARGFMT "'. Try %s HELP.",
+                    ARGP(c, 1), container);
+}
+
+/* Redis's arity error for a subcommand, e.g. 'config|get'. */
+static void reply_sub_arity(client *c, const char *container)
+{
+    char sub[64];
+    size_t n = c->argvlen[1] < sizeof(sub) - 1 ? c->argvlen[1] : sizeof(sub) - 1;
+    for (size_t i = 0; i < n; i++) sub[i] = (char)tolower((unsigned char)c->argv[1][i]);
+    sub[n] = '\0';
+    resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s|%s' command", container, sub);
+}
+
+/* Is argc acceptable for a Redis-style arity (n exact, -n at least n)? */
+static int arity_ok(int argc, int arity)
+{
+    return arity >= 0 ? argc == arity : argc >= -arity;
+}
+
+/* HELP replies are arrays of simple strings, one per line. */
+static void reply_help(client *c, const char *const *lines)
+{
+    long long n = 0;
+    while (lines[n]) n++;
+    resp_add_array(&c->out, n);
+    for (long long i = 0; i < n; i++) resp_add_simple(&c->out, lines[i]);
+}
+
+static long long stat_get(_Atomic long long *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+
+/* Characters Redis allows in client names and library info: printable, no
+ * space (they would break the CLIENT LIST line format). */
+static int valid_client_attr(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '!' || s[i] > '~') return 0;
+    return 1;
+}
+
+/* The password in force, or NULL when none: "" means none too. */
+static const char *current_password(void)
+{
+    const char *p = __atomic_load_n(&server.cfg.requirepass, __ATOMIC_ACQUIRE);
+    return (p && *p) ? p : NULL;
+}
+
+static int client_is_authenticated(client *c)
+{
+    return c->authenticated || current_password() == NULL;
+}
+
+/* Compare a password without leaking where the first difference is. */
+static int password_matches(const char *given, size_t glen, const char *want)
+{
+    size_t wlen = strlen(want);
+    unsigned diff = (unsigned)(glen != wlen);
+    for (size_t i = 0; i < glen; i++) diff |= (unsigned char)given[i] ^ (unsigned char)want[i % (wlen ? wlen : 1)];
+    return diff == 0 && wlen > 0;
+}
+
+/* AUTH's credential check, shared with HELLO ... AUTH. user may be NULL
+ * (the legacy one-argument form). 1 ok, 0 wrong. */
+static int check_credentials(const char *user, size_t ulen, const char *pass, size_t plen)
+{
+    const char *want = current_password();
+    if (user && !(ulen == 7 && memcmp(user, "default", 7) == 0)) return 0;
+    if (!want) return 1;  /* the default user has no password: any works */
+    return password_matches(pass, plen, want);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Changing fields that CLIENT LIST prints, under the client lock              */
+/* ------------------------------------------------------------------------ */
+
+enum attr_kind { ATTR_NAME, ATTR_LIBNAME, ATTR_LIBVER };
+
+struct attr_change {
+    client *target;
+    enum attr_kind kind;
+    const char *val;
+    size_t len;
+    char *name;        /* ATTR_NAME: new name in, replaced name out */
+};
+
+static void copy_attr(char *dst, size_t cap, const char *val, size_t len)
+{
+    if (len > cap - 1) len = cap - 1;
+    memcpy(dst, val, len);
+    dst[len] = '\0';
+}
+
+static void attr_change_cb(client *c, void *arg)
+{
+    struct attr_change *ch = arg;
+    if (c != ch->target) return;
+    switch (ch->kind) {
+    case ATTR_NAME: {
+        char *old = c->name;
+        c->name = ch->name;
+        ch->name = old;
+        break;
+    }
+    case ATTR_LIBNAME: copy_attr(c->lib_name, sizeof(c->lib_name), ch->val, ch->len); break;
+    case ATTR_LIBVER: copy_attr(c->lib_ver, sizeof(c->lib_ver), ch->val, ch->len); break;
+    }
+}
+
+/* Set (len > 0) or clear (len == 0) one printed attribute of c. Allocation
+ * and freeing happen outside the client lock. */
+static void client_set_attr(client *c, enum attr_kind kind, const char *val, size_t len)
+{
+    struct attr_change ch = { c, kind, val, len, NULL };
+    if (kind == ATTR_NAME && len) {
+        ch.name = malloc(len + 1);
+        if (!ch.name) abort();
+        memcpy(ch.name, val, len);
+        ch.name[len] = '\0';
+    }
+    client_foreach(attr_change_cb, &ch);
+    free(ch.name);
+}
+
+/* ------------------------------------------------------------------------ */
+/* PING ECHO TIME QUIT RESET and other one-liners                            */
+/* ------------------------------------------------------------------------ */
+
+void pingCommand(client *c)
+{
+    if (c->argc > 2) {
+        resp_add_error(&c->out, "ERR wrong number of arguments for 'ping' command");
+        return;
+    }
+    if (c->argc == 1) resp_add_simple(&c->out, "PONG");
+    else resp_add_bulk(&c->out, c->argv[1], c->argvlen[1]);
+}
+
+void echoCommand(client *c)
+{
+    resp_add_bulk(&c->out, c->argv[1], c->argvlen[1]);
+}
+
+void timeCommand(client *c)
+{
+    int64_t us = ustime();
+    resp_add_array(&c->out, 2);
+    resp_add_bulkll(&c->out, us / 1000000);
+    resp_add_bulkll(&c->out, us % 1000000);
+}
+
+void quitCommand(client *c)
+{
+    resp_add_ok(&c->out);
+    c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+}
+
+/* Back to the state of a fresh connection (Redis 6.2+). */
+void resetCommand(client *c)
+{
+    c->db = 0;
+    c->out.proto = 2;
+    if (c->name) client_set_attr(c, ATTR_NAME, "", 0);
+    c->authenticated = current_password() == NULL;
+    resp_add_simple(&c->out, "RESET");
+}
+
+void lastsaveCommand(client *c)
+{
+    resp_add_int(&c->out, (long long)server.start_time);
+}
+
+/* Every acknowledged write is already in the pool: saving is a no-op. */
+void saveCommand(client *c)
+{
+    resp_add_ok(&c->out);
+}
+
+void bgsaveCommand(client *c)
+{
+    if (c->argc > 2 || (c->argc == 2 && !arg_is(c, 1, "schedule"))) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    resp_add_simple(&c->out, "Background saving started");
+}
+
+void bgrewriteaofCommand(client *c)
+{
+    resp_add_simple(&c->out, "Background append only file rewriting started");
+}
+
+/* Cluster-mode commands that clients send blindly: harmless in standalone. */
+void readonlyCommand(client *c) { resp_add_ok(&c->out); }
+void readwriteCommand(client *c) { resp_add_ok(&c->out); }
+
+/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]. Saving options are accepted
+ * and mean nothing: the data is durable already. No reply: the connection
+ * closes as the server goes down. */
+void shutdownCommand(client *c)
+{
+    int nosave = 0, save = 0, abort_req = 0, other = 0;
+    for (int i = 1; i < c->argc; i++) {
+        if (arg_is(c, i, "nosave")) nosave = 1;
+        else if (arg_is(c, i, "save")) save = 1;
+        else if (arg_is(c, i, "now") || arg_is(c, i, "force")) other = 1;
+        else if (arg_is(c, i, "abort")) abort_req = 1;
+        else { resp_add_error(&c->out, ERR_SYNTAX); return; }
+    }
+    if ((abort_req && (nosave || save || other)) || (nosave && save)) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    if (abort_req) {
+        /* Shutdown is immediate in Rowan: there is never one to abort. */
+        resp_add_error(&c->out, "ERR No shutdown in progress.");
+        return;
+    }
+    serverLog(LL_WARNING, "User requested shutdown...");
+    server_request_shutdown();
+    c->flags |= CLIENT_CLOSE_ASAP;
+}
+
+/* ------------------------------------------------------------------------ */
+/* WAIT / WAITAOF                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Redis's timeout argument: integer milliseconds, not negative. */
+static int parse_timeout(client *c, int i, long long *ms)
+{
+    if (!string2ll(c->argv[i], c->argvlen[i], ms)) {
+        resp_add_error(&c->out, "ERR timeout is not an integer or out of range");
+        return -1;
+    }
+    if (*ms < 0) {
+        resp_add_error(&c->out, "ERR timeout is negative");
+        return -1;
+    }
+    return 0;
+}
+
+/* WAIT numreplicas timeout: standalone Rowan has no replicas, and the writes
+ * before WAIT were durable before they were acknowledged. */
+void waitCommand(client *c)
+{
+    long long ms, n;
+    if (parse_timeout(c, 2, &ms) < 0) return;
+    if (arg_ll(c, 1, &n) < 0) return;
+    resp_add_int(&c->out, 0);
+}
+
+static int parse_nonneg(client *c, int i, long long *v)
+{
+    if (!string2ll(c->argv[i], c->argvlen[i], v)) {
+        resp_add_error(&c->out, ERR_NOTINT);
+        return -1;
+    }
+    if (*v < 0) {
+        resp_add_error(&c->out, "ERR value is out of range, must be positive");
+        return -1;
+    }
+    return 0;
+}
+
+/* WAITAOF numlocal numreplicas timeout -> [local fsynced, replicas]. Every
+ * acknowledged write was persisted locally before its reply. */
+void waitaofCommand(client *c)
+{
+    long long numlocal, numreplicas, ms;
+    if (parse_nonneg(c, 1, &numlocal) < 0 || parse_nonneg(c, 2, &numreplicas) < 0) return;
+    if (parse_timeout(c, 3, &ms) < 0) return;
+    resp_add_array(&c->out, 2);
+    resp_add_int(&c->out, 1);
+    resp_add_int(&c->out, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* AUTH / HELLO                                                               */
+/* ------------------------------------------------------------------------ */
+
+void authCommand(client *c)
+{
+    if (c->argc > 3) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    if (c->argc == 2 && current_password() == NULL) {
+        resp_add_error(&c->out, "ERR AUTH <password> called without any password configured "
+                                "for the default user. Are you sure your configuration is correct?");
+        return;
+    }
+    int ok = c->argc == 2
+        ? check_credentials(NULL, 0, c->argv[1], c->argvlen[1])
+        : check_credentials(c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
+    if (!ok) {
+        /* A failed AUTH leaves the connection's state as it was (Redis). */
+        resp_add_error(&c->out, ERR_WRONGPASS);
+        return;
+    }
+    c->authenticated = 1;
+    resp_add_ok(&c->out);
+}
+
+static void hello_reply(client *c)
+{
+    resp_add_map(&c->out, 7);
+    resp_add_bulkstr(&c->out, "server");
+    resp_add_bulkstr(&c->out, "redis");
+    resp_add_bulkstr(&c->out, "version");
+    resp_add_bulkstr(&c->out, ROWAN_REDIS_COMPAT_VERSION);
+    resp_add_bulkstr(&c->out, "proto");
+    resp_add_int(&c->out, c->out.proto);
+    resp_add_bulkstr(&c->out, "id");
+    resp_add_int(&c->out, (long long)c->id);
+    resp_add_bulkstr(&c->out, "mode");
+    resp_add_bulkstr(&c->out, "standalone");
+    resp_add_bulkstr(&c->out, "role");
+    resp_add_bulkstr(&c->out, "master");
+    resp_add_bulkstr(&c->out, "modules");
+    resp_add_array(&c->out, 0);
+}
+
+/* HELLO [protover [AUTH user pass] [SETNAME name]] */
+void helloCommand(client *c)
+{
+    long long ver = c->out.proto;
+    int auth_at = 0, name_at = 0;
+    if (c->argc >= 2) {
+        if (!string2ll(c->argv[1], c->argvlen[1], &ver)) {
+            resp_add_error(&c->out, "ERR Protocol version is not an integer or out of range");
+            return;
+        }
+        if (ver < 2 || ver > 3) {
+            resp_add_error(&c->out, "NOPROTO unsupported protocol version");
+            return;
+        }
+    }
+    for (int j = 2; j < c->argc; j++) {
+        int more = c->argc - j - 1;
+        if (arg_is(c, j, "auth") && more >= 2) { auth_at = j + 1; j += 2; }
+        else if (arg_is(c, j, "setname") && more >= 1) { name_at = j + 1; j += 1; }
+        else {
+            resp_add_errorf(&c->out, "ERR Syntax error in HELLO option '" ARGFMT "'", ARGP(c, j));
+            return;
+        }
+    }
+    if (auth_at) {
+        if (!check_credentials(c->argv[auth_at], c->argvlen[auth_at],
+                               c->argv[auth_at + 1], c->argvlen[auth_at + 1])) {
+            resp_add_error(&c->out, ERR_WRONGPASS);
+            return;
+        }
+        c->authenticated = 1;
+    }
+    if (!client_is_authenticated(c)) {
+        resp_add_error(&c->out, "NOAUTH HELLO must be called with the client already authenticated, "
+                                "otherwise the HELLO <proto> AUTH <user> <pass> option can be used to "
+                                "authenticate the client and select the RESP protocol version at the same time");
+        return;
+    }
+    if (name_at && !valid_client_attr(c->argv[name_at], c->argvlen[name_at])) {
+        resp_add_error(&c->out, "ERR Client names cannot contain spaces, newlines or special characters.");
+        return;
+    }
+    if (name_at) client_set_attr(c, ATTR_NAME, c->argv[name_at], c->argvlen[name_at]);
+    c->out.proto = (int)ver;  /* the reply itself is already in the new protocol */
+    hello_reply(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* DEBUG / ROWAN                                                              */
+/* ------------------------------------------------------------------------ */
+
+static const char *const debug_help[] = {
+    "DEBUG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "SLEEP <seconds>",
+    "    Stop the server for <seconds>. Decimals allowed.",
+    "JMAP",
+    "    Accepted for compatibility; does nothing.",
+    "HELP",
+    "    Prints this help.",
+    NULL
+};
+
+void debugCommand(client *c)
+{
+    if (c->argc == 2 && arg_is(c, 1, "help")) {
+        reply_help(c, debug_help);
+    } else if (c->argc == 3 && arg_is(c, 1, "sleep")) {
+        /* Like Redis: strtod semantics, garbage means 0. Blocks this worker,
+         * as DEBUG SLEEP blocks redis-server. */
+        char *s = arg_dup(c, 2);
+        double secs = strtod(s, NULL);
+        free(s);
+        if (secs > 0) {
+            struct timespec ts;
+            ts.tv_sec = (time_t)secs;
+            ts.tv_nsec = (long)((secs - (double)ts.tv_sec) * 1e9);
+            while (nanosleep(&ts, &ts) != 0) {}
+        }
+        resp_add_ok(&c->out);
+    } else if (c->argc == 2 && arg_is(c, 1, "jmap")) {
+        resp_add_ok(&c->out);
+    } else {
+        /* DEBUG has no subcommand table in Redis 7: its older error form. */
+        resp_add_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '"
+                        ARGFMT "'. Try DEBUG HELP.", ARGP(c, 1));
+    }
+}
+
+static const char *const rowan_help[] = {
+    "ROWAN <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "VERSION",
+    "    Return the Rowan server version.",
+    "HELP",
+    "    Prints this help.",
+    NULL
+};
+
+void rowanCommand(client *c)
+{
+    if (c->argc == 2 && arg_is(c, 1, "help")) reply_help(c, rowan_help);
+    else if (c->argc == 2 && arg_is(c, 1, "version")) resp_add_bulkstr(&c->out, ROWAN_VERSION);
+    else if (arg_is(c, 1, "help") || arg_is(c, 1, "version")) reply_sub_arity(c, "rowan");
+    else reply_unknown_sub(c, "ROWAN");
+}
+
+/* ------------------------------------------------------------------------ */
+/* INFO                                                                       */
+/* ------------------------------------------------------------------------ */
+
+static void addf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(rbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0) return;
+    rbuf_reserve(b, (size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* Redis's human-readable sizes: 1023B, 1.50K, 2.00M, 3.25G... */
+static void bytes_human(char *buf, size_t len, unsigned long long n)
+{
+    static const char units[] = "KMGTPE";
+    if (n < 1024) { snprintf(buf, len, "%lluB", n); return; }
+    double d = (double)n / 1024;
+    int u = 0;
+    while (d >= 1024 && units[u + 1]) { d /= 1024; u++; }
+    snprintf(buf, len, "%.2f%c", d, units[u]);
+}
+
+static long long rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages_total = 0, pages_rss = 0;
+    if (!f) return 0;
+    if (fscanf(f, "%lld %lld", &pages_total, &pages_rss) != 2) pages_rss = 0;
+    fclose(f);
+    return pages_rss * sysconf(_SC_PAGESIZE);
+}
+
+/* Bytes allocated with malloc (indexes and collections included: they are
+ * malloc'd). Under an allocator mallinfo2 cannot see (ASan's), fall back to
+ * the RSS rather than report 0. */
+static long long heap_used(void)
+{
+    long long used = 0;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+    struct mallinfo2 mi = mallinfo2();
+    used = (long long)(mi.uordblks + mi.hblkhd);
+#endif
+    return used > 0 ? used : rss_bytes();
+}
+
+/* Rates between INFO calls at least a second apart (Redis samples every
+ * 100 ms in its cron; Rowan has no cron hook here, so it samples lazily). */
+static struct {
+    pthread_mutex_t mu;
+    int64_t t_us;
+    long long ops, in, out;
+    long long ops_rate;
+    double in_kbps, out_kbps;
+} rates = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void rates_update(void)
+{
+    int64_t now = monotonic_us();
+    long long ops = stat_get(&server.stat.numcommands);
+    long long in = stat_get(&server.stat.net_input_bytes);
+    long long out = stat_get(&server.stat.net_output_bytes);
+    pthread_mutex_lock(&rates.mu);
+    int64_t dt = now - rates.t_us;
+    if (rates.t_us == 0 || dt >= 1000000 || ops < rates.ops) {
+        if (rates.t_us != 0 && dt > 0 && ops >= rates.ops) {
+            double secs = (double)dt / 1e6;
+            rates.ops_rate = (long long)((double)(ops - rates.ops) / secs + 0.5);
+            rates.in_kbps = (double)(in - rates.in) / secs / 1024;
+            rates.out_kbps = (double)(out - rates.out) / secs / 1024;
+        }
+        rates.t_us = now;
+        rates.ops = ops;
+        rates.in = in;
+        rates.out = out;
+    }
+    pthread_mutex_unlock(&rates.mu);
+}
+
+static void info_server(rbuf *b)
+{
+    struct utsname un;
+    if (uname(&un) != 0) memset(&un, 0, sizeof(un));
+    int64_t now_us = ustime();
+    long long uptime = (long long)(time(NULL) - server.start_time);
+    addf(b, "# Server\r\n");
+    addf(b, "redis_version:%s\r\n", ROWAN_REDIS_COMPAT_VERSION);
+    addf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
+    addf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n");
+    addf(b, "redis_mode:standalone\r\n");
+    addf(b, "os:%s %s %s\r\n", un.sysname, un.release, un.machine);
+    addf(b, "arch_bits:%d\r\n", (int)(sizeof(long) * 8));
+    addf(b, "monotonic_clock:POSIX clock_gettime\r\n");
+    addf(b, "multiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n");
+#ifdef __GNUC__
+    addf(b, "gcc_version:%d.%d.%d\r\n", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
+#else
+    addf(b, "gcc_version:0.0.0\r\n");
+#endif
+    addf(b, "process_id:%ld\r\n", (long)getpid());
+    addf(b, "process_supervised:no\r\n");
+    addf(b, "run_id:%s\r\n", server.run_id);
+    addf(b, "tcp_port:%d\r\n", server.cfg.port);
+    addf(b, "server_time_usec:%lld\r\n", (long long)now_us);
+    addf(b, "uptime_in_seconds:%lld\r\n", uptime);
+    addf(b, "uptime_in_days:%lld\r\n", uptime / 86400);
+    addf(b, "hz:%d\r\nconfigured_hz:%d\r\n", server.cfg.hz, server.cfg.hz);
+    addf(b, "lru_clock:%lld\r\n", (long long)((now_us / 1000000) & ((1 << 24) - 1)));
+    addf(b, "executable:%s\r\n", server.executable);
+    addf(b, "config_file:%s\r\n", server.cfg.conf_file ? server.cfg.conf_file : "");
+    addf(b, "io_threads_active:0\r\n");
+}
+
+static void info_clients(rbuf *b)
+{
+    addf(b, "# Clients\r\n");
+    addf(b, "connected_clients:%d\r\n", client_count());
+    addf(b, "cluster_connections:0\r\n");
+    addf(b, "maxclients:%d\r\n", server.cfg.maxclients);
+    addf(b, "client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n");
+    addf(b, "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n");
+}
+
+static _Atomic long long peak_memory;
+
+static void info_memory(rbuf *b)
+{
+    char h1[32], h2[32], h3[32], h4[32];
+    long long used = heap_used(), rss = rss_bytes();
+    long long peak = atomic_load(&peak_memory);
+    while (used > peak && !atomic_compare_exchange_weak(&peak_memory, &peak, used)) {}
+    if (used > peak) peak = used;
+    long long total = (long long)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE);
+    bytes_human(h1, sizeof(h1), (unsigned long long)used);
+    bytes_human(h2, sizeof(h2), (unsigned long long)rss);
+    bytes_human(h3, sizeof(h3), (unsigned long long)peak);
+    bytes_human(h4, sizeof(h4), (unsigned long long)total);
+    addf(b, "# Memory\r\n");
+    addf(b, "used_memory:%lld\r\nused_memory_human:%s\r\n", used, h1);
+    addf(b, "used_memory_rss:%lld\r\nused_memory_rss_human:%s\r\n", rss, h2);
+    addf(b, "used_memory_peak:%lld\r\nused_memory_peak_human:%s\r\n", peak, h3);
+    addf(b, "total_system_memory:%lld\r\ntotal_system_memory_human:%s\r\n", total, h4);
+    addf(b, "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n");
+    addf(b, "mem_fragmentation_ratio:%.2f\r\n", used ? (double)rss / (double)used : 0.0);
+    addf(b, "mem_allocator:libc\r\n");
+}
+
+static void info_persistence(rbuf *b)
+{
+    addf(b, "# Persistence\r\n");
+    addf(b, "loading:0\r\nasync_loading:0\r\n");
+    addf(b, "rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n");
+    addf(b, "rdb_last_save_time:%lld\r\n", (long long)server.start_time);
+    addf(b, "rdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\n");
+    addf(b, "aof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n");
+    addf(b, "aof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n");
+    /* Rowan persists every write in its pool before acknowledging it. */
+    addf(b, "rowan_persistence:pool-log\r\n");
+    addf(b, "rowan_persist_method:%s\r\n",
+         server.pool ? (pool_is_pmem(server.pool) ? "pmem" : "msync") : "none");
+    addf(b, "rowan_syncs:%lld\r\n", stat_get(&server.stat.syncs));
+}
+
+struct cmd_totals { long long errors; };
+
+static void sum_errors_cb(struct rcommand *cmd, void *arg)
+{
+    struct cmd_totals *t = arg;
+    t->errors += stat_get(&cmd->failed_calls) + stat_get(&cmd->rejected_calls);
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++)
+        t->errors += stat_get((_Atomic long long *)&s->failed_calls) +
+                     stat_get((_Atomic long long *)&s->rejected_calls);
+}
+
+static void info_stats(rbuf *b)
+{
+    struct cmd_totals t = { 0 };
+    command_foreach(sum_errors_cb, &t);
+    rates_update();
+    pthread_mutex_lock(&rates.mu);
+    long long ops_rate = rates.ops_rate;
+    double in_kbps = rates.in_kbps, out_kbps = rates.out_kbps;
+    pthread_mutex_unlock(&rates.mu);
+    addf(b, "# Stats\r\n");
+    addf(b, "total_connections_received:%lld\r\n", stat_get(&server.stat.numconnections));
+    addf(b, "total_commands_processed:%lld\r\n", stat_get(&server.stat.numcommands));
+    addf(b, "instantaneous_ops_per_sec:%lld\r\n", ops_rate);
+    addf(b, "total_net_input_bytes:%lld\r\n", stat_get(&server.stat.net_input_bytes));
+    addf(b, "total_net_output_bytes:%lld\r\n", stat_get(&server.stat.net_output_bytes));
+    addf(b, "instantaneous_input_kbps:%.2f\r\ninstantaneous_output_kbps:%.2f\r\n", in_kbps, out_kbps);
+    addf(b, "rejected_connections:%lld\r\n", stat_get(&server.stat.rejected_conn));
+    addf(b, "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n");
+    addf(b, "expired_keys:%lld\r\n", stat_get(&server.stat.expiredkeys));
+    addf(b, "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n");
+    addf(b, "evicted_keys:0\r\nevicted_clients:0\r\n");
+    addf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
+    addf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
+    addf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
+    addf(b, "latest_fork_usec:0\r\ntotal_forks:0\r\n");
+    addf(b, "unexpected_error_replies:%lld\r\n", stat_get(&server.stat.unexpected_errors));
+    addf(b, "total_error_replies:%lld\r\n", t.errors);
+}
+
+static void info_replication(rbuf *b)
+{
+    addf(b, "# Replication\r\n");
+    addf(b, "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n");
+    addf(b, "master_replid:%s\r\n", server.run_id);
+    addf(b, "master_replid2:0000000000000000000000000000000000000000\r\n");
+    addf(b, "master_repl_offset:0\r\nsecond_repl_offset:-1\r\n");
+    addf(b, "repl_backlog_active:0\r\nrepl_backlog_size:0\r\n");
+    addf(b, "repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n");
+}
+
+static void info_cpu(rbuf *b)
+{
+    struct rusage self, kids;
+    getrusage(RUSAGE_SELF, &self);
+    getrusage(RUSAGE_CHILDREN, &kids);
+    addf(b, "# CPU\r\n");
+    addf(b, "used_cpu_sys:%ld.%06ld\r\n", (long)self.ru_stime.tv_sec, (long)self.ru_stime.tv_usec);
+    addf(b, "used_cpu_user:%ld.%06ld\r\n", (long)self.ru_utime.tv_sec, (long)self.ru_utime.tv_usec);
+    addf(b, "used_cpu_sys_children:%ld.%06ld\r\n", (long)kids.ru_stime.tv_sec, (long)kids.ru_stime.tv_usec);
+    addf(b, "used_cpu_user_children:%ld.%06ld\r\n", (long)kids.ru_utime.tv_sec, (long)kids.ru_utime.tv_usec);
+}
+
+static void info_cluster(rbuf *b)
+{
+    addf(b, "# Cluster\r\ncluster_enabled:0\r\n");
+}
+
+static void info_keyspace(rbuf *b)
+{
+    addf(b, "# Keyspace\r\n");
+    for (int db = 0; db < server.cfg.databases; db++) {
+        long long keys = db_size(db);
+        if (keys <= 0) continue;
+        addf(b, "db%d:keys=%lld,expires=%lld,avg_ttl=0\r\n", db, keys, db_expires(db));
+    }
+}
+
+static void cmdstat_line(rbuf *b, const char *parent, const struct rcommand *cmd)
+{
+    long long calls = stat_get((_Atomic long long *)&cmd->calls);
+    long long usec = stat_get((_Atomic long long *)&cmd->usec);
+    long long failed = stat_get((_Atomic long long *)&cmd->failed_calls);
+    long long rejected = stat_get((_Atomic long long *)&cmd->rejected_calls);
+    if (!calls && !failed && !rejected) return;
+    int full = parent == NULL || strchr(cmd->name, '|') != NULL;
+    addf(b, "cmdstat_%s%s%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=%lld,failed_calls=%lld\r\n",
+         full ? "" : parent, full ? "" : "|", cmd->name, calls, usec,
+         calls ? (double)usec / (double)calls : 0.0, rejected, failed);
+}
+
+static void cmdstat_cb(struct rcommand *cmd, void *arg)
+{
+    rbuf *b = arg;
+    cmdstat_line(b, NULL, cmd);
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) cmdstat_line(b, cmd->name, s);
+}
+
+static void info_commandstats(rbuf *b)
+{
+    addf(b, "# Commandstats\r\n");
+    command_foreach(cmdstat_cb, b);
+}
+
+/* Sum over shards of versions handed out but not yet durable. */
+static long long durable_version_lag(void)
+{
+    long long lag = 0;
+    for (int i = 0; i < server.nshards && server.shards; i++) {
+        shard *s = &server.shards[i];
+        shard_lock(s);
+        uint64_t last = s->next_ver ? s->next_ver - 1 : 0;
+        uint64_t dur = atomic_load(&s->durable_ver);
+        shard_unlock(s);
+        if (last > dur) lag += (long long)(last - dur);
+    }
+    return lag;
+}
+
+static long long index_memory(void)
+{
+    long long total = 0;
+    for (int i = 0; i < server.nshards && server.shards; i++) {
+        shard *s = &server.shards[i];
+        shard_lock(s);
+        if (s->idx) total += (long long)index_mem_bytes(s->idx);
+        if (s->vidx) total += (long long)index_mem_bytes(s->vidx);
+        shard_unlock(s);
+    }
+    return total;
+}
+
+static void info_rowan_pool(rbuf *b)
+{
+    pool *p = server.pool;
+    long long by_state[4] = { 0, 0, 0, 0 }, by_owner[4] = { 0, 0, 0, 0 };
+    uint32_t n = p ? pool_nsegs(p) : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct seg_meta m = pool_seg_meta(p, i);
+        if (m.state < 4) by_state[m.state]++;
+        if (m.state != SEG_FREE && m.owner < 4) by_owner[m.owner]++;
+    }
+    addf(b, "pool_file:%s/%s\r\n", server.cfg.dir ? server.cfg.dir : "",
+         server.cfg.pool_file ? server.cfg.pool_file : "");
+    addf(b, "pool_size:%llu\r\n", p ? (unsigned long long)pool_size(p) : 0ULL);
+    addf(b, "pool_is_pmem:%d\r\n", p ? pool_is_pmem(p) : 0);
+    addf(b, "pool_segment_size:%u\r\n", (unsigned)POOL_SEG_SIZE);
+    addf(b, "pool_segments:%u\r\n", (unsigned)n);
+    addf(b, "pool_segments_free:%lld\r\npool_segments_using:%lld\r\n", by_state[SEG_FREE], by_state[SEG_USING]);
+    addf(b, "pool_segments_used:%lld\r\npool_segments_committed:%lld\r\n", by_state[SEG_USED], by_state[SEG_COMMITTED]);
+    addf(b, "tlog_segments:%lld\r\nblog_segments:%lld\r\nclean_log_segments:%lld\r\n",
+         by_owner[OWNER_WORKER], by_owner[OWNER_CONTROL], by_owner[OWNER_CLEAN]);
+}
+
+static void info_rowan(rbuf *b)
+{
+    addf(b, "# Rowan\r\n");
+    addf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
+    addf(b, "workers:%d\r\nshards:%d\r\n", server.nworkers, server.nshards);
+    info_rowan_pool(b);
+    addf(b, "durable_version_lag:%lld\r\n", durable_version_lag());
+    addf(b, "held_replies:%lld\r\n", stat_get(&server.stat.held_replies));
+    addf(b, "syncs:%lld\r\n", stat_get(&server.stat.syncs));
+    addf(b, "oom_refused:%lld\r\n", stat_get(&server.stat.oom_refused));
+    addf(b, "index_memory:%lld\r\n", index_memory());
+    addf(b, "clean_threshold:%d\r\n", server.cfg.clean_threshold);
+    addf(b, "clean_segments:%lld\r\n", stat_get(&server.stat.clean_segments));
+    addf(b, "clean_bytes_copied:%lld\r\n", stat_get(&server.stat.clean_bytes_copied));
+    addf(b, "recovered_entries:%lld\r\n", stat_get(&server.stat.recovered_entries));
+    addf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
+    addf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
+    addf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
+}
+
+#define SEC_DEFAULT  1  /* in INFO / INFO default */
+#define SEC_ALL      2  /* in INFO all (and everything) */
+
+static const struct info_section {
+    const char *name;
+    void (*fn)(rbuf *b);
+    int in;
+} sections[] = {
+    { "server", info_server, SEC_DEFAULT | SEC_ALL },
+    { "clients", info_clients, SEC_DEFAULT | SEC_ALL },
+    { "memory", info_memory, SEC_DEFAULT | SEC_ALL },
+    { "persistence", info_persistence, SEC_DEFAULT | SEC_ALL },
+    { "stats", info_stats, SEC_DEFAULT | SEC_ALL },
+    { "replication", info_replication, SEC_DEFAULT | SEC_ALL },
+    { "cpu", info_cpu, SEC_DEFAULT | SEC_ALL },
+    { "commandstats", info_commandstats, SEC_ALL },
+    { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
+    { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
+    { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
+};
+#define NSECTIONS ((int)(sizeof(sections) / sizeof(sections[0])))
+
+/* Which sections the arguments ask for (unknown names select nothing, as in
+ * Redis). Sections always come out in the table's order. */
+static void info_select(client *c, int *want)
+{
+    memset(want, 0, sizeof(int) * NSECTIONS);
+    if (c->argc == 1) {
+        for (int i = 0; i < NSECTIONS; i++) want[i] = sections[i].in & SEC_DEFAULT;
+        return;
+    }
+    for (int a = 1; a < c->argc; a++) {
+        int mask = 0;
+        if (arg_is(c, a, "default")) mask = SEC_DEFAULT;
+        else if (arg_is(c, a, "all") || arg_is(c, a, "everything")) mask = SEC_ALL;
+        for (int i = 0; i < NSECTIONS; i++)
+            if ((sections[i].in & mask) || arg_is(c, a, sections[i].name)) want[i] = 1;
+    }
+}
+
+void infoCommand(client *c)
+{
+    int want[NSECTIONS];
+    info_select(c, want);
+    rbuf b;
+    rbuf_init(&b);
+    int first = 1;
+    for (int i = 0; i < NSECTIONS; i++) {
+        if (!want[i]) continue;
+        if (!first) addf(&b, "\r\n");
+        sections[i].fn(&b);
+        first = 0;
+    }
+    resp_add_verbatim(&c->out, b.buf ? b.buf : "", b.len);
+    rbuf_free(&b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* CONFIG                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const char *const config_help[] = {
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern> [<pattern> ...]",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value> [<directive> <value> ...]",
+    "    Set the configuration <directive> to <value>.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "REWRITE",
+    "    Rewrite the configuration file.",
+    "HELP",
+    "    Prints this help.",
+    NULL
+};
+
+static void reset_cmd_stats(struct rcommand *cmd)
+{
+    /* Only write counters that moved: an unused subcommand entry may live in
+     * read-only memory. */
+    if (atomic_load(&cmd->calls)) atomic_store(&cmd->calls, 0);
+    if (atomic_load(&cmd->usec)) atomic_store(&cmd->usec, 0);
+    if (atomic_load(&cmd->failed_calls)) atomic_store(&cmd->failed_calls, 0);
+    if (atomic_load(&cmd->rejected_calls)) atomic_store(&cmd->rejected_calls, 0);
+}
+
+static void resetstat_cb(struct rcommand *cmd, void *arg)
+{
+    reset_cmd_stats(cmd);
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++)
+        reset_cmd_stats((struct rcommand *)s);
+}
+
+/* CONFIG RESETSTAT: counters only; facts about startup (recovery) stay. */
+static void reset_stats(void)
+{
+    struct rowan_stats *st = &server.stat;
+    _Atomic long long *counters[] = {
+        &st->numcommands, &st->numconnections, &st->rejected_conn, &st->expiredkeys,
+        &st->keyspace_hits, &st->keyspace_misses, &st->net_input_bytes,
+        &st->net_output_bytes, &st->oom_refused, &st->held_replies, &st->syncs,
+        &st->clean_segments, &st->clean_bytes_copied, &st->unexpected_errors,
+    };
+    for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) atomic_store(counters[i], 0);
+    command_foreach(resetstat_cb, NULL);
+    atomic_store(&peak_memory, 0);
+    pthread_mutex_lock(&rates.mu);
+    rates.t_us = 0;
+    rates.ops_rate = 0;
+    rates.in_kbps = rates.out_kbps = 0;
+    pthread_mutex_unlock(&rates.mu);
+}
+
+static void config_get(client *c)
+{
+    int n = c->argc - 2;
+    const char **pats = malloc((size_t)n * sizeof(*pats));
+    size_t *lens = malloc((size_t)n * sizeof(*lens));
+    if (!pats || !lens) abort();
+    for (int i = 0; i < n; i++) {
+        pats[i] = c->argv[i + 2];
+        lens[i] = c->argvlen[i + 2];
+    }
+    config_get_reply_multi(&c->out, n, pats, lens);
+    free(pats);
+    free(lens);
+}
+
+static void config_set_cmd(client *c)
+{
+    if ((c->argc - 2) % 2) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    int n = (c->argc - 2) / 2;
+    char **names = malloc((size_t)n * sizeof(*names));
+    char **values = malloc((size_t)n * sizeof(*values));
+    if (!names || !values) abort();
+    for (int i = 0; i < n; i++) {
+        names[i] = arg_dup(c, 2 + 2 * i);
+        values[i] = arg_dup(c, 3 + 2 * i);
+    }
+    char err[512];
+    if (config_set_many(n, (const char *const *)names, (const char *const *)values, err, sizeof(err)) < 0)
+        resp_add_error(&c->out, err);
+    else
+        resp_add_ok(&c->out);
+    for (int i = 0; i < n; i++) {
+        free(names[i]);
+        free(values[i]);
+    }
+    free(names);
+    free(values);
+}
+
+void configCommand(client *c)
+{
+    if (arg_is(c, 1, "get")) {
+        if (c->argc < 3) reply_sub_arity(c, "config");
+        else config_get(c);
+    } else if (arg_is(c, 1, "set")) {
+        if (c->argc < 4) reply_sub_arity(c, "config");
+        else config_set_cmd(c);
+    } else if (arg_is(c, 1, "resetstat")) {
+        if (c->argc != 2) { reply_sub_arity(c, "config"); return; }
+        reset_stats();
+        resp_add_ok(&c->out);
+    } else if (arg_is(c, 1, "rewrite")) {
+        char err[512];
+        if (c->argc != 2) reply_sub_arity(c, "config");
+        else if (config_rewrite(err, sizeof(err)) < 0) resp_add_error(&c->out, err);
+        else resp_add_ok(&c->out);
+    } else if (arg_is(c, 1, "help")) {
+        if (c->argc != 2) reply_sub_arity(c, "config");
+        else reply_help(c, config_help);
+    } else {
+        reply_unknown_sub(c, "CONFIG");
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* CLIENT                                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const char *const client_help[] = {
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "CACHING (YES|NO)",
+    "    Not supported: Rowan has no client-side caching (tracking).",
+    "GETREDIR",
+    "    Return the client ID we are redirecting to when tracking is enabled (always -1).",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are:",
+    "    * ID <client-id>",
+    "      Kill connections by client id.",
+    "    * ADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made from the specified address",
+    "    * LADDR (<ip:port>|<unixsocket>:0)",
+    "      Kill connections made to specified local address",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Kill connections by type.",
+    "    * USER <username>",
+    "      Kill connections authenticated by <username>.",
+    "    * SKIPME (YES|NO)",
+    "      Skip killing current connection (default: yes).",
+    "    * MAXAGE <maxage>",
+    "      Kill connections older than the specified age.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
+    "    * ID <client-id> [<client-id> ...]",
+    "      Return clients of specified IDs only.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Accepted for compatibility; Rowan does not pause clients.",
+    "UNPAUSE",
+    "    Stop the current client pause, resuming traffic.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection (only ON is supported).",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <option> <value>",
+    "    Set client meta attr. Options are:",
+    "    * LIB-NAME: the client lib name.",
+    "    * LIB-VER: the client lib version.",
+    "UNBLOCK <clientid> [TIMEOUT|ERROR]",
+    "    Unblock the specified blocked client (Rowan never blocks clients).",
+    "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
+    "         [OPTIN] [OPTOUT] [NOLOOP]",
+    "    Not supported: Rowan has no client-side caching.",
+    "TRACKINGINFO",
+    "    Report tracking status for the current connection.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
+    "NO-TOUCH (ON|OFF)",
+    "    Will not touch LRU/LFU stats when this mode is on.",
+    "HELP",
+    "    Prints this help.",
+    NULL
+};
+
+/* Client types Redis knows. Every Rowan RESP client is "normal". 1 normal,
+ * 0 another valid type, -1 unknown (error already sent). */
+static int parse_client_type(client *c, int i)
+{
+    if (arg_is(c, i, "normal")) return 1;
+    if (arg_is(c, i, "master") || arg_is(c, i, "replica") || arg_is(c, i, "slave") ||
+        arg_is(c, i, "pubsub"))
+        return 0;
+    resp_add_errorf(&c->out, "ERR Unknown client type '" ARGFMT "'", ARGP(c, i));
+    return -1;
+}
+
+struct list_filter {
+    int type_ok;            /* 0: TYPE selected a kind Rowan never has */
+    long long *ids;
+    int nids;
+    rbuf *out;
+};
+
+static void list_cb(client *cl, void *arg)
+{
+    struct list_filter *f = arg;
+    if (!f->type_ok) return;
+    if (f->nids) {
+        int hit = 0;
+        for (int i = 0; i < f->nids && !hit; i++) hit = (uint64_t)f->ids[i] == cl->id;
+        if (!hit) return;
+    }
+    client_info_line(cl, f->out);
+    rbuf_append(f->out, "\n", 1);
+}
+
+static void client_list(client *c)
+{
+    struct list_filter f = { 1, NULL, 0, NULL };
+    rbuf out;
+    for (int i = 2; i < c->argc; i++) {
+        if (arg_is(c, i, "type") && i + 1 < c->argc) {
+            int t = parse_client_type(c, ++i);
+            if (t < 0) goto done;
+            f.type_ok = t;
+        } else if (arg_is(c, i, "id") && i + 1 < c->argc) {
+            f.ids = realloc(f.ids, (size_t)(c->argc - i) * sizeof(*f.ids));
+            if (!f.ids) abort();
+            for (i++; i < c->argc; i++) {
+                long long id;
+                if (!string2ll(c->argv[i], c->argvlen[i], &id) || id <= 0) {
+                    resp_add_error(&c->out, "ERR Invalid client ID");
+                    goto done;
+                }
+                f.ids[f.nids++] = id;
+            }
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            goto done;
+        }
+    }
+    rbuf_init(&out);
+    f.out = &out;
+    client_foreach(list_cb, &f);
+    resp_add_verbatim(&c->out, out.buf ? out.buf : "", out.len);
+    rbuf_free(&out);
+done:
+    free(f.ids);
+}
+
+static void client_info(client *c)
+{
+    rbuf out;
+    rbuf_init(&out);
+    client_info_line(c, &out);
+    rbuf_append(&out, "\n", 1);
+    resp_add_verbatim(&c->out, out.buf, out.len);
+    rbuf_free(&out);
+}
+
+struct kill_filter {
+    client *self;
+    long long id;                   /* 0 = any */
+    const char *addr, *laddr;       /* NULL = any */
+    size_t addrlen, laddrlen;
+    int type_ok, skipme;
+    long long maxage;               /* 0 = any */
+    time_t now;
+    long long killed;
+};
+
+static int addr_eq(const char *have, const char *want, size_t wlen)
+{
+    return strlen(have) == wlen && memcmp(have, want, wlen) == 0;
+}
+
+static int kill_matches(const struct kill_filter *f, client *cl)
+{
+    if (!f->type_ok) return 0;
+    if (f->id && (uint64_t)f->id != cl->id) return 0;
+    if (f->addr && !addr_eq(cl->addr, f->addr, f->addrlen)) return 0;
+    if (f->laddr && !addr_eq(cl->laddr, f->laddr, f->laddrlen)) return 0;
+    if (f->maxage && (long long)(f->now - cl->ctime) < f->maxage) return 0;
+    if (f->skipme && cl == f->self) return 0;
+    return 1;
+}
+
+static void kill_cb(client *cl, void *arg)
+{
+    struct kill_filter *f = arg;
+    if (!kill_matches(f, cl)) return;
+    f->killed++;
+    /* Our own connection gets its reply first, then closes (as in Redis). */
+    if (cl == f->self) cl->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    else client_kill_async(cl);
+}
+
+/* Parse CLIENT KILL's <filter> <value> pairs. 0 ok, -1 error sent. */
+static int parse_kill_filters(client *c, struct kill_filter *f)
+{
+    if ((c->argc - 2) % 2) { resp_add_error(&c->out, ERR_SYNTAX); return -1; }
+    for (int i = 2; i < c->argc; i += 2) {
+        int v = i + 1;
+        if (arg_is(c, i, "id")) {
+            if (!string2ll(c->argv[v], c->argvlen[v], &f->id) || f->id <= 0) {
+                resp_add_error(&c->out, "ERR client-id should be greater than 0");
+                return -1;
+            }
+        } else if (arg_is(c, i, "type")) {
+            int t = parse_client_type(c, v);
+            if (t < 0) return -1;
+            f->type_ok = f->type_ok && t;
+        } else if (arg_is(c, i, "user")) {
+            if (!(c->argvlen[v] == 7 && memcmp(c->argv[v], "default", 7) == 0)) {
+                resp_add_errorf(&c->out, "ERR No such user '" ARGFMT "'", ARGP(c, v));
+                return -1;
+            }
+        } else if (arg_is(c, i, "addr")) {
+            f->addr = c->argv[v];
+            f->addrlen = c->argvlen[v];
+        } else if (arg_is(c, i, "laddr")) {
+            f->laddr = c->argv[v];
+            f->laddrlen = c->argvlen[v];
+        } else if (arg_is(c, i, "skipme")) {
+            if (arg_is(c, v, "yes")) f->skipme = 1;
+            else if (arg_is(c, v, "no")) f->skipme = 0;
+            else { resp_add_error(&c->out, ERR_SYNTAX); return -1; }
+        } else if (arg_is(c, i, "maxage")) {
+            if (!string2ll(c->argv[v], c->argvlen[v], &f->maxage) || f->maxage < 0) {
+                resp_add_error(&c->out, ERR_SYNTAX);
+                return -1;
+            }
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void client_kill(client *c)
+{
+    struct kill_filter f;
+    memset(&f, 0, sizeof(f));
+    f.self = c;
+    f.type_ok = 1;
+    f.now = time(NULL);
+    if (c->argc == 3) {
+        /* Old form: CLIENT KILL ip:port, which may name ourselves. */
+        f.addr = c->argv[2];
+        f.addrlen = c->argvlen[2];
+        client_foreach(kill_cb, &f);
+        if (f.killed) resp_add_ok(&c->out);
+        else resp_add_error(&c->out, "ERR No such client");
+        return;
+    }
+    f.skipme = 1;
+    if (parse_kill_filters(c, &f) < 0) return;
+    client_foreach(kill_cb, &f);
+    resp_add_int(&c->out, f.killed);
+}
+
+static void client_setname(client *c)
+{
+    if (!valid_client_attr(c->argv[2], c->argvlen[2])) {
+        resp_add_error(&c->out, "ERR Client names cannot contain spaces, newlines or special characters.");
+        return;
+    }
+    client_set_attr(c, ATTR_NAME, c->argv[2], c->argvlen[2]);
+    resp_add_ok(&c->out);
+}
+
+static void client_setinfo(client *c)
+{
+    enum attr_kind kind;
+    const char *attr;
+    if (arg_is(c, 2, "lib-name")) { kind = ATTR_LIBNAME; attr = "lib-name"; }
+    else if (arg_is(c, 2, "lib-ver")) { kind = ATTR_LIBVER; attr = "lib-ver"; }
+    else {
+        resp_add_errorf(&c->out, "ERR Unrecognized option '" ARGFMT "'", ARGP(c, 2));
+        return;
+    }
+    if (!valid_client_attr(c->argv[3], c->argvlen[3])) {
+        resp_add_errorf(&c->out, "ERR %s cannot contain spaces, newlines or special characters.", attr);
+        return;
+    }
+    client_set_attr(c, kind, c->argv[3], c->argvlen[3]);
+    resp_add_ok(&c->out);
+}
+
+/* ON|OFF switches that have nothing to switch in Rowan (no eviction, no LRU). */
+static void client_onoff(client *c)
+{
+    if (arg_is(c, 2, "on") || arg_is(c, 2, "off")) resp_add_ok(&c->out);
+    else resp_add_error(&c->out, ERR_SYNTAX);
+}
+
+static void client_reply(client *c)
+{
+    if (arg_is(c, 2, "on")) resp_add_ok(&c->out);
+    else if (arg_is(c, 2, "off") || arg_is(c, 2, "skip")) resp_add_error(&c->out, "ERR not supported");
+    else resp_add_error(&c->out, ERR_SYNTAX);
+}
+
+static void client_pause(client *c)
+{
+    long long ms;
+    if (parse_timeout(c, 2, &ms) < 0) return;
+    if (c->argc > 4) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    if (c->argc == 4 && !arg_is(c, 3, "write") && !arg_is(c, 3, "all")) {
+        resp_add_error(&c->out, "ERR CLIENT PAUSE mode must be WRITE or ALL");
+        return;
+    }
+    resp_add_ok(&c->out);
+}
+
+static void client_unblock(client *c)
+{
+    long long id;
+    if (c->argc > 4) { resp_add_error(&c->out, ERR_SYNTAX); return; }
+    if (arg_ll(c, 2, &id) < 0) return;
+    if (c->argc == 4 && !arg_is(c, 3, "timeout") && !arg_is(c, 3, "error")) {
+        resp_add_error(&c->out, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
+        return;
+    }
+    resp_add_int(&c->out, 0);  /* Rowan never blocks a client */
+}
+
+static void client_trackinginfo(client *c)
+{
+    resp_add_map(&c->out, 3);
+    resp_add_bulkstr(&c->out, "flags");
+    resp_add_set(&c->out, 1);
+    resp_add_bulkstr(&c->out, "off");
+    resp_add_bulkstr(&c->out, "redirect");
+    resp_add_int(&c->out, -1);
+    resp_add_bulkstr(&c->out, "prefixes");
+    resp_add_array(&c->out, 0);
+}
+
+static void client_id(client *c) { resp_add_int(&c->out, (long long)c->id); }
+static void client_getname(client *c)
+{
+    if (c->name) resp_add_bulkstr(&c->out, c->name);
+    else resp_add_null(&c->out);
+}
+static void client_ok(client *c) { resp_add_ok(&c->out); }
+static void client_getredir(client *c) { resp_add_int(&c->out, -1); }
+static void client_tracking(client *c) { resp_add_error(&c->out, "ERR not supported"); }
+static void client_caching(client *c)
+{
+    resp_add_error(&c->out, "ERR CLIENT CACHING can be called only when the client is in "
+                            "tracking mode with OPTIN or OPTOUT mode enabled");
+}
+static void client_help_cmd(client *c) { reply_help(c, client_help); }
+
+/* CLIENT's subcommands with their Redis arities. */
+static const struct client_sub {
+    const char *name;
+    int arity;
+    void (*fn)(client *c);
+} client_subs[] = {
+    { "id", 2, client_id },
+    { "getname", 2, client_getname },
+    { "setname", 3, client_setname },
+    { "setinfo", 4, client_setinfo },
+    { "list", -2, client_list },
+    { "info", 2, client_info },
+    { "kill", -3, client_kill },
+    { "no-evict", 3, client_onoff },
+    { "no-touch", 3, client_onoff },
+    { "reply", 3, client_reply },
+    { "pause", -3, client_pause },
+    { "unpause", 2, client_ok },
+    { "unblock", -3, client_unblock },
+    { "tracking", -3, client_tracking },
+    { "caching", 3, client_caching },
+    { "getredir", 2, client_getredir },
+    { "trackinginfo", 2, client_trackinginfo },
+    { "help", 2, client_help_cmd },
+    { NULL, 0, NULL }
+};
+
+void clientCommand(client *c)
+{
+    for (const struct client_sub *s = client_subs; s->name; s++) {
+        if (!arg_is(c, 1, s->name)) continue;
+        if (!arity_ok(c->argc, s->arity)) reply_sub_arity(c, "client");
+        else s->fn(c);
+        return;
+    }
+    reply_unknown_sub(c, "CLIENT");
+}
+
+/* ------------------------------------------------------------------------ */
+/* COMMAND                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static const char *const command_help[] = {
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all Redis commands.",
+    "COUNT",
+    "    Return the total number of commands in this Redis server.",
+    "LIST [FILTERBY (MODULE <module-name>|ACLCAT <category>|PATTERN <pattern>)]",
+    "    Return a list of all commands in this Redis server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple Redis commands.",
+    "    If no command names are given, documentation details for all",
+    "    commands are returned.",
+    "GETKEYS <full-command>",
+    "    Return the keys from a full Redis command.",
+    "GETKEYSANDFLAGS <full-command>",
+    "    Return the keys and the access flags from a full Redis command.",
+    "HELP",
+    "    Prints this help.",
+    NULL
+};
+
+/* Full name as Redis shows it: "get", or "config|get" for a subcommand. */
+static void full_name(char *buf, size_t len, const struct rcommand *parent, const struct rcommand *cmd)
+{
+    if (parent && !strchr(cmd->name, '|')) snprintf(buf, len, "%s|%s", parent->name, cmd->name);
+    else snprintf(buf, len, "%s", cmd->name);
+}
+
+static const struct { uint32_t flag; const char *name; } flag_names[] = {
+    { CMD_WRITE, "write" }, { CMD_READONLY, "readonly" }, { CMD_DENYOOM, "denyoom" },
+    { CMD_ADMIN, "admin" }, { CMD_PUBSUB, "pubsub" }, { CMD_NOSCRIPT, "noscript" },
+    { CMD_LOADING, "loading" }, { CMD_STALE, "stale" }, { CMD_FAST, "fast" },
+    { CMD_NOAUTH, "no_auth" },
+};
+
+/* ACL category implied by a command group ("sorted-set" -> "@sortedset"). */
+static const char *group_category(const char *group)
+{
+    static const struct { const char *group, *cat; } map[] = {
+        { "string", "@string" }, { "generic", "@keyspace" }, { "keyspace", "@keyspace" },
+        { "hash", "@hash" }, { "list", "@list" }, { "set", "@set" },
+        { "sorted-set", "@sortedset" }, { "sorted_set", "@sortedset" }, { "zset", "@sortedset" },
+        { "bitmap", "@bitmap" }, { "hyperloglog", "@hyperloglog" }, { "geo", "@geo" },
+        { "stream", "@stream" }, { "pubsub", "@pubsub" }, { "connection", "@connection" },
+        { "transactions", "@transaction" }, { "scripting", "@scripting" },
+    };
+    if (!group) return NULL;
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+        if (!strcasecmp(group, map[i].group)) return map[i].cat;
+    return NULL;
+}
+
+/* Up to 8 ACL categories, in Redis's usual order. */
+static int command_categories(const struct rcommand *cmd, const char **cats)
+{
+    int n = 0;
+    const char *g = group_category(cmd->group);
+    if (cmd->flags & CMD_WRITE) cats[n++] = "@write";
+    if (cmd->flags & CMD_READONLY) cats[n++] = "@read";
+    if (g && !(g == group_category("pubsub") && (cmd->flags & CMD_PUBSUB))) cats[n++] = g;
+    if (cmd->flags & CMD_ADMIN) cats[n++] = "@admin";
+    if (cmd->flags & CMD_PUBSUB) cats[n++] = "@pubsub";
+    cats[n++] = (cmd->flags & CMD_FAST) ? "@fast" : "@slow";
+    if (cmd->flags & (CMD_ADMIN | CMD_KEYSEARCH)) cats[n++] = "@dangerous";
+    return n;
+}
+
+static void reply_key_specs(client *c, const struct rcommand *cmd)
+{
+    if (cmd->firstkey <= 0) { resp_add_array(&c->out, 0); return; }
+    int write = (cmd->flags & CMD_WRITE) != 0;
+    resp_add_array(&c->out, 1);
+    resp_add_map(&c->out, 3);
+    resp_add_bulkstr(&c->out, "flags");
+    resp_add_array(&c->out, 2);
+    resp_add_simple(&c->out, write ? "RW" : "RO");
+    resp_add_simple(&c->out, write ? "update" : "access");
+    resp_add_bulkstr(&c->out, "begin_search");
+    resp_add_map(&c->out, 2);
+    resp_add_bulkstr(&c->out, "type");
+    resp_add_bulkstr(&c->out, "index");
+    resp_add_bulkstr(&c->out, "spec");
+    resp_add_map(&c->out, 1);
+    resp_add_bulkstr(&c->out, "index");
+    resp_add_int(&c->out, cmd->firstkey);
+    resp_add_bulkstr(&c->out, "find_keys");
+    resp_add_map(&c->out, 2);
+    resp_add_bulkstr(&c->out, "type");
+    resp_add_bulkstr(&c->out, "range");
+    resp_add_bulkstr(&c->out, "spec");
+    resp_add_map(&c->out, 3);
+    resp_add_bulkstr(&c->out, "lastkey");
+    /* Key specs count lastkey from firstkey; negative counts from the end. */
+    resp_add_int(&c->out, cmd->lastkey < 0 ? cmd->lastkey : cmd->lastkey - cmd->firstkey);
+    resp_add_bulkstr(&c->out, "keystep");
+    resp_add_int(&c->out, cmd->keystep);
+    resp_add_bulkstr(&c->out, "limit");
+    resp_add_int(&c->out, 0);
+}
+
+static int count_subcommands(const struct rcommand *cmd)
+{
+    int n = 0;
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) n++;
+    return n;
+}
+
+/* One COMMAND INFO entry: the 10-element array of Redis 7. */
+static void reply_command_info(client *c, const struct rcommand *parent, const struct rcommand *cmd)
+{
+    char name[128];
+    const char *cats[8];
+    full_name(name, sizeof(name), parent, cmd);
+    resp_add_array(&c->out, 10);
+    resp_add_bulkstr(&c->out, name);
+    resp_add_int(&c->out, cmd->arity);
+    int nflags = 0;
+    for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
+        if (cmd->flags & flag_names[i].flag) nflags++;
+    resp_add_set(&c->out, nflags);
+    for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
+        if (cmd->flags & flag_names[i].flag) resp_add_simple(&c->out, flag_names[i].name);
+    resp_add_int(&c->out, cmd->firstkey);
+    resp_add_int(&c->out, cmd->lastkey);
+    resp_add_int(&c->out, cmd->keystep);
+    int ncats = command_categories(cmd, cats);
+    resp_add_set(&c->out, ncats);
+    for (int i = 0; i < ncats; i++) resp_add_simple(&c->out, cats[i]);
+    resp_add_array(&c->out, 0);     /* tips */
+    reply_key_specs(c, cmd);
+    resp_add_array(&c->out, count_subcommands(cmd));
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) reply_command_info(c, cmd, s);
+}
+
+/* Look up "get" or "config|get". */
+static const struct rcommand *lookup_full(const char *name, size_t len, const struct rcommand **parent)
+{
+    const char *bar = memchr(name, '|', len);
+    *parent = NULL;
+    if (!bar) return command_lookup(name, len);
+    const struct rcommand *p = command_lookup(name, (size_t)(bar - name));
+    if (!p) return NULL;
+    const char *sub = bar + 1;
+    size_t sublen = len - (size_t)(sub - name);
+    for (const struct rcommand *s = p->subcommands; s && s->name; s++) {
+        const char *sn = strchr(s->name, '|') ? strchr(s->name, '|') + 1 : s->name;
+        if (strcaseeqlen(sub, sublen, sn)) { *parent = p; return s; }
+    }
+    return NULL;
+}
+
+struct all_cmds { client *c; int count; };
+
+static void count_cb(struct rcommand *cmd, void *arg) { ((struct all_cmds *)arg)->count++; }
+static void info_cb(struct rcommand *cmd, void *arg) { reply_command_info(((struct all_cmds *)arg)->c, NULL, cmd); }
+
+static void command_info_all(client *c)
+{
+    struct all_cmds a = { c, 0 };
+    command_foreach(count_cb, &a);
+    resp_add_array(&c->out, a.count);
+    command_foreach(info_cb, &a);
+}
+
+static void command_info(client *c)
+{
+    if (c->argc == 2) { command_info_all(c); return; }
+    resp_add_array(&c->out, c->argc - 2);
+    for (int i = 2; i < c->argc; i++) {
+        const struct rcommand *parent;
+        const struct rcommand *cmd = lookup_full(c->argv[i], c->argvlen[i], &parent);
+        if (cmd) reply_command_info(c, parent, cmd);
+        else resp_add_null(&c->out);
+    }
+}
+
+/* ---- COMMAND DOCS "arguments" ----
+ * redis-cli builds its `help` text and its as-you-type hints from the
+ * "arguments" of COMMAND DOCS. The command table has no argument specs, so
+ * they are written here in a compact notation and parsed on demand:
+ *
+ *   word          an argument named word ("key..." = one or more)
+ *   word:type     with an explicit type (default: guessed from the name)
+ *   TOKEN         a pure token; "TOKEN word" is a token with a value
+ *   [a b|c]       optional group; '|' separates alternatives (oneof)
+ *   (a|b)         required group; "(...)..." repeats it
+ *   label=[...]   names a group (Redis names them: "condition", "expiration")
+ *
+ * A command missing here just has no "arguments" (summary etc. still work). */
+static const struct { const char *cmd, *syntax; } arg_syntax[] = {
+    { "get", "key" },
+    { "set", "key value [condition=[NX|XX]] [GET] [expiration=[EX seconds|PX milliseconds|"
+             "EXAT unix-time-seconds|PXAT unix-time-milliseconds|KEEPTTL]]" },
+    { "setnx", "key value" },
+    { "setex", "key seconds value" },
+    { "psetex", "key milliseconds value" },
+    { "getset", "key value" },
+    { "getdel", "key" },
+    { "getex", "key [expiration=[EX seconds|PX milliseconds|EXAT unix-time-seconds|"
+               "PXAT unix-time-milliseconds|PERSIST]]" },
+    { "mget", "key..." },
+    { "mset", "data=(key value)..." },
+    { "msetnx", "data=(key value)..." },
+    { "append", "key value" },
+    { "strlen", "key" },
+    { "incr", "key" },
+    { "decr", "key" },
+    { "incrby", "key increment" },
+    { "decrby", "key decrement" },
+    { "incrbyfloat", "key increment:double" },
+    { "getrange", "key start end" },
+    { "setrange", "key offset value" },
+    { "setbit", "key offset value:integer" },
+    { "getbit", "key offset" },
+    { "bitcount", "key [range=(start end [unit=[BYTE|BIT]])]" },
+    { "del", "key..." },
+    { "unlink", "key..." },
+    { "exists", "key..." },
+    { "touch", "key..." },
+    { "type", "key" },
+    { "expire", "key seconds [condition=[NX|XX|GT|LT]]" },
+    { "pexpire", "key milliseconds [condition=[NX|XX|GT|LT]]" },
+    { "expireat", "key unix-time-seconds [condition=[NX|XX|GT|LT]]" },
+    { "pexpireat", "key unix-time-milliseconds [condition=[NX|XX|GT|LT]]" },
+    { "expiretime", "key" },
+    { "pexpiretime", "key" },
+    { "ttl", "key" },
+    { "pttl", "key" },
+    { "persist", "key" },
+    { "keys", "pattern" },
+    { "scan", "cursor [MATCH pattern] [COUNT count] [TYPE type]" },
+    { "rename", "key newkey" },
+    { "renamenx", "key newkey" },
+    { "flushdb", "[flush-type=[ASYNC|SYNC]]" },
+    { "flushall", "[flush-type=[ASYNC|SYNC]]" },
+    { "select", "index" },
+    { "move", "key db" },
+    { "swapdb", "index1 index2" },
+    { "ping", "[message]" },
+    { "echo", "message" },
+    { "shutdown", "[save-selector=[NOSAVE|SAVE]] [NOW] [FORCE] [ABORT]" },
+    { "info", "[section...]" },
+    { "config", "subcommand=(GET parameter...|SET (parameter value)...|RESETSTAT|REWRITE|HELP)" },
+    { "client", "subcommand=(ID|GETNAME|SETNAME connection-name|"
+                "SETINFO attr=(LIB-NAME libname|LIB-VER libver)|"
+                "LIST [TYPE type] [ID client-id...]|INFO|KILL filter...|"
+                "NO-EVICT enabled=(ON|OFF)|NO-TOUCH enabled=(ON|OFF)|REPLY action=(ON|OFF|SKIP)|"
+                "PAUSE timeout [mode=[WRITE|ALL]]|UNPAUSE|UNBLOCK client-id [unblock-type=[TIMEOUT|ERROR]]|"
+                "GETREDIR|TRACKINGINFO|HELP)" },
+    { "command", "[subcommand=(COUNT|LIST [FILTERBY filterby=(MODULE module-name|ACLCAT category|"
+                 "PATTERN pattern)]|INFO [command-name...]|DOCS [command-name...]|"
+                 "GETKEYS command [arg...]|GETKEYSANDFLAGS command [arg...]|HELP)]" },
+    { "wait", "numreplicas timeout" },
+    { "waitaof", "numlocal numreplicas timeout" },
+    { "auth", "[username] password" },
+    { "hello", "[arguments=(protover [AUTH username password] [SETNAME clientname])]" },
+    { "bgsave", "[SCHEDULE]" },
+    { "debug", "subcommand=(SLEEP seconds:double|JMAP|HELP)" },
+    { "rowan", "subcommand=(VERSION|HELP)" },
+};
+
+struct argnode {
+    char name[48];
+    char token[32];
+    const char *type;
+    int optional, multiple;
+    struct argnode *kids;
+    int nkids;
+};
+
+static const char *guess_arg_type(const char *name)
+{
+    static const char *const ints[] = {
+        "seconds", "milliseconds", "offset", "start", "end", "count", "index", "index1",
+        "index2", "db", "numreplicas", "numlocal", "timeout", "cursor", "increment",
+        "decrement", "client-id", "protover", NULL
+    };
+    if (!strcmp(name, "key") || !strcmp(name, "newkey")) return "key";
+    if (!strcmp(name, "pattern")) return "pattern";
+    if (!strncmp(name, "unix-time", 9)) return "unix-time";
+    for (int i = 0; ints[i]; i++)
+        if (!strcmp(name, ints[i])) return "integer";
+    return "string";
+}
+
+/* An explicit ":type" as a static string (the parse buffer is temporary). */
+static const char *static_arg_type(const char *t)
+{
+    static const char *const types[] = { "string", "integer", "double", "key", "pattern",
+                                         "unix-time", NULL };
+    for (int i = 0; types[i]; i++)
+        if (!strcmp(t, types[i])) return types[i];
+    return "string";
+}
+
+static void argnode_free(struct argnode *n)
+{
+    for (int i = 0; i < n->nkids; i++) argnode_free(&n->kids[i]);
+    free(n->kids);
+    n->kids = NULL;
+    n->nkids = 0;
+}
+
+static struct argnode *argnode_push(struct argnode *parent)
+{
+    struct argnode *k = realloc(parent->kids, (size_t)(parent->nkids + 1) * sizeof(*k));
+    if (!k) abort();
+    parent->kids = k;
+    memset(&k[parent->nkids], 0, sizeof(*k));
+    return &k[parent->nkids++];
+}
+
+static void skip_spaces(const char **p) { while (**p == ' ') (*p)++; }
+
+/* Read one bare word (letters, digits, '-', ':', '_') into buf. */
+static size_t read_word(const char **p, char *buf, size_t cap)
+{
+    size_t n = 0;
+    while (**p && (isalnum((unsigned char)**p) || **p == '-' || **p == ':' || **p == '_')) {
+        if (n + 1 < cap) buf[n++] = **p;
+        (*p)++;
+    }
+    buf[n] = '\0';
+    return n;
+}
+
+static int read_ellipsis(const char **p)
+{
+    if (strncmp(*p, "...", 3) != 0) return 0;
+    *p += 3;
+    return 1;
+}
+
+static int word_is_token(const char *w)
+{
+    for (; *w; w++)
+        if (isupper((unsigned char)*w)) return 1;
+    return 0;
+}
+
+static void parse_seq(const char **p, struct argnode *into);
+
+/* A plain lowercase word, "name" or "name:type". */
+static void fill_value(struct argnode *n, const char *word)
+{
+    const char *colon = strchr(word, ':');
+    size_t len = colon ? (size_t)(colon - word) : strlen(word);
+    snprintf(n->name, sizeof(n->name), "%.*s", (int)len, word);
+    n->type = colon ? static_arg_type(colon + 1) : guess_arg_type(n->name);
+}
+
+/* One alternative of a group becomes a single node: the item itself when
+ * it is one item, else a block holding the items. */
+static void collapse_alt(struct argnode *alt, struct argnode *out)
+{
+    if (alt->nkids == 1) {
+        *out = alt->kids[0];
+        free(alt->kids);
+    } else {
+        *out = *alt;
+        out->type = "block";
+        if (!out->name[0] && alt->nkids) snprintf(out->name, sizeof(out->name), "%s", alt->kids[0].name);
+    }
+    alt->kids = NULL;
+    alt->nkids = 0;
+}
+
+static void parse_group(const char **p, struct argnode *n, const char *label)
+{
+    char close = **p == '[' ? ']' : ')';
+    int optional = **p == '[';
+    struct argnode alts;
+    memset(&alts, 0, sizeof(alts));
+    (*p)++;
+    for (;;) {
+        struct argnode *alt = argnode_push(&alts);
+        parse_seq(p, alt);
+        if (**p == '|') { (*p)++; continue; }
+        if (**p == close) (*p)++;
+        break;
+    }
+    if (alts.nkids == 1) {
+        collapse_alt(&alts.kids[0], n);
+    } else {
+        memset(n, 0, sizeof(*n));
+        n->type = "oneof";
+        n->kids = calloc((size_t)alts.nkids, sizeof(*n->kids));
+        if (!n->kids) abort();
+        n->nkids = alts.nkids;
+        for (int i = 0; i < alts.nkids; i++) collapse_alt(&alts.kids[i], &n->kids[i]);
+        snprintf(n->name, sizeof(n->name), "%s", n->kids[0].name);
+    }
+    free(alts.kids);
+    if (label[0]) snprintf(n->name, sizeof(n->name), "%s", label);
+    n->optional |= optional;
+    n->multiple |= read_ellipsis(p);
+}
+
+static void parse_item(const char **p, struct argnode *n)
+{
+    char word[32], label[48] = "";
+    skip_spaces(p);
+    if (**p != '[' && **p != '(') {
+        read_word(p, word, sizeof(word));
+        if (**p == '=') {               /* label=[...] */
+            (*p)++;
+            snprintf(label, sizeof(label), "%s", word);
+        } else if (word_is_token(word)) {
+            snprintf(n->token, sizeof(n->token), "%s", word);
+            const char *q = *p, *e;
+            skip_spaces(&q);
+            for (e = q; isalnum((unsigned char)*e) || *e == '-' || *e == ':' || *e == '_'; e++) {}
+            if (islower((unsigned char)*q) && *e != '=') {   /* TOKEN value, not TOKEN label=(...) */
+                *p = q;
+                read_word(p, word, sizeof(word));
+                fill_value(n, word);
+                n->multiple = read_ellipsis(p);
+            } else {
+                for (size_t i = 0; n->token[i] && i < sizeof(n->name) - 1; i++)
+                    n->name[i] = (char)tolower((unsigned char)n->token[i]);
+                n->type = "pure-token";
+            }
+            return;
+        } else {
+            fill_value(n, word);
+            n->multiple = read_ellipsis(p);
+            return;
+        }
+    }
+    parse_group(p, n, label);
+}
+
+/* Items up to the end, a '|' or a closing bracket. */
+static void parse_seq(const char **p, struct argnode *into)
+{
+    for (;;) {
+        skip_spaces(p);
+        if (!**p || **p == '|' || **p == ']' || **p == ')') return;
+        parse_item(p, argnode_push(into));
+    }
+}
+
+static void reply_argnode(client *c, const struct argnode *n)
+{
+    int nflags = n->optional + n->multiple;
+    resp_add_map(&c->out, 2 + (n->token[0] != 0) + (nflags > 0) + (n->nkids > 0));
+    resp_add_bulkstr(&c->out, "name");
+    resp_add_bulkstr(&c->out, n->name);
+    resp_add_bulkstr(&c->out, "type");
+    resp_add_bulkstr(&c->out, n->type ? n->type : "string");
+    if (n->token[0]) {
+        resp_add_bulkstr(&c->out, "token");
+        resp_add_bulkstr(&c->out, n->token);
+    }
+    if (nflags) {
+        resp_add_bulkstr(&c->out, "flags");
+        resp_add_array(&c->out, nflags);
+        if (n->optional) resp_add_simple(&c->out, "optional");
+        if (n->multiple) resp_add_simple(&c->out, "multiple");
+    }
+    if (n->nkids) {
+        resp_add_bulkstr(&c->out, "arguments");
+        resp_add_array(&c->out, n->nkids);
+        for (int i = 0; i < n->nkids; i++) reply_argnode(c, &n->kids[i]);
+    }
+}
+
+static const char *syntax_of(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof(arg_syntax) / sizeof(arg_syntax[0]); i++)
+        if (!strcmp(arg_syntax[i].cmd, cmd)) return arg_syntax[i].syntax;
+    return NULL;
+}
+
+/* Parse a command's syntax into root->kids; 0 when there is none. */
+static int command_args(const char *cmd, struct argnode *root)
+{
+    memset(root, 0, sizeof(*root));
+    const char *p = syntax_of(cmd);
+    if (!p) return 0;
+    parse_seq(&p, root);
+    return root->nkids;
+}
+
+/* One COMMAND DOCS value: summary, since, group (+ subcommands). */
+static void reply_command_docs(client *c, const struct rcommand *parent, const struct rcommand *cmd)
+{
+    int nsub = count_subcommands(cmd);
+    struct argnode args;
+    int nargs = parent ? 0 : command_args(cmd->name, &args);
+    resp_add_map(&c->out, 3 + (nsub > 0) + (nargs > 0));
+    resp_add_bulkstr(&c->out, "summary");
+    resp_add_bulkstr(&c->out, cmd->summary ? cmd->summary : "");
+    resp_add_bulkstr(&c->out, "since");
+    resp_add_bulkstr(&c->out, cmd->since ? cmd->since : "1.0.0");
+    resp_add_bulkstr(&c->out, "group");
+    resp_add_bulkstr(&c->out, cmd->group ? cmd->group : (parent && parent->group ? parent->group : "generic"));
+    if (nargs) {
+        resp_add_bulkstr(&c->out, "arguments");
+        resp_add_array(&c->out, nargs);
+        for (int i = 0; i < nargs; i++) reply_argnode(c, &args.kids[i]);
+        argnode_free(&args);
+    }
+    if (nsub) {
+        resp_add_bulkstr(&c->out, "subcommands");
+        resp_add_map(&c->out, nsub);
+        for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) {
+            char name[128];
+            full_name(name, sizeof(name), cmd, s);
+            resp_add_bulkstr(&c->out, name);
+            reply_command_docs(c, cmd, s);
+        }
+    }
+}
+
+static void docs_cb(struct rcommand *cmd, void *arg)
+{
+    client *c = ((struct all_cmds *)arg)->c;
+    resp_add_bulkstr(&c->out, cmd->name);
+    reply_command_docs(c, NULL, cmd);
+}
+
+static void command_docs(client *c)
+{
+    if (c->argc == 2) {
+        struct all_cmds a = { c, 0 };
+        command_foreach(count_cb, &a);
+        resp_add_map(&c->out, a.count);
+        command_foreach(docs_cb, &a);
+        return;
+    }
+    /* Unknown names are left out of the map, so resolve them first. */
+    int n = c->argc - 2, found = 0;
+    const struct rcommand **cmds = calloc((size_t)n, sizeof(*cmds));
+    const struct rcommand **parents = calloc((size_t)n, sizeof(*parents));
+    if (!cmds || !parents) abort();
+    for (int i = 0; i < n; i++) {
+        cmds[i] = lookup_full(c->argv[i + 2], c->argvlen[i + 2], &parents[i]);
+        if (cmds[i]) found++;
+    }
+    resp_add_map(&c->out, found);
+    for (int i = 0; i < n; i++) {
+        if (!cmds[i]) continue;
+        char name[128];
+        full_name(name, sizeof(name), parents[i], cmds[i]);
+        resp_add_bulkstr(&c->out, name);
+        reply_command_docs(c, parents[i], cmds[i]);
+    }
+    free(cmds);
+    free(parents);
+}
+
+struct list_args {
+    client *c;
+    int mode;               /* 0 all, 1 module (none), 2 aclcat, 3 pattern */
+    const char *arg;
+    size_t arglen;
+    long long n;
+    int emit;
+};
+
+static int list_match(struct list_args *l, const struct rcommand *cmd, const char *name)
+{
+    const char *cats[8];
+    switch (l->mode) {
+    case 0: return 1;
+    case 1: return 0;
+    case 2: {
+        int n = command_categories(cmd, cats);
+        for (int i = 0; i < n; i++)
+            if (strcaseeqlen(l->arg, l->arglen, cats[i] + 1)) return 1;
+        return 0;
+    }
+    default:
+        return stringmatchlen(l->arg, l->arglen, name, strlen(name), 1);
+    }
+}
+
+static void list_one(struct list_args *l, const struct rcommand *parent, const struct rcommand *cmd)
+{
+    char name[128];
+    full_name(name, sizeof(name), parent, cmd);
+    if (!list_match(l, cmd, name)) return;
+    l->n++;
+    if (l->emit) resp_add_bulkstr(&l->c->out, name);
+}
+
+static void list_cmds_cb(struct rcommand *cmd, void *arg)
+{
+    struct list_args *l = arg;
+    list_one(l, NULL, cmd);
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) list_one(l, cmd, s);
+}
+
+static void command_list(client *c)
+{
+    struct list_args l = { c, 0, NULL, 0, 0, 0 };
+    if (c->argc == 5 && arg_is(c, 2, "filterby")) {
+        if (arg_is(c, 3, "module")) l.mode = 1;
+        else if (arg_is(c, 3, "aclcat")) l.mode = 2;
+        else if (arg_is(c, 3, "pattern")) l.mode = 3;
+        else { resp_add_error(&c->out, ERR_SYNTAX); return; }
+        l.arg = c->argv[4];
+        l.arglen = c->argvlen[4];
+    } else if (c->argc != 2) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    command_foreach(list_cmds_cb, &l);
+    resp_add_array(&c->out, l.n);
+    l.emit = 1;
+    l.n = 0;
+    command_foreach(list_cmds_cb, &l);
+}
+
+/* COMMAND GETKEYS / GETKEYSANDFLAGS <full command>. */
+static void command_getkeys(client *c, int with_flags)
+{
+    int sargc = c->argc - 2;
+    const struct rcommand *cmd = command_lookup(c->argv[2], c->argvlen[2]);
+    if (!cmd) { resp_add_error(&c->out, "ERR Invalid command specified"); return; }
+    if (cmd->subcommands && sargc >= 2) {
+        for (const struct rcommand *s = cmd->subcommands; s->name; s++) {
+            const char *sn = strchr(s->name, '|') ? strchr(s->name, '|') + 1 : s->name;
+            if (strcaseeqlen(c->argv[3], c->argvlen[3], sn)) { cmd = s; break; }
+        }
+    }
+    /* Redis 7.2's order: a command without keys is refused before arity. */
+    if (cmd->firstkey <= 0) {
+        resp_add_error(&c->out, "ERR The command has no key arguments");
+        return;
+    }
+    if (!arity_ok(sargc, cmd->arity)) {
+        resp_add_error(&c->out, "ERR Invalid number of arguments specified for command");
+        return;
+    }
+    int max = sargc > 0 ? sargc : 1;
+    int *idx = malloc((size_t)max * sizeof(*idx));
+    if (!idx) abort();
+    int n = command_keys(cmd, sargc, idx, max);
+    if (n <= 0) {
+        resp_add_error(&c->out, "ERR The command has no key arguments");
+    } else {
+        int write = (cmd->flags & CMD_WRITE) != 0;
+        resp_add_array(&c->out, n);
+        for (int i = 0; i < n; i++) {
+            int pos = idx[i] + 2;
+            if (with_flags) {
+                resp_add_array(&c->out, 2);
+                resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
+                resp_add_set(&c->out, 2);
+                resp_add_simple(&c->out, write ? "RW" : "RO");
+                resp_add_simple(&c->out, write ? "update" : "access");
+            } else {
+                resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
+            }
+        }
+    }
+    free(idx);
+}
+
+void commandCommand(client *c)
+{
+    if (c->argc == 1) { command_info_all(c); return; }
+    if (arg_is(c, 1, "count")) {
+        if (c->argc != 2) reply_sub_arity(c, "command");
+        else resp_add_int(&c->out, command_count());
+    } else if (arg_is(c, 1, "info")) {
+        command_info(c);
+    } else if (arg_is(c, 1, "docs")) {
+        command_docs(c);
+    } else if (arg_is(c, 1, "list")) {
+        command_list(c);
+    } else if (arg_is(c, 1, "getkeys") || arg_is(c, 1, "getkeysandflags")) {
+        if (c->argc < 3) reply_sub_arity(c, "command");
+        else command_getkeys(c, arg_is(c, 1, "getkeysandflags"));
+    } else if (arg_is(c, 1, "help")) {
+        if (c->argc != 2) reply_sub_arity(c, "command");
+        else reply_help(c, command_help);
+    } else {
+        reply_unknown_sub(c, "COMMAND");
+    }
+}

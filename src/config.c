@@ -1,0 +1,834 @@
+/* config.c -- configuration: defaults, rowan.conf, --options, CONFIG GET/SET/REWRITE.
+ *
+ * Design
+ * ------
+ * One table (`options[]`) describes every option: its redis.conf-style name,
+ * its type, where it lives in server.cfg, its bounds, its default written in
+ * config-file syntax, and whether CONFIG SET may change it while running.
+ * Everything else is driven by that table, so an option is added in exactly
+ * one place:
+ *
+ *   - defaults:   config_init_defaults() parses each default string through
+ *                 the same code path as a config file line, so the embedded
+ *                 defaults and the file syntax can never disagree;
+ *   - rowan.conf: "name value" lines, '#' comments, Redis's quoting rules;
+ *   - argv:       "--name value [value ...]";
+ *   - CONFIG GET: values rendered as Redis renders them (yes/no, plain byte
+ *                 counts, enum names, strings as they are);
+ *   - CONFIG SET: two phases, like Redis 7: first check every name (unknown,
+ *                 immutable, duplicate), then parse every value, and only when
+ *                 all of them are good store any of them, so a failing
+ *                 multi-option CONFIG SET changes nothing;
+ *   - REWRITE:    lines of known options are rewritten in place, comments and
+ *                 unknown lines kept, non-default options missing from the file
+ *                 appended; written to a temporary file, synced and renamed so
+ *                 a crash never leaves a half-written rowan.conf.
+ *
+ * Threads: CONFIG SET/GET/REWRITE run on worker threads concurrently with
+ * readers of server.cfg everywhere else. A mutex serialises the config
+ * commands among themselves. Readers are not locked: numeric fields are
+ * stored with atomic stores (word-sized, never torn), and a string option
+ * that can change at run time (requirepass) never frees its old value --
+ * another thread may still be comparing against it -- it is retired to a list
+ * instead. Immutable strings are only ever replaced before the workers start.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "server.h"
+#include "util.h"
+
+/* ------------------------------------------------------------------------ */
+/* The option table                                                           */
+/* ------------------------------------------------------------------------ */
+
+enum opt_type {
+    T_BOOL,     /* int: yes/no */
+    T_INT,      /* int */
+    T_LL,       /* long long */
+    T_MEM,      /* long long: a size with redis.conf units (1gb, 64mb) */
+    T_ENUM,     /* int: one of a list of names */
+    T_STR       /* char * */
+};
+
+#define OPT_IMMUTABLE (1u << 0)  /* CONFIG SET refuses it */
+#define OPT_MULTIARG  (1u << 1)  /* several words join into one value (bind) */
+
+struct enum_name { const char *name; int value; };
+
+static const struct enum_name loglevel_names[] = {
+    { "debug", LL_DEBUG }, { "verbose", LL_VERBOSE },
+    { "notice", LL_NOTICE }, { "warning", LL_WARNING }, { NULL, 0 }
+};
+
+struct option {
+    const char *name;
+    enum opt_type type;
+    size_t off;                    /* offsetof(struct rowan_config, field) */
+    unsigned flags;
+    long long min, max;            /* numeric bounds (inclusive) */
+    const char *def;               /* default, in config-file syntax */
+    const struct enum_name *enums; /* T_ENUM only */
+    long long (*clamp)(long long); /* optional: adjust a valid value (hz) */
+};
+
+/* Redis accepts any hz and silently keeps it within [1, 500]. */
+static long long clamp_hz(long long v) { return v < 1 ? 1 : v > 500 ? 500 : v; }
+
+#define CFG(f) offsetof(struct rowan_config, f)
+#define MB (1024LL * 1024)
+#define GB (1024LL * MB)
+
+static const struct option options[] = {
+    /* network */
+    { "bind", T_STR, CFG(bind), OPT_IMMUTABLE | OPT_MULTIARG, 0, 0, "127.0.0.1", NULL, NULL },
+    { "port", T_INT, CFG(port), OPT_IMMUTABLE, 0, 65535, "6379", NULL, NULL },
+    { "protected-mode", T_BOOL, CFG(protected_mode), 0, 0, 1, "yes", NULL, NULL },
+    { "tcp-backlog", T_INT, CFG(tcp_backlog), OPT_IMMUTABLE, 0, INT_MAX, "511", NULL, NULL },
+    { "timeout", T_INT, CFG(timeout), 0, 0, INT_MAX, "0", NULL, NULL },
+    { "tcp-keepalive", T_INT, CFG(tcp_keepalive), 0, 0, INT_MAX, "300", NULL, NULL },
+    /* security and limits */
+    { "requirepass", T_STR, CFG(requirepass), 0, 0, 0, "", NULL, NULL },
+    { "maxclients", T_INT, CFG(maxclients), 0, 1, INT_MAX, "10000", NULL, NULL },
+    { "proto-max-bulk-len", T_MEM, CFG(proto_max_bulk_len), 0, 1 * MB, LLONG_MAX, "512mb", NULL, NULL },
+    { "client-query-buffer-limit", T_MEM, CFG(client_query_buffer_limit), 0, 1 * MB, LLONG_MAX, "1gb", NULL, NULL },
+    /* process */
+    { "daemonize", T_BOOL, CFG(daemonize), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
+    { "pidfile", T_STR, CFG(pidfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "loglevel", T_ENUM, CFG(loglevel), 0, 0, 0, "notice", loglevel_names, NULL },
+    { "logfile", T_STR, CFG(logfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "databases", T_INT, CFG(databases), OPT_IMMUTABLE, 1, 256, "16", NULL, NULL },
+    { "hz", T_INT, CFG(hz), 0, 0, INT_MAX, "10", NULL, clamp_hz },
+    { "slowlog-log-slower-than", T_LL, CFG(slowlog_log_slower_than), 0, -1, LLONG_MAX, "10000", NULL, NULL },
+    { "slowlog-max-len", T_LL, CFG(slowlog_max_len), 0, 0, LONG_MAX, "128", NULL, NULL },
+    /* storage: the pool is opened once, at start, from dir/pool-file */
+    { "dir", T_STR, CFG(dir), OPT_IMMUTABLE, 0, 0, "./data", NULL, NULL },
+    { "pool-file", T_STR, CFG(pool_file), OPT_IMMUTABLE, 0, 0, "rowan.pool", NULL, NULL },
+    { "pool-size", T_MEM, CFG(pool_size), OPT_IMMUTABLE, 8 * MB, LLONG_MAX, "1gb", NULL, NULL },
+    { "clean-threshold", T_INT, CFG(clean_threshold), 0, 0, 100, "75", NULL, NULL },
+    /* threads and sharding */
+    { "workers", T_INT, CFG(workers), OPT_IMMUTABLE, 0, 1024, "0", NULL, NULL },
+    { "shards", T_INT, CFG(shards), OPT_IMMUTABLE, 1, 16384, "64", NULL, NULL },
+};
+#define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
+
+/* A parsed but not yet stored value. */
+struct optval { long long n; char *s; };
+
+static pthread_mutex_t config_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Old values of run-time-mutable strings: other threads may still read them. */
+static char **retired;
+static size_t nretired, capretired;
+
+/* Immutable options as the user configured them, taken when loading ends.
+ * The server may adjust a live value after loading (workers 0 becomes the
+ * CPU count); CONFIG GET and REWRITE must show the configured one, or a
+ * rewritten file would pin this machine's CPU count. Strings are copies. */
+static struct rowan_config configured;
+static int configured_valid;
+
+static void *field_ptr(const struct option *o) { return (char *)&server.cfg + o->off; }
+
+/* Where CONFIG GET / REWRITE read an option: the configured snapshot for
+ * immutable options (once a snapshot exists), the live config otherwise. */
+static const void *shown_ptr(const struct option *o)
+{
+    const char *base = (o->flags & OPT_IMMUTABLE) && configured_valid ? (const char *)&configured
+                                                                      : (const char *)&server.cfg;
+    return base + o->off;
+}
+
+static void snapshot_configured(void)
+{
+    for (int i = 0; i < NOPTIONS; i++) {
+        const struct option *o = &options[i];
+        if (!(o->flags & OPT_IMMUTABLE)) continue;
+        char *dst = (char *)&configured + o->off;
+        const char *src = (const char *)&server.cfg + o->off;
+        switch (o->type) {
+        case T_BOOL: case T_INT: case T_ENUM: memcpy(dst, src, sizeof(int)); break;
+        case T_LL: case T_MEM: memcpy(dst, src, sizeof(long long)); break;
+        case T_STR: {
+            const char *v = *(char *const *)src;
+            free(*(char **)dst);
+            *(char **)dst = strdup(v ? v : "");
+            break;
+        }
+        }
+    }
+    configured_valid = 1;
+}
+
+static const struct option *opt_find(const char *name, size_t len)
+{
+    for (int i = 0; i < NOPTIONS; i++)
+        if (strcaseeqlen(name, len, options[i].name)) return &options[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parsing, storing and rendering one value                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Parse text into *v. On failure fills reason with Redis's CONFIG SET reason
+ * text (the part after "... - ") and returns -1. */
+static int opt_parse(const struct option *o, const char *text, struct optval *v,
+                     char *reason, size_t rlen)
+{
+    long long n = 0;
+    v->s = NULL;
+    v->n = 0;
+    switch (o->type) {
+    case T_BOOL:
+        if (!strcasecmp(text, "yes")) n = 1;
+        else if (!strcasecmp(text, "no")) n = 0;
+        else { snprintf(reason, rlen, "argument must be 'yes' or 'no'"); return -1; }
+        v->n = n;
+        return 0;
+    case T_ENUM:
+        for (const struct enum_name *e = o->enums; e->name; e++)
+            if (!strcasecmp(text, e->name)) { v->n = e->value; return 0; }
+        {
+            size_t p = (size_t)snprintf(reason, rlen, "argument(s) must be one of the following: ");
+            for (const struct enum_name *e = o->enums; e->name && p < rlen; e++)
+                p += (size_t)snprintf(reason + p, rlen - p, "%s%s", e != o->enums ? ", " : "", e->name);
+        }
+        return -1;
+    case T_INT:
+    case T_LL:
+        if (!string2ll(text, strlen(text), &n)) {
+            snprintf(reason, rlen, "argument couldn't be parsed into an integer");
+            return -1;
+        }
+        break;
+    case T_MEM:
+        if (!memtoll(text, &n)) {
+            snprintf(reason, rlen, "argument must be a memory value");
+            return -1;
+        }
+        break;
+    case T_STR:
+        v->s = strdup(text);
+        if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
+        return 0;
+    }
+    if (n < o->min || n > o->max) {
+        snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+        return -1;
+    }
+    v->n = o->clamp ? o->clamp(n) : n;
+    return 0;
+}
+
+static void retire_string(char *s)
+{
+    if (!s) return;
+    if (nretired == capretired) {
+        size_t cap = capretired ? capretired * 2 : 8;
+        char **r = realloc(retired, cap * sizeof(*r));
+        if (!r) return; /* leaking a few bytes beats a use-after-free */
+        retired = r;
+        capretired = cap;
+    }
+    retired[nretired++] = s;
+}
+
+/* Store a parsed value; takes ownership of v->s. runtime: other threads run. */
+static void opt_store(const struct option *o, struct optval *v, int runtime)
+{
+    void *f = field_ptr(o);
+    switch (o->type) {
+    case T_BOOL: case T_INT: case T_ENUM:
+        __atomic_store_n((int *)f, (int)v->n, __ATOMIC_RELEASE);
+        break;
+    case T_LL: case T_MEM:
+        __atomic_store_n((long long *)f, v->n, __ATOMIC_RELEASE);
+        break;
+    case T_STR: {
+        char *old = __atomic_exchange_n((char **)f, v->s, __ATOMIC_ACQ_REL);
+        if (runtime) retire_string(old);
+        else free(old);
+        v->s = NULL;
+        break;
+    }
+    }
+}
+
+/* Current value as Redis's CONFIG GET shows it. Returns a pointer to a static
+ * name, to the string field itself, or into buf. */
+static const char *opt_render(const struct option *o, char *buf, size_t blen)
+{
+    const void *f = shown_ptr(o);
+    switch (o->type) {
+    case T_BOOL:
+        return *(const int *)f ? "yes" : "no";
+    case T_ENUM:
+        for (const struct enum_name *e = o->enums; e->name; e++)
+            if (e->value == *(const int *)f) return e->name;
+        return "";
+    case T_INT:
+        snprintf(buf, blen, "%d", *(const int *)f);
+        return buf;
+    case T_LL: case T_MEM:
+        snprintf(buf, blen, "%lld", *(const long long *)f);
+        return buf;
+    case T_STR: {
+        const char *s = *(char *const *)f;
+        return s ? s : "";
+    }
+    }
+    return "";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Line splitting with redis.conf's quoting rules                            */
+/* ------------------------------------------------------------------------ */
+
+struct words { int n, cap; char **w; };
+
+static void words_free(struct words *ws)
+{
+    for (int i = 0; i < ws->n; i++) free(ws->w[i]);
+    free(ws->w);
+    ws->n = ws->cap = 0;
+    ws->w = NULL;
+}
+
+static int words_push(struct words *ws, rbuf *b)
+{
+    if (ws->n == ws->cap) {
+        int cap = ws->cap ? ws->cap * 2 : 8;
+        char **w = realloc(ws->w, (size_t)cap * sizeof(*w));
+        if (!w) return -1;
+        ws->w = w;
+        ws->cap = cap;
+    }
+    char *s = malloc(b->len + 1);
+    if (!s) return -1;
+    memcpy(s, b->buf, b->len);
+    s[b->len] = '\0';
+    ws->w[ws->n++] = s;
+    return 0;
+}
+
+static int hexval(int ch)
+{
+    if (ch >= '0' && ch <= '9') return ch - '0';
+    ch = tolower(ch);
+    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
+    return -1;
+}
+
+/* One double-quoted word starting after the opening quote. Returns the
+ * position after the closing quote, or NULL when unbalanced. */
+static const char *scan_dquoted(const char *p, rbuf *b)
+{
+    for (;;) {
+        if (!*p) return NULL;
+        if (*p == '"') return p + 1;
+        if (p[0] == '\\' && p[1] == 'x' && p[2] && p[3] &&
+            hexval((unsigned char)p[2]) >= 0 && hexval((unsigned char)p[3]) >= 0) {
+            char ch = (char)(hexval((unsigned char)p[2]) * 16 + hexval((unsigned char)p[3]));
+            rbuf_append(b, &ch, 1);
+            p += 4;
+            continue;
+        }
+        if (p[0] == '\\' && p[1]) {
+            char ch = p[1];
+            switch (ch) {
+            case 'n': ch = '\n'; break;
+            case 'r': ch = '\r'; break;
+            case 't': ch = '\t'; break;
+            case 'b': ch = '\b'; break;
+            case 'a': ch = '\a'; break;
+            default: break;     /* \\ \" and anything else: the char itself */
+            }
+            rbuf_append(b, &ch, 1);
+            p += 2;
+            continue;
+        }
+        rbuf_append(b, p, 1);
+        p++;
+    }
+}
+
+/* One single-quoted word: only \' is an escape. */
+static const char *scan_squoted(const char *p, rbuf *b)
+{
+    for (;;) {
+        if (!*p) return NULL;
+        if (*p == '\'') return p + 1;
+        if (p[0] == '\\' && p[1] == '\'') { rbuf_append(b, "'", 1); p += 2; continue; }
+        rbuf_append(b, p, 1);
+        p++;
+    }
+}
+
+/* Split a config line into words. -1 on unbalanced quotes (or a closing
+ * quote glued to the next word, which Redis also rejects). */
+static int split_line(const char *line, struct words *ws)
+{
+    const char *p = line;
+    rbuf b;
+    rbuf_init(&b);
+    for (;;) {
+        while (*p && isspace((unsigned char)*p)) p++;
+        if (!*p) break;
+        b.len = 0;
+        if (*p == '"' || *p == '\'') {
+            p = (*p == '"') ? scan_dquoted(p + 1, &b) : scan_squoted(p + 1, &b);
+            if (!p || (*p && !isspace((unsigned char)*p))) { rbuf_free(&b); return -1; }
+        } else {
+            while (*p && !isspace((unsigned char)*p)) { rbuf_append(&b, p, 1); p++; }
+        }
+        if (words_push(ws, &b) < 0) { rbuf_free(&b); return -1; }
+    }
+    rbuf_free(&b);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Startup: defaults, file, argv                                             */
+/* ------------------------------------------------------------------------ */
+
+void config_init_defaults(void)
+{
+    char reason[256];
+    free(server.cfg.conf_file);
+    server.cfg.conf_file = NULL;
+    for (int i = 0; i < NOPTIONS; i++) {
+        struct optval v;
+        if (opt_parse(&options[i], options[i].def, &v, reason, sizeof(reason)) < 0) {
+            /* A bad embedded default is a programming error: fail loudly. */
+            fprintf(stderr, "rowan: bad default for '%s': %s\n", options[i].name, reason);
+            abort();
+        }
+        opt_store(&options[i], &v, 0);
+    }
+    snapshot_configured();
+}
+
+/* Apply "name word..." at startup. 0 ok, -1 with err = the reason. */
+static int apply_words(const char *name, int nwords, char **wordv, char *err, size_t errlen)
+{
+    const struct option *o = opt_find(name, strlen(name));
+    if (!o || nwords < 1 || (nwords > 1 && !(o->flags & OPT_MULTIARG))) {
+        snprintf(err, errlen, "Bad directive or wrong number of arguments");
+        return -1;
+    }
+    rbuf joined;
+    rbuf_init(&joined);
+    for (int i = 0; i < nwords; i++) {
+        if (i) rbuf_append(&joined, " ", 1);
+        rbuf_append(&joined, wordv[i], strlen(wordv[i]));
+    }
+    rbuf_append(&joined, "", 1);
+    struct optval v;
+    int rc = opt_parse(o, joined.buf, &v, err, errlen);
+    if (rc == 0) opt_store(o, &v, 0);
+    rbuf_free(&joined);
+    return rc;
+}
+
+/* Read a whole file into a NUL-terminated buffer. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    rbuf b;
+    rbuf_init(&b);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) rbuf_append(&b, chunk, n);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) { rbuf_free(&b); errno = EIO; return NULL; }
+    rbuf_append(&b, "", 1);
+    if (len) *len = b.len - 1;
+    return b.buf;
+}
+
+/* Next line of a buffer: returns its start, sets *next; the newline (and a
+ * CR before it) is replaced with NUL. */
+static char *next_line(char *p, char **next)
+{
+    char *nl = strchr(p, '\n');
+    if (nl) {
+        *nl = '\0';
+        *next = nl + 1;
+    } else {
+        *next = p + strlen(p);
+    }
+    size_t l = strlen(p);
+    if (l && p[l - 1] == '\r') p[l - 1] = '\0';
+    return p;
+}
+
+static int is_blank_or_comment(const char *line)
+{
+    while (*line && isspace((unsigned char)*line)) line++;
+    return *line == '\0' || *line == '#';
+}
+
+int config_load_file(const char *path, char *err, size_t errlen)
+{
+    char *text = read_file(path, NULL);
+    if (!text) {
+        snprintf(err, errlen, "can't open config file '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    char *p = text, *next;
+    int lineno = 0, rc = 0;
+    while (*p && rc == 0) {
+        char *line = next_line(p, &next);
+        p = next;
+        lineno++;
+        if (is_blank_or_comment(line)) continue;
+        struct words ws = { 0, 0, NULL };
+        char reason[256];
+        if (split_line(line, &ws) < 0) {
+            snprintf(reason, sizeof(reason), "Unbalanced quotes in configuration line");
+            rc = -1;
+        } else if (ws.n > 0) {
+            rc = apply_words(ws.w[0], ws.n - 1, ws.w + 1, reason, sizeof(reason));
+        }
+        if (rc < 0) snprintf(err, errlen, "line %d: >>> '%s': %s", lineno, line, reason);
+        words_free(&ws);
+    }
+    free(text);
+    if (rc == 0) {
+        /* CONFIG REWRITE needs the file even if the server later chdir()s. */
+        char *abs = realpath(path, NULL);
+        if (!abs) abs = strdup(path);
+        /* main may have stored this very path string: free it only now. */
+        free(server.cfg.conf_file);
+        server.cfg.conf_file = abs;
+        snapshot_configured();
+    }
+    return rc;
+}
+
+static int is_option_arg(const char *a) { return a[0] == '-' && a[1] == '-' && a[2]; }
+
+int config_parse_argv(int argc, char **argv, int start, char *err, size_t errlen)
+{
+    int i = start;
+    while (i < argc) {
+        if (!is_option_arg(argv[i])) {
+            snprintf(err, errlen, "unexpected argument '%s' (options look like --port 6380)", argv[i]);
+            return -1;
+        }
+        const char *name = argv[i] + 2;
+        int j = i + 1;
+        while (j < argc && !is_option_arg(argv[j])) j++;
+        char reason[256];
+        if (apply_words(name, j - i - 1, argv + i + 1, reason, sizeof(reason)) < 0) {
+            snprintf(err, errlen, "option '--%s': %s", name, reason);
+            return -1;
+        }
+        i = j;
+    }
+    snapshot_configured();
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CONFIG SET                                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define SET_FAILED "ERR CONFIG SET failed (possibly related to argument '%s') - %s"
+
+/* Phase 1 of CONFIG SET: resolve names, refuse unknown, immutable and
+ * duplicate ones. Fills found[]. */
+static int set_check_names(int n, const char *const *names, int runtime,
+                           const struct option **found, char *err, size_t errlen)
+{
+    for (int i = 0; i < n; i++) {
+        found[i] = opt_find(names[i], strlen(names[i]));
+        if (!found[i]) {
+            snprintf(err, errlen, "ERR Unknown option or number of arguments for CONFIG SET - '%s'", names[i]);
+            return -1;
+        }
+        if (runtime && (found[i]->flags & OPT_IMMUTABLE)) {
+            snprintf(err, errlen, SET_FAILED, names[i], "can't set immutable config");
+            return -1;
+        }
+        for (int k = 0; k < i; k++) {
+            if (found[k] == found[i]) {
+                snprintf(err, errlen, SET_FAILED, names[i], "duplicate parameter");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+int config_set_many(int n, const char *const *names, const char *const *values,
+                    char *err, size_t errlen)
+{
+    if (n <= 0) return 0;
+    const struct option **found = calloc((size_t)n, sizeof(*found));
+    struct optval *vals = calloc((size_t)n, sizeof(*vals));
+    int rc = -1, parsed = 0;
+    if (!found || !vals) {
+        snprintf(err, errlen, "ERR out of memory");
+        goto done;
+    }
+    pthread_mutex_lock(&config_mu);
+    if (set_check_names(n, names, 1, found, err, errlen) < 0) goto unlock;
+    /* Phase 2: parse every value before storing any. */
+    for (; parsed < n; parsed++) {
+        char reason[256];
+        if (opt_parse(found[parsed], values[parsed], &vals[parsed], reason, sizeof(reason)) < 0) {
+            snprintf(err, errlen, SET_FAILED, names[parsed], reason);
+            goto unlock;
+        }
+    }
+    for (int i = 0; i < n; i++) opt_store(found[i], &vals[i], 1);
+    rc = 0;
+unlock:
+    pthread_mutex_unlock(&config_mu);
+    for (int i = 0; i < parsed; i++) free(vals[i].s);  /* NULL once stored */
+done:
+    free(found);
+    free(vals);
+    return rc;
+}
+
+int config_set(const char *name, const char *value, int runtime, char *err, size_t errlen)
+{
+    if (runtime) return config_set_many(1, &name, &value, err, errlen);
+    char *v = (char *)value;
+    if (apply_words(name, 1, &v, err, errlen) < 0) return -1;
+    snapshot_configured();
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CONFIG GET                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int opt_matches(const struct option *o, int npat, const char *const *pats, const size_t *plens)
+{
+    for (int k = 0; k < npat; k++)
+        if (stringmatchlen(pats[k], plens[k], o->name, strlen(o->name), 1)) return 1;
+    return 0;
+}
+
+void config_get_reply_multi(resp_out *out, int npat, const char *const *pats, const size_t *plens)
+{
+    pthread_mutex_lock(&config_mu);
+    long long count = 0;
+    for (int i = 0; i < NOPTIONS; i++)
+        if (opt_matches(&options[i], npat, pats, plens)) count++;
+    resp_add_map(out, count);
+    for (int i = 0; i < NOPTIONS; i++) {
+        if (!opt_matches(&options[i], npat, pats, plens)) continue;
+        char buf[32];
+        resp_add_bulkstr(out, options[i].name);
+        resp_add_bulkstr(out, opt_render(&options[i], buf, sizeof(buf)));
+    }
+    pthread_mutex_unlock(&config_mu);
+}
+
+void config_get_reply(resp_out *out, const char *pattern, size_t plen)
+{
+    config_get_reply_multi(out, 1, &pattern, &plen);
+}
+
+/* ------------------------------------------------------------------------ */
+/* CONFIG REWRITE                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define REWRITE_MARK "# Generated by CONFIG REWRITE"
+
+/* Does s need quotes to read back as one word? */
+static int needs_quotes(const char *s)
+{
+    if (!*s) return 1;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (isspace(*p) || *p == '"' || *p == '\'' || *p == '\\' || *p < 32 || *p >= 127) return 1;
+    return 0;
+}
+
+static void append_quoted(rbuf *b, const char *s)
+{
+    rbuf_append(b, "\"", 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        switch (*p) {
+        case '\\': rbuf_append(b, "\\\\", 2); break;
+        case '"':  rbuf_append(b, "\\\"", 2); break;
+        case '\n': rbuf_append(b, "\\n", 2); break;
+        case '\r': rbuf_append(b, "\\r", 2); break;
+        case '\t': rbuf_append(b, "\\t", 2); break;
+        default:
+            if (*p < 32 || *p == 127) {
+                snprintf(esc, sizeof(esc), "\\x%02x", *p);
+                rbuf_append(b, esc, 4);
+            } else {
+                rbuf_append(b, p, 1);
+            }
+        }
+    }
+    rbuf_append(b, "\"", 1);
+}
+
+/* Value in config-file syntax: sizes with units, strings quoted if needed. */
+static void render_conf_value(const struct option *o, rbuf *b)
+{
+    char buf[32];
+    if (o->type == T_MEM) {
+        long long v = *(const long long *)shown_ptr(o);
+        if (v != 0 && v % GB == 0) snprintf(buf, sizeof(buf), "%lldgb", v / GB);
+        else if (v != 0 && v % MB == 0) snprintf(buf, sizeof(buf), "%lldmb", v / MB);
+        else if (v != 0 && v % 1024 == 0) snprintf(buf, sizeof(buf), "%lldkb", v / 1024);
+        else snprintf(buf, sizeof(buf), "%lld", v);
+        rbuf_append(b, buf, strlen(buf));
+        return;
+    }
+    const char *s = opt_render(o, buf, sizeof(buf));
+    /* bind is a list of words: written unquoted, as redis.conf does. */
+    if (o->type == T_STR && !(o->flags & OPT_MULTIARG) && needs_quotes(s)) append_quoted(b, s);
+    else if (o->type == T_STR && (o->flags & OPT_MULTIARG) && !*s) rbuf_append(b, "\"\"", 2);
+    else rbuf_append(b, s, strlen(s));
+}
+
+static void render_conf_line(const struct option *o, rbuf *b)
+{
+    rbuf_append(b, o->name, strlen(o->name));
+    rbuf_append(b, " ", 1);
+    render_conf_value(o, b);
+    rbuf_append(b, "\n", 1);
+}
+
+/* Is the option at its embedded default? (Typed comparison, so "1gb" in the
+ * file and 1073741824 set at run time count as the same value.) */
+static int opt_is_default(const struct option *o)
+{
+    char reason[256];
+    struct optval v;
+    if (opt_parse(o, o->def, &v, reason, sizeof(reason)) < 0) return 0;
+    const void *f = shown_ptr(o);
+    int same;
+    switch (o->type) {
+    case T_BOOL: case T_INT: case T_ENUM: same = *(const int *)f == (int)v.n; break;
+    case T_LL: case T_MEM: same = *(const long long *)f == v.n; break;
+    default: {
+        const char *s = *(char *const *)f;
+        same = strcmp(s ? s : "", v.s) == 0;
+        break;
+    }
+    }
+    free(v.s);
+    return same;
+}
+
+/* Build the new file text from the old one. */
+static void rewrite_text(char *old, rbuf *out)
+{
+    int done[NOPTIONS];
+    int has_mark = 0;
+    memset(done, 0, sizeof(done));
+    char *p = old, *next;
+    while (p && *p) {
+        char *line = next_line(p, &next);
+        p = next;
+        struct words ws = { 0, 0, NULL };
+        const struct option *o = NULL;
+        if (!is_blank_or_comment(line) && split_line(line, &ws) == 0 && ws.n > 0)
+            o = opt_find(ws.w[0], strlen(ws.w[0]));
+        words_free(&ws);
+        if (!o) {
+            if (!strcmp(line, REWRITE_MARK)) has_mark = 1;
+            rbuf_append(out, line, strlen(line));
+            rbuf_append(out, "\n", 1);
+            continue;
+        }
+        int idx = (int)(o - options);
+        if (!done[idx]) render_conf_line(o, out);  /* later duplicates vanish */
+        done[idx] = 1;
+    }
+    for (int i = 0; i < NOPTIONS; i++) {
+        if (done[i] || opt_is_default(&options[i])) continue;
+        if (!has_mark) {
+            rbuf_append(out, REWRITE_MARK "\n", strlen(REWRITE_MARK) + 1);
+            has_mark = 1;
+        }
+        render_conf_line(&options[i], out);
+    }
+}
+
+/* Write data to path atomically: temp file in the same directory, fsync,
+ * rename over, fsync the directory. */
+static int write_atomically(const char *path, const rbuf *data, char *err, size_t errlen)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof(tmp), "%s.rewrite-%d", path, (int)getpid());
+    struct stat st;
+    mode_t mode = (stat(path, &st) == 0) ? (st.st_mode & 07777) : 0644;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0) goto fail;
+    size_t off = 0;
+    while (off < data->len) {
+        ssize_t w = write(fd, data->buf + off, data->len - off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0) goto fail_fd;
+        off += (size_t)w;
+    }
+    if (fsync(fd) < 0) goto fail_fd;
+    close(fd);
+    if (rename(tmp, path) < 0) { int e = errno; unlink(tmp); errno = e; goto fail; }
+    char *slash = strrchr(tmp, '/');
+    if (slash) {
+        *slash = '\0';
+        int dfd = open(slash == tmp ? "/" : tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) { fsync(dfd); close(dfd); }
+    }
+    return 0;
+fail_fd: {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        errno = e;
+    }
+fail:
+    snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(errno));
+    return -1;
+}
+
+int config_rewrite(char *err, size_t errlen)
+{
+    pthread_mutex_lock(&config_mu);
+    int rc = -1;
+    const char *path = server.cfg.conf_file;
+    if (!path) {
+        snprintf(err, errlen, "ERR The server is running without a config file");
+        goto out;
+    }
+    char *old = read_file(path, NULL);
+    if (!old && errno != ENOENT) {
+        snprintf(err, errlen, "ERR Rewriting config file: %s", strerror(errno));
+        goto out;
+    }
+    rbuf text;
+    rbuf_init(&text);
+    rewrite_text(old, &text);
+    free(old);
+    rc = write_atomically(path, &text, err, errlen);
+    rbuf_free(&text);
+out:
+    pthread_mutex_unlock(&config_mu);
+    return rc;
+}

@@ -1,0 +1,755 @@
+"""Fixtures for Rowan's integration tests.
+
+Every test talks to a real server process over loopback TCP:
+
+* target "rowan" (default): the binary in $ROWAN_SERVER
+  (default /work/main/src/rowan-server), started as
+  ``rowan-server --port P --bind 127.0.0.1 --dir D --pool-size 64mb
+  --workers 2 --logfile D/server.log [extra options]``;
+* target "redis" (``--target=redis`` or ``ROWAN_TEST_TARGET=redis``): a real
+  ``redis-server --save '' --appendonly no --port P --dir D ...``, so the
+  command-semantics expectations can be checked against Redis itself.
+  Tests marked ``rowan_only`` are skipped there with the reason.
+
+Fixtures:
+  target           "rowan" or "redis"
+  server_factory   make(extra={...}, start=True) -> Server; private servers,
+                   each in its own temp dir, stopped at teardown
+  server           the shared server of the session (FLUSHALL'd per test
+                   through the client fixtures); restarted if it died
+  r / rr           redis.Redis on `server`, bytes / decoded replies
+  c                RespClient on `server`: exact replies (str = simple string,
+                   bytes = bulk, RespError = error reply with its full text)
+  raw              factory: raw(port=None) -> RawConn (send bytes, read replies)
+"""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import redis
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_BINARY = "/work/main/src/rowan-server"
+# Options that only Rowan knows; dropped when the target is redis-server.
+ROWAN_ONLY_OPTIONS = {"pool-size", "workers", "replicas", "zookeeper", "shards",
+                      "clean-threshold", "pool-file"}
+START_TIMEOUT = 10.0
+STOP_TIMEOUT = 10.0
+CLIENT_TIMEOUT = 15.0
+
+
+# --------------------------------------------------------------------------
+# pytest plumbing
+# --------------------------------------------------------------------------
+def pytest_addoption(parser):
+    parser.addoption("--target", action="store", default=None,
+                     choices=("rowan", "redis"),
+                     help="server to test: rowan (default) or redis "
+                          "(real redis-server; env ROWAN_TEST_TARGET)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "rowan_only(reason): Rowan-specific behaviour (durability, "
+        "pool, crash, corruption, # Rowan INFO); skipped with --target=redis")
+    config.addinivalue_line(
+        "markers", "redis_aof_ok: a rowan_only crash test that also holds for "
+        "redis-server with appendonly yes + appendfsync always; run there when "
+        "ROWAN_TEST_REDIS_AOF=1 (checks the checker itself)")
+    config.addinivalue_line(
+        "markers", "redis_min(version): needs redis-server >= version when the "
+        "target is redis (the local reference may be older than Rowan's 7.2)")
+
+
+def _target_of(config):
+    t = config.getoption("--target") or os.environ.get("ROWAN_TEST_TARGET") or "rowan"
+    if t not in ("rowan", "redis"):
+        raise pytest.UsageError("ROWAN_TEST_TARGET must be rowan or redis, not %r" % t)
+    return t
+
+
+_redis_version_cache = []
+
+
+def redis_server_version():
+    if not _redis_version_cache:
+        out = subprocess.run(["redis-server", "--version"], capture_output=True,
+                             text=True).stdout
+        v = "0.0.0"
+        for tok in out.split():
+            if tok.startswith("v="):
+                v = tok[2:]
+        _redis_version_cache.append(tuple(int(x) for x in v.split(".")[:3]))
+    return _redis_version_cache[0]
+
+
+def pytest_collection_modifyitems(config, items):
+    target = _target_of(config)
+    if target != "redis":
+        return
+    aof = os.environ.get("ROWAN_TEST_REDIS_AOF") == "1"
+    for item in items:
+        m = item.get_closest_marker("rowan_only")
+        if m is not None and aof and item.get_closest_marker("redis_aof_ok") is not None:
+            m = None   # crash tests also hold for redis-server with appendfsync always
+        if m is not None:
+            why = m.args[0] if m.args else m.kwargs.get("reason", "")
+            item.add_marker(pytest.mark.skip(
+                reason="Rowan-only (not a redis-server behaviour)%s" %
+                       (": " + why if why else "")))
+            continue
+        m = item.get_closest_marker("redis_min")
+        if m is not None:
+            need = tuple(int(x) for x in m.args[0].split("."))
+            if redis_server_version() < need:
+                item.add_marker(pytest.mark.skip(
+                    reason="reference redis-server %s is older than %s, which "
+                           "this test's command needs" %
+                           (".".join(map(str, redis_server_version())), m.args[0])))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """Bound every test: a hung server must turn into a failure, not a hang."""
+    limit = int(os.environ.get("ROWAN_TEST_TIMEOUT", "150"))
+
+    def on_alarm(signum, frame):
+        raise TimeoutError("test exceeded ROWAN_TEST_TIMEOUT=%ds" % limit)
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(limit)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure, attach the tail of every server log the test used."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+    if rep.failed:
+        for srv in getattr(item, "_rowan_servers", []):
+            try:
+                rep.sections.append(("server log tail (%s, %s)" % (srv.target, srv.dir),
+                                     srv.log_tail(80)))
+            except Exception as e:  # never let the report itself fail
+                rep.sections.append(("server log", "unreadable: %r" % e))
+
+
+def _register(request, srv):
+    node = request.node
+    lst = getattr(node, "_rowan_servers", None)
+    if lst is None:
+        lst = []
+        node._rowan_servers = lst
+    if srv not in lst:
+        lst.append(srv)
+
+
+# --------------------------------------------------------------------------
+# RESP: a small, strict parser shared by RespClient and RawConn
+# --------------------------------------------------------------------------
+class RespError(Exception):
+    """An error reply; .msg is the full text after '-' (e.g. 'ERR syntax error')."""
+
+    def __init__(self, msg):
+        super().__init__(msg)
+        self.msg = msg
+
+    def __eq__(self, other):
+        return isinstance(other, RespError) and other.msg == self.msg
+
+    def __hash__(self):
+        return hash(self.msg)
+
+    def __repr__(self):
+        return "RespError(%r)" % self.msg
+
+
+class Push(list):
+    """RESP3 push (>) reply."""
+
+
+class RSet(list):
+    """RESP3 set (~) reply, kept in wire order."""
+
+
+class Verbatim(bytes):
+    """RESP3 verbatim string (=); .fmt is its 3-letter format."""
+    fmt = b""
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class RespReader:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = bytearray()
+
+    def _fill(self):
+        data = self.sock.recv(1 << 16)
+        if not data:
+            raise ConnectionClosed("server closed the connection")
+        self.buf += data
+
+    def _line(self):
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[:i + 2]
+                return line
+            self._fill()
+
+    def _exact(self, n):
+        while len(self.buf) < n + 2:
+            self._fill()
+        data = bytes(self.buf[:n])
+        if self.buf[n:n + 2] != b"\r\n":
+            raise AssertionError("bulk not terminated by CRLF: %r" % bytes(self.buf[n:n + 2]))
+        del self.buf[:n + 2]
+        return data
+
+    def read(self):
+        line = self._line()
+        if not line:
+            raise AssertionError("empty reply line")
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode("utf-8", "surrogateescape")
+        if t == b"-":
+            return RespError(rest.decode("utf-8", "surrogateescape"))
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            return None if n < 0 else self._exact(n)
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self.read() for _ in range(n)]
+        if t == b"_":
+            return None
+        if t == b"#":
+            if rest not in (b"t", b"f"):
+                raise AssertionError("bad RESP3 boolean %r" % rest)
+            return rest == b"t"
+        if t == b",":
+            s = rest.decode()
+            return float(s)
+        if t == b"(":
+            return int(rest)
+        if t == b"!":
+            return RespError(self._exact(int(rest)).decode("utf-8", "surrogateescape"))
+        if t == b"=":
+            data = self._exact(int(rest))
+            v = Verbatim(data[4:])
+            v.fmt = data[:3]
+            return v
+        if t == b"%":
+            n = int(rest)
+            d = {}
+            for _ in range(n):
+                k = self.read()
+                d[_hashable(k)] = self.read()
+            return d
+        if t == b"~":
+            return RSet(self.read() for _ in range(int(rest)))
+        if t == b">":
+            return Push(self.read() for _ in range(int(rest)))
+        if t == b"|":
+            for _ in range(int(rest)):
+                self.read()
+                self.read()
+            return self.read()
+        raise AssertionError("unknown RESP type byte in %r" % line[:40])
+
+
+def _hashable(v):
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    return v
+
+
+def encode_command(*args):
+    out = [b"*%d\r\n" % len(args)]
+    for a in args:
+        if isinstance(a, str):
+            a = a.encode()
+        elif isinstance(a, (int, float)) and not isinstance(a, bool):
+            a = repr(a).encode() if isinstance(a, float) else str(a).encode()
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class RawConn:
+    """A plain TCP connection: send bytes, read parsed replies, see closes."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=CLIENT_TIMEOUT):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.reader = RespReader(self.sock)
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def send_command(self, *args):
+        self.sock.sendall(encode_command(*args))
+
+    def read_reply(self):
+        return self.reader.read()
+
+    def call(self, *args):
+        self.send_command(*args)
+        return self.read_reply()
+
+    def read_line(self):
+        return self.reader._line()
+
+    def wait_closed(self, timeout=10.0):
+        """True when the server closes the connection (EOF or reset) within
+        timeout; bytes that arrive meanwhile are discarded."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(1 << 16)
+                if not data:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+        finally:
+            self.sock.settimeout(CLIENT_TIMEOUT)
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+
+class RespClient(RawConn):
+    """Exact-reply client: call(*args) returns str for simple strings, bytes
+    for bulk strings, int, None, list, RespError (returned, not raised)."""
+
+    def ok(self, *args):
+        rep = self.call(*args)
+        if isinstance(rep, RespError):
+            raise AssertionError("%r -> error %r" % (args, rep.msg))
+        return rep
+
+    def err(self, *args):
+        rep = self.call(*args)
+        if not isinstance(rep, RespError):
+            raise AssertionError("%r: expected an error reply, got %r" % (args, rep))
+        return rep.msg
+
+
+# --------------------------------------------------------------------------
+# the server process
+# --------------------------------------------------------------------------
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tmp_root():
+    return os.environ.get("ROWAN_TEST_TMPDIR") or None
+
+
+class ServerStartError(Exception):
+    pass
+
+
+class Server:
+    """One server process on a fixed port and directory; can be stopped,
+    kill -9'd and restarted on the same directory."""
+
+    def __init__(self, target, extra=None, dir=None, port=None, binary=None):
+        self.target = target
+        self.own_dir = dir is None
+        self.dir = dir or tempfile.mkdtemp(prefix="rowan-it-", dir=tmp_root())
+        self.port = port or free_port()
+        self.extra = dict(extra or {})
+        self.binary = binary or (os.environ.get("ROWAN_SERVER", DEFAULT_BINARY)
+                                 if target == "rowan" else shutil.which("redis-server")
+                                 or "redis-server")
+        self.logfile = os.path.join(self.dir, "server.log")
+        self.outfile = os.path.join(self.dir, "stdout.log")
+        self.proc = None
+        self.expected_exit = False   # set when we stop/kill it ourselves
+        self.starts = 0
+        self._start_marks = (0, 0)   # log sizes when the current process started
+        self._marks = (0, 0)
+        self.clients = []
+
+    # ---- command line ----
+    def argv(self):
+        if self.target == "rowan":
+            opts = {"port": str(self.port), "bind": "127.0.0.1", "dir": self.dir,
+                    "pool-size": "64mb", "workers": "2", "logfile": self.logfile}
+        else:
+            opts = {"port": str(self.port), "bind": "127.0.0.1", "dir": self.dir,
+                    "save": "", "appendonly": "no", "logfile": self.logfile}
+            if os.environ.get("ROWAN_TEST_REDIS_AOF") == "1":
+                opts.update({"appendonly": "yes", "appendfsync": "always"})
+        for k, v in self.extra.items():
+            if self.target == "redis" and k in ROWAN_ONLY_OPTIONS:
+                continue
+            if v is None:
+                opts.pop(k, None)
+            else:
+                opts[k] = str(v)
+        argv = [self.binary]
+        for k, v in opts.items():
+            argv += ["--" + k] + v.split(" ") if k == "bind" else ["--" + k, v]
+        return argv
+
+    @property
+    def pool_path(self):
+        p = os.path.join(self.dir, self.extra.get("pool-file", "rowan.pool"))
+        if not os.path.exists(p):
+            cands = [f for f in os.listdir(self.dir) if f.endswith(".pool")]
+            if len(cands) == 1:
+                p = os.path.join(self.dir, cands[0])
+        return p
+
+    # ---- lifecycle ----
+    def start(self, wait=True, timeout=START_TIMEOUT):
+        if self.target == "rowan" and not os.access(self.binary, os.X_OK):
+            raise ServerStartError("no executable rowan-server at %s (build it with "
+                                   "`make`, or set ROWAN_SERVER)" % self.binary)
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self._start_marks = self._marks_now()
+        self.expected_exit = False
+        out = open(self.outfile, "ab")
+        try:
+            self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, cwd=self.dir)
+        finally:
+            out.close()
+        self.starts += 1
+        if wait:
+            self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout=START_TIMEOUT):
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            rc = self.proc.poll()
+            if rc is not None:
+                raise ServerStartError("%s exited with %s before answering PING\n%s" %
+                                       (self.target, describe_rc(rc), self.log_tail(40)))
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
+                    s.sendall(b"*1\r\n$4\r\nPING\r\n")
+                    s.settimeout(2)
+                    data = s.recv(256)
+                    if data.startswith(b"+PONG") or data.startswith(b"-NOAUTH"):
+                        return
+                    last = repr(data[:80])
+            except OSError as e:
+                last = str(e)
+            time.sleep(0.05)
+        raise ServerStartError("%s did not answer PING within %.0fs (last: %s)\n%s" %
+                               (self.target, timeout, last, self.log_tail(40)))
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def died_unexpectedly(self):
+        """Exit status if the process ended without us stopping it, else None."""
+        if self.proc is None or self.expected_exit:
+            return None
+        return self.proc.poll()
+
+    def _close_clients(self):
+        for cl in self.clients:
+            try:
+                cl.close()
+            except Exception:
+                pass
+        self.clients = []
+
+    def stop(self, timeout=STOP_TIMEOUT):
+        """SIGTERM, then SIGKILL after timeout. Returns (returncode, killed)."""
+        self._close_clients()
+        if self.proc is None:
+            return None, False
+        if self.proc.poll() is not None:
+            return self.proc.returncode, False
+        self.expected_exit = True
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout), False
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(), True
+
+    def kill9(self):
+        self._close_clients()
+        if self.proc is not None and self.proc.poll() is None:
+            self.expected_exit = True
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        return self.proc.returncode if self.proc else None
+
+    def wait_exit(self, timeout=STOP_TIMEOUT):
+        """Wait for the process to exit on its own (e.g. after SHUTDOWN)."""
+        self.expected_exit = True
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def restart(self, wait=True, timeout=START_TIMEOUT):
+        if self.alive():
+            self.stop()
+        return self.start(wait=wait, timeout=timeout)
+
+    def cleanup(self):
+        if self.alive():
+            self.stop()
+        if self.own_dir and not os.environ.get("ROWAN_TEST_KEEP"):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- logs ----
+    def _read_logs(self):
+        parts = []
+        for f in (self.logfile, self.outfile):
+            try:
+                with open(f, "rb") as fh:
+                    parts.append(fh.read())
+            except OSError:
+                parts.append(b"")
+        return parts
+
+    def _marks_now(self):
+        return [len(p) for p in self._read_logs()]
+
+    def log_text(self, since_start=False):
+        """The server log plus its stdout/stderr. since_start: only what the
+        current process wrote (the files are appended to across restarts)."""
+        return self._join(self._start_marks if since_start else (0, 0))
+
+    def mark_log(self):
+        """Remember the logs' current end; log_since_mark() returns what
+        was written after it."""
+        self._marks = self._marks_now()
+
+    def log_since_mark(self):
+        return self._join(self._marks)
+
+    def _join(self, marks):
+        log, out = self._read_logs()
+        log, out = log[marks[0]:], out[marks[1]:]
+        text = log.decode("utf-8", "replace")
+        if out.strip():
+            text += "\n--- stdout/stderr ---\n" + out.decode("utf-8", "replace")
+        return text
+
+    def log_tail(self, n=60):
+        lines = self.log_text().splitlines()
+        return "\n".join(lines[-n:]) if lines else "(log is empty: %s)" % self.logfile
+
+    # ---- clients ----
+    def client(self, decode=False, **kw):
+        kw.setdefault("socket_timeout", CLIENT_TIMEOUT)
+        kw.setdefault("socket_connect_timeout", CLIENT_TIMEOUT)
+        cl = redis.Redis(host="127.0.0.1", port=self.port, decode_responses=decode, **kw)
+        self.clients.append(cl)
+        return cl
+
+    def resp(self, password=None):
+        """A RespClient whose connection the server has already accepted and
+        served once (a PING round trip; NOAUTH counts as served)."""
+        cl = RespClient(self.port)
+        if password is not None:
+            rep = cl.call("AUTH", password)
+            assert rep == "OK", rep
+        else:
+            cl.call("PING")
+        self.clients.append(cl)
+        return cl
+
+    def info(self, section=None, password=None):
+        cl = RespClient(self.port)
+        try:
+            if password is not None:
+                cl.call("AUTH", password)
+            rep = cl.call("INFO", section) if section else cl.call("INFO")
+        finally:
+            cl.close()
+        if isinstance(rep, RespError):
+            raise AssertionError("INFO failed: %s" % rep.msg)
+        return parse_info(rep)
+
+
+def describe_rc(rc):
+    if rc is None:
+        return "still running"
+    if rc < 0:
+        try:
+            return "signal %s" % signal.Signals(-rc).name
+        except ValueError:
+            return "signal %d" % -rc
+    return "exit code %d" % rc
+
+
+def parse_info(text):
+    """INFO text -> {section_name_lower: {field: value}}, plus a flat
+    '_all' dict. Values stay strings."""
+    if isinstance(text, bytes):
+        text = text.decode()
+    sections = {}
+    flat = {}
+    cur = None
+    for line in text.split("\r\n"):
+        if not line:
+            continue
+        if line.startswith("#"):
+            cur = line[1:].strip().lower()
+            sections[cur] = {}
+            continue
+        if ":" not in line:
+            raise AssertionError("INFO line without ':' %r" % line)
+        k, v = line.split(":", 1)
+        if cur is None:
+            raise AssertionError("INFO field before any '# Section' header: %r" % line)
+        sections[cur][k] = v
+        flat[k] = v
+    sections["_all"] = flat
+    return sections
+
+
+# --------------------------------------------------------------------------
+# fixtures
+# --------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def target(request):
+    return _target_of(request.config)
+
+
+@pytest.fixture
+def server_factory(request, target):
+    made = []
+
+    def make(extra=None, start=True, dir=None, port=None):
+        srv = Server(target, extra=extra, dir=dir, port=port)
+        made.append(srv)
+        _register(request, srv)
+        if start:
+            srv.start()
+        return srv
+
+    yield make
+    problems = []
+    for srv in made:
+        rc = srv.died_unexpectedly()
+        if rc is not None and rc < 0:
+            problems.append("%s server in %s died by %s during the test\n%s" %
+                            (srv.target, srv.dir, describe_rc(rc), srv.log_tail(40)))
+        srv.cleanup()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)
+
+
+class _Shared:
+    srv = None
+
+
+@pytest.fixture(scope="session")
+def _shared_server(target):
+    holder = _Shared()
+    yield holder
+    if holder.srv is not None:
+        holder.srv.cleanup()
+
+
+@pytest.fixture
+def server(request, _shared_server, target):
+    """The shared server for command-semantics tests. If a test crashes it,
+    the test errors with the log tail and the next test gets a fresh one."""
+    srv = _shared_server.srv
+    if srv is None or not srv.alive():
+        if srv is not None:
+            srv.cleanup()
+        srv = Server(target)
+        _shared_server.srv = srv
+        _register(request, srv)
+        srv.start()
+    _register(request, srv)
+    yield srv
+    srv._close_clients()
+    rc = srv.died_unexpectedly()
+    if rc is not None:
+        tail = srv.log_tail(40)
+        srv.cleanup()
+        _shared_server.srv = None
+        pytest.fail("shared %s server died during the test (%s)\n%s" %
+                    (target, describe_rc(rc), tail), pytrace=False)
+
+
+def _flushall(srv):
+    cl = RespClient(srv.port)
+    try:
+        rep = cl.call("FLUSHALL")
+        assert rep == "OK", "FLUSHALL before the test failed: %r" % (rep,)
+    finally:
+        cl.close()
+
+
+@pytest.fixture
+def r(server):
+    _flushall(server)
+    return server.client()
+
+
+@pytest.fixture
+def rr(server):
+    _flushall(server)
+    return server.client(decode=True)
+
+
+@pytest.fixture
+def c(server):
+    _flushall(server)
+    return server.resp()
+
+
+@pytest.fixture
+def raw(server):
+    conns = []
+
+    def make(port=None):
+        cn = RawConn(port or server.port)
+        conns.append(cn)
+        return cn
+
+    yield make
+    for cn in conns:
+        cn.close()
+
+
+def wait_for(pred, timeout=10.0, interval=0.05):
+    """Poll pred() until it is truthy (returns its value) or timeout (returns
+    the last value). A liveness bound, not a timing assertion."""
+    deadline = time.monotonic() + timeout
+    v = pred()
+    while not v and time.monotonic() < deadline:
+        time.sleep(interval)
+        v = pred()
+    return v
