@@ -218,16 +218,25 @@ static int cmp_u16(const void *a, const void *b) {
 }
 
 /* The sorted, distinct shards of the command's keys. Returns how many; *out
- * is either stack (when it fits) or malloc'd (caller frees if != stack). */
+ * is either stack (when it fits) or malloc'd (caller frees if != stack). The
+ * first key's shard is left in the db_ctx so db.c need not route it again. */
 static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out) {
-    int cap = c->argc;
-    int *pos = malloc(sizeof(int) * (size_t)(cap ? cap : 1));
-    int nk = command_keys(c->cmd, c->argc, pos, cap);
+    int posstack[MAX_CMD_KEYS_STACK];
+    int *pos = c->argc <= MAX_CMD_KEYS_STACK ? posstack : malloc(sizeof(int) * (size_t)c->argc);
+    int nk = command_keys(c->cmd, c->argc, pos, c->argc);
     uint16_t *ids = nk <= stackn ? stack : malloc(sizeof(uint16_t) * (size_t)nk);
-    for (int i = 0; i < nk; i++)
-        ids[i] = shard_of_key(c->argv[pos[i]], c->argvlen[pos[i]])->id;
-    free(pos);
-    qsort(ids, (size_t)nk, sizeof(uint16_t), cmp_u16);
+    c->x.hint_key = NULL;
+    for (int i = 0; i < nk; i++) {
+        shard *s = shard_of_key(c->argv[pos[i]], c->argvlen[pos[i]]);
+        if (i == 0) {
+            c->x.hint_key = c->argv[pos[0]];
+            c->x.hint_klen = c->argvlen[pos[0]];
+            c->x.hint_shard = s;
+        }
+        ids[i] = s->id;
+    }
+    if (pos != posstack) free(pos);
+    if (nk > 1) qsort(ids, (size_t)nk, sizeof(uint16_t), cmp_u16);
     int n = 0;
     for (int i = 0; i < nk; i++)
         if (n == 0 || ids[n - 1] != ids[i]) ids[n++] = ids[i];
@@ -322,14 +331,12 @@ static void client_call(client *c) {
     int64_t dt = monotonic_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
     if (ids != stack) free(ids);
+    c->x.hint_key = NULL;
     gate_reply(c);
     c->lastcmd = cmd;
     c->tot_cmds++;
-    atomic_fetch_add(&cmd->calls, 1);
-    atomic_fetch_add(&cmd->usec, dt);
-    atomic_fetch_add(&server.stat.numcommands, 1);
-    if (c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-')
-        atomic_fetch_add(&cmd->failed_calls, 1);
+    int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
+    worker_count_command(c->w, cmd, dt, failed);
 }
 
 /* Execute every complete command in the query buffer. */

@@ -56,6 +56,8 @@ typedef struct db_ctx {
     /* dependencies of the reply being built */
     db_dep *deps;
     int ndeps, capdeps;
+    /* the dispatcher's routing of the command's first key, reused by db.c */
+    const char *hint_key; size_t hint_klen; struct shard *hint_shard;
     /* batch state (private to db.c) */
     int batching;
     rbuf batch;            /* encoded sub-entries */

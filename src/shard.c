@@ -15,6 +15,8 @@
 #include "server.h"
 
 static int shard_nworkers;
+/* slot -> shard id, so routing a key is one table read after its CRC16. */
+static uint16_t slot_shard[HASH_SLOTS];
 
 static void shard_init_one(shard *s, int id, int nshards, int nworkers, int databases) {
     memset(s, 0, sizeof(*s));
@@ -34,18 +36,14 @@ void shard_init_all(int nshards, int nworkers, int databases) {
     server.nshards = nshards;
     server.shards = calloc((size_t)nshards, sizeof(shard));
     shard_nworkers = nworkers;
-    for (int i = 0; i < nshards; i++)
+    for (int i = 0; i < nshards; i++) {
         shard_init_one(&server.shards[i], i, nshards, nworkers, databases);
+        for (unsigned sl = server.shards[i].first_slot; sl <= server.shards[i].last_slot; sl++)
+            slot_shard[sl] = (uint16_t)i;
+    }
 }
 
-shard *shard_of_slot(unsigned slot) {
-    /* Shards are equal contiguous slot ranges, so this inverts the split in
-     * shard_init_one exactly. */
-    long id = ((long)slot * server.nshards + server.nshards - 1) / HASH_SLOTS;
-    while (id > 0 && server.shards[id].first_slot > slot) id--;
-    while (id + 1 < server.nshards && server.shards[id].last_slot < slot) id++;
-    return &server.shards[id];
-}
+shard *shard_of_slot(unsigned slot) { return &server.shards[slot_shard[slot & (HASH_SLOTS - 1)]]; }
 
 shard *shard_of_key(const char *key, size_t len) {
     return shard_of_slot(hash_slot(key, len));

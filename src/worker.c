@@ -36,6 +36,7 @@
 #include "client.h"
 #include "networking.h"
 #include "syncer.h"
+#include "commands.h"
 
 static void worker_before_sleep(worker *w);
 
@@ -67,6 +68,36 @@ void worker_remove_pending(worker *w, client *c) {
 }
 
 void worker_wake(worker *w) { event_active(w->wake_ev, EV_READ, 0); }
+
+void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int failed) {
+    int i;
+    for (i = 0; i < w->nround_cmds && w->round_cmds[i] != cmd; i++) {}
+    if (i == w->nround_cmds) {
+        if (i == command_count()) return; /* cannot happen: one slot per command */
+        w->round_cmds[i] = cmd;
+        w->round_calls[i] = w->round_usec[i] = w->round_failed[i] = 0;
+        w->nround_cmds++;
+    }
+    w->round_calls[i]++;
+    w->round_usec[i] += dt;
+    w->round_failed[i] += failed;
+    w->round_numcommands++;
+}
+
+static void worker_fold_stats(worker *w) {
+    for (int i = 0; i < w->nround_cmds; i++) {
+        struct rcommand *cmd = w->round_cmds[i];
+        atomic_fetch_add(&cmd->calls, w->round_calls[i]);
+        atomic_fetch_add(&cmd->usec, w->round_usec[i]);
+        if (w->round_failed[i]) atomic_fetch_add(&cmd->failed_calls, w->round_failed[i]);
+    }
+    w->nround_cmds = 0;
+    if (w->round_numcommands) atomic_fetch_add(&server.stat.numcommands, w->round_numcommands);
+    w->round_numcommands = 0;
+    if (w->round_hits) atomic_fetch_add(&server.stat.keyspace_hits, w->round_hits);
+    if (w->round_misses) atomic_fetch_add(&server.stat.keyspace_misses, w->round_misses);
+    w->round_hits = w->round_misses = 0;
+}
 
 void server_wake_workers(void) {
     for (int i = 0; i < server.nworkers; i++) worker_wake(server.workers[i]);
@@ -141,6 +172,7 @@ static void worker_flush_clients(worker *w) {
 }
 
 static void worker_before_sleep(worker *w) {
+    worker_fold_stats(w);
     int moved = worker_land(w, 0);
     moved |= worker_launch(w);
     if (moved) wake_waiting_workers(w);
@@ -249,6 +281,11 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     w->touched = calloc((size_t)server.nshards, sizeof(uint16_t));
     w->touched_mark = calloc((size_t)server.nshards, 1);
     w->flight = calloc((size_t)server.nshards, sizeof(uint16_t));
+    int nc = command_count();
+    w->round_cmds = calloc((size_t)nc, sizeof(*w->round_cmds));
+    w->round_calls = calloc((size_t)nc, sizeof(long long));
+    w->round_usec = calloc((size_t)nc, sizeof(long long));
+    w->round_failed = calloc((size_t)nc, sizeof(long long));
     if (worker_listen(w, err, errlen) != 0) return NULL;
     return w;
 }

@@ -19,6 +19,7 @@
 #include "syncer.h"
 
 struct client;
+struct rcommand;
 struct evconnlistener;
 
 typedef struct worker {
@@ -48,6 +49,14 @@ typedef struct worker {
     int npending, cappending;
     struct client *clients;       /* all clients of this worker (list head) */
     int nclients;
+    /* statistics gathered during the round, added to the shared counters
+     * once per round (shared atomics per command would bounce cache lines
+     * between workers); folded before any reply of the round leaves. */
+    struct rcommand **round_cmds;
+    long long *round_calls, *round_usec, *round_failed;
+    int nround_cmds;
+    long long round_numcommands;
+    long long round_hits, round_misses;
     _Atomic int waiting;          /* has replies held on other workers' versions */
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
@@ -62,5 +71,7 @@ void worker_touch_shard(worker *w, uint16_t sid);
 /* Make client c part of w's next flush. */
 void worker_add_pending(worker *w, struct client *c);
 void worker_wake(worker *w);
+/* Count one execution of cmd (dt microseconds) in this round's statistics. */
+void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int failed);
 
 #endif
