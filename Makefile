@@ -87,9 +87,9 @@ $(BENCH_UNIT): $(BUILD)/tests/bench/test-bench.o $(filter-out %/main.o,$(BENCH_O
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
 
+# The embedded defaults: 127.0.0.1:6379, pool in ./data (rowan.conf documents them).
 run: all
-	@mkdir -p data
-	./src/rowan-server rowan.conf
+	./src/rowan-server
 
 # ---- tests ----
 PYTEST := /usr/bin/python3 -m pytest -q -p no:cacheprovider

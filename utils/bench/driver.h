@@ -39,6 +39,7 @@ struct bench_cfg {
     int wait_replicas;          /* -1: no WAIT */
     uint64_t seed;
     double drain_timeout;       /* seconds to wait for replies after the end */
+    double spin_us;             /* open loop: busy-poll this long before a send */
     uint64_t expected_inserts;  /* run-phase inserts the zipfian spans */
 };
 

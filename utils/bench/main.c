@@ -66,6 +66,8 @@ static void usage(FILE *f) {
 "  -P, --pipeline D         operations in flight per connection (1)\n"
 "  -R, --rate OPS           open loop at OPS ops/s in total, latency from the\n"
 "                           intended send time (default: closed loop)\n"
+"      --spin-us US         open loop: poll instead of sleeping when a send is\n"
+"                           due within US microseconds (0: always sleep)\n"
 "      --drain-timeout S    wait for late replies at the end (10)\n"
 "output\n"
 "      --json               JSON report on stdout instead of the table\n"
@@ -76,7 +78,7 @@ static void usage(FILE *f) {
 
 enum {
     O_CLUSTER = 256, O_MIX, O_DIST, O_THETA, O_MODEL, O_KEYSIZE, O_FIELDS, O_READALL,
-    O_WRITEALL, O_SCANLEN, O_WAIT, O_SEED, O_DRAIN, O_JSON, O_PROGRESS, O_HELP,
+    O_WRITEALL, O_SCANLEN, O_WAIT, O_SEED, O_DRAIN, O_SPIN, O_JSON, O_PROGRESS, O_HELP,
 };
 
 static const struct option long_opts[] = {
@@ -106,6 +108,7 @@ static const struct option long_opts[] = {
     {"pipeline", required_argument, 0, 'P'},
     {"rate", required_argument, 0, 'R'},
     {"drain-timeout", required_argument, 0, O_DRAIN},
+    {"spin-us", required_argument, 0, O_SPIN},
     {"json", no_argument, 0, O_JSON},
     {"quiet", no_argument, 0, 'q'},
     {"progress", no_argument, 0, O_PROGRESS},
@@ -160,6 +163,7 @@ static void defaults(struct opts *o) {
     c->wait_replicas = -1;
     c->seed = 1;
     c->drain_timeout = 10;
+    c->spin_us = 0;
     c->fields = 10;
     o->vsize = "zippydb";
     o->cluster = CLUSTER_AUTO;
@@ -209,6 +213,7 @@ static void parse_opt(struct opts *o, int ch, const char *arg) {
     case 'P': c->pipeline = (int)num(arg, "pipeline depth", 1, 100000); break;
     case 'R': c->rate = real(arg, "rate", 0); break;
     case O_DRAIN: c->drain_timeout = real(arg, "drain timeout", 0); break;
+    case O_SPIN: c->spin_us = real(arg, "--spin-us", 0); break;
     case O_JSON: o->json = true; break;
     case 'q': o->quiet = true; break;
     case O_PROGRESS: o->progress = true; break;

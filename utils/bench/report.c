@@ -74,8 +74,10 @@ void report_table(FILE *f, const struct bench_cfg *cfg, const struct slotmap *ma
     fprintf(f, "\nruntime %.3f s, %llu operations, %.1f ops/s, %llu failed\n", elapsed,
             (unsigned long long)total, rate(total, elapsed), (unsigned long long)errs);
     if (cfg->rate > 0)
-        fprintf(f, "open loop: %llu intended sends never made (backlog at the end)\n",
-                (unsigned long long)st->missed);
+        fprintf(f, "open loop: send lag (actual - intended send time) p50 %.1f p99 %.1f "
+                "max %.1f us; %llu sends due but never made\n",
+                us(hist_percentile(&st->send_lag, 50)), us(hist_percentile(&st->send_lag, 99)),
+                us(st->send_lag.max), (unsigned long long)st->missed);
     fprintf(f, "\n%-7s %10s %11s %8s %9s %9s %9s %9s %9s %8s\n", "op", "ok", "ops/s",
             "avg", "p50", "p90", "p99", "p99.9", "max", "failed");
     for (int i = 0; i < OP_NTYPES; i++)
@@ -157,6 +159,9 @@ void report_json(FILE *f, const struct bench_cfg *cfg, const struct slotmap *map
             (unsigned long long)total, (unsigned long long)errors_total(st));
     fprintf(f, "  \"throughput\": %.1f,\n  \"missed\": %llu,\n", rate(total, elapsed),
             (unsigned long long)st->missed);
+    fprintf(f, "  \"send_lag\": ");
+    json_hist(f, &st->send_lag, 0, elapsed);
+    fprintf(f, ",\n");
     fprintf(f, "  \"histogram_rel_error\": %.6f,\n  \"operations\": {", HIST_REL_ERROR);
     int n = 0;
     for (int i = 0; i < OP_NTYPES; i++) {

@@ -11,6 +11,7 @@ void stats_init(struct stats *s) {
     memset(s, 0, sizeof *s);
     for (int i = 0; i < OP_NTYPES; i++)
         hist_init(&s->lat[i]);
+    hist_init(&s->send_lag);
 }
 
 static void kind_add(struct stats *s, const char *kind, size_t len, uint64_t n) {
@@ -51,6 +52,7 @@ void stats_merge(struct stats *dst, const struct stats *src) {
     dst->moved += src->moved;
     dst->ask += src->ask;
     dst->missed += src->missed;
+    hist_merge(&dst->send_lag, &src->send_lag);
     for (int i = 0; i < src->nkinds; i++)
         kind_add(dst, src->kinds[i].kind, strlen(src->kinds[i].kind), src->kinds[i].n);
 }

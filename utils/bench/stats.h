@@ -33,6 +33,7 @@ struct stats {
     uint64_t cmds[CMD_NCMDS];
     uint64_t moved, ask;
     uint64_t missed;            /* open loop: intended sends never made */
+    struct hist send_lag;       /* open loop: actual minus intended send */
     int nkinds;
     struct errkind kinds[ERRKIND_MAX];
 };
