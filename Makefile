@@ -107,10 +107,15 @@ fuzz: $(FUZZ_BIN)
 integration: $(SERVER)
 	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) $(PYTEST) tests/integration
 
+# Reports go to stderr: the unit tests and the fuzzer fail on them, and the
+# integration conftest fails a test whose rowan-server printed one. Leak
+# checking is explicit; UBSan prints no stack unless asked. Options already
+# in the environment come last, so they win.
 asan:
-	$(MAKE) --no-print-directory test VARIANT=asan
+	ASAN_OPTIONS=detect_leaks=1:$$ASAN_OPTIONS $(MAKE) --no-print-directory test VARIANT=asan
 ubsan:
-	$(MAKE) --no-print-directory test VARIANT=ubsan
+	UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:$$UBSAN_OPTIONS \
+	  $(MAKE) --no-print-directory test VARIANT=ubsan
 
 fuzz-long: deps
 	@mkdir -p build/libfuzzer/corpus

@@ -279,7 +279,7 @@ static void held_pop(client *c) {
 static int deps_durable(const held_reply *h) {
     const db_dep *d = held_deps(h);
     for (int i = 0; i < h->ndeps; i++)
-        if (!shard_is_durable(&server.shards[d[i].shard], d[i].ver)) return 0;
+        if (!db_dep_durable(&d[i])) return 0;
     return 1;
 }
 
@@ -290,8 +290,7 @@ static void gate_reply(client *c) {
     db_ctx *x = &c->x;
     int n = 0;
     for (int i = 0; i < x->ndeps; i++)
-        if (!shard_is_durable(&server.shards[x->deps[i].shard], x->deps[i].ver))
-            x->deps[n++] = x->deps[i];
+        if (!db_dep_durable(&x->deps[i])) x->deps[n++] = x->deps[i];
     if (n == 0) return;
     held_push(c, c->out.b.len, x->deps, n);
     atomic_fetch_add(&server.stat.held_replies, 1);

@@ -71,7 +71,7 @@ static uint64_t copy_entry(const log_entry *e) {
     size_t len = log_entry_len(e->klen, e->vlen);
     uint64_t off = log_writer_reserve(&clean_log, len, 0);
     if (!off) return 0;
-    log_entry_encode(pool_ptr(server.pool, off), e, 1);
+    log_entry_encode(log_writer_dst(&clean_log, off, len), e, 1);
     log_writer_wrote(&clean_log, off, len);
     return off;
 }

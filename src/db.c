@@ -61,24 +61,37 @@ void db_ctx_free(db_ctx *x) {
 
 void db_ctx_reset(db_ctx *x) { x->ndeps = 0; }
 
-/* Record that the reply depends on version ver of shard s (keeps the max per
- * shard: versions of one shard become durable in order). */
-static void dep_add(db_ctx *x, const shard *s, uint64_t ver) {
+int db_dep_durable(const db_dep *d) {
+    if (d->kind == DEP_SHARD) return shard_is_durable(&server.shards[d->id], d->ver);
+    return atomic_load(&server.workers[d->id]->landed_gen) >= d->ver;
+}
+
+/* Record a dependency of the reply (keeps the max per target: a shard's
+ * watermark and a worker's landed batches only move forward). */
+static void dep_push(db_ctx *x, uint8_t kind, uint16_t id, uint64_t ver) {
     if (ver == 0) return;
     for (int i = 0; i < x->ndeps; i++) {
-        if (x->deps[i].shard == s->id) {
+        if (x->deps[i].id == id && x->deps[i].kind == kind) {
             if (x->deps[i].ver < ver) x->deps[i].ver = ver;
             return;
         }
     }
-    if (shard_is_durable((shard *)s, ver)) return;
+    db_dep d = {id, kind, ver};
+    if (db_dep_durable(&d)) return;
     if (x->ndeps == x->capdeps) {
         x->capdeps = x->capdeps ? x->capdeps * 2 : 4;
         x->deps = realloc(x->deps, (size_t)x->capdeps * sizeof(db_dep));
     }
-    x->deps[x->ndeps].shard = s->id;
-    x->deps[x->ndeps].ver = ver;
-    x->ndeps++;
+    x->deps[x->ndeps++] = d;
+}
+
+/* A read observed version ver of shard s. */
+static void dep_add(db_ctx *x, const shard *s, uint64_t ver) { dep_push(x, DEP_SHARD, s->id, ver); }
+
+/* A write went into this worker's accumulating batch. */
+static void dep_add_write(db_ctx *x) {
+    worker *w = x->w;
+    dep_push(x, DEP_BATCH, (uint16_t)w->id, w->slots[w->acc].gen);
 }
 
 /* ---------------- index glue ---------------- */
@@ -234,12 +247,12 @@ static int append_one(db_ctx *x, shard *s, log_entry *e) {
         return DB_OOM;
     }
     e->shard = s->id;
-    e->ver = shard_next_version(s, x->wid);
-    log_entry_encode(pool_ptr(server.pool, off), e, 1);
+    e->ver = shard_next_version(s, x->wid, x->w->acc);
+    log_entry_encode(log_writer_dst(&w->tlog, off, len), e, 1);
     log_writer_wrote(&w->tlog, off, len);
     worker_touch_shard(w, s->id);
     db_apply_entry(s, off, e);
-    dep_add(x, s, e->ver);
+    dep_add_write(x);
     return DB_OK;
 }
 
@@ -312,15 +325,15 @@ int db_batch_end(db_ctx *x) {
     pos = 0;
     while (batch_next(x, &pos, &e, &at)) {
         shard *s = &server.shards[e.shard];
-        e.ver = shard_next_version(s, x->wid);
+        e.ver = shard_next_version(s, x->wid, x->w->acc);
         uint64_t verdb = (e.ver & LOG_VER_MASK) | ((uint64_t)e.db << 48);
         memcpy(x->batch.buf + at + 8, &verdb, 8);
         worker_touch_shard(w, s->id);
-        dep_add(x, s, e.ver);
     }
+    dep_add_write(x);
     log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
                    .val = x->batch.buf, .vlen = (uint32_t)x->batch.len};
-    log_entry_encode(pool_ptr(server.pool, off), &g, 1);
+    log_entry_encode(log_writer_dst(&w->tlog, off, len), &g, 1);
     log_writer_wrote(&w->tlog, off, len);
     pos = 0;
     while (batch_next(x, &pos, &e, &at)) {

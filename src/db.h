@@ -11,9 +11,10 @@
  *    db_random_key) take shard locks themselves and must be called with no
  *    shard lock held.
  *
- * Durability: every read or write records in the db_ctx the (shard, version)
- * the result depends on. The connection holds the reply until all of those
- * versions are durable. Command code never deals with this.
+ * Durability: every read or write records in the db_ctx what the result
+ * depends on: a write, its own entry (the worker's batch holding it); a read,
+ * the version it observed (the shard's watermark). The connection holds the
+ * reply until all of those are durable. Command code never deals with this.
  *
  * Batches: between db_batch_begin and db_batch_end, writes are collected and
  * then appended as ONE group entry (all or nothing after a crash) and applied
@@ -48,7 +49,13 @@ typedef struct db_val {
     uint64_t ver;          /* version of the entry holding this value */
 } db_val;
 
-typedef struct db_dep { uint16_t shard; uint64_t ver; } db_dep;
+/* What a reply waits for. DEP_SHARD: the shard's durable watermark reaches
+ * ver (reads: everything up to the observed version is durable). DEP_BATCH:
+ * worker `id`'s group-commit batch number `ver` has landed (writes: the
+ * entry itself is durable; it need not wait for other workers' batches). */
+enum { DEP_SHARD = 0, DEP_BATCH = 1 };
+typedef struct db_dep { uint16_t id; uint8_t kind; uint64_t ver; } db_dep;
+int db_dep_durable(const db_dep *d);
 
 typedef struct db_ctx {
     struct worker *w;      /* whose t-log writes go to */

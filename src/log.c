@@ -34,6 +34,7 @@
 #include "log.h"
 #include "crc32c.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- little-endian field access ---- */
@@ -301,11 +302,25 @@ uint64_t log_writer_reserve(log_writer *w, size_t len, int64_t keep_free) {
     return off;
 }
 
+void *log_writer_dst(log_writer *w, uint64_t off, size_t len) {
+    if (pool_is_pmem(w->p))
+        return pool_ptr(w->p, off);
+    if (w->stage_cap < len) {
+        free(w->stage);
+        w->stage_cap = len < 4096 ? 4096 : len;
+        w->stage = malloc(w->stage_cap);
+        if (!w->stage)
+            abort();
+    }
+    return w->stage;
+}
+
 void log_writer_wrote(log_writer *w, uint64_t off, size_t len) {
     if (pool_is_pmem(w->p)) {
         pool_persist(w->p, pool_ptr(w->p, off), len);
         return;
     }
+    pool_pwrite(w->p, off, w->stage, len);
     /* Offsets only compare within one segment: a later segment may sit at a
      * lower address. The run starts at the first write since the last sync
      * and ends in the segment written last. */

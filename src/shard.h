@@ -13,11 +13,13 @@
  * that is not durable yet: the watermark is one below the smallest of those,
  * or the last allocated version when there is none.
  *
- * With the pipelined group commit a worker has two batches at a time: one
- * whose sync is in flight and one still accumulating. So each worker has two
- * slots per shard: pend_acc (oldest version of the accumulating batch) and
- * pend_flight (oldest version of the batch being synced), 0 = none. A batch
- * moves acc -> flight when its sync is requested and leaves when it lands.
+ * With the pipelined group commit a worker has several batches at a time:
+ * up to SHARD_FLIGHTS whose syncs are in flight and one still accumulating.
+ * Each batch occupies one of the worker's SHARD_SLOTS slots, and each shard
+ * keeps, per worker and slot, the oldest version of that batch in this shard
+ * (0 = none). A batch's slot is cleared when its sync completes; batches may
+ * complete in any order, since the watermark is one below the oldest version
+ * still in any slot.
  *
  * Lock order: shard locks are taken in ascending shard id, never while the
  * pool mutex is held. */
@@ -29,6 +31,8 @@
 #include "index.h"
 
 #define SHARD_MAX_DBS 256
+#define SHARD_FLIGHTS 4                 /* batches a worker may have syncing */
+#define SHARD_SLOTS (SHARD_FLIGHTS + 1)  /* ... plus the accumulating one */
 
 typedef struct shard {
     pthread_mutex_t lock;
@@ -36,8 +40,7 @@ typedef struct shard {
     unsigned first_slot, last_slot;   /* inclusive */
     uint64_t next_ver;                /* next version to hand out (under lock) */
     _Atomic uint64_t durable_ver;     /* watermark, read without the lock */
-    uint64_t *pend_acc;               /* per worker, under lock */
-    uint64_t *pend_flight;            /* per worker, under lock */
+    uint64_t *pend;                   /* [worker * SHARD_SLOTS + slot], under lock */
     rw_index *idx;                    /* every key of the shard */
     rw_index *vidx;                   /* keys that have an expiry */
     uint16_t dbmap[SHARD_MAX_DBS];    /* logical db -> physical db (SWAPDB) */
@@ -53,15 +56,12 @@ shard *shard_of_key(const char *key, size_t len);
 shard *shard_of_slot(unsigned slot);
 void shard_lock(shard *s);
 void shard_unlock(shard *s);
-/* Allocate the next version; caller holds the lock. Starts worker wid's
- * accumulating batch for this shard if it had none. */
-uint64_t shard_next_version(shard *s, int wid);
-/* Worker wid asked for a sync of everything it appended so far: its
- * accumulating batch becomes the in-flight one. Takes the lock. */
-void shard_worker_flight(shard *s, int wid);
-/* Worker wid's in-flight batch is durable. Takes the lock. Returns 1 if the
+/* Allocate the next version for worker wid's batch in slot; caller holds the
+ * lock. */
+uint64_t shard_next_version(shard *s, int wid, int slot);
+/* Worker wid's batch in slot is durable. Takes the lock. Returns 1 if the
  * watermark moved. */
-int shard_worker_landed(shard *s, int wid);
+int shard_worker_landed(shard *s, int wid, int slot);
 /* Is version v durable? (lock free) */
 static inline int shard_is_durable(shard *s, uint64_t v) {
     return atomic_load_explicit(&s->durable_ver, memory_order_acquire) >= v;

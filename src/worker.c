@@ -6,12 +6,13 @@
  *
  * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
  * event (reading and executing commands), then before_sleep():
- *   1. lands the in-flight batch if its sync completed: the shards it
+ *   1. lands every batch whose flush completed: the shards it
  *      touched learn that this worker's versions in it are durable, which
  *      may move their watermarks (and seals the segments it filled),
  *   2. launches the next batch: on block storage the round's appends go to
- *      the worker's syncer thread (syncer.c) and the worker goes on serving
- *      while the device flushes; on pmem they were persisted as written and land now,
+ *      the syncer threads (syncer.c) and the worker goes on serving while
+ *      the device flushes, with up to SHARD_FLIGHTS batches in flight; on
+ *      pmem they were persisted as written and land now,
  *   3. wakes the other workers if a watermark moved while they wait on it,
  *   4. writes out every reply whose dependencies are now durable.
  * A reply is only written in step 4 and only once its versions are at or
@@ -43,9 +44,10 @@ static void worker_before_sleep(worker *w);
 /* ---------------- per-round bookkeeping ---------------- */
 
 void worker_touch_shard(worker *w, uint16_t sid) {
-    if (w->touched_mark[sid]) return;
-    w->touched_mark[sid] = 1;
-    w->touched[w->ntouched++] = sid;
+    struct batch *b = &w->slots[w->acc];
+    if (b->mark[sid]) return;
+    b->mark[sid] = 1;
+    b->shards[b->nshards++] = sid;
 }
 
 void worker_add_pending(worker *w, client *c) {
@@ -108,39 +110,70 @@ void server_request_shutdown(void) {
     server_wake_workers();
 }
 
-/* The in-flight batch is durable (its sync completed, or force after a sync
- * of our own): publish it. Returns 1 if some shard's watermark moved. */
-static int worker_land(worker *w, int force) {
-    if (!w->in_flight || (!force && syncer_done(&w->sync) < w->flight_ticket)) return 0;
+/* landed_gen: one below the oldest batch not yet durable (a syncing one, or
+ * else the accumulating one). Batches may land in any order. */
+static void publish_landed(worker *w) {
+    uint64_t oldest = w->slots[w->acc].gen;
+    for (int i = 0; i < SHARD_SLOTS; i++)
+        if (w->slots[i].syncing && w->slots[i].gen < oldest) oldest = w->slots[i].gen;
+    atomic_store(&w->landed_gen, oldest - 1);
+}
+
+/* Publish a durable batch: the shards it touched learn that this worker's
+ * versions in it are durable, and the segments it filled are sealed.
+ * Returns 1 if some shard's watermark moved. */
+static int batch_land(worker *w, int slot) {
+    struct batch *b = &w->slots[slot];
     int moved = 0;
-    for (int i = 0; i < w->nflight; i++)
-        moved |= shard_worker_landed(&server.shards[w->flight[i]], w->id);
-    for (int i = 0; i < w->nflight_segs; i++) log_writer_sealed(&w->tlog, (uint32_t)w->flight_segs[i]);
-    w->nflight = w->nflight_segs = 0;
-    w->in_flight = 0;
+    for (int i = 0; i < b->nshards; i++) {
+        moved |= shard_worker_landed(&server.shards[b->shards[i]], w->id, slot);
+        b->mark[b->shards[i]] = 0;
+    }
+    for (int i = 0; i < b->nsegs; i++) log_writer_sealed(&w->tlog, (uint32_t)b->segs[i]);
+    b->nshards = b->nsegs = 0;
+    if (b->syncing) w->nsyncing--;
+    b->syncing = 0;
+    publish_landed(w);
     return moved;
 }
 
-/* Make the round's appends the in-flight batch and ask for their sync. Only
- * one batch is in flight per worker, so versions land in allocation order. */
+/* Land every batch whose flush completed (force: all of them, after a sync
+ * of our own at shutdown). Order does not matter: see shard.h. */
+static int worker_land(worker *w, int force) {
+    int moved = 0;
+    for (int i = 0; i < SHARD_SLOTS; i++) {
+        struct batch *b = &w->slots[i];
+        if (b->syncing && (force || atomic_load(&b->done))) moved |= batch_land(w, i);
+    }
+    return moved;
+}
+
+/* Close the accumulating batch: on pmem it is durable already and lands at
+ * once; otherwise it goes to the syncer and a free slot starts accumulating.
+ * With every flight slot busy the batch keeps accumulating until one lands. */
 static int worker_launch(worker *w) {
-    if (w->in_flight || w->ntouched == 0) return 0;
-    for (int i = 0; i < w->ntouched; i++) {
-        uint16_t sid = w->touched[i];
-        w->touched_mark[sid] = 0;
-        shard_worker_flight(&server.shards[sid], w->id);
-        w->flight[i] = sid;
-    }
-    w->nflight = w->ntouched;
-    w->ntouched = 0;
-    w->in_flight = 1;
+    struct batch *b = &w->slots[w->acc];
+    if (b->nshards == 0) return 0;
     if (pool_is_pmem(server.pool)) {
-        /* Every entry was persisted as it was appended. */
-        log_writer_sync(&w->tlog);
-        return worker_land(w, 1);
+        log_writer_sync(&w->tlog); /* seals filled segments; entries were persisted as written */
+        int moved = batch_land(w, w->acc);
+        w->slots[w->acc].gen = ++w->next_gen;
+        publish_landed(w);
+        return moved;
     }
-    w->nflight_segs = log_writer_detach(&w->tlog, w->flight_segs);
-    w->flight_ticket = syncer_request(&w->sync);
+    if (w->nsyncing == SHARD_FLIGHTS) return 0;
+    b->nsegs = log_writer_detach(&w->tlog, b->segs);
+    b->syncing = 1;
+    atomic_store(&b->done, 0);
+    w->nsyncing++;
+    syncer_submit(w, &b->done);
+    for (int i = 0; i < SHARD_SLOTS; i++) {
+        if (!w->slots[i].syncing) {
+            w->acc = i;
+            break;
+        }
+    }
+    w->slots[w->acc].gen = ++w->next_gen;
     return 0;
 }
 
@@ -278,9 +311,11 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     log_writer_init(&w->tlog, server.pool, OWNER_WORKER, (uint16_t)id);
     w->tlog.on_sealed = sealed_committed;
     db_ctx_init(&w->x, w, id);
-    w->touched = calloc((size_t)server.nshards, sizeof(uint16_t));
-    w->touched_mark = calloc((size_t)server.nshards, 1);
-    w->flight = calloc((size_t)server.nshards, sizeof(uint16_t));
+    for (int i = 0; i < SHARD_SLOTS; i++) {
+        w->slots[i].shards = calloc((size_t)server.nshards, sizeof(uint16_t));
+        w->slots[i].mark = calloc((size_t)server.nshards, 1);
+    }
+    w->slots[0].gen = w->next_gen = 1;
     int nc = command_count();
     w->round_cmds = calloc((size_t)nc, sizeof(*w->round_cmds));
     w->round_calls = calloc((size_t)nc, sizeof(long long));
@@ -312,24 +347,27 @@ static void *worker_main(void *arg) {
     }
     /* Shutting down: what was appended is synced, replies that can still go
      * out do, then every connection closes. */
+    log_writer_sync(&w->tlog);
     pool_sync_all(server.pool);
     worker_land(w, 1);
-    worker_launch(w);
-    pool_sync_all(server.pool);
-    worker_land(w, 1);
+    struct batch *b = &w->slots[w->acc];
+    b->syncing = 1;
+    w->nsyncing++;
+    batch_land(w, w->acc);
+    atomic_store(&w->landed_gen, UINT64_MAX);
     worker_flush_clients(w);
     return NULL;
 }
 
 void workers_start(void) {
-    for (int i = 0; i < server.nworkers; i++) syncer_start(&server.workers[i]->sync, server.workers[i]);
+    syncer_start(server.nworkers);
     for (int i = 0; i < server.nworkers; i++)
         pthread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
 }
 
 void workers_join(void) {
     for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
-    for (int i = 0; i < server.nworkers; i++) syncer_stop(&server.workers[i]->sync);
+    syncer_stop();
     for (int i = 0; i < server.nworkers; i++) {
         worker *w = server.workers[i];
         clients_free_all(w);

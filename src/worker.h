@@ -17,6 +17,7 @@
 #include "log.h"
 #include "db.h"
 #include "syncer.h"
+#include "shard.h"
 
 struct client;
 struct rcommand;
@@ -32,18 +33,24 @@ typedef struct worker {
     struct event *cron_ev;        /* server.cfg.hz timer */
     log_writer tlog;
     db_ctx x;                     /* for work the worker does on its own (expiry) */
-    /* shards that got versions from this worker since its last sync request */
-    uint16_t *touched;
-    uint8_t *touched_mark;
-    int ntouched;
-    /* the batch whose sync is in flight (pipelined group commit) */
-    int in_flight;
-    syncer sync;                  /* this worker's group-commit thread */
-    uint64_t flight_ticket;
-    uint16_t *flight;
-    int nflight;
-    int32_t flight_segs[8];
-    int nflight_segs;
+    /* Group-commit batches (see shard.h): slot `acc` accumulates this
+     * round's appends; up to SHARD_FLIGHTS others wait for their flush. */
+    struct batch {
+        uint16_t *shards;         /* shards that got versions in this batch */
+        uint8_t *mark;
+        int nshards;
+        uint64_t gen;             /* batch number, increasing per worker */
+        int syncing;              /* submitted to the syncer, not landed yet */
+        _Atomic int done;         /* set by the syncer when its flush completed */
+        int32_t segs[8];          /* t-log segments the batch filled */
+        int nsegs;
+    } slots[SHARD_SLOTS];
+    int acc;
+    int nsyncing;
+    uint64_t next_gen;
+    /* Every batch numbered <= landed_gen is durable. Atomic: DEP_BATCH
+     * dependencies may be checked from other threads. */
+    _Atomic uint64_t landed_gen;
     /* clients with output to send or replies held */
     struct client **pending;
     int npending, cappending;

@@ -41,6 +41,13 @@ ROWAN_ONLY_OPTIONS = {"pool-size", "workers", "replicas", "zookeeper", "shards",
 START_TIMEOUT = 10.0
 STOP_TIMEOUT = 10.0
 CLIENT_TIMEOUT = 15.0
+# A sanitizer build (make asan / ubsan) prints its reports on the server's
+# stderr (stdout.log) and exits with status 1 (23 for leaks, at exit), which
+# alone fails no test, and cleanup() then deletes the log. So cleanup() scans
+# the logs first and files what it finds here; _no_sanitizer_reports fails
+# the test (the session's shared server: its own fixture, at session end).
+SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer")
+_sanitizer_reports = []
 
 
 # --------------------------------------------------------------------------
@@ -394,6 +401,7 @@ class Server:
         self._start_marks = (0, 0)   # log sizes when the current process started
         self._marks = (0, 0)
         self.clients = []
+        self._san_filed = ""         # sanitizer report cleanup() already filed
 
     # ---- command line ----
     def argv(self):
@@ -523,7 +531,14 @@ class Server:
     def cleanup(self):
         if self.alive():
             self.stop()
-        if self.own_dir and not os.environ.get("ROWAN_TEST_KEEP"):
+        # After stop: leak reports are printed at exit. A dir with a report
+        # is kept for a look at the pool and the full logs.
+        report = self.sanitizer_report()
+        if report and report != self._san_filed:
+            _sanitizer_reports.append("%s server in %s (kept):\n%s" %
+                                      (self.target, self.dir, report))
+            self._san_filed = report
+        if self.own_dir and not os.environ.get("ROWAN_TEST_KEEP") and not report:
             shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- logs ----
@@ -560,6 +575,16 @@ class Server:
         if out.strip():
             text += "\n--- stdout/stderr ---\n" + out.decode("utf-8", "replace")
         return text
+
+    def sanitizer_report(self):
+        """Every server run in this dir so far: its output from the first
+        sanitizer report on (at most 8000 characters), or ''."""
+        text = self.log_text()
+        hits = [i for i in (text.find(m) for m in SANITIZER_MARKERS) if i >= 0]
+        if not hits:
+            return ""
+        start = text.rfind("\n", 0, min(hits)) + 1
+        return text[start:start + 8000]
 
     def log_tail(self, n=60):
         lines = self.log_text().splitlines()
@@ -677,6 +702,7 @@ def _shared_server(target):
     yield holder
     if holder.srv is not None:
         holder.srv.cleanup()
+    _fail_on_sanitizer_reports()
 
 
 @pytest.fixture
@@ -695,12 +721,30 @@ def server(request, _shared_server, target):
     yield srv
     srv._close_clients()
     rc = srv.died_unexpectedly()
-    if rc is not None:
+    if rc is not None or srv.sanitizer_report():
+        # cleanup() files the report; _no_sanitizer_reports fails the test.
         tail = srv.log_tail(40)
         srv.cleanup()
         _shared_server.srv = None
-        pytest.fail("shared %s server died during the test (%s)\n%s" %
-                    (target, describe_rc(rc), tail), pytrace=False)
+        if rc is not None:
+            pytest.fail("shared %s server died during the test (%s)\n%s" %
+                        (target, describe_rc(rc), tail), pytrace=False)
+
+
+def _fail_on_sanitizer_reports():
+    if _sanitizer_reports:
+        found = "\n\n".join(_sanitizer_reports)
+        del _sanitizer_reports[:]
+        pytest.fail("sanitizer report in rowan-server output:\n" + found, pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_sanitizer_reports():
+    """Fail a test when a server it used printed a sanitizer report. Autouse
+    fixtures are set up first, so this check runs after every other
+    fixture's teardown (server_factory's cleanup, the shared server's)."""
+    yield
+    _fail_on_sanitizer_reports()
 
 
 def _flushall(srv):

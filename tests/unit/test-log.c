@@ -745,7 +745,7 @@ static uint64_t append_entry(log_writer *w, int i, char *scratch) {
     uint64_t off = log_writer_reserve(w, len, -1);
     if (!off)
         return 0;
-    log_entry_encode(pool_ptr(w->p, off), &e, 1);
+    log_entry_encode(log_writer_dst(w, off, len), &e, 1);
     log_writer_wrote(w, off, len);
     return off;
 }
@@ -869,7 +869,7 @@ static void test_writer_segments(const char *dir) {
         CHECK(offs[i] != 0);
         if (!offs[i])
             break;
-        log_entry_encode(pool_ptr(p, offs[i]), &e, 1);
+        log_entry_encode(log_writer_dst(&w, offs[i], len), &e, 1);
         log_writer_wrote(&w, offs[i], len);
     }
     CHECK(sl2.n >= 8);      /* the early sync happened */
@@ -903,7 +903,7 @@ static void test_writer_segments(const char *dir) {
         uint64_t off = log_writer_reserve(&w, mib, -1);
         if (!off)
             break;
-        memset(pool_ptr(p, off), 0x11, 8); /* stand-in content */
+        memset(log_writer_dst(&w, off, 8), 0x11, 8); /* stand-in content */
         log_writer_wrote(&w, off, 8);
         got++;
         if (got > 1000)

@@ -9,9 +9,10 @@
  * with a free slot; latency runs from the intended time, so when the server
  * (or the slot supply) falls behind, the queueing delay is charged to the
  * operations that suffered it -- the correction for coordinated omission.
- * Waking from a timer costs ~100 us on a VM, which would be charged to every
- * operation, so the pacer's timer fires --spin-us early and the loop then
- * polls (libevent non-blocking, replies still processed) until the send.
+ * Waking from a timer costs ~50-100 us on a VM, which is charged to every
+ * operation (and reported as the send lag); with --spin-us the pacer's timer
+ * fires that much early and the loop polls (libevent non-blocking, replies
+ * still processed) until the send, trading CPU for punctuality.
  *
  * An operation is one or more steps; a step is a batch of commands sent at
  * once, done when all their replies are in. READ/UPDATE/INSERT are one step,
@@ -24,7 +25,7 @@
  *
  * Commands are encoded here, straight into the operation's buffer, and
  * handed to hiredis preformatted: that skips hiredis's printf-style
- * formatter, which was the driver's largest cost per command. */
+ * formatter and its per-argument allocations. */
 #include "driver.h"
 
 #include <math.h>
@@ -134,7 +135,6 @@ struct run {
     char *values;               /* VALUES_LEN + VSIZE_CAP random bytes */
     char (*fnames)[16];         /* "field0", "field1", ... */
     size_t *fnlen;
-    unsigned index_slot;
     char wait_cmd[64];
     size_t wait_len;
     int nworkers;

@@ -303,6 +303,19 @@ static void watch(struct run *run, const struct opts *o) {
     }
 }
 
+/* 1 when nothing worked -- no operation at all, or every one failed for a
+ * reason other than a missing key (reads of an empty store are legitimate)
+ * -- so scripts notice a dead or refusing server; else 0. */
+static int exit_status(const struct stats *st) {
+    uint64_t total = stats_total_ops(st), failed = 0, not_found = 0;
+    for (int i = 0; i < OP_NTYPES; i++)
+        failed += st->failed[i];
+    for (int i = 0; i < st->nkinds; i++)
+        if (!strcmp(st->kinds[i].kind, "NOT_FOUND"))
+            not_found = st->kinds[i].n;
+    return total == 0 || (failed == total && not_found < total) ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     struct opts o;
     defaults(&o);
@@ -329,9 +342,5 @@ int main(int argc, char **argv) {
         report_json(stdout, &o.cfg, &map, &st, elapsed);
     else
         report_table(stdout, &o.cfg, &map, &st, elapsed);
-    uint64_t total = stats_total_ops(&st), failed = 0;
-    for (int i = 0; i < OP_NTYPES; i++)
-        failed += st.failed[i];
-    /* Scripts should notice a run where nothing worked. */
-    return total == 0 || failed == total ? 1 : 0;
+    return exit_status(&st);
 }
