@@ -30,6 +30,7 @@
  * "wrong number of arguments for 'config|get' command" text.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -463,15 +464,18 @@ void debugCommand(client *c)
         reply_help(c, debug_help);
     } else if (c->argc == 3 && arg_is(c, 1, "sleep")) {
         /* Like Redis: strtod semantics, garbage means 0. Blocks this worker,
-         * as DEBUG SLEEP blocks redis-server. */
+         * as DEBUG SLEEP blocks redis-server. Redis sleeps only durations
+         * whose microseconds fit a long long and answers at once otherwise
+         * (inf, 1e300); so do we, which also keeps the time_t cast below
+         * defined. Only EINTR is retried: any other error would spin. */
         char *s = arg_dup(c, 2);
         double secs = strtod(s, NULL);
         free(s);
-        if (secs > 0) {
+        if (secs > 0 && secs * 1e6 < 0x1p63) {
             struct timespec ts;
             ts.tv_sec = (time_t)secs;
             ts.tv_nsec = (long)((secs - (double)ts.tv_sec) * 1e9);
-            while (nanosleep(&ts, &ts) != 0) {}
+            while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
         }
         resp_add_ok(&c->out);
     } else if (c->argc == 2 && arg_is(c, 1, "jmap")) {

@@ -491,27 +491,21 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
     return (icur << 16) | sid;
 }
 
-long long db_size(int db) {
+/* Keys (or keys with an expiry) of logical db `db`, over every shard. */
+static long long count_keys(int db, int with_expiry) {
     long long n = 0;
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
         shard_lock(s);
-        n += s->dbkeys[phys_db(s, db)];
+        unsigned pdb = phys_db(s, db);
+        n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
         shard_unlock(s);
     }
     return n;
 }
 
-long long db_expires(int db) {
-    long long n = 0;
-    for (int i = 0; i < server.nshards; i++) {
-        shard *s = &server.shards[i];
-        shard_lock(s);
-        n += s->dbexpires[phys_db(s, db)];
-        shard_unlock(s);
-    }
-    return n;
-}
+long long db_size(int db) { return count_keys(db, 0); }
+long long db_expires(int db) { return count_keys(db, 1); }
 
 /* Try a random item of one shard; 1 if it is a live key of pdb. */
 static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {

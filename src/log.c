@@ -27,8 +27,8 @@
  *
  * Contract: report each reservation with log_writer_wrote before reserving
  * again (offsets in different segments do not compare, so the dirty run is
- * tracked in reservation order), and never leave a reservation unwritten: a
- * zero hole ends the log for recovery, hiding every entry after it.
+ * tracked in reservation order), and never leave a reservation unwritten:
+ * recovery would report the zero hole as damage and skip over it.
  * on_sealed must not append to the same writer (it may run inside
  * log_writer_reserve, between leaving one segment and entering the next). */
 #include "log.h"
@@ -199,6 +199,12 @@ void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owne
     w->owner = owner;
     w->owner_id = owner_id;
     w->seg = -1;
+}
+
+void log_writer_free(log_writer *w) {
+    free(w->stage);
+    w->stage = NULL;
+    w->stage_cap = 0;
 }
 
 static uint64_t seg_start(const log_writer *w, int32_t seg) {

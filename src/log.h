@@ -125,6 +125,9 @@ typedef struct log_writer {
 } log_writer;
 
 void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owner_id);
+/* Release what the writer allocated (its staging buffer) once it is done
+ * with; init does not, as it starts from zero. Neither syncs nor seals. */
+void log_writer_free(log_writer *w);
 /* Reserve room for an entry of len bytes (unpadded) and return its pool
  * offset, switching to a fresh segment when the current one cannot hold it.
  * keep_free overrides w->keep_free for this call when >= 0. Returns 0 when no

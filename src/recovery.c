@@ -66,6 +66,17 @@ void seg_scan(uint32_t seg, seg_entry_fn fn, void *arg, seg_scan_report *rep) {
     uint64_t base = pool_seg_offset(server.pool, seg);
     const uint8_t *p = pool_ptr(server.pool, base);
     uint64_t pos = 0;
+    /* A segment whose first bytes are zero holds no log: either nothing was
+     * written yet, or a crash cut pool_seg_free short after it zeroed the
+     * first page (the cleaner synced the copies of everything live before it
+     * began freeing), so what follows is stale and must not be replayed. */
+    if (all_zero(p, 8)) {
+        if (!all_zero(p, POOL_SEG_SIZE))
+            serverLog(LL_WARNING, "Recovery: segment %u starts with zeroes but holds %llu more bytes: "
+                      "taken for a segment whose freeing was interrupted; its stale contents are "
+                      "ignored", seg, (unsigned long long)last_nonzero_end(p, 0));
+        return;
+    }
     while (pos + LOG_HDR_SIZE <= POOL_SEG_SIZE) {
         log_entry e;
         size_t n = log_entry_check(p + pos, POOL_SEG_SIZE - pos, &e);
@@ -103,17 +114,22 @@ static void rec_push(rec_state *st, uint16_t shard_id, uint64_t ver, uint64_t re
 
 /* Is this effect in the shard the current configuration maps its key to? */
 static int shard_ok(rec_state *st, const log_entry *e) {
-    if (e->shard >= server.nshards) goto bad;
-    if ((e->type == LOG_SET || e->type == LOG_DEL) &&
-        shard_of_key(e->key, e->klen)->id != e->shard) goto bad;
-    return 1;
-bad:
+    int want = -1;
+    if (e->shard < server.nshards && (e->type == LOG_SET || e->type == LOG_DEL))
+        want = shard_of_key(e->key, e->klen)->id;
+    if (e->shard < server.nshards && (want < 0 || want == e->shard)) return 1;
     if (!st->bad_shard) {
         st->bad_shard = 1;
-        snprintf(st->bad_msg, sizeof(st->bad_msg),
-                 "the pool was written with a different 'shards' setting (an entry of shard %u "
-                 "does not belong to shard %u of %d); start with the setting the pool was created "
-                 "with", e->shard, e->shard, server.nshards);
+        if (want < 0)
+            snprintf(st->bad_msg, sizeof(st->bad_msg),
+                     "the pool was written with a different 'shards' setting (an entry names "
+                     "shard %u, out of range for %d shards); start with the setting the pool "
+                     "was created with", e->shard, server.nshards);
+        else
+            snprintf(st->bad_msg, sizeof(st->bad_msg),
+                     "the pool was written with a different 'shards' setting (an entry of shard "
+                     "%u belongs to shard %d of %d); start with the setting the pool was created "
+                     "with", e->shard, want, server.nshards);
     }
     return 0;
 }
@@ -162,14 +178,19 @@ int recovery_run(char *err, size_t errlen) {
         if (m.state == SEG_FREE) continue;
         used++;
         seg_scan(seg, rec_collect, &st, &rep);
-        /* Open segments (t-log heads, clean targets) were cut by the crash:
-         * seal them; every entry in them is as durable as it will get. */
-        if (m.state != SEG_COMMITTED) pool_seg_set_state(server.pool, seg, SEG_COMMITTED);
     }
     if (st.bad_shard) {
         snprintf(err, errlen, "%s", st.bad_msg);
         free(st.items);
         return -1;
+    }
+    /* Open segments (t-log heads, clean targets) were cut by the crash: seal
+     * them; every entry in them is as durable as it will get. Only now, so a
+     * refused pool is left exactly as it was. */
+    for (uint32_t seg = 0; seg < nseg; seg++) {
+        struct seg_meta m = pool_seg_meta(server.pool, seg);
+        if (m.state != SEG_FREE && m.state != SEG_COMMITTED)
+            pool_seg_set_state(server.pool, seg, SEG_COMMITTED);
     }
     if (st.n) qsort(st.items, st.n, sizeof(rec_item), cmp_item);
     replay(&st);

@@ -332,6 +332,13 @@ def test_debug(c):
     assert c.call("DEBUG", "SLEEP", "0.2") == "OK"
     assert time.monotonic() - t >= 0.15
     assert c.call("DEBUG", "SLEEP", "0") == "OK"
+    # Beyond what a sleep can be converted to, redis-server answers at once;
+    # these once made a worker spin forever (undefined double -> time_t cast).
+    t = time.monotonic()
+    for secs in ("inf", "1e300", "1e13", "nan", "-5"):
+        assert c.call("DEBUG", "SLEEP", secs) == "OK"
+    assert time.monotonic() - t < 2
+    assert c.call("PING") == "PONG"
 
 
 @pytest.mark.rowan_only("ROWAN command")

@@ -854,6 +854,7 @@ static void test_writer_segments(const char *dir) {
 
     /* closed[] overflow: one ~3 MiB entry per segment, no sync for 10
      * segments. The writer must sync early rather than forget a segment. */
+    log_writer_free(&w);
     log_writer_init(&w, p, OWNER_CONTROL, 0);
     sealed_log sl2 = {.n = 0, .commit = 0};
     w.on_sealed = on_sealed_cb;
@@ -896,6 +897,7 @@ static void test_writer_segments(const char *dir) {
             pool_seg_free(p, s);
 
     /* pool full: reserve returns 0, the current segment stays usable */
+    log_writer_free(&w);
     log_writer_init(&w, p, OWNER_WORKER, 0);
     size_t mib = (1u << 20) - 100;
     int got = 0;
@@ -918,6 +920,7 @@ static void test_writer_segments(const char *dir) {
         pool_seg_free(p, s);
 
     /* keep_free holds segments back */
+    log_writer_free(&w);
     log_writer_init(&w, p, OWNER_WORKER, 0);
     w.keep_free = NDATA - 2;
     got = 0;
@@ -928,6 +931,7 @@ static void test_writer_segments(const char *dir) {
     CHECK_EQ_LL(log_writer_reserve(&w, 10, -1), 0);            /* shorter than a header */
     CHECK_EQ_LL(log_writer_reserve(&w, LOG_MAX_ENTRY + 1, 0), 0);
     log_writer_seal(&w);
+    log_writer_free(&w);
 
     pool_close(p);
     unlink(path);

@@ -1,0 +1,887 @@
+/* test-recovery.c -- unit tests of recovery (src/recovery.c).
+ *
+ * Each case builds a fresh pool and fresh globals the way main.c does
+ * (config defaults, pool, shards, indexes), writes log entries directly with
+ * log writers -- choosing shard ids and versions itself, so it can put log
+ * order against version order, damage bytes, or lie about the shard -- then
+ * runs recovery_run() and inspects the rebuilt keyspace with db_peek and
+ * db_size, the shards' versions and the pool's segment states.
+ *
+ * Cases:
+ *   1. version order across writers (and inside one segment), next_ver and
+ *      durable_ver, and a second recovery of the same pool;
+ *   2. DEL vs SET by version;
+ *   3. LOG_GROUP across shards: all applied; damaged: none applied (mid-log
+ *      and at the tail); well-formed CRC but malformed sub-entries: none;
+ *   4. FLUSHDB of one physical db in one shard, and FLUSHALL as a group;
+ *   5. torn tail: garbage / a half-written entry after the last entry;
+ *   6. mid-segment corruption at several places of an entry, with resync;
+ *      a damaged newer version falls back to the older valid one;
+ *   7. USING / USED segments are COMMITTED afterwards, free ones stay free;
+ *   8. an entry in the wrong shard stops recovery with an error;
+ *   9. LOG_DBMAP (SWAPDB) by version.
+ *
+ * Everything runs twice: on /tmp (block storage: entries staged and
+ * pwrite'n) and, in a forked child, on /dev/shm with PMEM_IS_PMEM_FORCE=1
+ * (entries encoded in the pool itself). libpmem decides pmem-ness once per
+ * process, so the child sets the variable before touching libpmem. */
+#include "config.h"
+#include "db.h"
+#include "hash.h"
+#include "index.h"
+#include "log.h"
+#include "pool.h"
+#include "recovery.h"
+#include "server.h"
+#include "shard.h"
+#include "unit.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NSHARDS   8
+#define NWORKERS  2
+#define NDBS      16
+#define POOL_SEGS 10 /* 1 header segment + 9 data segments */
+
+static const char *tmp_parent = "/tmp";
+static const char *mode_name = "block storage";
+static int mode_pmem;
+
+static char pool_path[256];
+static char log_path[256];
+static db_ctx ctx;
+static uint64_t vers[NSHARDS]; /* per-shard version allocator of a case */
+static char rec_err[512];
+
+/* ---------------- globals: setup / teardown ---------------- */
+
+static void make_temp(char *out, size_t n, const char *what) {
+    snprintf(out, n, "%s/rowan-test-recovery-%s-XXXXXX", tmp_parent, what);
+    int fd = mkstemp(out);
+    if (fd < 0) {
+        fprintf(stderr, "mkstemp %s: %s\n", out, strerror(errno));
+        exit(2);
+    }
+    close(fd);
+}
+
+/* Shards, indexes and the pool on pool_path (which must exist or not). */
+static void globals_init(void) {
+    char err[512];
+    config_init_defaults();
+    server.cfg.databases = NDBS;
+    server.cfg.shards = NSHARDS;
+    server.cfg.workers = NWORKERS;
+    free(server.cfg.logfile);
+    server.cfg.logfile = strdup(log_path);
+    server.pool = pool_open(pool_path, (uint64_t)POOL_SEGS * POOL_SEG_SIZE, err, sizeof err);
+    if (!server.pool) {
+        fprintf(stderr, "pool_open %s: %s\n", pool_path, err);
+        exit(2);
+    }
+    CHECK_EQ_LL(pool_is_pmem(server.pool), mode_pmem);
+    server.nworkers = NWORKERS;
+    shard_init_all(NSHARDS, NWORKERS, NDBS);
+    db_init_indexes();
+    /* Poison the counters: recovery must set every one of them. */
+    atomic_store(&server.stat.recovered_entries, -1);
+    atomic_store(&server.stat.recovery_dropped_bytes, -1);
+    atomic_store(&server.stat.recovery_corrupt_entries, -1);
+    db_ctx_init(&ctx, NULL, 0);
+    rec_err[0] = 0;
+}
+
+static void globals_free(void) {
+    db_ctx_free(&ctx);
+    for (int i = 0; i < server.nshards; i++) {
+        shard *s = &server.shards[i];
+        index_free(s->idx);
+        index_free(s->vidx);
+        free(s->pend);
+        pthread_mutex_destroy(&s->lock);
+    }
+    free(server.shards);
+    server.shards = NULL;
+    server.nshards = 0;
+    pool_close(server.pool);
+    server.pool = NULL;
+}
+
+/* A fresh pool (the mkstemp name, removed so pool_open creates it) and a
+ * fresh, empty log file. */
+static void setup(void) {
+    make_temp(pool_path, sizeof pool_path, "pool");
+    unlink(pool_path);
+    make_temp(log_path, sizeof log_path, "log");
+    memset(vers, 0, sizeof vers);
+    globals_init();
+}
+
+static void teardown(void) {
+    globals_free();
+    unlink(pool_path);
+    unlink(log_path);
+}
+
+/* Restart: drop every in-memory structure and recover the same pool again. */
+static void reopen(void) {
+    globals_free();
+    globals_init();
+}
+
+static int run_recovery(void) { return recovery_run(rec_err, sizeof rec_err); }
+
+static long long stat_dropped(void) { return atomic_load(&server.stat.recovery_dropped_bytes); }
+static long long stat_corrupt(void) { return atomic_load(&server.stat.recovery_corrupt_entries); }
+static long long stat_entries(void) { return atomic_load(&server.stat.recovered_entries); }
+
+/* Does the server log of this case contain needle? */
+static int log_has(const char *needle) {
+    FILE *fp = fopen(log_path, "r");
+    if (!fp) return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* ---------------- keys, versions, lookups ---------------- */
+
+static int sid_of(const char *key) { return shard_of_key(key, strlen(key))->id; }
+static shard *shard_n(int sid) { return &server.shards[sid]; }
+static uint64_t next_ver_of(int sid) { return shard_n(sid)->next_ver; }
+static uint64_t durable_of(int sid) { return atomic_load(&shard_n(sid)->durable_ver); }
+
+/* The n-th (0-based) key "<prefix><i>" that maps to shard sid, into buf. */
+static const char *key_in(char *buf, size_t cap, const char *prefix, int sid, int n) {
+    for (int i = 0;; i++) {
+        snprintf(buf, cap, "%s%d", prefix, i);
+        if (sid_of(buf) == sid && n-- == 0) return buf;
+    }
+}
+
+/* Next version of key's shard in this case. */
+static uint64_t nv(const char *key) { return ++vers[sid_of(key)]; }
+
+/* Look key up in logical db: 1 and value (NUL-terminated) / version when it
+ * exists, 0 otherwise. */
+static int get(int db, const char *key, char *val, size_t cap, uint64_t *ver) {
+    shard *s = shard_of_key(key, strlen(key));
+    db_val v;
+    shard_lock(s);
+    int found = db_peek(&ctx, db, key, strlen(key), &v);
+    if (found) {
+        size_t n = v.len < cap - 1 ? v.len : cap - 1;
+        memcpy(val, v.ptr, n);
+        val[n] = 0;
+        if (ver) *ver = v.ver;
+    }
+    shard_unlock(s);
+    return found;
+}
+
+static int has(int db, const char *key) {
+    char tmp[8];
+    return get(db, key, tmp, sizeof tmp, NULL);
+}
+
+/* Does key hold exactly val (at version ver, when ver != 0)? */
+static int holds(int db, const char *key, const char *val, uint64_t ver) {
+    char buf[1024];
+    uint64_t v = 0;
+    if (!get(db, key, buf, sizeof buf, &v)) return 0;
+    return strcmp(buf, val) == 0 && (ver == 0 || v == ver);
+}
+
+/* ---------------- entries and writers ---------------- */
+
+static log_entry mk_set(int db, const char *key, const char *val, uint64_t ver) {
+    log_entry e = {.type = LOG_SET, .shard = (uint16_t)sid_of(key), .db = (uint16_t)db,
+                   .ver = ver, .key = key, .klen = (uint32_t)strlen(key),
+                   .val = val, .vlen = (uint32_t)strlen(val)};
+    return e;
+}
+
+static log_entry mk_del(int db, const char *key, uint64_t ver) {
+    log_entry e = {.type = LOG_DEL, .shard = (uint16_t)sid_of(key), .db = (uint16_t)db,
+                   .ver = ver, .key = key, .klen = (uint32_t)strlen(key), .val = "",
+                   .aux = pool_seq_now(server.pool)};
+    return e;
+}
+
+static log_entry mk_flush(int sid, int pdb, uint64_t ver) {
+    log_entry e = {.type = LOG_FLUSHDB, .shard = (uint16_t)sid, .db = (uint16_t)pdb,
+                   .ver = ver, .key = "", .val = "", .aux = pool_seq_now(server.pool)};
+    return e;
+}
+
+/* Append e the way db.c does (reserve, encode at log_writer_dst, wrote);
+ * returns its pool offset. */
+static uint64_t append(log_writer *w, const log_entry *e) {
+    size_t len = log_entry_len(e->klen, e->vlen);
+    uint64_t off = log_writer_reserve(w, len, 0);
+    CHECK(off != 0);
+    if (!off) return 0;
+    log_entry_encode(log_writer_dst(w, off, len), e, 1);
+    log_writer_wrote(w, off, len);
+    return off;
+}
+
+/* Make everything durable and release the staging buffer. Segments stay
+ * USING, as a crash leaves a writer's head segment. */
+static void wdone(log_writer *w) {
+    log_writer_sync(w);
+    free(w->stage);
+    w->stage = NULL;
+    w->stage_cap = 0;
+}
+
+/* Overwrite pool bytes (the "crash" damage). */
+static void poke(uint64_t off, const void *buf, size_t len) {
+    pool_write(server.pool, pool_ptr(server.pool, off), buf, len);
+    pool_persist(server.pool, pool_ptr(server.pool, off), len);
+}
+
+static void flip(uint64_t off) {
+    uint8_t b = *(uint8_t *)pool_ptr(server.pool, off) ^ 0x40;
+    poke(off, &b, 1);
+}
+
+/* A value of n printable bytes, never zero. */
+static char *mk_val(char *buf, size_t n, int seed) {
+    for (size_t i = 0; i < n; i++) buf[i] = (char)('a' + (i * 7 + (size_t)seed) % 26);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Group payload: sub-entries (crc 0) at 8-byte aligned offsets. */
+typedef struct group {
+    uint8_t buf[4096];
+    size_t len;
+    int n;
+} group;
+
+static void g_add(group *g, const log_entry *sub) {
+    size_t start = (g->len + LOG_SUB_ALIGN - 1) & ~(size_t)(LOG_SUB_ALIGN - 1);
+    memset(g->buf + g->len, 0, start - g->len);
+    g->len = start + log_entry_encode(g->buf + start, sub, 0);
+    g->n++;
+}
+
+static log_entry mk_group(const group *g, uint64_t nsubs) {
+    log_entry e = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .ver = 0, .key = "",
+                   .val = (const char *)g->buf, .vlen = (uint32_t)g->len, .aux = nsubs};
+    return e;
+}
+
+/* ================= 1. version order ================= */
+
+static void test_version_order(void) {
+    setup();
+    char k2[32];
+    const char *k = "k";
+    int sid = sid_of(k);
+    key_in(k2, sizeof k2, "k2-", (sid + 1) % NSHARDS, 0);
+    int sid2 = sid_of(k2);
+    log_writer w0, w1;
+    log_writer_init(&w0, server.pool, OWNER_WORKER, 0);
+    log_writer_init(&w1, server.pool, OWNER_WORKER, 1);
+    /* Worker 0 writes the newer version first, worker 1 the older one in
+     * its own segment, which scan order visits later. */
+    log_entry e = mk_set(0, k, "v1", 2);
+    uint64_t off_new = append(&w0, &e);
+    e = mk_set(0, k, "v0", 1);
+    uint64_t off_old = append(&w1, &e);
+    CHECK(pool_seg_of(server.pool, off_new) < pool_seg_of(server.pool, off_old));
+    /* Inside one segment too: version 5 before version 4. */
+    e = mk_set(0, k2, "new", 5);
+    uint64_t a = append(&w0, &e);
+    e = mk_set(0, k2, "old", 4);
+    uint64_t b = append(&w0, &e);
+    CHECK(a < b && pool_seg_of(server.pool, a) == pool_seg_of(server.pool, b));
+    wdone(&w0);
+    wdone(&w1);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(holds(0, k, "v1", 2));
+    CHECK(holds(0, k2, "new", 5));
+    CHECK_EQ_LL(next_ver_of(sid), 3);
+    CHECK_EQ_LL(durable_of(sid), 2);
+    CHECK_EQ_LL(next_ver_of(sid2), 6);
+    CHECK_EQ_LL(durable_of(sid2), 5);
+    int others = 0;
+    for (int i = 0; i < NSHARDS; i++) {
+        if (i == sid || i == sid2) continue;
+        others += next_ver_of(i) == 1 && durable_of(i) == 0;
+    }
+    CHECK_EQ_LL(others, NSHARDS - 2);
+    CHECK_EQ_LL(db_size(0), 2);
+    CHECK_EQ_LL(db_size(1), 0);
+    CHECK_EQ_LL(stat_entries(), 4);
+    CHECK_EQ_LL(stat_dropped(), 0);
+    CHECK_EQ_LL(stat_corrupt(), 0);
+    /* Live bytes: only the newest entry of each key counts. */
+    CHECK_EQ_LL(pool_live_get(server.pool, pool_seg_of(server.pool, off_new)),
+                log_entry_len(1, 2) + log_entry_len(strlen(k2), 3));
+    CHECK_EQ_LL(pool_live_get(server.pool, pool_seg_of(server.pool, off_old)), 0);
+
+    /* A second start over the same pool rebuilds the same state. */
+    reopen();
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(holds(0, k, "v1", 2));
+    CHECK(holds(0, k2, "new", 5));
+    CHECK_EQ_LL(next_ver_of(sid), 3);
+    CHECK_EQ_LL(durable_of(sid), 2);
+    CHECK_EQ_LL(stat_entries(), 4);
+    teardown();
+}
+
+/* ================= 2. DEL and SET ================= */
+
+static void test_del_set(void) {
+    setup();
+    char a[32], b[32], c[32], never[32];
+    key_in(a, sizeof a, "a", 0, 0);
+    key_in(b, sizeof b, "b", 0, 0);
+    key_in(c, sizeof c, "c", 3, 0);
+    key_in(never, sizeof never, "never", 5, 0);
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    /* a: SET v1, DEL v2, written DEL first -> absent. */
+    log_entry e = mk_del(0, a, 2);
+    append(&w, &e);
+    e = mk_set(0, a, "va", 1);
+    append(&w, &e);
+    /* b: DEL v3, SET v4, written SET first -> present. */
+    e = mk_set(0, b, "vb", 4);
+    append(&w, &e);
+    e = mk_del(0, b, 3);
+    append(&w, &e);
+    /* c: present in db 0, a DEL of the same name in db 1 leaves it. */
+    e = mk_set(0, c, "vc", 1);
+    append(&w, &e);
+    e = mk_del(1, c, 2);
+    append(&w, &e);
+    /* A DEL of a key that never existed is harmless. */
+    e = mk_del(0, never, 9);
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(!has(0, a));
+    CHECK(holds(0, b, "vb", 4));
+    CHECK(holds(0, c, "vc", 1));
+    CHECK(!has(1, c));
+    CHECK(!has(0, never));
+    CHECK_EQ_LL(db_size(0), 2);
+    CHECK_EQ_LL(next_ver_of(0), 5);
+    CHECK_EQ_LL(next_ver_of(3), 3);
+    CHECK_EQ_LL(next_ver_of(5), 10);
+    CHECK_EQ_LL(stat_entries(), 7);
+    teardown();
+}
+
+/* ================= 3. groups ================= */
+
+/* Two keys of two different shards, neither the shard of "before" nor of
+ * "after" (the neighbours the group cases write). */
+static void two_shard_keys(char *x, char *y, size_t cap, const char *px, const char *py) {
+    int sx = -1, sy = -1;
+    for (int i = 0; i < NSHARDS; i++) {
+        if (i == sid_of("before") || i == sid_of("after")) continue;
+        if (sx < 0) sx = i;
+        else if (sy < 0) sy = i;
+    }
+    key_in(x, cap, px, sx, 0);
+    key_in(y, cap, py, sy, 0);
+}
+
+static void test_group_ok(void) {
+    setup();
+    char ga[32], gb[32], gold[32];
+    two_shard_keys(ga, gb, sizeof ga, "ga", "gb");
+    key_in(gold, sizeof gold, "gold", sid_of(ga), 0);
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    log_entry e = mk_set(0, gold, "old", nv(gold));
+    append(&w, &e);
+    group g = {.len = 0};
+    uint64_t va = nv(ga), vd = nv(gold), vb = nv(gb);
+    e = mk_set(0, ga, "A", va);
+    g_add(&g, &e);
+    e = mk_del(0, gold, vd);
+    g_add(&g, &e);
+    e = mk_set(0, gb, "B", vb);
+    g_add(&g, &e);
+    e = mk_group(&g, (uint64_t)g.n);
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(holds(0, ga, "A", va));
+    CHECK(holds(0, gb, "B", vb));
+    CHECK(!has(0, gold));
+    CHECK_EQ_LL(db_size(0), 2);
+    CHECK_EQ_LL(next_ver_of(sid_of(ga)), vd + 1);
+    CHECK_EQ_LL(next_ver_of(sid_of(gb)), vb + 1);
+    CHECK_EQ_LL(stat_entries(), 4); /* one SET + three sub-entries */
+    CHECK_EQ_LL(stat_corrupt(), 0);
+    CHECK_EQ_LL(stat_dropped(), 0);
+    teardown();
+}
+
+/* A group whose bytes were damaged (inside its second sub-entry's value):
+ * neither key. at_tail: nothing follows it (a torn tail), otherwise a valid
+ * entry does (corruption). */
+static void test_group_damaged(int at_tail) {
+    setup();
+    char gc[32], gd[32], vbuf[200];
+    two_shard_keys(gc, gd, sizeof gc, "gc", "gd");
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    log_entry e = mk_set(0, "before", "x", nv("before"));
+    append(&w, &e);
+    group g = {.len = 0};
+    e = mk_set(0, gc, mk_val(vbuf, 150, 1), nv(gc));
+    g_add(&g, &e);
+    size_t sub2 = (g.len + LOG_SUB_ALIGN - 1) & ~(size_t)(LOG_SUB_ALIGN - 1);
+    e = mk_set(0, gd, mk_val(vbuf, 150, 2), nv(gd));
+    g_add(&g, &e);
+    e = mk_group(&g, (uint64_t)g.n);
+    uint64_t goff = append(&w, &e);
+    size_t glen = log_entry_len(0, g.len);
+    if (!at_tail) {
+        e = mk_set(0, "after", "y", nv("after"));
+        append(&w, &e);
+    }
+    wdone(&w);
+    /* byte 20 of the second sub-entry's value */
+    flip(goff + LOG_HDR_SIZE + sub2 + LOG_HDR_SIZE + strlen(gd) + 20);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(!has(0, gc));
+    CHECK(!has(0, gd));
+    CHECK(holds(0, "before", "x", 0));
+    if (at_tail) {
+        CHECK_EQ_LL(stat_dropped(), (long long)glen);
+        CHECK_EQ_LL(stat_corrupt(), 0);
+        CHECK(log_has("dropped"));
+        CHECK(!log_has("CORRUPTION"));
+        CHECK_EQ_LL(db_size(0), 1);
+    } else {
+        CHECK(holds(0, "after", "y", 0));
+        CHECK_EQ_LL(stat_corrupt(), 1);
+        CHECK_EQ_LL(stat_dropped(), 0);
+        CHECK(log_has("CORRUPTION"));
+        CHECK_EQ_LL(db_size(0), 2);
+    }
+    /* The lost versions are not seen: those shards start over. */
+    CHECK_EQ_LL(next_ver_of(sid_of(gc)), 1);
+    CHECK_EQ_LL(next_ver_of(sid_of(gd)), 1);
+    CHECK_EQ_LL(next_ver_of(sid_of("before")), vers[sid_of("before")] + 1);
+    teardown();
+}
+
+/* A group with a valid CRC whose sub-entries do not match its count: it was
+ * written that way, and none of it is applied. */
+static void test_group_malformed(void) {
+    setup();
+    char gc[32], gd[32];
+    two_shard_keys(gc, gd, sizeof gc, "gm", "gn");
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    group g = {.len = 0};
+    log_entry e = mk_set(0, gc, "c", nv(gc));
+    g_add(&g, &e);
+    e = mk_set(0, gd, "d", nv(gd));
+    g_add(&g, &e);
+    e = mk_group(&g, 3); /* claims three */
+    append(&w, &e);
+    e = mk_set(0, "after", "y", nv("after"));
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(!has(0, gc));
+    CHECK(!has(0, gd));
+    CHECK(holds(0, "after", "y", 0));
+    CHECK_EQ_LL(db_size(0), 1);
+    teardown();
+}
+
+/* ================= 4. FLUSHDB / FLUSHALL ================= */
+
+static void test_flushdb(void) {
+    setup();
+    const int S = 2;
+    char a0[32], b1[32], c0[32], a2[32], t0[32];
+    key_in(a0, sizeof a0, "f", S, 0);
+    key_in(b1, sizeof b1, "f", S, 1);
+    key_in(c0, sizeof c0, "f", S, 2);
+    key_in(a2, sizeof a2, "f", S, 3);
+    key_in(t0, sizeof t0, "f", S + 1, 0);
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    /* Log order: c0 (v12), a0 (v5), b1 in db 1 (v6), FLUSHDB db 0 (v10),
+     * a2 (v8), and t0 in another shard (v3). */
+    log_entry e = mk_set(0, c0, "after-flush", 12);
+    append(&w, &e);
+    e = mk_set(0, a0, "before", 5);
+    append(&w, &e);
+    e = mk_set(1, b1, "other-db", 6);
+    append(&w, &e);
+    e = mk_flush(S, 0, 10);
+    append(&w, &e);
+    e = mk_set(0, a2, "before-but-logged-after", 8);
+    append(&w, &e);
+    e = mk_set(0, t0, "other-shard", 3);
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(!has(0, a0));
+    CHECK(!has(0, a2));
+    CHECK(holds(1, b1, "other-db", 6));
+    CHECK(holds(0, c0, "after-flush", 12));
+    CHECK(holds(0, t0, "other-shard", 3));
+    CHECK_EQ_LL(db_size(0), 2);
+    CHECK_EQ_LL(db_size(1), 1);
+    CHECK_EQ_LL(next_ver_of(S), 13);
+    CHECK_EQ_LL(next_ver_of(S + 1), 4);
+    teardown();
+}
+
+/* FLUSHALL as db.c writes it: one group with a FLUSHDB (db 0xffff) per
+ * shard. Keys of every db before it go, a key set after it stays. */
+static void test_flushall_group(void) {
+    setup();
+    char keys[NSHARDS][32];
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    for (int i = 0; i < NSHARDS; i++) {
+        key_in(keys[i], sizeof keys[i], "fa", i, 0);
+        log_entry e = mk_set(i % 3, keys[i], "gone", nv(keys[i]));
+        append(&w, &e);
+    }
+    group g = {.len = 0};
+    uint64_t fver[NSHARDS];
+    for (int i = 0; i < NSHARDS; i++) {
+        fver[i] = ++vers[i];
+        log_entry e = mk_flush(i, 0xffff, fver[i]);
+        g_add(&g, &e);
+    }
+    log_entry e = mk_group(&g, (uint64_t)g.n);
+    append(&w, &e);
+    char late[32];
+    key_in(late, sizeof late, "late", 4, 0);
+    uint64_t lv = nv(late);
+    e = mk_set(2, late, "kept", lv);
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    int gone = 0;
+    for (int i = 0; i < NSHARDS; i++) gone += !has(i % 3, keys[i]);
+    CHECK_EQ_LL(gone, NSHARDS);
+    CHECK(holds(2, late, "kept", lv));
+    CHECK_EQ_LL(db_size(0) + db_size(1) + db_size(2), 1);
+    int vok = 0;
+    for (int i = 0; i < NSHARDS; i++) vok += next_ver_of(i) == (i == 4 ? lv : fver[i]) + 1;
+    CHECK_EQ_LL(vok, NSHARDS);
+    teardown();
+}
+
+/* ================= 5. torn tail ================= */
+
+/* half: the tail is the first 100 bytes of a fourth entry (a write cut
+ * short); otherwise 100 bytes of garbage at the next entry position. */
+static void test_torn_tail(int half) {
+    setup();
+    char vbuf[400];
+    const char *k[4] = {"t1", "t2", "t3", "t4"};
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    for (int i = 0; i < 3; i++) {
+        log_entry e = mk_set(0, k[i], mk_val(vbuf, 100, i), nv(k[i]));
+        append(&w, &e);
+    }
+    wdone(&w);
+    uint64_t tail = pool_seg_offset(server.pool, (uint32_t)w.seg) + w.pos;
+    uint8_t junk[400];
+    if (half) {
+        log_entry e = mk_set(0, k[3], mk_val(vbuf, 300, 3), nv(k[3]));
+        log_entry_encode(junk, &e, 1);
+    } else {
+        memset(junk, 0xa5, sizeof junk);
+    }
+    poke(tail, junk, 100);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    int ok = 0;
+    for (int i = 0; i < 3; i++) ok += holds(0, k[i], mk_val(vbuf, 100, i), 0);
+    CHECK_EQ_LL(ok, 3);
+    CHECK(!has(0, k[3]));
+    CHECK_EQ_LL(db_size(0), 3);
+    CHECK_EQ_LL(stat_entries(), 3);
+    CHECK_EQ_LL(stat_dropped(), 100);
+    CHECK_EQ_LL(stat_corrupt(), 0);
+    CHECK(log_has("dropped"));
+    CHECK(!log_has("CORRUPTION"));
+    teardown();
+}
+
+/* ================= 6. mid-segment corruption ================= */
+
+enum { DMG_VALUE, DMG_CRC, DMG_KLEN, DMG_TYPE };
+
+/* Five entries, entry 2 damaged at `where`. with_old: an older valid
+ * version of entry 2's key was logged first; it must be what remains. */
+static void test_mid_corruption(int where, int with_old) {
+    setup();
+    char vbuf[400];
+    const char *k[5] = {"m1", "m2", "m3", "m4", "m5"};
+    uint64_t kv[5];
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    uint64_t oldv = 0;
+    if (with_old) {
+        oldv = nv(k[1]);
+        log_entry e = mk_set(0, k[1], "old", oldv);
+        append(&w, &e);
+    }
+    uint64_t off[5];
+    for (int i = 0; i < 5; i++) {
+        kv[i] = nv(k[i]);
+        log_entry e = mk_set(0, k[i], mk_val(vbuf, 300, i), kv[i]);
+        off[i] = append(&w, &e);
+    }
+    wdone(&w);
+    uint8_t b;
+    switch (where) {
+    case DMG_VALUE: flip(off[1] + LOG_HDR_SIZE + 2 + 150); break;
+    case DMG_CRC: flip(off[1] + 1); break;
+    case DMG_KLEN: flip(off[1] + 16); break;
+    case DMG_TYPE:
+        b = 0x7f;
+        poke(off[1] + 4, &b, 1);
+        break;
+    }
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    int ok = 0;
+    for (int i = 0; i < 5; i++)
+        if (i != 1) ok += holds(0, k[i], mk_val(vbuf, 300, i), kv[i]);
+    CHECK_EQ_LL(ok, 4);
+    if (with_old) {
+        CHECK(holds(0, k[1], "old", oldv));
+    } else {
+        CHECK(!has(0, k[1]));
+    }
+    CHECK_EQ_LL(db_size(0), with_old ? 5 : 4);
+    CHECK_EQ_LL(stat_corrupt(), 1);
+    CHECK_EQ_LL(stat_dropped(), 0);
+    CHECK_EQ_LL(stat_entries(), with_old ? 5 : 4);
+    CHECK(log_has("CORRUPTION"));
+    teardown();
+}
+
+/* ================= 7. segment states ================= */
+
+static void test_seal(void) {
+    setup();
+    log_writer w0, w1;
+    log_writer_init(&w0, server.pool, OWNER_WORKER, 0);
+    log_writer_init(&w1, server.pool, OWNER_WORKER, 1);
+    log_entry e = mk_set(0, "s0", "a", nv("s0"));
+    append(&w0, &e);
+    wdone(&w0); /* head segment: left USING */
+    e = mk_set(0, "s1", "b", nv("s1"));
+    uint32_t s1 = pool_seg_of(server.pool, append(&w1, &e));
+    log_writer_seal(&w1); /* USED */
+    free(w1.stage);
+    int empty = pool_seg_alloc(server.pool, OWNER_CLEAN, 0, 0); /* USING, nothing in it */
+    uint32_t s0 = (uint32_t)w0.seg;
+    CHECK(empty >= 0);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, s0).state, SEG_USING);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, s1).state, SEG_USED);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, (uint32_t)empty).state, SEG_USING);
+    uint32_t nfree = pool_free_count(server.pool);
+    CHECK_EQ_LL(nfree, pool_nsegs(server.pool) - 3);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, s0).state, SEG_COMMITTED);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, s1).state, SEG_COMMITTED);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, (uint32_t)empty).state, SEG_COMMITTED);
+    CHECK_EQ_LL(pool_free_count(server.pool), nfree);
+    int still_free = 0;
+    for (uint32_t i = 0; i < pool_nsegs(server.pool); i++)
+        still_free += pool_seg_meta(server.pool, i).state == SEG_FREE;
+    CHECK_EQ_LL(still_free, nfree);
+    CHECK(holds(0, "s0", "a", 0));
+    CHECK(holds(0, "s1", "b", 0));
+    /* The states were persisted: a restart sees them too. */
+    reopen();
+    CHECK_EQ_LL(pool_seg_meta(server.pool, s0).state, SEG_COMMITTED);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, (uint32_t)empty).state, SEG_COMMITTED);
+    teardown();
+}
+
+/* ================= 8. shard mismatch ================= */
+
+enum { BAD_OTHER_SHARD, BAD_OUT_OF_RANGE, BAD_IN_GROUP };
+
+static void test_shard_mismatch(int how) {
+    setup();
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    log_entry e = mk_set(0, "good", "g", nv("good"));
+    append(&w, &e);
+    log_entry bad = mk_set(0, "bad", "b", 1);
+    bad.shard = (uint16_t)(how == BAD_OUT_OF_RANGE ? NSHARDS : (sid_of("bad") + 1) % NSHARDS);
+    if (how == BAD_IN_GROUP) {
+        group g = {.len = 0};
+        e = mk_set(0, "fine", "f", nv("fine"));
+        g_add(&g, &e);
+        g_add(&g, &bad);
+        e = mk_group(&g, (uint64_t)g.n);
+        append(&w, &e);
+    } else {
+        append(&w, &bad);
+    }
+    e = mk_set(0, "good2", "g", nv("good2"));
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), -1);
+    CHECK(strstr(rec_err, "shards") != NULL);
+    /* Nothing was replayed. */
+    CHECK_EQ_LL(db_size(0), 0);
+    CHECK(!has(0, "good"));
+    CHECK_EQ_LL(next_ver_of(sid_of("good")), 1);
+    teardown();
+}
+
+/* ================= 9. DBMAP (SWAPDB) ================= */
+
+static void test_dbmap(void) {
+    setup();
+    const int S = 5;
+    char k[32], k2[32], t[32];
+    key_in(k, sizeof k, "d", S, 0);
+    key_in(k2, sizeof k2, "d", S, 1);
+    key_in(t, sizeof t, "d", S + 1, 0);
+    uint16_t swap[NDBS], ident[NDBS];
+    for (int i = 0; i < NDBS; i++) swap[i] = ident[i] = (uint16_t)i;
+    swap[0] = 1;
+    swap[1] = 0;
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    /* Versions in S: k in pdb 0 (v1), identity map (v4), swap map (v6),
+     * k2 in pdb 1 (v7); the swap is logged before the identity map. */
+    log_entry e = mk_set(0, k, "in-pdb0", 1);
+    append(&w, &e);
+    log_entry m = {.type = LOG_DBMAP, .shard = S, .ver = 6, .key = "",
+                   .val = (const char *)swap, .vlen = sizeof swap};
+    append(&w, &m);
+    m.ver = 4;
+    m.val = (const char *)ident;
+    append(&w, &m);
+    e = mk_set(1, k2, "in-pdb1", 7);
+    append(&w, &e);
+    e = mk_set(0, t, "other-shard", 1);
+    append(&w, &e);
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK_EQ_LL(shard_n(S)->dbmap[0], 1);
+    CHECK_EQ_LL(shard_n(S)->dbmap[1], 0);
+    CHECK_EQ_LL(shard_n(S)->dbmap_ver, 6);
+    CHECK(!has(0, k));
+    CHECK(holds(1, k, "in-pdb0", 1));
+    CHECK(holds(0, k2, "in-pdb1", 7));
+    CHECK(!has(1, k2));
+    CHECK(holds(0, t, "other-shard", 1));
+    CHECK_EQ_LL(next_ver_of(S), 8);
+    teardown();
+}
+
+/* ================= driver ================= */
+
+static void run_all(void) {
+    printf("test-recovery: pools in %s (%s)\n", tmp_parent, mode_name);
+    fflush(stdout);
+    test_version_order();
+    test_del_set();
+    test_group_ok();
+    test_group_damaged(0);
+    test_group_damaged(1);
+    test_group_malformed();
+    test_flushdb();
+    test_flushall_group();
+    test_torn_tail(0);
+    test_torn_tail(1);
+    for (int where = DMG_VALUE; where <= DMG_TYPE; where++) test_mid_corruption(where, 0);
+    test_mid_corruption(DMG_VALUE, 1);
+    test_mid_corruption(DMG_KLEN, 1);
+    test_seal();
+    test_shard_mismatch(BAD_OTHER_SHARD);
+    test_shard_mismatch(BAD_OUT_OF_RANGE);
+    test_shard_mismatch(BAD_IN_GROUP);
+    test_dbmap();
+}
+
+/* Run every case in a child with PMEM_IS_PMEM_FORCE=1 on /dev/shm and fold
+ * its counts into ours. */
+static void run_pmem_child(void) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        unit_fail++;
+        return;
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        setenv("PMEM_IS_PMEM_FORCE", "1", 1);
+        tmp_parent = "/dev/shm";
+        mode_name = "pmem forced";
+        mode_pmem = 1;
+        unit_pass = unit_fail = 0;
+        run_all();
+        int counts[2] = {unit_pass, unit_fail};
+        if (write(fds[1], counts, sizeof counts) != (ssize_t)sizeof counts) _exit(3);
+        fflush(stdout);
+        _exit(0);
+    }
+    close(fds[1]);
+    int counts[2] = {0, 0}, status = 0;
+    ssize_t r = read(fds[0], counts, sizeof counts);
+    close(fds[0]);
+    waitpid(pid, &status, 0);
+    if (r != (ssize_t)sizeof counts || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "test-recovery: pmem child failed (status %d)\n", status);
+        unit_fail++;
+        return;
+    }
+    unit_pass += counts[0];
+    unit_fail += counts[1];
+}
+
+int main(void) {
+    /* The child must start before this process touches libpmem. */
+    const char *force = getenv("PMEM_IS_PMEM_FORCE");
+    if (!force) run_pmem_child();
+    else if (strcmp(force, "1") == 0) {
+        mode_name = "pmem forced";
+        mode_pmem = 1;
+    }
+    run_all();
+    return UNIT_DONE("test-recovery");
+}
