@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <time.h>
 #include "networking.h"
+#include "clean.h"
 #include "commands.h"
 #include "server.h"
 #include "shard.h"
@@ -321,6 +322,10 @@ static void client_call(client *c) {
         return;
     }
     struct rcommand *cmd = (struct rcommand *)c->cmd;
+    /* Backpressure before any lock is taken: a write arriving while the pool
+     * is nearly full waits for the cleaner rather than failing with OOM
+     * while reclaimable space exists. */
+    if ((cmd->flags & CMD_DENYOOM) && db_space_low()) clean_wait_for_space(1000);
     uint16_t stack[MAX_CMD_KEYS_STACK], *ids;
     int nids = command_shards(c, stack, MAX_CMD_KEYS_STACK, &ids);
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);

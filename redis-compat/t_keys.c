@@ -28,7 +28,7 @@
 #include "util.h"
 
 static void reply_oom(client *c) {
-    resp_add_error(&c->out, db_oom_error);
+    resp_add_error(&c->out, db_error_text(&c->x));
 }
 
 static const char *type_name(int type) {

@@ -66,7 +66,7 @@ static int store_string(client *c, int i, const char *val, size_t len, int64_t e
 /* Replace whatever this command has replied so far with the OOM error. */
 static void reply_oom(client *c, size_t reply_start) {
     c->out.b.len = reply_start;
-    resp_add_error(&c->out, db_oom_error);
+    resp_add_error(&c->out, db_error_text(&c->x));
 }
 
 static void reply_invalid_expire(client *c) {
@@ -359,7 +359,7 @@ static void mset_generic(client *c, int nx) {
     for (int j = 1; j < c->argc; j += 2)
         db_set(&c->x, c->db, c->argv[j], c->argvlen[j], c->argv[j + 1], c->argvlen[j + 1], 0);
     if (db_batch_end(&c->x) == DB_OOM) {
-        resp_add_error(&c->out, db_oom_error);
+        resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
     if (nx) resp_add_int(&c->out, 1);
@@ -381,7 +381,7 @@ void appendCommand(client *c) {
     if (r < 0) return;
     if (r == 0) {
         if (db_set(&c->x, c->db, c->argv[1], c->argvlen[1], add, addlen, 0) == DB_OOM) {
-            resp_add_error(&c->out, db_oom_error);
+            resp_add_error(&c->out, db_error_text(&c->x));
             return;
         }
         resp_add_int(&c->out, (long long)addlen);
@@ -393,7 +393,7 @@ void appendCommand(client *c) {
     memcpy(buf + v.len, add, addlen);
     r = db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, v.len + addlen, v.expire_ms);
     free(buf);
-    if (r == DB_OOM) resp_add_error(&c->out, db_oom_error);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
     else resp_add_int(&c->out, (long long)(v.len + addlen));
 }
 
@@ -433,7 +433,7 @@ void setrangeCommand(client *c) {
     memcpy(buf + offset, val, vlen);
     r = db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, newlen, v.expire_ms);
     free(buf);
-    if (r == DB_OOM) resp_add_error(&c->out, db_oom_error);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
     else resp_add_int(&c->out, (long long)newlen);
 }
 
@@ -462,7 +462,7 @@ static void incr_generic(client *c, long long incr) {
     value += incr;
     len = ll2string(buf, sizeof(buf), value);
     if (db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, (size_t)len, v.expire_ms) == DB_OOM) {
-        resp_add_error(&c->out, db_oom_error);
+        resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
     resp_add_int(&c->out, value);
@@ -511,7 +511,7 @@ void incrbyfloatCommand(client *c) {
     }
     len = ld2string(buf, sizeof(buf), value);
     if (db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, (size_t)len, v.expire_ms) == DB_OOM) {
-        resp_add_error(&c->out, db_oom_error);
+        resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
     resp_add_bulk(&c->out, buf, (size_t)len);
@@ -576,7 +576,7 @@ void setbitCommand(client *c) {
     else buf[byte] = (char)((unsigned char)buf[byte] & ~(1u << (7 - (off & 7))));
     r = db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, newlen, v.expire_ms);
     free(buf);
-    if (r == DB_OOM) resp_add_error(&c->out, db_oom_error);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
     else resp_add_int(&c->out, old);
 }
 

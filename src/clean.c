@@ -90,7 +90,8 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         }
         return;
     }
-    if (e->type != LOG_SET && e->type != LOG_DBMAP) return;
+    if (e->type != LOG_SET && e->type != LOG_DBMAP && e->type != LOG_COLL_OP &&
+        e->type != LOG_SNAPSHOT) return;
     if (e->shard >= server.nshards) return;
     shard *s = &server.shards[e->shard];
     shard_lock(s);
@@ -151,10 +152,12 @@ static int64_t pick_victim(void) {
 }
 
 /* Free segments the cleaner tries to keep: an eighth of the pool, and never
- * fewer than the segments ordinary writes may not touch plus a margin. */
+ * fewer than the segments ordinary writes may not touch plus a margin of 5
+ * (writes that still find space low wait for the cleaner, see
+ * clean_wait_for_space). */
 static uint32_t clean_target(void) {
     uint32_t t = pool_nsegs(server.pool) / 8;
-    uint32_t floor = (uint32_t)server.nworkers + 6;
+    uint32_t floor = db_reserve_segments() + 5;
     return t > floor ? t : floor;
 }
 
@@ -169,6 +172,11 @@ static void *clean_main(void *arg) {
         if (victim < 0 || clean_segment((uint32_t)victim) != 0) usleep(20000);
     }
     return NULL;
+}
+
+void clean_wait_for_space(int timeout_ms) {
+    for (int waited = 0; waited < timeout_ms && db_space_low() && pick_victim() >= 0; waited++)
+        usleep(1000);
 }
 
 void clean_start(void) {

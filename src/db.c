@@ -29,6 +29,7 @@
 #include "db.h"
 #include "hash.h"
 #include "log.h"
+#include "object.h"
 #include "pool.h"
 #include "server.h"
 #include "shard.h"
@@ -37,12 +38,27 @@
 
 const char *db_oom_error = "OOM command not allowed when the storage pool is full";
 
+const char *db_error_text(const db_ctx *x) {
+    return x->too_big ? "ERR value too large: a key and its value must fit one 4 MiB log segment"
+                      : db_oom_error;
+}
+
+/* Refuse a write whose entry of len bytes cannot get log space. */
+static int refuse(db_ctx *x, size_t len) {
+    x->too_big = len > LOG_MAX_ENTRY;
+    if (!x->too_big) atomic_fetch_add(&server.stat.oom_refused, 1);
+    return DB_OOM;
+}
+
 /* Segments kept free for deletions and the cleaner: a full pool must still
  * accept DEL (to make room) and the cleaner must always find a segment to
  * copy into. Ordinary writes leave DB_RESERVE_WRITE segments untouched. */
 #define DB_RESERVE_CLEAN 1
 #define DB_RESERVE_DEL   2
 static uint32_t db_reserve_write(void) { return (uint32_t)(DB_RESERVE_DEL + 1 + server.nworkers); }
+uint32_t db_reserve_segments(void) { return db_reserve_write(); }
+/* One segment of margin: a write may need a fresh segment for its entry. */
+int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }
 
 /* ---------------- context ---------------- */
 
@@ -104,18 +120,38 @@ typedef struct keyref {
 
 static const void *ref_ptr(uint64_t ref) { return pool_ptr(server.pool, ref); }
 
-static int match_key(void *ctx, uint64_t ref) {
-    const keyref *k = ctx;
+/* What a reference in the index stands for: a string's log entry, or a
+ * collection's DRAM object. */
+typedef struct refinfo {
+    unsigned pdb;
+    const char *key;
+    size_t klen;
+    int64_t expire_ms;
+} refinfo;
+
+static void ref_info(uint64_t ref, refinfo *ri) {
+    if (ref_is_obj(ref)) {
+        const robj *o = ref_obj(ref);
+        *ri = (refinfo){o->db, o->key, o->klen, o->expire_ms};
+        return;
+    }
     log_entry e;
     log_entry_decode(ref_ptr(ref), &e);
-    return e.db == k->pdb && e.klen == k->klen && memcmp(e.key, k->key, k->klen) == 0;
+    *ri = (refinfo){e.db, e.key, e.klen, e.expire_ms};
+}
+
+static int match_key(void *ctx, uint64_t ref) {
+    const keyref *k = ctx;
+    refinfo ri;
+    ref_info(ref, &ri);
+    return ri.pdb == k->pdb && ri.klen == k->klen && memcmp(ri.key, k->key, k->klen) == 0;
 }
 
 /* The index asks for a key's hash when it grows. */
 static uint64_t rehash_ref(void *ctx, uint64_t ref) {
-    log_entry e;
-    log_entry_decode(ref_ptr(ref), &e);
-    return hash_key(e.db, e.key, e.klen);
+    refinfo ri;
+    ref_info(ref, &ri);
+    return hash_key(ri.pdb, ri.key, ri.klen);
 }
 
 void db_init_indexes(void) {
@@ -137,15 +173,27 @@ static int64_t ref_bytes(uint64_t ref) {
 
 /* ---------------- applying effects (shared by writes and recovery) ------- */
 
-/* Drop whatever the index holds for key k: counts, volatile index, live bytes. */
+/* A collection's history entries die with it. */
+static void retire_history(robj *o) {
+    for (uint32_t i = 0; i < o->nhist; i++) live_add(o->hist[i], -ref_bytes(o->hist[i]));
+    obj_hist_clear(o);
+}
+
+/* Drop whatever the index held for key k (already removed from the main
+ * index): volatile index, counts, live bytes; a collection is freed. */
 static void unindex(shard *s, const keyref *k, uint64_t h, uint64_t old) {
-    log_entry e;
-    log_entry_decode(ref_ptr(old), &e);
-    if (e.expire_ms) {
+    refinfo ri;
+    ref_info(old, &ri);
+    if (ri.expire_ms) {
         index_remove_ref(s->vidx, h, old);
         s->dbexpires[k->pdb]--;
     }
-    live_add(old, -(int64_t)log_entry_len(e.klen, e.vlen));
+    if (ref_is_obj(old)) {
+        retire_history(ref_obj(old));
+        obj_free(ref_obj(old));
+    } else {
+        live_add(old, -ref_bytes(old));
+    }
 }
 
 void db_apply_set(shard *s, uint64_t ref) {
@@ -182,9 +230,9 @@ typedef struct flush_ctx {
 
 static int collect_db_ref(void *ctx, uint64_t ref) {
     flush_ctx *f = ctx;
-    log_entry e;
-    log_entry_decode(ref_ptr(ref), &e);
-    if (f->pdb != 0xffff && e.db != f->pdb) return 0;
+    refinfo ri;
+    ref_info(ref, &ri);
+    if (f->pdb != 0xffff && ri.pdb != f->pdb) return 0;
     if (f->n == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 256;
         f->refs = realloc(f->refs, f->cap * sizeof(uint64_t));
@@ -197,9 +245,9 @@ void db_apply_flush(shard *s, unsigned pdb) {
     flush_ctx f = {pdb, NULL, 0, 0};
     index_foreach(s->idx, collect_db_ref, &f);
     for (size_t i = 0; i < f.n; i++) {
-        log_entry e;
-        log_entry_decode(ref_ptr(f.refs[i]), &e);
-        db_apply_del(s, e.db, e.key, e.klen);
+        refinfo ri;
+        ref_info(f.refs[i], &ri);
+        db_apply_del(s, ri.pdb, ri.key, ri.klen);
     }
     free(f.refs);
 }
@@ -220,10 +268,72 @@ void db_apply_dbmap(shard *s, uint64_t ref, uint64_t ver) {
     live_add(ref, (int64_t)log_entry_len(e.klen, e.vlen));
 }
 
+/* Keep the volatile index and counts in step with a collection's expiry. */
+static void set_obj_expire(shard *s, robj *o, uint64_t h, int64_t expire_ms) {
+    if (!o->expire_ms == !expire_ms) {
+        o->expire_ms = expire_ms;
+        return;
+    }
+    keyref k = {o->db, o->key, o->klen};
+    if (expire_ms) {
+        o->expire_ms = expire_ms;
+        index_put(s->vidx, h, obj_ref(o), match_key, &k);
+        s->dbexpires[o->db]++;
+    } else {
+        index_remove_ref(s->vidx, h, obj_ref(o));
+        o->expire_ms = 0;
+        s->dbexpires[o->db]--;
+    }
+}
+
+/* The collection the key holds if it is of `type`; otherwise a new empty one
+ * replaces whatever the key held. NULL if the type is unknown. */
+static robj *obj_for_apply(shard *s, const log_entry *e, int type, uint64_t h) {
+    keyref k = {e->db, e->key, e->klen};
+    uint64_t cur = index_get(s->idx, h, match_key, &k);
+    if (cur && ref_is_obj(cur) && ref_obj(cur)->type == type) return ref_obj(cur);
+    robj *o = obj_new(type, e->db, e->key, e->klen);
+    if (!o) return NULL;
+    uint64_t old = index_put(s->idx, h, obj_ref(o), match_key, &k);
+    if (old) unindex(s, &k, h, old);
+    else s->dbkeys[e->db]++;
+    return o;
+}
+
+/* A collection effect (LOG_COLL_OP) or snapshot (LOG_SNAPSHOT) at ref. */
+static void db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
+    int type = e->vlen ? (uint8_t)e->val[0] : 0;
+    uint64_t h = hash_key(e->db, e->key, e->klen);
+    robj *o = obj_for_apply(s, e, type, h);
+    int bad;
+    if (!o) {
+        bad = 1;
+    } else if (e->type == LOG_SNAPSHOT) {
+        retire_history(o);
+        bad = obj_load_snapshot(o, e->val, e->vlen) != 0;
+    } else {
+        bad = obj_apply_payload(o, e->val, e->vlen) != 0;
+    }
+    if (bad) {
+        /* Checksummed but not understood: a bug or a newer format. Report
+         * it; the key keeps what the valid entries gave it. */
+        serverLog(LL_WARNING, "Malformed collection entry (type %d, shard %u, version %llu) "
+                  "ignored", type, s->id, (unsigned long long)e->ver);
+        atomic_fetch_add(&server.stat.recovery_corrupt_entries, 1);
+        if (!o) return;
+    }
+    set_obj_expire(s, o, h, e->expire_ms);
+    obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
+    live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
+    o->ver = e->ver;
+}
+
 /* Apply one decoded entry (top-level or sub-entry) found at ref. */
 void db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
     switch (e->type) {
     case LOG_SET: db_apply_set(s, ref); break;
+    case LOG_COLL_OP:
+    case LOG_SNAPSHOT: db_apply_obj(s, ref, e); break;
     case LOG_DEL: db_apply_del(s, e->db, e->key, e->klen); break;
     case LOG_FLUSHDB: db_apply_flush(s, e->db); break;
     case LOG_DBMAP: db_apply_dbmap(s, ref, e->ver); break;
@@ -234,7 +344,7 @@ void db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
 /* ---------------- appending entries ---------------- */
 
 static uint32_t keep_free_for(uint8_t type) {
-    return type == LOG_SET || type == LOG_DBMAP ? db_reserve_write() : DB_RESERVE_DEL;
+    return type == LOG_DEL || type == LOG_FLUSHDB ? DB_RESERVE_DEL : db_reserve_write();
 }
 
 /* Append one top-level entry for shard s (lock held) and apply it. */
@@ -242,10 +352,7 @@ static int append_one(db_ctx *x, shard *s, log_entry *e) {
     worker *w = x->w;
     size_t len = log_entry_len(e->klen, e->vlen);
     uint64_t off = log_writer_reserve(&w->tlog, len, keep_free_for(e->type));
-    if (!off) {
-        atomic_fetch_add(&server.stat.oom_refused, 1);
-        return DB_OOM;
-    }
+    if (!off) return refuse(x, len);
     e->shard = s->id;
     e->ver = shard_next_version(s, x->wid, x->w->acc);
     log_entry_encode(log_writer_dst(&w->tlog, off, len), e, 1);
@@ -316,9 +423,8 @@ int db_batch_end(db_ctx *x) {
         if (keep_free_for(e.type) > keep) keep = keep_free_for(e.type);
     uint64_t off = log_writer_reserve(&w->tlog, len, keep);
     if (!off) {
-        atomic_fetch_add(&server.stat.oom_refused, 1);
         x->nbatch = 0;
-        return DB_OOM;
+        return refuse(x, len);
     }
     /* Versions are handed out now, in batch order, under the locks the
      * caller holds for every key in the batch. */
@@ -369,6 +475,19 @@ static void fill_val(db_val *v, const log_entry *e) {
     v->len = e->vlen;
     v->expire_ms = e->expire_ms;
     v->ver = e->ver;
+    v->obj = NULL;
+}
+
+/* db_val of whatever ref stands for. */
+static void fill_ref(db_val *v, uint64_t ref) {
+    if (!ref_is_obj(ref)) {
+        log_entry e;
+        log_entry_decode(ref_ptr(ref), &e);
+        fill_val(v, &e);
+        return;
+    }
+    robj *o = ref_obj(ref);
+    *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
 }
 
 static unsigned phys_db(const shard *s, int db) { return s->dbmap[db]; }
@@ -396,8 +515,8 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     keyref k = {pdb, key, klen};
     uint64_t ref = index_get(s->idx, hash_key(pdb, key, klen), match_key, &k);
     if (ref) {
-        log_entry_decode(ref_ptr(ref), &e);
-        if (e.expire_ms && e.expire_ms <= mstime()) {
+        fill_ref(v, ref);
+        if (v->expire_ms && v->expire_ms <= mstime()) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
             if (write_entry(x, s, &d) == DB_OK) atomic_fetch_add(&server.stat.expiredkeys, 1);
@@ -409,8 +528,7 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
         if (count) x->w->round_misses++;
         return 0;
     }
-    fill_val(v, &e);
-    dep_add(x, s, e.ver);
+    dep_add(x, s, v->ver);
     if (count) x->w->round_hits++;
     return 1;
 }
@@ -449,8 +567,67 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
         if (r == 1) atomic_fetch_add(&server.stat.expiredkeys, 1);
         return r;
     }
-    int r = db_set(x, db, key, klen, v.ptr, v.len, expire_ms);
+    int r;
+    if (v.type == OBJ_STRING) {
+        r = db_set(x, db, key, klen, v.ptr, v.len, expire_ms);
+    } else {
+        /* A collection's expiry rides on an effect entry with no ops. */
+        shard *s = key_shard(x, key, klen);
+        char t = (char)v.type;
+        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(s, db), .key = key,
+                       .klen = (uint32_t)klen, .val = &t, .vlen = 1, .expire_ms = expire_ms};
+        r = write_entry(x, s, &e);
+    }
     return r == DB_OK ? 1 : r;
+}
+
+/* Replace a long history by a snapshot (object.h). Best effort: a full pool
+ * just leaves the history as it is. */
+static void maybe_compact(db_ctx *x, shard *s, const char *key, size_t klen, unsigned pdb) {
+    keyref k = {pdb, key, klen};
+    uint64_t ref = index_get(s->idx, hash_key(pdb, key, klen), match_key, &k);
+    if (!ref || !ref_is_obj(ref) || !obj_wants_snapshot(ref_obj(ref))) return;
+    robj *o = ref_obj(ref);
+    rbuf snap;
+    rbuf_init(&snap);
+    obj_encode_snapshot(o, &snap);
+    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                   .val = snap.buf, .vlen = (uint32_t)snap.len, .expire_ms = o->expire_ms};
+    if (log_entry_len(e.klen, e.vlen) <= LOG_MAX_ENTRY) append_one(x, s, &e);
+    rbuf_free(&snap);
+}
+
+int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                 const char *ops, size_t opslen) {
+    shard *s = key_shard(x, key, klen);
+    unsigned pdb = phys_db(s, db);
+    db_val v;
+    int64_t expire = db_peek(x, db, key, klen, &v) && v.type == type ? v.expire_ms : 0;
+    rbuf payload;
+    rbuf_init(&payload);
+    char t = (char)type;
+    rbuf_append(&payload, &t, 1);
+    rbuf_append(&payload, ops, opslen);
+    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                   .val = payload.buf, .vlen = (uint32_t)payload.len, .expire_ms = expire};
+    int r = write_entry(x, s, &e);
+    rbuf_free(&payload);
+    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
+    return r;
+}
+
+int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src,
+                int64_t expire_ms) {
+    shard *s = key_shard(x, key, klen);
+    rbuf snap;
+    rbuf_init(&snap);
+    obj_encode_snapshot(src, &snap);
+    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(s, db), .key = key,
+                   .klen = (uint32_t)klen, .val = snap.buf, .vlen = (uint32_t)snap.len,
+                   .expire_ms = expire_ms};
+    int r = write_entry(x, s, &e);
+    rbuf_free(&snap);
+    return r;
 }
 
 /* ---------------- whole keyspace ---------------- */
@@ -464,13 +641,13 @@ typedef struct scan_ctx {
 
 static int scan_visit(void *ctx, uint64_t ref) {
     scan_ctx *sc = ctx;
-    log_entry e;
-    log_entry_decode(ref_ptr(ref), &e);
-    if (e.db != sc->pdb) return 0;
-    if (e.expire_ms && e.expire_ms <= sc->now) return 0;
+    refinfo ri;
+    ref_info(ref, &ri);
+    if (ri.pdb != sc->pdb) return 0;
+    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     db_val v;
-    fill_val(&v, &e);
-    sc->fn(sc->arg, e.key, e.klen, &v);
+    fill_ref(&v, ref);
+    sc->fn(sc->arg, ri.key, ri.klen, &v);
     return 0;
 }
 
@@ -512,11 +689,11 @@ static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
     for (int tries = 0; tries < 16; tries++) {
         uint64_t ref = index_random(s->idx, rnd64());
         if (!ref) return 0;
-        log_entry e;
-        log_entry_decode(ref_ptr(ref), &e);
-        if (e.db != pdb || (e.expire_ms && e.expire_ms <= mstime())) continue;
+        refinfo ri;
+        ref_info(ref, &ri);
+        if (ri.pdb != pdb || (ri.expire_ms && ri.expire_ms <= mstime())) continue;
         out->len = 0;
-        rbuf_append(out, e.key, e.klen);
+        rbuf_append(out, ri.key, ri.klen);
         return 1;
     }
     return 0;
@@ -595,9 +772,9 @@ typedef struct expire_ctx {
 
 static int collect_expired(void *ctx, uint64_t ref) {
     expire_ctx *ec = ctx;
-    log_entry e;
-    log_entry_decode(ref_ptr(ref), &e);
-    if (e.expire_ms && e.expire_ms <= ec->now && ec->n < 64) ec->refs[ec->n++] = ref;
+    refinfo ri;
+    ref_info(ref, &ri);
+    if (ri.expire_ms && ri.expire_ms <= ec->now && ec->n < 64) ec->refs[ec->n++] = ref;
     return 0;
 }
 
@@ -612,15 +789,14 @@ static int expire_shard_step(db_ctx *x, shard *s, uint64_t *cursor, long *budget
     *budget -= before - b;
     int deleted = 0;
     for (int i = 0; i < ec.n; i++) {
-        log_entry e;
-        log_entry_decode(ref_ptr(ec.refs[i]), &e);
-        /* Copy the key: the deletion appends to the log, and the entry we
-         * decoded stays valid, but keep the code obviously safe. */
+        refinfo ri;
+        ref_info(ec.refs[i], &ri);
+        /* Copy the key: deleting a collection frees the object holding it. */
         char kb[256];
-        char *key = e.klen <= sizeof(kb) ? kb : malloc(e.klen);
-        memcpy(key, e.key, e.klen);
-        log_entry d = {.type = LOG_DEL, .db = e.db, .key = key, .klen = e.klen,
-                       .aux = pool_seq_now(server.pool)};
+        char *key = ri.klen <= sizeof(kb) ? kb : malloc(ri.klen);
+        memcpy(key, ri.key, ri.klen);
+        log_entry d = {.type = LOG_DEL, .db = (uint16_t)ri.pdb, .key = key, .klen = (uint32_t)ri.klen,
+                       .val = "", .aux = pool_seq_now(server.pool)};
         if (append_one(x, s, &d) == DB_OK) deleted++;
         if (key != kb) free(key);
     }
@@ -652,8 +828,19 @@ int db_active_expire(db_ctx *x, long budget) {
 
 /* ---------------- cleaner support ---------------- */
 
+/* The collection that key of e currently is, or NULL. */
+static robj *obj_of_entry(shard *s, const log_entry *e) {
+    keyref k = {e->db, e->key, e->klen};
+    uint64_t cur = index_get(s->idx, hash_key(e->db, e->key, e->klen), match_key, &k);
+    return cur && ref_is_obj(cur) ? ref_obj(cur) : NULL;
+}
+
 int db_ref_is_live(shard *s, uint64_t ref, const log_entry *e) {
     if (e->type == LOG_DBMAP) return s->dbmap_ref == ref;
+    if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
+        robj *o = obj_of_entry(s, e);
+        return o && obj_hist_find(o, ref) >= 0;
+    }
     if (e->type != LOG_SET) return 0;
     keyref k = {e->db, e->key, e->klen};
     return index_get(s->idx, hash_key(e->db, e->key, e->klen), match_key, &k) == ref;
@@ -665,6 +852,10 @@ void db_relocate(shard *s, uint64_t old_ref, uint64_t new_ref, const log_entry *
     int64_t bytes = (int64_t)log_entry_len(e->klen, e->vlen);
     if (e->type == LOG_DBMAP) {
         s->dbmap_ref = new_ref;
+    } else if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
+        robj *o = obj_of_entry(s, e);
+        int i = o ? obj_hist_find(o, old_ref) : -1;
+        if (i >= 0) o->hist[i] = new_ref;
     } else {
         uint64_t h = hash_key(e->db, e->key, e->klen);
         index_replace(s->idx, h, old_ref, new_ref);

@@ -18,13 +18,15 @@
  *
  * Batches: between db_batch_begin and db_batch_end, writes are collected and
  * then appended as ONE group entry (all or nothing after a crash) and applied
- * together. Lookups inside a batch see the batch's own earlier writes. Use a
- * batch for every command that writes more than one key (MSET, RENAME, DEL
- * with several keys...).
+ * together. Lookups inside a batch see the batch's own earlier string writes
+ * and deletions (not yet its collection effects). Use a batch for every
+ * command that writes more than one key (MSET, RENAME, DEL with several
+ * keys...).
  *
- * Pool full: a write that cannot get log space returns DB_OOM and changes
- * nothing; the command replies with db_oom_error. Deletions may use a small
- * reserve of segments, so DEL works when SET no longer does. */
+ * Refused writes: a write that cannot get log space (pool full), or whose
+ * entry would not fit one log segment (a value over ~4 MiB), returns DB_OOM
+ * and changes nothing; the command replies with db_error_text(x). Deletions
+ * may use a small reserve of segments, so DEL works when SET no longer does. */
 #ifndef ROWAN_DB_H
 #define ROWAN_DB_H
 #include <stddef.h>
@@ -34,9 +36,10 @@
 enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH };
 
 #define DB_OK   0
-#define DB_OOM  (-1)
+#define DB_OOM  (-1)     /* the write was refused; db_error_text says why */
 
 extern const char *db_oom_error; /* "OOM command not allowed when the storage pool is full" */
+
 
 struct worker;
 
@@ -47,6 +50,7 @@ typedef struct db_val {
     size_t len;
     int64_t expire_ms;     /* absolute unix ms, 0 = no expiry */
     uint64_t ver;          /* version of the entry holding this value */
+    struct robj *obj;      /* collections: the DRAM object (object.h) */
 } db_val;
 
 /* What a reply waits for. DEP_SHARD: the shard's durable watermark reaches
@@ -63,6 +67,7 @@ typedef struct db_ctx {
     /* dependencies of the reply being built */
     db_dep *deps;
     int ndeps, capdeps;
+    int too_big;           /* the last DB_OOM was an oversized entry, not a full pool */
     /* the dispatcher's routing of the command's first key, reused by db.c */
     const char *hint_key; size_t hint_klen; struct shard *hint_shard;
     /* batch state (private to db.c) */
@@ -72,6 +77,8 @@ typedef struct db_ctx {
     uint16_t batch_shards[64]; int nbatch_shards; /* informational */
 } db_ctx;
 
+/* Error reply text for the last DB_OOM returned to this context. */
+const char *db_error_text(const db_ctx *x);
 void db_ctx_init(db_ctx *x, struct worker *w, int wid);
 void db_ctx_free(db_ctx *x);
 /* Forget recorded dependencies (the dispatcher calls this per command). */
@@ -91,6 +98,20 @@ int db_del(db_ctx *x, int db, const char *key, size_t klen);
 /* Change only the expiry (0 = persist). 1 done, 0 no such key, DB_OOM.
  * An expiry in the past deletes the key (and returns 1). */
 int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expire_ms);
+
+/* ---- collections (object.h) ----
+ * Log the effects `ops` (encoded with obj_op) on key's collection of type
+ * `type` and apply them, creating the collection when the key is absent.
+ * The caller has checked that the key holds no other type, and must use
+ * db_del instead when the effects would leave the collection empty. The
+ * collection keeps its expiry. DB_OK or DB_OOM (nothing changed). Any robj
+ * pointer obtained before stays valid (same object, updated in place). */
+int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                 const char *ops, size_t opslen);
+/* key := a copy of collection src (RENAME, MOVE, COPY), with expiry
+ * expire_ms, replacing whatever key held. DB_OK or DB_OOM. */
+int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct robj *src,
+                int64_t expire_ms);
 
 /* ---- batches ---- */
 void db_batch_begin(db_ctx *x);
@@ -115,6 +136,11 @@ int db_swap(db_ctx *x, int a, int b);
 /* Active expiry: delete up to `budget` expired keys among shards s with
  * s % nworkers == wid. Returns how many it deleted. Called by workers. */
 int db_active_expire(db_ctx *x, long budget);
+
+/* Segments ordinary writes leave free, and whether the pool is down to them
+ * (writes are then refused unless the cleaner makes room). */
+uint32_t db_reserve_segments(void);
+int db_space_low(void);
 
 /* ---- for startup, recovery.c and clean.c ----
  * Apply an effect found at pool offset ref to the in-memory state (index,

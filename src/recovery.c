@@ -115,7 +115,8 @@ static void rec_push(rec_state *st, uint16_t shard_id, uint64_t ver, uint64_t re
 /* Is this effect in the shard the current configuration maps its key to? */
 static int shard_ok(rec_state *st, const log_entry *e) {
     int want = -1;
-    if (e->shard < server.nshards && (e->type == LOG_SET || e->type == LOG_DEL))
+    if (e->shard < server.nshards && (e->type == LOG_SET || e->type == LOG_DEL ||
+                                      e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT))
         want = shard_of_key(e->key, e->klen)->id;
     if (e->shard < server.nshards && (want < 0 || want == e->shard)) return 1;
     if (!st->bad_shard) {
