@@ -21,84 +21,99 @@
 #define L  CMD_LOADING
 #define S  CMD_STALE
 #define KS CMD_KEYSEARCH
+#define PS CMD_PUBSUB
+#define NS CMD_NOSCRIPT
 
-#define CMD(name, proc, arity, flags, fk, lk, st, group, since, summary) \
+#define CMD_ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
     {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0}
+#define ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0}
+
+/* Command families added after the foundation keep their rows in their own
+ * cmds_*.def file, one CMD(...) per line (an X-macro): included once here to
+ * declare the procs, and once at the end of the table to define the rows. */
+#define CMD(name, proc, arity, flags, fk, lk, st, group, since, summary) cmd_proc proc;
+#include "cmds_families.def"
+#undef CMD
 
 static struct rcommand command_table[] = {
     /* strings */
-    CMD("get", getCommand, 2, R | F, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key."),
-    CMD("set", setCommand, -3, W | D, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
-    CMD("setnx", setnxCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
-    CMD("setex", setexCommand, 4, W | D, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
-    CMD("psetex", psetexCommand, 4, W | D, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
-    CMD("getset", getsetCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
-    CMD("getdel", getdelCommand, 2, W | F, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key."),
-    CMD("getex", getexCommand, -2, W | F, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
-    CMD("mget", mgetCommand, -2, R | F, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys."),
-    CMD("mset", msetCommand, -3, W | D, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
-    CMD("msetnx", msetnxCommand, -3, W | D, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
-    CMD("append", appendCommand, 3, W | D | F, 1, 1, 1, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
-    CMD("strlen", strlenCommand, 2, R | F, 1, 1, 1, "string", "2.2.0", "Returns the length of a string value."),
-    CMD("incr", incrCommand, 2, W | D | F, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    CMD("decr", decrCommand, 2, W | D | F, 1, 1, 1, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
-    CMD("incrby", incrbyCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    CMD("decrby", decrbyCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
-    CMD("incrbyfloat", incrbyfloatCommand, 3, W | D | F, 1, 1, 1, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
-    CMD("getrange", getrangeCommand, 4, R, 1, 1, 1, "string", "2.4.0", "Returns a substring of the string stored at a key."),
-    CMD("setrange", setrangeCommand, 4, W | D, 1, 1, 1, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
-    CMD("setbit", setbitCommand, 4, W | D, 1, 1, 1, "bitmap", "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
-    CMD("getbit", getbitCommand, 3, R | F, 1, 1, 1, "bitmap", "2.2.0", "Returns a bit value by offset."),
-    CMD("bitcount", bitcountCommand, -2, R, 1, 1, 1, "bitmap", "2.6.0", "Counts the number of set bits (population counting) in a string."),
+    ROW("get", getCommand, 2, R | F, 1, 1, 1, "string", "1.0.0", "Returns the string value of a key."),
+    ROW("set", setCommand, -3, W | D, 1, 1, 1, "string", "1.0.0", "Sets the string value of a key, ignoring its type. The key is created if it doesn't exist."),
+    ROW("setnx", setnxCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Set the string value of a key only when the key doesn't exist."),
+    ROW("setex", setexCommand, 4, W | D, 1, 1, 1, "string", "2.0.0", "Sets the string value and expiration time of a key. Creates the key if it doesn't exist."),
+    ROW("psetex", psetexCommand, 4, W | D, 1, 1, 1, "string", "2.6.0", "Sets both string value and expiration time in milliseconds of a key. The key is created if it doesn't exist."),
+    ROW("getset", getsetCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Returns the previous string value of a key after setting it to a new value."),
+    ROW("getdel", getdelCommand, 2, W | F, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after deleting the key."),
+    ROW("getex", getexCommand, -2, W | F, 1, 1, 1, "string", "6.2.0", "Returns the string value of a key after setting its expiration time."),
+    ROW("mget", mgetCommand, -2, R | F, 1, -1, 1, "string", "1.0.0", "Atomically returns the string values of one or more keys."),
+    ROW("mset", msetCommand, -3, W | D, 1, -1, 2, "string", "1.0.1", "Atomically creates or modifies the string values of one or more keys."),
+    ROW("msetnx", msetnxCommand, -3, W | D, 1, -1, 2, "string", "1.0.1", "Atomically modifies the string values of one or more keys only when all keys don't exist."),
+    ROW("append", appendCommand, 3, W | D | F, 1, 1, 1, "string", "2.0.0", "Appends a string to the value of a key. Creates the key if it doesn't exist."),
+    ROW("strlen", strlenCommand, 2, R | F, 1, 1, 1, "string", "2.2.0", "Returns the length of a string value."),
+    ROW("incr", incrCommand, 2, W | D | F, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    ROW("decr", decrCommand, 2, W | D | F, 1, 1, 1, "string", "1.0.0", "Decrements the integer value of a key by one. Uses 0 as initial value if the key doesn't exist."),
+    ROW("incrby", incrbyCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Increments the integer value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    ROW("decrby", decrbyCommand, 3, W | D | F, 1, 1, 1, "string", "1.0.0", "Decrements a number from the integer value of a key. Uses 0 as initial value if the key doesn't exist."),
+    ROW("incrbyfloat", incrbyfloatCommand, 3, W | D | F, 1, 1, 1, "string", "2.6.0", "Increment the floating point value of a key by a number. Uses 0 as initial value if the key doesn't exist."),
+    ROW("getrange", getrangeCommand, 4, R, 1, 1, 1, "string", "2.4.0", "Returns a substring of the string stored at a key."),
+    ROW("setrange", setrangeCommand, 4, W | D, 1, 1, 1, "string", "2.2.0", "Overwrites a part of a string value with another by an offset. Creates the key if it doesn't exist."),
+    ROW("setbit", setbitCommand, 4, W | D, 1, 1, 1, "bitmap", "2.2.0", "Sets or clears the bit at offset of the string value. Creates the key if it doesn't exist."),
+    ROW("getbit", getbitCommand, 3, R | F, 1, 1, 1, "bitmap", "2.2.0", "Returns a bit value by offset."),
+    ROW("bitcount", bitcountCommand, -2, R, 1, 1, 1, "bitmap", "2.6.0", "Counts the number of set bits (population counting) in a string."),
     /* keys */
-    CMD("del", delCommand, -2, W, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys."),
-    CMD("unlink", unlinkCommand, -2, W | F, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys."),
-    CMD("exists", existsCommand, -2, R | F, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist."),
-    CMD("type", typeCommand, 2, R | F, 1, 1, 1, "generic", "1.0.0", "Determines the type of value stored at a key."),
-    CMD("expire", expireCommand, -3, W | F, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds."),
-    CMD("pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds."),
-    CMD("expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
-    CMD("pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
-    CMD("expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
-    CMD("pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
-    CMD("ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", "1.0.0", "Returns the expiration time in seconds of a key."),
-    CMD("pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
-    CMD("persist", persistCommand, 2, W | F, 1, 1, 1, "generic", "2.2.0", "Removes the expiration time of a key."),
-    CMD("keys", keysCommand, 2, R | KS, 0, 0, 0, "generic", "1.0.0", "Returns all key names that match a pattern."),
-    CMD("scan", scanCommand, -2, R, 0, 0, 0, "generic", "2.8.0", "Iterates over the key names in the database."),
-    CMD("rename", renameCommand, 3, W, 1, 2, 1, "generic", "1.0.0", "Renames a key and overwrites the destination."),
-    CMD("renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
-    CMD("randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", "1.0.0", "Returns a random key name from the database."),
-    CMD("touch", touchCommand, -2, R | F, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
-    CMD("dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", "1.0.0", "Returns the number of keys in the database."),
-    CMD("flushdb", flushdbCommand, -1, W, 0, 0, 0, "server", "1.0.0", "Remove all keys from the current database."),
-    CMD("flushall", flushallCommand, -1, W, 0, 0, 0, "server", "1.0.0", "Removes all keys from all databases."),
-    CMD("select", selectCommand, 2, L | S | F, 0, 0, 0, "connection", "1.0.0", "Changes the selected database."),
-    CMD("move", moveCommand, 3, W | F, 1, 1, 1, "generic", "1.0.0", "Moves a key to another database."),
-    CMD("swapdb", swapdbCommand, 3, W | F, 0, 0, 0, "server", "4.0.0", "Swaps two Redis databases."),
+    ROW("del", delCommand, -2, W, 1, -1, 1, "generic", "1.0.0", "Deletes one or more keys."),
+    ROW("unlink", unlinkCommand, -2, W | F, 1, -1, 1, "generic", "4.0.0", "Asynchronously deletes one or more keys."),
+    ROW("exists", existsCommand, -2, R | F, 1, -1, 1, "generic", "1.0.0", "Determines whether one or more keys exist."),
+    ROW("type", typeCommand, 2, R | F, 1, 1, 1, "generic", "1.0.0", "Determines the type of value stored at a key."),
+    ROW("expire", expireCommand, -3, W | F, 1, 1, 1, "generic", "1.0.0", "Sets the expiration time of a key in seconds."),
+    ROW("pexpire", pexpireCommand, -3, W | F, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key in milliseconds."),
+    ROW("expireat", expireatCommand, -3, W | F, 1, 1, 1, "generic", "1.2.0", "Sets the expiration time of a key to a Unix timestamp."),
+    ROW("pexpireat", pexpireatCommand, -3, W | F, 1, 1, 1, "generic", "2.6.0", "Sets the expiration time of a key to a Unix milliseconds timestamp."),
+    ROW("expiretime", expiretimeCommand, 2, R | F, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix timestamp."),
+    ROW("pexpiretime", pexpiretimeCommand, 2, R | F, 1, 1, 1, "generic", "7.0.0", "Returns the expiration time of a key as a Unix milliseconds timestamp."),
+    ROW("ttl", ttlCommand, 2, R | F, 1, 1, 1, "generic", "1.0.0", "Returns the expiration time in seconds of a key."),
+    ROW("pttl", pttlCommand, 2, R | F, 1, 1, 1, "generic", "2.6.0", "Returns the expiration time in milliseconds of a key."),
+    ROW("persist", persistCommand, 2, W | F, 1, 1, 1, "generic", "2.2.0", "Removes the expiration time of a key."),
+    ROW("keys", keysCommand, 2, R | KS, 0, 0, 0, "generic", "1.0.0", "Returns all key names that match a pattern."),
+    ROW("scan", scanCommand, -2, R, 0, 0, 0, "generic", "2.8.0", "Iterates over the key names in the database."),
+    ROW("rename", renameCommand, 3, W, 1, 2, 1, "generic", "1.0.0", "Renames a key and overwrites the destination."),
+    ROW("renamenx", renamenxCommand, 3, W | F, 1, 2, 1, "generic", "1.0.0", "Renames a key only when the target key name doesn't exist."),
+    ROW("randomkey", randomkeyCommand, 1, R, 0, 0, 0, "generic", "1.0.0", "Returns a random key name from the database."),
+    ROW("touch", touchCommand, -2, R | F, 1, -1, 1, "generic", "3.2.1", "Returns the number of existing keys out of those specified after updating the time they were last accessed."),
+    ROW("dbsize", dbsizeCommand, 1, R | F, 0, 0, 0, "server", "1.0.0", "Returns the number of keys in the database."),
+    ROW("flushdb", flushdbCommand, -1, W, 0, 0, 0, "server", "1.0.0", "Remove all keys from the current database."),
+    ROW("flushall", flushallCommand, -1, W, 0, 0, 0, "server", "1.0.0", "Removes all keys from all databases."),
+    ROW("select", selectCommand, 2, L | S | F, 0, 0, 0, "connection", "1.0.0", "Changes the selected database."),
+    ROW("move", moveCommand, 3, W | F, 1, 1, 1, "generic", "1.0.0", "Moves a key to another database."),
+    ROW("swapdb", swapdbCommand, 3, W | F, 0, 0, 0, "server", "4.0.0", "Swaps two Redis databases."),
     /* server and connection */
-    CMD("ping", pingCommand, -1, F | S, 0, 0, 0, "connection", "1.0.0", "Returns the server's liveliness response."),
-    CMD("echo", echoCommand, 2, F, 0, 0, 0, "connection", "1.0.0", "Returns the given string."),
-    CMD("time", timeCommand, 1, F | L | S, 0, 0, 0, "server", "2.6.0", "Returns the server time."),
-    CMD("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
-    CMD("info", infoCommand, -1, L | S, 0, 0, 0, "server", "1.0.0", "Returns information and statistics about the server."),
-    CMD("config", configCommand, -2, A | L | S, 0, 0, 0, "server", "2.0.0", "A container for server configuration commands."),
-    CMD("client", clientCommand, -2, L | S, 0, 0, 0, "connection", "2.4.0", "A container for client connection commands."),
-    CMD("command", commandCommand, -1, L | S, 0, 0, 0, "server", "2.8.13", "Returns detailed information about all commands."),
-    CMD("wait", waitCommand, 3, 0, 0, 0, 0, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
-    CMD("waitaof", waitaofCommand, 4, 0, 0, 0, 0, "generic", "7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas."),
-    CMD("auth", authCommand, -2, NA | F | L | S, 0, 0, 0, "connection", "1.0.0", "Authenticates the connection."),
-    CMD("hello", helloCommand, -1, NA | F | L | S, 0, 0, 0, "connection", "6.0.0", "Handshakes with the Redis server."),
-    CMD("quit", quitCommand, -1, NA | F | L | S, 0, 0, 0, "connection", "1.0.0", "Closes the connection."),
-    CMD("reset", resetCommand, 1, NA | F | L | S, 0, 0, 0, "connection", "6.2.0", "Resets the connection."),
-    CMD("lastsave", lastsaveCommand, 1, F | L | S, 0, 0, 0, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
-    CMD("save", saveCommand, 1, A, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk."),
-    CMD("bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
-    CMD("bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", "1.0.0", "Asynchronously rewrites the append-only file to disk."),
-    CMD("debug", debugCommand, -2, A, 0, 0, 0, "server", "1.0.0", "A container for debugging commands."),
-    CMD("readonly", readonlyCommand, 1, F | L | S, 0, 0, 0, "cluster", "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
-    CMD("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node."),
-    CMD("rowan", rowanCommand, -2, L | S, 0, 0, 0, "server", "0.1.0", "A container for Rowan-specific commands."),
+    ROW("ping", pingCommand, -1, F | S, 0, 0, 0, "connection", "1.0.0", "Returns the server's liveliness response."),
+    ROW("echo", echoCommand, 2, F, 0, 0, 0, "connection", "1.0.0", "Returns the given string."),
+    ROW("time", timeCommand, 1, F | L | S, 0, 0, 0, "server", "2.6.0", "Returns the server time."),
+    ROW("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
+    ROW("info", infoCommand, -1, L | S, 0, 0, 0, "server", "1.0.0", "Returns information and statistics about the server."),
+    ROW("config", configCommand, -2, A | L | S, 0, 0, 0, "server", "2.0.0", "A container for server configuration commands."),
+    ROW("client", clientCommand, -2, L | S, 0, 0, 0, "connection", "2.4.0", "A container for client connection commands."),
+    ROW("command", commandCommand, -1, L | S, 0, 0, 0, "server", "2.8.13", "Returns detailed information about all commands."),
+    ROW("wait", waitCommand, 3, 0, 0, 0, 0, "generic", "3.0.0", "Blocks until the asynchronous replication of all preceding write commands sent by the connection is completed."),
+    ROW("waitaof", waitaofCommand, 4, 0, 0, 0, 0, "generic", "7.2.0", "Blocks until all of the preceding write commands sent by the connection are written to the append-only file of the master and/or replicas."),
+    ROW("auth", authCommand, -2, NA | F | L | S, 0, 0, 0, "connection", "1.0.0", "Authenticates the connection."),
+    ROW("hello", helloCommand, -1, NA | F | L | S, 0, 0, 0, "connection", "6.0.0", "Handshakes with the Redis server."),
+    ROW("quit", quitCommand, -1, NA | F | L | S, 0, 0, 0, "connection", "1.0.0", "Closes the connection."),
+    ROW("reset", resetCommand, 1, NA | F | L | S, 0, 0, 0, "connection", "6.2.0", "Resets the connection."),
+    ROW("lastsave", lastsaveCommand, 1, F | L | S, 0, 0, 0, "server", "1.0.0", "Returns the Unix timestamp of the last successful save to disk."),
+    ROW("save", saveCommand, 1, A, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk."),
+    ROW("bgsave", bgsaveCommand, -1, A, 0, 0, 0, "server", "1.0.0", "Asynchronously saves the database(s) to disk."),
+    ROW("bgrewriteaof", bgrewriteaofCommand, 1, A, 0, 0, 0, "server", "1.0.0", "Asynchronously rewrites the append-only file to disk."),
+    ROW("debug", debugCommand, -2, A, 0, 0, 0, "server", "1.0.0", "A container for debugging commands."),
+    ROW("readonly", readonlyCommand, 1, F | L | S, 0, 0, 0, "cluster", "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
+    ROW("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node."),
+    ROW("rowan", rowanCommand, -2, L | S, 0, 0, 0, "server", "0.1.0", "A container for Rowan-specific commands."),
+#define CMD(name, proc, arity, flags, fk, lk, st, group, since, summary) \
+    ROW(name, proc, arity, flags, fk, lk, st, group, since, summary),
+#include "cmds_families.def"
+#undef CMD
 };
 
 #define NCOMMANDS ((int)(sizeof(command_table) / sizeof(command_table[0])))
@@ -143,4 +158,11 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max) {
     int n = 0;
     for (int i = cmd->firstkey; i <= last && i < argc && n < max; i += cmd->keystep) idx[n++] = i;
     return n;
+}
+
+void types_register(void) {
+    hash_register();
+    set_register();
+    zset_register();
+    list_register();
 }

@@ -51,6 +51,13 @@ int command_count(void);
  * many (at most max). */
 int command_keys(const struct rcommand *cmd, int argc, int *idx, int max);
 
+/* Register the collection types' classes (object.h); before recovery. */
+void types_register(void);
+void hash_register(void);
+void set_register(void);
+void zset_register(void);
+void list_register(void);
+
 /* ---- shared error texts (exactly Redis's) ---- */
 #define ERR_SYNTAX     "ERR syntax error"
 #define ERR_NOTINT     "ERR value is not an integer or out of range"

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "clean.h"
+#include "commands.h"
 #include "config.h"
 #include "db.h"
 #include "pool.h"
@@ -128,6 +129,7 @@ int main(int argc, char **argv) {
     server.nworkers = server.cfg.workers;
     shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
     db_init_indexes();
+    types_register();
     char err[512];
     if (recovery_run(err, sizeof(err)) != 0) die("Recovery failed: %s", err);
     clean_start();
