@@ -60,6 +60,11 @@ uint32_t db_reserve_segments(void) { return db_reserve_write(); }
 /* One segment of margin: a write may need a fresh segment for its entry. */
 int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }
 
+struct shard;
+static void batch_drop_clones(db_ctx *x);
+static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db_val *cur,
+                           int exists);
+
 /* ---------------- context ---------------- */
 
 void db_ctx_init(db_ctx *x, struct worker *w, int wid) {
@@ -70,6 +75,8 @@ void db_ctx_init(db_ctx *x, struct worker *w, int wid) {
 }
 
 void db_ctx_free(db_ctx *x) {
+    batch_drop_clones(x);
+    free(x->clones);
     free(x->deps);
     rbuf_free(&x->batch);
     memset(x, 0, sizeof(*x));
@@ -413,6 +420,7 @@ static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at) {
 
 int db_batch_end(db_ctx *x) {
     x->batching = 0;
+    batch_drop_clones(x);
     if (x->nbatch == 0) return DB_OK;
     worker *w = x->w;
     size_t len = LOG_HDR_SIZE + x->batch.len;
@@ -451,20 +459,69 @@ int db_batch_end(db_ctx *x) {
     return DB_OK;
 }
 
-/* The newest sub-entry of the open batch for (pdb, key), or -1. */
-static int batch_find(const db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out) {
+/* The batch's private copy of the collection (pdb, key), or NULL. */
+static robj *batch_clone(const db_ctx *x, unsigned pdb, const char *key, size_t klen) {
+    for (int i = x->nclones - 1; i >= 0; i--) {
+        robj *o = x->clones[i];
+        if (o->db == pdb && o->klen == klen && memcmp(o->key, key, klen) == 0) return o;
+    }
+    return NULL;
+}
+
+/* What the open batch says key (pdb, key) is: -1 nothing (look at the
+ * index), 0 deleted, 1 a string (*out), 2 a collection (*obj, the batch's
+ * private copy). The newest sub-entry for the key decides. */
+static int batch_find(const db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out,
+                      robj **obj) {
     size_t pos = 0, at;
     log_entry e;
-    int found = 0;
+    int found = -1;
     while (batch_next(x, &pos, &e, &at)) {
         if (e.type == LOG_FLUSHDB && (e.db == pdb || e.db == 0xffff)) found = 0;
-        if ((e.type == LOG_SET || e.type == LOG_DEL) && e.db == pdb && e.klen == klen &&
-            memcmp(e.key, key, klen) == 0) {
+        if (e.db != pdb || e.klen != klen || memcmp(e.key, key, klen) != 0) continue;
+        if (e.type == LOG_SET) {
             *out = e;
             found = 1;
+        } else if (e.type == LOG_DEL) {
+            found = 0;
+        } else if (e.type == LOG_COLL_OP || e.type == LOG_SNAPSHOT) {
+            found = 2;
         }
     }
-    return found ? (out->type == LOG_SET ? 1 : 0) : -1;
+    if (found == 2) *obj = batch_clone(x, pdb, key, klen);
+    return found == 2 && !*obj ? -1 : found;
+}
+
+/* Make the batch's private copy of key's collection of `type` current:
+ * a copy of what the key holds now if it is such a collection (the real
+ * object, or the batch's copy), else a new empty one. */
+static robj *batch_clone_for(db_ctx *x, unsigned pdb, const char *key, size_t klen, int type,
+                             const db_val *cur, int exists) {
+    robj *c = obj_new(type, pdb, key, klen);
+    if (!c) return NULL;
+    if (exists && cur->type == type) {
+        rbuf snap;
+        rbuf_init(&snap);
+        obj_encode_snapshot(cur->obj, &snap);
+        obj_load_snapshot(c, snap.buf, snap.len);
+        rbuf_free(&snap);
+        c->expire_ms = cur->expire_ms;
+        c->ver = cur->ver;
+    }
+    if (x->nclones == x->capclones) {
+        x->capclones = x->capclones ? x->capclones * 2 : 4;
+        x->clones = realloc(x->clones, sizeof(robj *) * (size_t)x->capclones);
+    }
+    x->clones[x->nclones++] = c;
+    return c;
+}
+
+/* Copies made by the batch die with it: the real objects are changed by
+ * applying the logged group (or not at all). Pointers to copies a command
+ * obtained stay valid until then. */
+static void batch_drop_clones(db_ctx *x) {
+    for (int i = 0; i < x->nclones; i++) obj_free(x->clones[i]);
+    x->nclones = 0;
 }
 
 /* ---------------- single-key operations ---------------- */
@@ -503,11 +560,16 @@ static shard *key_shard(const db_ctx *x, const char *key, size_t klen) {
 static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, int count) {
     shard *s = key_shard(x, key, klen);
     unsigned pdb = phys_db(s, db);
-    log_entry e;
+    log_entry e = {0};
     if (x->batching) {
-        int r = batch_find(x, pdb, key, klen, &e);
+        robj *bo = NULL;
+        int r = batch_find(x, pdb, key, klen, &e, &bo);
         if (r == 1 && !(e.expire_ms && e.expire_ms <= mstime())) {
             fill_val(v, &e);
+            return 1;
+        }
+        if (r == 2) {
+            *v = (db_val){.type = bo->type, .expire_ms = bo->expire_ms, .ver = bo->ver, .obj = bo};
             return 1;
         }
         if (r >= 0) return 0;
@@ -576,7 +638,7 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
         char t = (char)v.type;
         log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(s, db), .key = key,
                        .klen = (uint32_t)klen, .val = &t, .vlen = 1, .expire_ms = expire_ms};
-        r = write_entry(x, s, &e);
+        r = write_obj_entry(x, s, &e, v.type, &v, 1);
     }
     return r == DB_OK ? 1 : r;
 }
@@ -597,12 +659,28 @@ static void maybe_compact(db_ctx *x, shard *s, const char *key, size_t klen, uns
     rbuf_free(&snap);
 }
 
+/* Log a collection entry e (effects or snapshot) for key; inside a batch
+ * also apply it to the batch's private copy, so later lookups in the batch
+ * see it. cur/exists: what the key held before. */
+static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db_val *cur,
+                           int exists) {
+    if (x->batching) {
+        robj *c = batch_clone_for(x, e->db, e->key, e->klen, type, cur, exists);
+        if (!c) return DB_OOM;
+        if (e->type == LOG_SNAPSHOT) obj_load_snapshot(c, e->val, e->vlen);
+        else obj_apply_payload(c, e->val, e->vlen);
+        c->expire_ms = e->expire_ms;
+    }
+    return write_entry(x, s, e);
+}
+
 int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
                  const char *ops, size_t opslen) {
     shard *s = key_shard(x, key, klen);
     unsigned pdb = phys_db(s, db);
     db_val v;
-    int64_t expire = db_peek(x, db, key, klen, &v) && v.type == type ? v.expire_ms : 0;
+    int exists = db_peek(x, db, key, klen, &v);
+    int64_t expire = exists && v.type == type ? v.expire_ms : 0;
     rbuf payload;
     rbuf_init(&payload);
     char t = (char)type;
@@ -610,7 +688,7 @@ int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
     rbuf_append(&payload, ops, opslen);
     log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
                    .val = payload.buf, .vlen = (uint32_t)payload.len, .expire_ms = expire};
-    int r = write_entry(x, s, &e);
+    int r = write_obj_entry(x, s, &e, type, &v, exists);
     rbuf_free(&payload);
     if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
     return r;
@@ -625,7 +703,8 @@ int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src
     log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(s, db), .key = key,
                    .klen = (uint32_t)klen, .val = snap.buf, .vlen = (uint32_t)snap.len,
                    .expire_ms = expire_ms};
-    int r = write_entry(x, s, &e);
+    db_val none = {0};
+    int r = write_obj_entry(x, s, &e, src->type, &none, 0);
     rbuf_free(&snap);
     return r;
 }

@@ -18,10 +18,11 @@
  *
  * Batches: between db_batch_begin and db_batch_end, writes are collected and
  * then appended as ONE group entry (all or nothing after a crash) and applied
- * together. Lookups inside a batch see the batch's own earlier string writes
- * and deletions (not yet its collection effects). Use a batch for every
- * command that writes more than one key (MSET, RENAME, DEL with several
- * keys...).
+ * together. Lookups inside a batch see the batch's own earlier writes (a
+ * collection changed in the batch is seen as a private copy with the
+ * batch's effects applied; the real object changes at db_batch_end). Use a
+ * batch for every command that writes more than one key (MSET, RENAME, DEL
+ * with several keys, EXEC...).
  *
  * Refused writes: a write that cannot get log space (pool full), or whose
  * entry would not fit one log segment (a value over ~4 MiB), returns DB_OOM
@@ -74,6 +75,8 @@ typedef struct db_ctx {
     int batching;
     rbuf batch;            /* encoded sub-entries */
     int nbatch;
+    struct robj **clones;  /* collections as the batch has changed them */
+    int nclones, capclones;
     uint16_t batch_shards[64]; int nbatch_shards; /* informational */
 } db_ctx;
 
