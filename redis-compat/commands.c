@@ -117,7 +117,8 @@ static struct rcommand command_table[] = {
 };
 
 #define NCOMMANDS ((int)(sizeof(command_table) / sizeof(command_table[0])))
-#define LOOKUP_SLOTS 256 /* power of two, > 2 * NCOMMANDS */
+#define LOOKUP_SLOTS 1024 /* power of two, > 2 * NCOMMANDS */
+_Static_assert(LOOKUP_SLOTS > 2 * NCOMMANDS, "grow LOOKUP_SLOTS");
 
 static struct rcommand *lookup_slots[LOOKUP_SLOTS];
 static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;

@@ -1,4 +1,659 @@
-/* t_hash.c -- the hash type and its commands (issue 3, in progress). */
-#include "commands.h"
+/* t_hash.c -- the hash type: its class (object.h) and its commands.
+ *
+ * A hash is a dict (field -> value) in DRAM; its durable history is a chain
+ * of effect entries (object.h). The effects are:
+ *
+ *   HASH_OP_SET  u32 field length (LE), field bytes, value bytes
+ *   HASH_OP_DEL  field bytes
+ *
+ * Commands compute what they want to change, encode it as those effects and
+ * hand them to db_obj_write, which logs them and applies them through
+ * hash_apply, the same function recovery replays them with. HINCRBY and
+ * HINCRBYFLOAT log the resulting value, never the increment. A command whose
+ * effects would empty the hash deletes the key instead.
+ *
+ * The snapshot is: u8 "big" flag, u32 field count, then per field u32
+ * length + bytes for the field and for the value.
+ *
+ * OBJECT ENCODING reports what Redis 7.2 would: "listpack" while the hash
+ * has at most 512 fields and no field or value over 64 bytes, "hashtable"
+ * once it has exceeded either (and from then on, as Redis never converts
+ * back). The structure itself is always the dict.
+ *
+ * Replies, error texts and the order of checks follow Redis 7.2. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
-void hash_register(void) {}
+#include "commands.h"
+#include "dict.h"
+#include "object.h"
+#include "server.h"
+#include "util.h"
+
+#define HASH_OP_SET 1
+#define HASH_OP_DEL 2
+
+#define HASH_LP_ENTRIES 512   /* hash-max-listpack-entries (Redis default) */
+#define HASH_LP_VALUE 64      /* hash-max-listpack-value */
+
+#define LDOUBLE_TEXT_MAX (5 * 1024)
+
+typedef struct hashobj {
+    dict *d;
+    int big;    /* would be a hashtable in Redis (sticky) */
+} hashobj;
+
+/* ---------------- the class ---------------- */
+
+static void put_u32(rbuf *b, uint32_t v) {
+    unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                           (unsigned char)(v >> 24)};
+    rbuf_append(b, le, 4);
+}
+
+static uint32_t get_u32(const char *p) {
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+}
+
+static void *hash_create(void) {
+    hashobj *h = calloc(1, sizeof(*h));
+    if (!h) abort();
+    h->d = dict_new();
+    return h;
+}
+
+static void hash_destroy(void *data) {
+    hashobj *h = data;
+    dict_free(h->d);
+    free(h);
+}
+
+static void hash_put(hashobj *h, const char *f, size_t flen, const char *v, size_t vlen) {
+    dict_set(h->d, f, flen, v, vlen);
+    if (flen > HASH_LP_VALUE || vlen > HASH_LP_VALUE || dict_size(h->d) > HASH_LP_ENTRIES)
+        h->big = 1;
+}
+
+static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
+    hashobj *h = data;
+    switch (op) {
+    case HASH_OP_SET: {
+        if (len < 4) return -1;
+        uint32_t flen = get_u32(arg);
+        if (flen > len - 4) return -1;
+        hash_put(h, arg + 4, flen, arg + 4 + flen, len - 4 - flen);
+        return 0;
+    }
+    case HASH_OP_DEL:
+        dict_del(h->d, arg, len);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static int snap_fn(void *arg, const dict_entry *e) {
+    rbuf *out = arg;
+    put_u32(out, (uint32_t)e->klen);
+    rbuf_append(out, e->key, e->klen);
+    put_u32(out, (uint32_t)e->vlen);
+    rbuf_append(out, e->val, e->vlen);
+    return 0;
+}
+
+static void hash_snapshot(const void *data, rbuf *out) {
+    const hashobj *h = data;
+    unsigned char big = (unsigned char)h->big;
+    rbuf_append(out, &big, 1);
+    put_u32(out, (uint32_t)dict_size(h->d));
+    dict_foreach(h->d, snap_fn, out);
+}
+
+static void *hash_load(const char *buf, size_t len) {
+    if (len < 5 || (unsigned char)buf[0] > 1) return NULL;
+    hashobj *h = hash_create();
+    h->big = buf[0];
+    uint32_t n = get_u32(buf + 1);
+    size_t pos = 5;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t flen, vlen;
+        const char *f, *v;
+        if (len - pos < 4) goto bad;
+        flen = get_u32(buf + pos);
+        pos += 4;
+        if (flen > len - pos) goto bad;
+        f = buf + pos;
+        pos += flen;
+        if (len - pos < 4) goto bad;
+        vlen = get_u32(buf + pos);
+        pos += 4;
+        if (vlen > len - pos) goto bad;
+        v = buf + pos;
+        pos += vlen;
+        hash_put(h, f, flen, v, vlen);
+    }
+    if (pos != len || dict_size(h->d) != n) goto bad;
+    return h;
+bad:
+    hash_destroy(h);
+    return NULL;
+}
+
+static long long hash_size(const void *data) {
+    return (long long)dict_size(((const hashobj *)data)->d);
+}
+
+static const char *hash_encoding(const void *data) {
+    return ((const hashobj *)data)->big ? "hashtable" : "listpack";
+}
+
+static size_t hash_memory(const void *data) {
+    return sizeof(hashobj) + dict_mem_bytes(((const hashobj *)data)->d);
+}
+
+static const obj_class hash_class = {
+    .name = "hash",
+    .create = hash_create,
+    .destroy = hash_destroy,
+    .apply = hash_apply,
+    .snapshot = hash_snapshot,
+    .load = hash_load,
+    .size = hash_size,
+    .encoding = hash_encoding,
+    .memory = hash_memory,
+};
+
+void hash_register(void) { obj_register(OBJ_HASH, &hash_class); }
+
+/* ---------------- command helpers ---------------- */
+
+/* Look the key (argv[1]) up as a hash. 1 found (*h set), 0 missing, -1 it
+ * holds another type (WRONGTYPE replied). for_write: db_peek (no keyspace
+ * hit/miss), as Redis's lookupKeyWrite. */
+static int lookup_hash(client *c, int for_write, hashobj **h) {
+    db_val v;
+    int found = for_write ? db_peek(&c->x, c->db, c->argv[1], c->argvlen[1], &v)
+                          : db_lookup(&c->x, c->db, c->argv[1], c->argvlen[1], &v);
+    *h = NULL;
+    if (!found) return 0;
+    if (v.type != OBJ_HASH) {
+        resp_add_error(&c->out, ERR_WRONGTYPE);
+        return -1;
+    }
+    *h = v.obj->data;
+    return 1;
+}
+
+/* Append a HASH_OP_SET effect to ops (scratch is a work buffer). */
+static void op_set(rbuf *ops, rbuf *scratch, const char *f, size_t flen, const char *v, size_t vlen) {
+    scratch->len = 0;
+    put_u32(scratch, (uint32_t)flen);
+    rbuf_append(scratch, f, flen);
+    obj_op2(ops, HASH_OP_SET, scratch->buf, scratch->len, v, vlen);
+}
+
+static int write_ops(client *c, const rbuf *ops) {
+    return db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops->buf, ops->len);
+}
+
+
+static size_t hsize(const hashobj *h) { return h ? dict_size(h->d) : 0; }
+
+/* ---------------- writes ---------------- */
+
+/* HSET / HMSET: fields set left to right (a repeated field: the last value
+ * wins). HSET replies how many fields are new. */
+static void hset_generic(client *c, int reply_count) {
+    hashobj *h;
+    rbuf ops, scratch;
+    long long created = 0;
+
+    if (c->argc % 2 == 1) {
+        resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s' command", c->cmd->name);
+        return;
+    }
+    if (lookup_hash(c, 1, &h) < 0) return;
+    /* The reply is worked out before the write: inside a batch (MULTI) the
+     * effects are applied only when the batch ends. */
+    dict *seen = dict_new();
+    rbuf_init(&ops);
+    rbuf_init(&scratch);
+    for (int j = 2; j < c->argc; j += 2) {
+        if (!(h && dict_find(h->d, c->argv[j], c->argvlen[j])) &&
+            dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0))
+            created++;
+        op_set(&ops, &scratch, c->argv[j], c->argvlen[j], c->argv[j + 1], c->argvlen[j + 1]);
+    }
+    dict_free(seen);
+    int r = write_ops(c, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&scratch);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    if (!reply_count) {
+        resp_add_ok(&c->out);
+        return;
+    }
+    resp_add_int(&c->out, created);
+}
+
+void hsetCommand(client *c) { hset_generic(c, 1); }
+void hmsetCommand(client *c) { hset_generic(c, 0); }
+
+void hsetnxCommand(client *c) {
+    hashobj *h;
+    rbuf ops, scratch;
+    if (lookup_hash(c, 1, &h) < 0) return;
+    if (h && dict_find(h->d, c->argv[2], c->argvlen[2])) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    rbuf_init(&ops);
+    rbuf_init(&scratch);
+    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], c->argv[3], c->argvlen[3]);
+    int r = write_ops(c, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&scratch);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, 1);
+}
+
+/* Each distinct existing field is deleted once; deleting the last field
+ * deletes the key. */
+void hdelCommand(client *c) {
+    hashobj *h;
+    rbuf ops;
+    dict *seen;
+    long long deleted = 0;
+    int r;
+
+    r = lookup_hash(c, 1, &h);
+    if (r <= 0) {
+        if (r == 0) resp_add_int(&c->out, 0);
+        return;
+    }
+    rbuf_init(&ops);
+    seen = dict_new();
+    for (int j = 2; j < c->argc; j++) {
+        if (!dict_find(h->d, c->argv[j], c->argvlen[j])) continue;
+        if (!dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0)) continue;
+        obj_op(&ops, HASH_OP_DEL, c->argv[j], c->argvlen[j]);
+        deleted++;
+    }
+    dict_free(seen);
+    if (deleted == 0) r = DB_OK;
+    else if ((size_t)deleted == dict_size(h->d)) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    else r = write_ops(c, &ops);
+    rbuf_free(&ops);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, deleted);
+}
+
+/* HINCRBY: the increment is checked before the key (as Redis does). */
+void hincrbyCommand(client *c) {
+    long long incr, value = 0;
+    hashobj *h;
+    dict_entry *e;
+    char buf[32];
+    rbuf ops, scratch;
+    int len, r;
+
+    if (arg_ll(c, 3, &incr) != 0) return;
+    if (lookup_hash(c, 1, &h) < 0) return;
+    e = h ? dict_find(h->d, c->argv[2], c->argvlen[2]) : NULL;
+    if (e && !string2ll(e->val, e->vlen, &value)) {
+        resp_add_error(&c->out, "ERR hash value is not an integer");
+        return;
+    }
+    if ((incr < 0 && value < 0 && incr < LLONG_MIN - value) ||
+        (incr > 0 && value > 0 && incr > LLONG_MAX - value)) {
+        resp_add_error(&c->out, ERR_OVERFLOW);
+        return;
+    }
+    value += incr;
+    len = ll2string(buf, sizeof(buf), value);
+    rbuf_init(&ops);
+    rbuf_init(&scratch);
+    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], buf, (size_t)len);
+    r = write_ops(c, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&scratch);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, value);
+}
+
+void hincrbyfloatCommand(client *c) {
+    long double incr, value = 0;
+    hashobj *h;
+    dict_entry *e;
+    char buf[LDOUBLE_TEXT_MAX + 64];
+    rbuf ops, scratch;
+    int len, r;
+
+    if (arg_ldouble(c, 3, &incr) != 0) return;
+    if (isnan(incr) || isinf(incr)) {
+        resp_add_error(&c->out, "ERR value is NaN or Infinity");
+        return;
+    }
+    if (lookup_hash(c, 1, &h) < 0) return;
+    e = h ? dict_find(h->d, c->argv[2], c->argvlen[2]) : NULL;
+    if (e && !string2ld(e->val, e->vlen, &value)) {
+        resp_add_error(&c->out, "ERR hash value is not a float");
+        return;
+    }
+    value += incr;
+    if (isnan(value) || isinf(value)) {
+        resp_add_error(&c->out, "ERR increment would produce NaN or Infinity");
+        return;
+    }
+    len = ld2string(buf, sizeof(buf), value);
+    rbuf_init(&ops);
+    rbuf_init(&scratch);
+    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], buf, (size_t)len);
+    r = write_ops(c, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&scratch);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_bulk(&c->out, buf, (size_t)len);
+}
+
+/* ---------------- reads ---------------- */
+
+static void add_value(client *c, const dict_entry *e) {
+    if (e) resp_add_bulk(&c->out, e->vlen ? e->val : "", e->vlen);
+    else resp_add_null(&c->out);
+}
+
+void hgetCommand(client *c) {
+    hashobj *h;
+    int r = lookup_hash(c, 0, &h);
+    if (r < 0) return;
+    add_value(c, r ? dict_find(h->d, c->argv[2], c->argvlen[2]) : NULL);
+}
+
+void hmgetCommand(client *c) {
+    hashobj *h;
+    if (lookup_hash(c, 0, &h) < 0) return;
+    resp_add_array(&c->out, c->argc - 2);
+    for (int j = 2; j < c->argc; j++)
+        add_value(c, h ? dict_find(h->d, c->argv[j], c->argvlen[j]) : NULL);
+}
+
+void hlenCommand(client *c) {
+    hashobj *h;
+    if (lookup_hash(c, 0, &h) < 0) return;
+    resp_add_int(&c->out, (long long)hsize(h));
+}
+
+void hstrlenCommand(client *c) {
+    hashobj *h;
+    if (lookup_hash(c, 0, &h) < 0) return;
+    dict_entry *e = h ? dict_find(h->d, c->argv[2], c->argvlen[2]) : NULL;
+    resp_add_int(&c->out, e ? (long long)e->vlen : 0);
+}
+
+void hexistsCommand(client *c) {
+    hashobj *h;
+    if (lookup_hash(c, 0, &h) < 0) return;
+    resp_add_int(&c->out, h && dict_find(h->d, c->argv[2], c->argvlen[2]) ? 1 : 0);
+}
+
+#define WANT_KEYS 1
+#define WANT_VALS 2
+
+typedef struct getall_ctx {
+    client *c;
+    int what;
+} getall_ctx;
+
+static int getall_fn(void *arg, const dict_entry *e) {
+    getall_ctx *g = arg;
+    if (g->what & WANT_KEYS) resp_add_bulk(&g->c->out, e->key, e->klen);
+    if (g->what & WANT_VALS) resp_add_bulk(&g->c->out, e->vlen ? e->val : "", e->vlen);
+    return 0;
+}
+
+static void getall_generic(client *c, int what) {
+    hashobj *h;
+    getall_ctx g = {c, what};
+    if (lookup_hash(c, 0, &h) < 0) return;
+    long long n = (long long)hsize(h);
+    if (what == (WANT_KEYS | WANT_VALS)) resp_add_map(&c->out, n);
+    else resp_add_array(&c->out, n);
+    if (h) dict_foreach(h->d, getall_fn, &g);
+}
+
+void hgetallCommand(client *c) { getall_generic(c, WANT_KEYS | WANT_VALS); }
+void hkeysCommand(client *c) { getall_generic(c, WANT_KEYS); }
+void hvalsCommand(client *c) { getall_generic(c, WANT_VALS); }
+
+/* ---------------- HRANDFIELD ---------------- */
+
+static int collect_fn(void *arg, const dict_entry *e) {
+    const dict_entry ***p = arg;
+    *(*p)++ = e;
+    return 0;
+}
+
+/* count distinct random entries of d (count < size) into out[]. */
+static void pick_distinct(const dict *d, size_t count, const dict_entry **out) {
+    size_t n = dict_size(d);
+    if (count * 3 > n) {
+        /* Many of them: shuffle the first count positions of all entries. */
+        const dict_entry **all = malloc(sizeof(*all) * n), **p = all;
+        if (!all) abort();
+        dict_foreach(d, collect_fn, &p);
+        for (size_t i = 0; i < count; i++) {
+            size_t j = i + (size_t)(rnd64() % (n - i));
+            const dict_entry *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+            out[i] = all[i];
+        }
+        free(all);
+        return;
+    }
+    dict *seen = dict_new();
+    size_t got = 0;
+    while (got < count) {
+        const dict_entry *e = dict_random(d, rnd64());
+        if (dict_set(seen, e->key, e->klen, NULL, 0)) out[got++] = e;
+    }
+    dict_free(seen);
+}
+
+static void add_pair(client *c, const dict_entry *e, int withvalues) {
+    if (withvalues && c->out.proto == 3) resp_add_array(&c->out, 2);
+    resp_add_bulk(&c->out, e->key, e->klen);
+    if (withvalues) resp_add_bulk(&c->out, e->vlen ? e->val : "", e->vlen);
+}
+
+static void hrandfield_count(client *c, long long count, int withvalues) {
+    hashobj *h;
+    int r = lookup_hash(c, 0, &h);
+    if (r < 0) return;
+    if (r == 0 || count == 0) {
+        resp_add_array(&c->out, 0);
+        return;
+    }
+    size_t size = dict_size(h->d);
+    int flat = withvalues && c->out.proto == 2;
+    if (count < 0) {
+        /* Repeats allowed: independent draws. */
+        long long n = -count;
+        resp_add_array(&c->out, flat ? n * 2 : n);
+        for (long long i = 0; i < n; i++) add_pair(c, dict_random(h->d, rnd64()), withvalues);
+        return;
+    }
+    if ((unsigned long long)count >= size) {
+        getall_ctx g = {c, WANT_KEYS | (withvalues ? WANT_VALS : 0)};
+        resp_add_array(&c->out, flat ? (long long)size * 2 : (long long)size);
+        if (withvalues && c->out.proto == 3) {
+            /* RESP3: each pair is its own two-element array. */
+            const dict_entry **all = malloc(sizeof(*all) * size), **p = all;
+            if (!all) abort();
+            dict_foreach(h->d, collect_fn, &p);
+            for (size_t i = 0; i < size; i++) add_pair(c, all[i], 1);
+            free(all);
+        } else {
+            dict_foreach(h->d, getall_fn, &g);
+        }
+        return;
+    }
+    const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
+    if (!picked) abort();
+    pick_distinct(h->d, (size_t)count, picked);
+    resp_add_array(&c->out, flat ? count * 2 : count);
+    for (long long i = 0; i < count; i++) add_pair(c, picked[i], withvalues);
+    free(picked);
+}
+
+void hrandfieldCommand(client *c) {
+    hashobj *h;
+    long long count;
+    int withvalues = 0, r;
+
+    if (c->argc >= 3) {
+        if (arg_ll_range(c, 2, -LLONG_MAX, LLONG_MAX, &count, NULL) != 0) return;
+        if (c->argc > 4 || (c->argc == 4 && !arg_is(c, 3, "withvalues"))) {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return;
+        }
+        if (c->argc == 4) {
+            withvalues = 1;
+            if (count < -LLONG_MAX / 2 || count > LLONG_MAX / 2) {
+                resp_add_error(&c->out, "ERR value is out of range");
+                return;
+            }
+        }
+        hrandfield_count(c, count, withvalues);
+        return;
+    }
+    r = lookup_hash(c, 0, &h);
+    if (r < 0) return;
+    if (r == 0) {
+        resp_add_null(&c->out);
+        return;
+    }
+    const dict_entry *e = dict_random(h->d, rnd64());
+    resp_add_bulk(&c->out, e->key, e->klen);
+}
+
+/* ---------------- HSCAN ---------------- */
+
+/* The cursor as Redis reads it: strtoul over the whole argument (so "-1"
+ * and "+5" pass, as there), no leading space, no overflow. */
+static int parse_cursor(client *c, int i, uint64_t *cursor) {
+    char stackbuf[64], *buf = stackbuf, *end;
+    size_t len = c->argvlen[i];
+    unsigned long long v;
+    int ok;
+
+    if (len >= sizeof(stackbuf)) buf = malloc(len + 1);
+    if (!buf) abort();
+    memcpy(buf, c->argv[i], len);
+    buf[len] = '\0';
+    errno = 0;
+    v = strtoull(buf, &end, 10);
+    ok = !(len && isspace((unsigned char)buf[0])) && *end == '\0' && errno != ERANGE;
+    if (buf != stackbuf) free(buf);
+    if (!ok) {
+        resp_add_error(&c->out, "ERR invalid cursor");
+        return -1;
+    }
+    *cursor = v;
+    return 0;
+}
+
+typedef struct hscan_ctx {
+    client *c;
+    const char *pat;
+    size_t plen;
+    int novalues;
+    long long n;
+} hscan_ctx;
+
+static void hscan_fn(void *arg, const dict_entry *e) {
+    hscan_ctx *s = arg;
+    if (s->pat && !stringmatchlen(s->pat, s->plen, e->key, e->klen, 0)) return;
+    resp_add_bulk(&s->c->out, e->key, e->klen);
+    s->n++;
+    if (!s->novalues) {
+        resp_add_bulk(&s->c->out, e->vlen ? e->val : "", e->vlen);
+        s->n++;
+    }
+}
+
+static int hscan_all_fn(void *arg, const dict_entry *e) {
+    hscan_fn(arg, e);
+    return 0;
+}
+
+void hscanCommand(client *c) {
+    hashobj *h;
+    uint64_t cursor;
+    long long count = 10;
+    hscan_ctx s = {c, NULL, 0, 0, 0};
+    char buf[32];
+    int r;
+
+    if (parse_cursor(c, 2, &cursor) != 0) return;
+    r = lookup_hash(c, 0, &h);
+    if (r < 0) return;
+    if (r == 0) {
+        resp_add_array(&c->out, 2);
+        resp_add_bulk(&c->out, "0", 1);
+        resp_add_array(&c->out, 0);
+        return;
+    }
+    for (int j = 3; j < c->argc;) {
+        int has_value = j + 1 < c->argc;
+        if (arg_is(c, j, "count") && has_value) {
+            if (arg_ll(c, j + 1, &count) != 0) return;
+            if (count < 1) {
+                resp_add_error(&c->out, ERR_SYNTAX);
+                return;
+            }
+            j += 2;
+        } else if (arg_is(c, j, "match") && has_value) {
+            s.pat = c->argv[j + 1];
+            s.plen = c->argvlen[j + 1];
+            if (s.plen == 1 && s.pat[0] == '*') s.pat = NULL;
+            j += 2;
+        } else if (arg_is(c, j, "novalues")) {
+            s.novalues = 1;
+            j++;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return;
+        }
+    }
+    /* The elements are collected behind a placeholder header, then the
+     * header is rewritten with the real count. */
+    rbuf tmp;
+    resp_out save = c->out;
+    rbuf_init(&tmp);
+    c->out.b = tmp;
+    if (!h->big) {
+        /* Like Redis's listpack encoding: everything in one call. */
+        dict_foreach(h->d, hscan_all_fn, &s);
+        cursor = 0;
+    } else {
+        cursor = dict_scan(h->d, cursor, count, hscan_fn, &s);
+    }
+    tmp = c->out.b;
+    c->out = save;
+    resp_add_array(&c->out, 2);
+    int len = ull2string(buf, sizeof(buf), cursor);
+    resp_add_bulk(&c->out, buf, (size_t)len);
+    resp_add_array(&c->out, s.n);
+    resp_add_raw(&c->out, tmp.buf, tmp.len);
+    rbuf_free(&tmp);
+}

@@ -1,4 +1,792 @@
-/* t_set.c -- the set type and its commands (issue 3, in progress). */
-#include "commands.h"
+/* t_set.c -- the set type: its class (object.h) and its commands.
+ *
+ * A set is a dict of members (no values) in DRAM; its durable history is a
+ * chain of effect entries (object.h). The effects are:
+ *
+ *   SET_OP_ADD  member bytes
+ *   SET_OP_REM  member bytes
+ *   SET_OP_ENC  u8: the encoding Redis would report is at least this one
+ *
+ * SPOP decides on the live path which members leave and logs SET_OP_REM for
+ * each of them, so replay never draws random numbers. The *STORE commands
+ * compute their result into a private object and write it as one snapshot
+ * entry (db_set_copy), replacing whatever the destination held; SMOVE
+ * writes both keys in one batch. A command whose effects would empty a set
+ * deletes the key instead.
+ *
+ * The snapshot is: u8 encoding, u32 member count, then per member u32
+ * length + bytes.
+ *
+ * OBJECT ENCODING follows Redis 7.2's conversions, tracked by apply (and
+ * never reverted, as in Redis): a set starts as "intset" and stays one while
+ * every member is an integer and it has at most 512 of them; a non-integer
+ * member turns it into "listpack" if it had fewer than 128 members and the
+ * member is at most 64 bytes, else "hashtable"; a listpack becomes a
+ * hashtable past 128 members or with a member over 64 bytes. SADD creating
+ * a key with more members than those limits starts as a hashtable, as
+ * Redis's size hint does (SET_OP_ENC). The structure is always the dict.
+ *
+ * Replies, error texts and the order of checks follow Redis 7.2. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
-void set_register(void) {}
+#include "commands.h"
+#include "dict.h"
+#include "object.h"
+#include "server.h"
+#include "util.h"
+
+#define SET_OP_ADD 1
+#define SET_OP_REM 2
+#define SET_OP_ENC 3
+
+#define SET_MAX_INTSET 512     /* set-max-intset-entries */
+#define SET_LP_ENTRIES 128     /* set-max-listpack-entries */
+#define SET_LP_VALUE 64        /* set-max-listpack-value */
+
+enum { ENC_INTSET = 0, ENC_LISTPACK = 1, ENC_HT = 2 };
+
+typedef struct setobj {
+    dict *d;
+    int enc;
+} setobj;
+
+/* ---------------- the class ---------------- */
+
+static void put_u32(rbuf *b, uint32_t v) {
+    unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
+                           (unsigned char)(v >> 24)};
+    rbuf_append(b, le, 4);
+}
+
+static uint32_t get_u32(const char *p) {
+    const unsigned char *u = (const unsigned char *)p;
+    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+}
+
+static void *set_create(void) {
+    setobj *s = calloc(1, sizeof(*s));
+    if (!s) abort();
+    s->d = dict_new();
+    s->enc = ENC_INTSET;
+    return s;
+}
+
+static void set_destroy(void *data) {
+    setobj *s = data;
+    dict_free(s->d);
+    free(s);
+}
+
+static int is_int(const char *m, size_t len) {
+    long long v;
+    return string2ll(m, len, &v);
+}
+
+/* Add a member, following Redis's encoding conversions. */
+static void set_add(setobj *s, const char *m, size_t len) {
+    size_t before = dict_size(s->d);
+    if (!dict_set(s->d, m, len, NULL, 0)) return;
+    if (s->enc == ENC_INTSET) {
+        if (is_int(m, len)) {
+            if (before + 1 > SET_MAX_INTSET) s->enc = ENC_HT;
+        } else {
+            s->enc = before < SET_LP_ENTRIES && len <= SET_LP_VALUE ? ENC_LISTPACK : ENC_HT;
+        }
+    } else if (s->enc == ENC_LISTPACK) {
+        if (before >= SET_LP_ENTRIES || len > SET_LP_VALUE) s->enc = ENC_HT;
+    }
+}
+
+static int set_apply(void *data, uint8_t op, const char *arg, size_t len) {
+    setobj *s = data;
+    switch (op) {
+    case SET_OP_ADD:
+        set_add(s, arg, len);
+        return 0;
+    case SET_OP_REM:
+        dict_del(s->d, arg, len);
+        return 0;
+    case SET_OP_ENC:
+        if (len != 1 || (unsigned char)arg[0] > ENC_HT) return -1;
+        if ((unsigned char)arg[0] > s->enc) s->enc = (unsigned char)arg[0];
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static int snap_fn(void *arg, const dict_entry *e) {
+    rbuf *out = arg;
+    put_u32(out, (uint32_t)e->klen);
+    rbuf_append(out, e->key, e->klen);
+    return 0;
+}
+
+static void set_snapshot(const void *data, rbuf *out) {
+    const setobj *s = data;
+    unsigned char enc = (unsigned char)s->enc;
+    rbuf_append(out, &enc, 1);
+    put_u32(out, (uint32_t)dict_size(s->d));
+    dict_foreach(s->d, snap_fn, out);
+}
+
+static void *set_load(const char *buf, size_t len) {
+    if (len < 5 || (unsigned char)buf[0] > ENC_HT) return NULL;
+    setobj *s = set_create();
+    uint32_t n = get_u32(buf + 1);
+    size_t pos = 5;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t mlen;
+        if (len - pos < 4) goto bad;
+        mlen = get_u32(buf + pos);
+        pos += 4;
+        if (mlen > len - pos) goto bad;
+        set_add(s, buf + pos, mlen);
+        pos += mlen;
+    }
+    if (pos != len || dict_size(s->d) != n) goto bad;
+    if ((unsigned char)buf[0] > s->enc) s->enc = (unsigned char)buf[0];
+    return s;
+bad:
+    set_destroy(s);
+    return NULL;
+}
+
+static long long set_size(const void *data) {
+    return (long long)dict_size(((const setobj *)data)->d);
+}
+
+static const char *set_encoding(const void *data) {
+    switch (((const setobj *)data)->enc) {
+    case ENC_INTSET: return "intset";
+    case ENC_LISTPACK: return "listpack";
+    default: return "hashtable";
+    }
+}
+
+static size_t set_memory(const void *data) {
+    return sizeof(setobj) + dict_mem_bytes(((const setobj *)data)->d);
+}
+
+static const obj_class set_class = {
+    .name = "set",
+    .create = set_create,
+    .destroy = set_destroy,
+    .apply = set_apply,
+    .snapshot = set_snapshot,
+    .load = set_load,
+    .size = set_size,
+    .encoding = set_encoding,
+    .memory = set_memory,
+};
+
+void set_register(void) { obj_register(OBJ_SET, &set_class); }
+
+/* ---------------- command helpers ---------------- */
+
+/* Look argv[i] up as a set. 1 found (*s set), 0 missing (*s NULL), -1 it
+ * holds another type (WRONGTYPE replied). for_write: db_peek, as Redis's
+ * lookupKeyWrite (no keyspace hit/miss). */
+static int lookup_set(client *c, int i, int for_write, setobj **s) {
+    db_val v;
+    int found = for_write ? db_peek(&c->x, c->db, c->argv[i], c->argvlen[i], &v)
+                          : db_lookup(&c->x, c->db, c->argv[i], c->argvlen[i], &v);
+    *s = NULL;
+    if (!found) return 0;
+    if (v.type != OBJ_SET) {
+        resp_add_error(&c->out, ERR_WRONGTYPE);
+        return -1;
+    }
+    *s = v.obj->data;
+    return 1;
+}
+
+static size_t ssize(const setobj *s) { return s ? dict_size(s->d) : 0; }
+
+static int is_member(const setobj *s, const char *m, size_t len) {
+    return s && dict_find(s->d, m, len) != NULL;
+}
+
+static void reply_oom(client *c, size_t reply_start) {
+    c->out.b.len = reply_start;
+    resp_add_error(&c->out, db_error_text(&c->x));
+}
+
+static int collect_fn(void *arg, const dict_entry *e) {
+    const dict_entry ***p = arg;
+    *(*p)++ = e;
+    return 0;
+}
+
+static int cmp_int_entries(const void *a, const void *b) {
+    const dict_entry *x = *(const dict_entry *const *)a, *y = *(const dict_entry *const *)b;
+    long long u = 0, v = 0;
+    string2ll(x->key, x->klen, &u);
+    string2ll(y->key, y->klen, &v);
+    return u < v ? -1 : u > v;
+}
+
+/* Every member, in the order Redis would list them where that is fixed:
+ * an intset is sorted by value. Caller frees the array. */
+static const dict_entry **members_of(const setobj *s, size_t *n) {
+    size_t size = dict_size(s->d);
+    const dict_entry **all = malloc(sizeof(*all) * (size ? size : 1)), **p = all;
+    if (!all) abort();
+    dict_foreach(s->d, collect_fn, &p);
+    if (s->enc == ENC_INTSET) qsort(all, size, sizeof(*all), cmp_int_entries);
+    *n = size;
+    return all;
+}
+
+/* count distinct random members (count < size) into out[]. */
+static void pick_distinct(const dict *d, size_t count, const dict_entry **out) {
+    size_t n = dict_size(d);
+    if (count * 3 > n) {
+        const dict_entry **all = malloc(sizeof(*all) * n), **p = all;
+        if (!all) abort();
+        dict_foreach(d, collect_fn, &p);
+        for (size_t i = 0; i < count; i++) {
+            size_t j = i + (size_t)(rnd64() % (n - i));
+            const dict_entry *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+            out[i] = all[i];
+        }
+        free(all);
+        return;
+    }
+    dict *seen = dict_new();
+    size_t got = 0;
+    while (got < count) {
+        const dict_entry *e = dict_random(d, rnd64());
+        if (dict_set(seen, e->key, e->klen, NULL, 0)) out[got++] = e;
+    }
+    dict_free(seen);
+}
+
+/* ---------------- SADD SREM ---------------- */
+
+void saddCommand(client *c) {
+    setobj *s;
+    rbuf ops;
+    int r = lookup_set(c, 1, 1, &s);
+    if (r < 0) return;
+    rbuf_init(&ops);
+    if (!s) {
+        /* Redis sizes a new set by the number of arguments. */
+        long long hint = c->argc - 2;
+        int first_int = is_int(c->argv[2], c->argvlen[2]);
+        if (hint > SET_LP_ENTRIES && !(first_int && hint <= SET_MAX_INTSET)) {
+            char enc = ENC_HT;
+            obj_op(&ops, SET_OP_ENC, &enc, 1);
+        }
+    }
+    /* The reply is worked out before the write: inside a batch (MULTI) the
+     * effects are applied only when the batch ends. */
+    long long adds = 0;
+    dict *seen = dict_new();
+    for (int j = 2; j < c->argc; j++) {
+        if (is_member(s, c->argv[j], c->argvlen[j])) continue;
+        if (!dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0)) continue;
+        obj_op(&ops, SET_OP_ADD, c->argv[j], c->argvlen[j]);
+        adds++;
+    }
+    dict_free(seen);
+    r = adds ? db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len)
+             : DB_OK;
+    rbuf_free(&ops);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, adds);
+}
+
+/* Each distinct member present is removed once; removing the last one
+ * deletes the key. */
+void sremCommand(client *c) {
+    setobj *s;
+    rbuf ops;
+    long long removed = 0;
+    int r = lookup_set(c, 1, 1, &s);
+    if (r <= 0) {
+        if (r == 0) resp_add_int(&c->out, 0);
+        return;
+    }
+    dict *seen = dict_new();
+    rbuf_init(&ops);
+    for (int j = 2; j < c->argc; j++) {
+        if (!is_member(s, c->argv[j], c->argvlen[j])) continue;
+        if (!dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0)) continue;
+        obj_op(&ops, SET_OP_REM, c->argv[j], c->argvlen[j]);
+        removed++;
+    }
+    dict_free(seen);
+    if (removed == 0) r = DB_OK;
+    else if ((size_t)removed == ssize(s)) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    else r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
+    rbuf_free(&ops);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, removed);
+}
+
+/* ---------------- reads ---------------- */
+
+static void reply_members(client *c, const setobj *s) {
+    size_t n = 0;
+    if (!s) {
+        resp_add_set(&c->out, 0);
+        return;
+    }
+    const dict_entry **all = members_of(s, &n);
+    resp_add_set(&c->out, (long long)n);
+    for (size_t i = 0; i < n; i++) resp_add_bulk(&c->out, all[i]->key, all[i]->klen);
+    free(all);
+}
+
+void smembersCommand(client *c) {
+    setobj *s;
+    if (lookup_set(c, 1, 0, &s) < 0) return;
+    reply_members(c, s);
+}
+
+void sismemberCommand(client *c) {
+    setobj *s;
+    if (lookup_set(c, 1, 0, &s) < 0) return;
+    resp_add_int(&c->out, is_member(s, c->argv[2], c->argvlen[2]));
+}
+
+void smismemberCommand(client *c) {
+    setobj *s;
+    if (lookup_set(c, 1, 0, &s) < 0) return;
+    resp_add_array(&c->out, c->argc - 2);
+    for (int j = 2; j < c->argc; j++) resp_add_int(&c->out, is_member(s, c->argv[j], c->argvlen[j]));
+}
+
+void scardCommand(client *c) {
+    setobj *s;
+    if (lookup_set(c, 1, 0, &s) < 0) return;
+    resp_add_int(&c->out, (long long)ssize(s));
+}
+
+/* ---------------- SPOP SRANDMEMBER ---------------- */
+
+static void spop_count(client *c) {
+    long long count;
+    setobj *s;
+    rbuf ops;
+    size_t reply_start = c->out.b.len, size;
+    int r;
+
+    /* Redis answers the same text for a non-integer. */
+    if (arg_ll_range(c, 2, 0, LLONG_MAX, &count, "ERR value is out of range, must be positive") != 0)
+        return;
+    r = lookup_set(c, 1, 1, &s);
+    if (r < 0) return;
+    if (r == 0 || count == 0) {
+        resp_add_set(&c->out, 0);
+        return;
+    }
+    size = ssize(s);
+    if ((unsigned long long)count >= size) {
+        /* Everything: reply with the members, then delete the key. */
+        reply_members(c, s);
+        if (db_del(&c->x, c->db, c->argv[1], c->argvlen[1]) == DB_OOM) reply_oom(c, reply_start);
+        return;
+    }
+    const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
+    if (!picked) abort();
+    pick_distinct(s->d, (size_t)count, picked);
+    rbuf_init(&ops);
+    resp_add_set(&c->out, count);
+    for (long long i = 0; i < count; i++) {
+        resp_add_bulk(&c->out, picked[i]->key, picked[i]->klen);
+        obj_op(&ops, SET_OP_REM, picked[i]->key, picked[i]->klen);
+    }
+    free(picked);
+    /* The reply holds copies: the entries go away with the write. */
+    r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
+    rbuf_free(&ops);
+    if (r == DB_OOM) reply_oom(c, reply_start);
+}
+
+void spopCommand(client *c) {
+    setobj *s;
+    size_t reply_start = c->out.b.len;
+    int r;
+
+    if (c->argc == 3) {
+        spop_count(c);
+        return;
+    }
+    if (c->argc > 3) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    r = lookup_set(c, 1, 1, &s);
+    if (r < 0) return;
+    if (r == 0) {
+        resp_add_null(&c->out);
+        return;
+    }
+    const dict_entry *e = dict_random(s->d, rnd64());
+    resp_add_bulk(&c->out, e->key, e->klen);
+    if (ssize(s) == 1) {
+        r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    } else {
+        rbuf ops;
+        rbuf_init(&ops);
+        obj_op(&ops, SET_OP_REM, e->key, e->klen);
+        r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
+        rbuf_free(&ops);
+    }
+    if (r == DB_OOM) reply_oom(c, reply_start);
+}
+
+void srandmemberCommand(client *c) {
+    setobj *s;
+    long long count;
+    int r;
+
+    if (c->argc > 3) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    if (c->argc == 2) {
+        r = lookup_set(c, 1, 0, &s);
+        if (r < 0) return;
+        if (r == 0) {
+            resp_add_null(&c->out);
+            return;
+        }
+        const dict_entry *e = dict_random(s->d, rnd64());
+        resp_add_bulk(&c->out, e->key, e->klen);
+        return;
+    }
+    if (arg_ll_range(c, 2, -LLONG_MAX, LLONG_MAX, &count, NULL) != 0) return;
+    r = lookup_set(c, 1, 0, &s);
+    if (r < 0) return;
+    if (r == 0 || count == 0) {
+        resp_add_array(&c->out, 0);
+        return;
+    }
+    size_t size = ssize(s);
+    if (count < 0) {
+        resp_add_array(&c->out, -count);
+        for (long long i = 0; i < -count; i++) {
+            const dict_entry *e = dict_random(s->d, rnd64());
+            resp_add_bulk(&c->out, e->key, e->klen);
+        }
+        return;
+    }
+    if ((unsigned long long)count >= size) {
+        size_t n;
+        const dict_entry **all = members_of(s, &n);
+        resp_add_array(&c->out, (long long)n);
+        for (size_t i = 0; i < n; i++) resp_add_bulk(&c->out, all[i]->key, all[i]->klen);
+        free(all);
+        return;
+    }
+    const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
+    if (!picked) abort();
+    pick_distinct(s->d, (size_t)count, picked);
+    resp_add_array(&c->out, count);
+    for (long long i = 0; i < count; i++) resp_add_bulk(&c->out, picked[i]->key, picked[i]->klen);
+    free(picked);
+}
+
+/* ---------------- SMOVE ---------------- */
+
+void smoveCommand(client *c) {
+    setobj *src, *dst;
+    const char *m = c->argv[3];
+    size_t mlen = c->argvlen[3];
+    int rs, rd, r;
+
+    rs = lookup_set(c, 1, 1, &src);
+    if (rs < 0) return;
+    /* A missing source answers 0 before the destination's type matters. */
+    if (rs == 0) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    rd = lookup_set(c, 2, 1, &dst);
+    if (rd < 0) return;
+    if (c->argvlen[1] == c->argvlen[2] && memcmp(c->argv[1], c->argv[2], c->argvlen[1]) == 0) {
+        resp_add_int(&c->out, is_member(src, m, mlen));
+        return;
+    }
+    if (!is_member(src, m, mlen)) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    rbuf ops;
+    rbuf_init(&ops);
+    db_batch_begin(&c->x);
+    if (ssize(src) == 1) {
+        db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    } else {
+        obj_op(&ops, SET_OP_REM, m, mlen);
+        db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
+    }
+    if (!is_member(dst, m, mlen)) {
+        ops.len = 0;
+        obj_op(&ops, SET_OP_ADD, m, mlen);
+        db_obj_write(&c->x, c->db, c->argv[2], c->argvlen[2], OBJ_SET, ops.buf, ops.len);
+    }
+    r = db_batch_end(&c->x);
+    rbuf_free(&ops);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, 1);
+}
+
+/* ---------------- SINTER SUNION SDIFF and their STORE forms ---------------- */
+
+enum { OP_INTER, OP_UNION, OP_DIFF };
+
+/* Look up argv[first..first+n-1] as sets into sets[] (NULL = missing).
+ * Every key is type checked, as Redis does. -1 after a WRONGTYPE reply. */
+static int lookup_sets(client *c, int first, int n, setobj **sets) {
+    for (int j = 0; j < n; j++)
+        if (lookup_set(c, first + j, 0, &sets[j]) < 0) return -1;
+    return 0;
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = ssize(*(setobj *const *)a), y = ssize(*(setobj *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+typedef struct algebra {
+    setobj **sets;
+    int n;
+    const dict_entry **out;  /* result members (pointers into the sets, or into acc) */
+    size_t nout;
+    dict *acc;               /* union's accumulator */
+    long long limit;         /* SINTERCARD: stop here (0 = no limit) */
+} algebra;
+
+static int inter_fn(void *arg, const dict_entry *e) {
+    algebra *a = arg;
+    for (int j = 1; j < a->n; j++)
+        if (a->sets[j] != a->sets[0] && !dict_find(a->sets[j]->d, e->key, e->klen)) return 0;
+    a->out[a->nout++] = e;
+    return a->limit && (long long)a->nout >= a->limit;
+}
+
+static int union_fn(void *arg, const dict_entry *e) {
+    algebra *a = arg;
+    dict_set(a->acc, e->key, e->klen, NULL, 0);
+    return 0;
+}
+
+static int diff_fn(void *arg, const dict_entry *e) {
+    algebra *a = arg;
+    for (int j = 1; j < a->n; j++)
+        if (a->sets[j] && dict_find(a->sets[j]->d, e->key, e->klen)) return 0;
+    a->out[a->nout++] = e;
+    return 0;
+}
+
+/* Compute the result of op over sets[0..n-1] into a->out. */
+static void algebra_run(algebra *a, int op) {
+    a->nout = 0;
+    a->out = NULL;
+    a->acc = NULL;
+    if (op == OP_INTER) {
+        for (int j = 0; j < a->n; j++)
+            if (!a->sets[j]) return;
+        qsort(a->sets, (size_t)a->n, sizeof(*a->sets), cmp_size);
+        a->out = malloc(sizeof(*a->out) * (ssize(a->sets[0]) + 1));
+        if (!a->out) abort();
+        dict_foreach(a->sets[0]->d, inter_fn, a);
+    } else if (op == OP_UNION) {
+        const dict_entry **p;
+        a->acc = dict_new();
+        for (int j = 0; j < a->n; j++)
+            if (a->sets[j]) dict_foreach(a->sets[j]->d, union_fn, a);
+        a->out = malloc(sizeof(*a->out) * (dict_size(a->acc) + 1));
+        if (!a->out) abort();
+        p = a->out;
+        dict_foreach(a->acc, collect_fn, &p);
+        a->nout = dict_size(a->acc);
+    } else {
+        if (!a->sets[0]) return;
+        a->out = malloc(sizeof(*a->out) * (ssize(a->sets[0]) + 1));
+        if (!a->out) abort();
+        dict_foreach(a->sets[0]->d, diff_fn, a);
+    }
+}
+
+static void algebra_free(algebra *a) {
+    free(a->out);
+    if (a->acc) dict_free(a->acc);
+    free(a->sets);
+}
+
+static void algebra_generic(client *c, int op, int store) {
+    int first = store ? 2 : 1, n = c->argc - first;
+    algebra a = {calloc((size_t)n, sizeof(setobj *)), n, NULL, 0, NULL, 0};
+    if (!a.sets) abort();
+    if (lookup_sets(c, first, n, a.sets) != 0) {
+        free(a.sets);
+        return;
+    }
+    algebra_run(&a, op);
+    if (!store) {
+        resp_add_set(&c->out, (long long)a.nout);
+        for (size_t i = 0; i < a.nout; i++) resp_add_bulk(&c->out, a.out[i]->key, a.out[i]->klen);
+        algebra_free(&a);
+        return;
+    }
+    /* STORE: the result replaces the destination whatever it held, with no
+     * TTL, as one snapshot entry; an empty result deletes it. */
+    int r;
+    long long card = (long long)a.nout;
+    if (a.nout == 0) {
+        r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    } else {
+        robj *tmp = obj_new(OBJ_SET, 0, "", 0);
+        for (size_t i = 0; i < a.nout; i++) set_add(tmp->data, a.out[i]->key, a.out[i]->klen);
+        r = db_set_copy(&c->x, c->db, c->argv[1], c->argvlen[1], tmp, 0);
+        obj_free(tmp);
+    }
+    algebra_free(&a);
+    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
+    else resp_add_int(&c->out, card);
+}
+
+void sinterCommand(client *c) { algebra_generic(c, OP_INTER, 0); }
+void sunionCommand(client *c) { algebra_generic(c, OP_UNION, 0); }
+void sdiffCommand(client *c) { algebra_generic(c, OP_DIFF, 0); }
+void sinterstoreCommand(client *c) { algebra_generic(c, OP_INTER, 1); }
+void sunionstoreCommand(client *c) { algebra_generic(c, OP_UNION, 1); }
+void sdiffstoreCommand(client *c) { algebra_generic(c, OP_DIFF, 1); }
+
+/* SINTERCARD numkeys key [key ...] [LIMIT limit] */
+void sintercardCommand(client *c) {
+    long long numkeys, limit = 0;
+    const char *nk_err = "ERR numkeys should be greater than 0";
+
+    if (arg_ll_range(c, 1, 1, LLONG_MAX, &numkeys, nk_err) != 0) return;
+    if (numkeys > c->argc - 2) {
+        resp_add_error(&c->out, "ERR Number of keys can't be greater than number of args");
+        return;
+    }
+    for (int j = 2 + (int)numkeys; j < c->argc; j++) {
+        if (arg_is(c, j, "limit") && j + 1 < c->argc) {
+            if (arg_ll_range(c, j + 1, 0, LLONG_MAX, &limit, "ERR LIMIT can't be negative") != 0)
+                return;
+            j++;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return;
+        }
+    }
+    algebra a = {calloc((size_t)numkeys, sizeof(setobj *)), (int)numkeys, NULL, 0, NULL, limit};
+    if (!a.sets) abort();
+    if (lookup_sets(c, 2, (int)numkeys, a.sets) != 0) {
+        free(a.sets);
+        return;
+    }
+    algebra_run(&a, OP_INTER);
+    resp_add_int(&c->out, (long long)a.nout);
+    algebra_free(&a);
+}
+
+/* ---------------- SSCAN ---------------- */
+
+static int parse_cursor(client *c, int i, uint64_t *cursor) {
+    char stackbuf[64], *buf = stackbuf, *end;
+    size_t len = c->argvlen[i];
+    unsigned long long v;
+    int ok;
+
+    if (len >= sizeof(stackbuf)) buf = malloc(len + 1);
+    if (!buf) abort();
+    memcpy(buf, c->argv[i], len);
+    buf[len] = '\0';
+    errno = 0;
+    v = strtoull(buf, &end, 10);
+    ok = !(len && isspace((unsigned char)buf[0])) && *end == '\0' && errno != ERANGE;
+    if (buf != stackbuf) free(buf);
+    if (!ok) {
+        resp_add_error(&c->out, "ERR invalid cursor");
+        return -1;
+    }
+    *cursor = v;
+    return 0;
+}
+
+typedef struct sscan_ctx {
+    client *c;
+    const char *pat;
+    size_t plen;
+    long long n;
+} sscan_ctx;
+
+static void sscan_fn(void *arg, const dict_entry *e) {
+    sscan_ctx *s = arg;
+    if (s->pat && !stringmatchlen(s->pat, s->plen, e->key, e->klen, 0)) return;
+    resp_add_bulk(&s->c->out, e->key, e->klen);
+    s->n++;
+}
+
+void sscanCommand(client *c) {
+    setobj *s;
+    uint64_t cursor;
+    long long count = 10;
+    sscan_ctx sc = {c, NULL, 0, 0};
+    char buf[32];
+    int r;
+
+    if (parse_cursor(c, 2, &cursor) != 0) return;
+    r = lookup_set(c, 1, 0, &s);
+    if (r < 0) return;
+    if (r == 0) {
+        resp_add_array(&c->out, 2);
+        resp_add_bulk(&c->out, "0", 1);
+        resp_add_array(&c->out, 0);
+        return;
+    }
+    for (int j = 3; j < c->argc; j += 2) {
+        int has_value = j + 1 < c->argc;
+        if (arg_is(c, j, "count") && has_value) {
+            if (arg_ll(c, j + 1, &count) != 0) return;
+            if (count < 1) {
+                resp_add_error(&c->out, ERR_SYNTAX);
+                return;
+            }
+        } else if (arg_is(c, j, "match") && has_value) {
+            sc.pat = c->argv[j + 1];
+            sc.plen = c->argvlen[j + 1];
+            if (sc.plen == 1 && sc.pat[0] == '*') sc.pat = NULL;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return;
+        }
+    }
+    rbuf tmp;
+    resp_out save = c->out;
+    rbuf_init(&tmp);
+    c->out.b = tmp;
+    if (s->enc != ENC_HT) {
+        /* Like Redis's intset and listpack encodings: all in one call. */
+        size_t n;
+        const dict_entry **all = members_of(s, &n);
+        for (size_t i = 0; i < n; i++) sscan_fn(&sc, all[i]);
+        free(all);
+        cursor = 0;
+    } else {
+        cursor = dict_scan(s->d, cursor, count, sscan_fn, &sc);
+    }
+    tmp = c->out.b;
+    c->out = save;
+    resp_add_array(&c->out, 2);
+    int len = ull2string(buf, sizeof(buf), cursor);
+    resp_add_bulk(&c->out, buf, (size_t)len);
+    resp_add_array(&c->out, sc.n);
+    resp_add_raw(&c->out, tmp.buf, tmp.len);
+    rbuf_free(&tmp);
+}

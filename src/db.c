@@ -161,6 +161,21 @@ static uint64_t rehash_ref(void *ctx, uint64_t ref) {
     return hash_key(ri.pdb, ri.key, ri.klen);
 }
 
+static int free_obj_ref(void *ctx, uint64_t ref) {
+    if (ref_is_obj(ref)) obj_free(ref_obj(ref));
+    return 0;
+}
+
+void db_free_all(void) {
+    for (int i = 0; i < server.nshards; i++) {
+        shard *s = &server.shards[i];
+        index_foreach(s->idx, free_obj_ref, NULL);
+        index_free(s->idx);
+        index_free(s->vidx);
+        s->idx = s->vidx = NULL;
+    }
+}
+
 void db_init_indexes(void) {
     for (int i = 0; i < server.nshards; i++) {
         server.shards[i].idx = index_new(rehash_ref, NULL);

@@ -151,6 +151,9 @@ int db_space_low(void);
 struct shard;
 struct log_entry;
 void db_init_indexes(void);
+/* Free every collection object and index (at shutdown, after the workers
+ * stopped): the index holds tagged pointers no leak checker can follow. */
+void db_free_all(void);
 void db_apply_entry(struct shard *s, uint64_t ref, const struct log_entry *e);
 /* Does the index hold exactly ref for this entry's key? (cleaner liveness) */
 int db_ref_is_live(struct shard *s, uint64_t ref, const struct log_entry *e);

@@ -140,6 +140,7 @@ int main(int argc, char **argv) {
     workers_start();
     workers_join();
     clean_stop();
+    db_free_all();
     pool_close(server.pool);
     if (server.cfg.pidfile && server.cfg.pidfile[0]) unlink(server.cfg.pidfile);
     serverLog(LL_WARNING, "Rowan is now ready to exit, bye bye...");
