@@ -61,6 +61,9 @@ typedef struct client {
     time_t last_interaction;
     long long tot_cmds;
     struct client *prev, *next;   /* worker's client list */
+    /* transactions and pub/sub: private to multi.c / pubsub.c, NULL when unused */
+    struct multi_state *mstate;
+    struct pubsub_client *ps;
 } client;
 
 /* Iterate over every client of every worker (takes the global client lock;
@@ -74,5 +77,17 @@ void client_info_line(client *c, rbuf *out);
 void client_set_name(client *c, const char *name, size_t len);
 /* Number of connected clients. */
 int client_count(void);
+
+/* The dispatcher's routing (networking.c), shared with EXEC (multi.c):
+ * append to ids the shard id of each key cmd names in argv (at most argc
+ * entries); *first_pos / *first_shard (if non-NULL) get the first key's
+ * argv position (-1 if none) and shard. Returns how many ids were added. */
+struct shard;
+int command_key_shards(const struct rcommand *cmd, int argc, const char *const *argv,
+                       const size_t *argvlen, uint16_t *ids, int *first_pos,
+                       struct shard **first_shard);
+/* Sort shard ids ascending (the locking order) and drop duplicates; returns
+ * the new count. */
+int shard_ids_normalize(uint16_t *ids, int n);
 
 #endif

@@ -58,6 +58,10 @@ void set_register(void);
 void zset_register(void);
 void list_register(void);
 
+/* t_introspect.c: record a command that ran duration_us microseconds in the
+ * slow log when it is slower than slowlog-log-slower-than (client_call). */
+void slowlog_maybe_add(client *c, long long duration_us);
+
 /* ---- shared error texts (exactly Redis's) ---- */
 #define ERR_SYNTAX     "ERR syntax error"
 #define ERR_NOTINT     "ERR value is not an integer or out of range"

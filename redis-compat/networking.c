@@ -28,6 +28,9 @@
 #include <fcntl.h>
 #include <time.h>
 #include "networking.h"
+#include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
+#include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
+#include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
 #include "clean.h"
 #include "commands.h"
 #include "server.h"
@@ -92,15 +95,27 @@ void client_set_name(client *c, const char *name, size_t len) {
     free(old);
 }
 
+/* CLIENT LIST's flags field: b blocked, x in MULTI, P subscriber, N none. */
+static void client_flags(const client *c, char *buf) {
+    char *p = buf;
+    if (blocking_is_blocked(c)) *p++ = 'b';
+    if (multi_active(c)) *p++ = 'x';
+    if (pubsub_channel_count(c) + pubsub_pattern_count(c) > 0) *p++ = 'P';
+    if (p == buf) *p++ = 'N';
+    *p = 0;
+}
+
 void client_info_line(client *c, rbuf *out) {
-    char line[1024];
+    char line[1024], flags[8];
     time_t now = time(NULL);
+    client_flags(c, flags);
     int n = snprintf(line, sizeof(line),
-        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=N db=%d sub=0 psub=0 "
-        "ssub=0 multi=-1 qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=0 oll=0 "
+        "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d "
+        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=0 oll=0 "
         "omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
-        (long long)(now - c->ctime), (long long)(now - c->last_interaction), c->db,
+        (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
+        pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
         c->qbuf.len, c->qbuf.cap - c->qbuf.len, c->qbuf.cap, c->out.b.cap,
         c->qbuf.cap + c->out.b.cap + sizeof(client),
         c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
@@ -218,31 +233,49 @@ static int cmp_u16(const void *a, const void *b) {
     return (int)*(const uint16_t *)a - (int)*(const uint16_t *)b;
 }
 
-/* The sorted, distinct shards of the command's keys. Returns how many; *out
- * is either stack (when it fits) or malloc'd (caller frees if != stack). The
- * first key's shard is left in the db_ctx so db.c need not route it again. */
-static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out) {
+/* The shards of the keys cmd names in argv (see client.h). One function for
+ * the dispatcher and for EXEC, which locks the keys of every queued command
+ * (multi.c). */
+int command_key_shards(const struct rcommand *cmd, int argc, const char *const *argv,
+                       const size_t *argvlen, uint16_t *ids, int *first_pos,
+                       shard **first_shard) {
     int posstack[MAX_CMD_KEYS_STACK];
-    int *pos = c->argc <= MAX_CMD_KEYS_STACK ? posstack : malloc(sizeof(int) * (size_t)c->argc);
-    int nk = command_keys(c->cmd, c->argc, pos, c->argc);
-    uint16_t *ids = nk <= stackn ? stack : malloc(sizeof(uint16_t) * (size_t)nk);
-    c->x.hint_key = NULL;
+    int *pos = argc <= MAX_CMD_KEYS_STACK ? posstack : malloc(sizeof(int) * (size_t)argc);
+    int nk = command_keys(cmd, argc, pos, argc);
+    if (first_pos) *first_pos = nk ? pos[0] : -1;
     for (int i = 0; i < nk; i++) {
-        shard *s = shard_of_key(c->argv[pos[i]], c->argvlen[pos[i]]);
-        if (i == 0) {
-            c->x.hint_key = c->argv[pos[0]];
-            c->x.hint_klen = c->argvlen[pos[0]];
-            c->x.hint_shard = s;
-        }
+        shard *s = shard_of_key(argv[pos[i]], argvlen[pos[i]]);
+        if (i == 0 && first_shard) *first_shard = s;
         ids[i] = s->id;
     }
     if (pos != posstack) free(pos);
+    return nk;
+}
+
+int shard_ids_normalize(uint16_t *ids, int nk) {
     if (nk > 1) qsort(ids, (size_t)nk, sizeof(uint16_t), cmp_u16);
     int n = 0;
     for (int i = 0; i < nk; i++)
         if (n == 0 || ids[n - 1] != ids[i]) ids[n++] = ids[i];
-    *out = ids;
     return n;
+}
+
+/* The sorted, distinct shards of the command's keys. Returns how many; *out
+ * is either stack (when it fits) or malloc'd (caller frees if != stack). The
+ * first key's shard is left in the db_ctx so db.c need not route it again. */
+static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out) {
+    uint16_t *ids = c->argc <= stackn ? stack : malloc(sizeof(uint16_t) * (size_t)c->argc);
+    int first = -1;
+    shard *s0 = NULL;
+    int nk = command_key_shards(c->cmd, c->argc, c->argv, c->argvlen, ids, &first, &s0);
+    c->x.hint_key = NULL;
+    if (first >= 0) {
+        c->x.hint_key = c->argv[first];
+        c->x.hint_klen = c->argvlen[first];
+        c->x.hint_shard = s0;
+    }
+    *out = ids;
+    return shard_ids_normalize(ids, nk);
 }
 
 static void held_push(client *c, size_t end, const db_dep *deps, int n) {
@@ -319,9 +352,18 @@ static void client_call(client *c) {
     size_t reply_start = c->out.b.len;
     if (check_command(c) != 0) {
         if (c->cmd) atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        multi_flag_error(c); /* multi: a refused command inside MULTI aborts EXEC */
         return;
     }
     struct rcommand *cmd = (struct rcommand *)c->cmd;
+    /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET.
+     * multi: inside MULTI the command is queued (+QUEUED), not run. */
+    if (pubsub_intercept(c) || multi_intercept(c)) return;
+    /* multi, pubsub: RESET leaves MULTI, unwatches and unsubscribes. */
+    if (cmd->proc == resetCommand) {
+        multi_reset(c);
+        pubsub_reset(c);
+    }
     /* Backpressure before any lock is taken: a write arriving while the pool
      * is nearly full waits for the cleaner rather than failing with OOM
      * while reclaimable space exists. */
@@ -335,18 +377,23 @@ static void client_call(client *c) {
     int64_t dt = monotonic_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
     if (ids != stack) free(ids);
+    /* blocking: wake clients waiting on keys this command pushed to. */
+    blocking_flush_signals();
     c->x.hint_key = NULL;
     gate_reply(c);
     c->lastcmd = cmd;
     c->tot_cmds++;
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
     worker_count_command(c->w, cmd, dt, failed);
+    slowlog_maybe_add(c, dt);
 }
 
 /* Execute every complete command in the query buffer. */
 static void client_process_input(client *c) {
     size_t pos = 0;
-    while (pos < c->qbuf.len && !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
+    /* blocking: a blocked client executes nothing until it is served. */
+    while (pos < c->qbuf.len && !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) &&
+           !blocking_is_blocked(c)) {
         size_t used = 0, need = 0;
         int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
         if (r == RESP_INCOMPLETE) {
@@ -371,6 +418,11 @@ static void client_process_input(client *c) {
     if (pos) rbuf_consume(&c->qbuf, pos);
     if (c->out.b.len > c->sent) worker_add_pending(c->w, c);
 }
+
+/* blocking: entry points for blocking.c (re-run a blocked client's command,
+ * then go on with its pending input once it is unblocked). */
+void blocking_client_rerun(client *c) { client_call(c); }
+void blocking_client_resume(client *c) { client_process_input(c); }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
@@ -456,6 +508,9 @@ static void write_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void client_free(client *c) {
     worker *w = c->w;
+    blocking_client_freed(c); /* blocking: leave the wait queues */
+    multi_reset(c);           /* multi: drop the queue and watches */
+    pubsub_reset(c);          /* pubsub: leave the registry before c is freed */
     worker_remove_pending(w, c);
     registry_remove(w, c);
     event_free(c->ev_read);
@@ -489,6 +544,7 @@ void clients_cron(worker *w) {
     for (; c; c = next) {
         next = c->next;
         if (now - c->last_interaction > server.cfg.timeout && c->nheld == 0 &&
+            !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
             c->sent == c->out.b.len)
             client_free(c);
     }

@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "commands.h"
+#include "blocking.h"
+#include "object.h"
 #include "server.h"
 #include "util.h"
 
@@ -31,7 +33,13 @@ static void reply_oom(client *c) {
     resp_add_error(&c->out, db_error_text(&c->x));
 }
 
+/* TYPE's answer: a collection's class names it (object.h); a type whose
+ * class is not registered falls back to Redis's fixed names. */
 static const char *type_name(int type) {
+    if (type != OBJ_STRING && type != OBJ_NONE) {
+        const obj_class *k = obj_class_of(type);
+        if (k && k->name) return k->name;
+    }
     switch (type) {
     case OBJ_STRING: return "string";
     case OBJ_LIST: return "list";
@@ -353,13 +361,21 @@ done:
 /* ---------------- RENAME, RENAMENX, MOVE ---------------- */
 
 /* Write src's value and expiry under (dst_db, dst) and delete (src_db, src),
- * as one batch. Only strings exist so far; when collections arrive they
- * need a keyspace primitive that moves a whole object. */
+ * as one batch. A string is written again; a collection is copied as one
+ * snapshot entry (db_set_copy), so after a crash either the old key or the
+ * new one holds the whole collection. */
 static int move_value(client *c, const db_val *v, int src_db, int src_i, int dst_db, int dst_i) {
     db_batch_begin(&c->x);
-    db_set(&c->x, dst_db, c->argv[dst_i], c->argvlen[dst_i], v->ptr, v->len, v->expire_ms);
+    if (v->type == OBJ_STRING)
+        db_set(&c->x, dst_db, c->argv[dst_i], c->argvlen[dst_i], v->ptr, v->len, v->expire_ms);
+    else
+        db_set_copy(&c->x, dst_db, c->argv[dst_i], c->argvlen[dst_i], v->obj, v->expire_ms);
     db_del(&c->x, src_db, c->argv[src_i], c->argvlen[src_i]);
-    return db_batch_end(&c->x);
+    int r = db_batch_end(&c->x);
+    /* A list or zset arriving under a new name may serve a blocked pop. */
+    if (r == DB_OK && (v->type == OBJ_LIST || v->type == OBJ_ZSET))
+        blocking_signal_key(dst_db, c->argv[dst_i], c->argvlen[dst_i]);
+    return r;
 }
 
 /* The destination is overwritten (RENAME) or left alone (RENAMENX, which

@@ -45,6 +45,7 @@
 
 #include "client.h"
 #include "commands.h"
+#include "blocking.h"
 #include "config.h"
 #include "db.h"
 #include "index.h"
@@ -631,7 +632,8 @@ static void info_clients(rbuf *b)
     addf(b, "cluster_connections:0\r\n");
     addf(b, "maxclients:%d\r\n", server.cfg.maxclients);
     addf(b, "client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n");
-    addf(b, "blocked_clients:0\r\ntracking_clients:0\r\nclients_in_timeout_table:0\r\n");
+    addf(b, "blocked_clients:%lld\r\ntracking_clients:0\r\nclients_in_timeout_table:%lld\r\n",
+         blocking_count(), blocking_count());
 }
 
 static _Atomic long long peak_memory;
@@ -1340,7 +1342,7 @@ static void client_unblock(client *c)
         resp_add_error(&c->out, "ERR CLIENT UNBLOCK reason should be TIMEOUT or ERROR");
         return;
     }
-    resp_add_int(&c->out, 0);  /* Rowan never blocks a client */
+    resp_add_int(&c->out, blocking_unblock_id((uint64_t)id, c->argc == 4 && arg_is(c, 3, "error")));
 }
 
 static void client_trackinginfo(client *c)

@@ -417,8 +417,12 @@ static int write_entry(db_ctx *x, shard *s, log_entry *e) {
     return append_one(x, s, e);
 }
 
+/* Batches nest (EXEC runs MSET, RENAME... which open their own): only the
+ * outermost begin starts a batch and only the outermost end logs it, so a
+ * whole transaction is one group entry. An inner end reports success; if
+ * the outer one then fails, nothing of any of them was applied. */
 void db_batch_begin(db_ctx *x) {
-    x->batching = 1;
+    if (x->batching++ > 0) return;
     x->batch.len = 0;
     x->nbatch = 0;
 }
@@ -434,6 +438,10 @@ static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at) {
 }
 
 int db_batch_end(db_ctx *x) {
+    if (x->batching > 1) {
+        x->batching--;
+        return DB_OK;
+    }
     x->batching = 0;
     batch_drop_clones(x);
     if (x->nbatch == 0) return DB_OK;
@@ -671,6 +679,7 @@ static void maybe_compact(db_ctx *x, shard *s, const char *key, size_t klen, uns
     log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
                    .val = snap.buf, .vlen = (uint32_t)snap.len, .expire_ms = o->expire_ms};
     if (log_entry_len(e.klen, e.vlen) <= LOG_MAX_ENTRY) append_one(x, s, &e);
+    else o->compact_failed_at = o->nhist;
     rbuf_free(&snap);
 }
 

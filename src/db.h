@@ -72,7 +72,7 @@ typedef struct db_ctx {
     /* the dispatcher's routing of the command's first key, reused by db.c */
     const char *hint_key; size_t hint_klen; struct shard *hint_shard;
     /* batch state (private to db.c) */
-    int batching;
+    int batching;          /* nesting depth of open batches */
     rbuf batch;            /* encoded sub-entries */
     int nbatch;
     struct robj **clones;  /* collections as the batch has changed them */
@@ -116,7 +116,10 @@ int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct robj *src,
                 int64_t expire_ms);
 
-/* ---- batches ---- */
+/* ---- batches ----
+ * Batches nest: an inner begin/end pair joins the outer batch (an inner end
+ * returns DB_OK; the outermost end logs and applies everything). */
+#define DB_BATCH_NESTS 1
 void db_batch_begin(db_ctx *x);
 /* Append and apply the batch. DB_OK, or DB_OOM with nothing applied. */
 int db_batch_end(db_ctx *x);

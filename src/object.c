@@ -125,12 +125,17 @@ int obj_hist_find(const robj *o, uint64_t ref) {
     return -1;
 }
 
-/* Compact when the history holds many entries, or much more than the
- * collection itself: replaying it at recovery and keeping it in the pool
- * then costs more than one snapshot. The size estimate is cheap (elements
- * times a small constant) so the check can run after every write. */
+/* Compact when the history is at least 64 entries and holds more than
+ * twice what a snapshot would (estimated cheaply as 64 bytes per element,
+ * so the check can run after every write): replaying it at recovery and
+ * keeping it in the pool then costs more than one snapshot. Tying the
+ * threshold to the collection's size keeps compaction amortised O(1) per
+ * write; a fixed entry count made large collections quadratic. */
 int obj_wants_snapshot(const robj *o) {
     if (o->nhist < 64) return 0;
+    /* A snapshot that did not fit one segment is retried only once the
+     * history has doubled since, not re-encoded on every write. */
+    if (o->compact_failed_at && o->nhist < 2 * o->compact_failed_at) return 0;
     long long elems = obj_class_of(o->type)->size(o->data);
-    return o->hist_bytes > (uint64_t)(elems * 64 + 4096) || o->nhist > 1024;
+    return o->hist_bytes > 2 * (uint64_t)(elems * 64 + 4096);
 }

@@ -47,8 +47,33 @@ shard *shard_of_key(const char *key, size_t len) {
     return shard_of_slot(hash_slot(key, len));
 }
 
-void shard_lock(shard *s) { pthread_mutex_lock(&s->lock); }
-void shard_unlock(shard *s) { pthread_mutex_unlock(&s->lock); }
+/* Which shard locks this thread holds: one bit per possible shard (there
+ * are at most as many shards as slots), kept by the functions below. */
+static __thread uint8_t held_here[HASH_SLOTS / 8];
+
+static void held_mark(const shard *s, int on) {
+    uint8_t bit = (uint8_t)(1u << (s->id & 7));
+    if (on) held_here[s->id >> 3] |= bit;
+    else held_here[s->id >> 3] &= (uint8_t)~bit;
+}
+
+void shard_lock(shard *s) {
+    pthread_mutex_lock(&s->lock);
+    held_mark(s, 1);
+}
+
+void shard_unlock(shard *s) {
+    held_mark(s, 0);
+    pthread_mutex_unlock(&s->lock);
+}
+
+int shard_trylock(shard *s) {
+    int r = pthread_mutex_trylock(&s->lock);
+    if (r == 0) held_mark(s, 1);
+    return r;
+}
+
+int shard_held_by_me(const shard *s) { return (held_here[s->id >> 3] >> (s->id & 7)) & 1; }
 
 uint64_t shard_next_version(shard *s, int wid, int slot) {
     uint64_t v = s->next_ver++;

@@ -56,6 +56,11 @@ shard *shard_of_key(const char *key, size_t len);
 shard *shard_of_slot(unsigned slot);
 void shard_lock(shard *s);
 void shard_unlock(shard *s);
+/* 0 if the lock was taken, nonzero if it is busy. */
+int shard_trylock(shard *s);
+/* Does the calling thread hold s's lock? (EXEC holds the shards of all its
+ * commands' keys; SORT must not lock those again.) */
+int shard_held_by_me(const shard *s);
 /* Allocate the next version for worker wid's batch in slot; caller holds the
  * lock. */
 uint64_t shard_next_version(shard *s, int wid, int slot);

@@ -38,6 +38,8 @@
 #include "networking.h"
 #include "syncer.h"
 #include "commands.h"
+#include "blocking.h"
+#include "pubsub.h"   /* pubsub: messages from other workers (pubsub_deliver) */
 
 static void worker_before_sleep(worker *w);
 
@@ -205,6 +207,11 @@ static void worker_flush_clients(worker *w) {
 }
 
 static void worker_before_sleep(worker *w) {
+    /* blocking: serve clients blocked on keys that got elements (BLPOP...);
+     * first, so their pops join this round's batch. */
+    blocking_run_ready(w);
+    /* pubsub: write messages other workers published to our clients. */
+    pubsub_deliver(w);
     worker_fold_stats(w);
     int moved = worker_land(w, 0);
     moved |= worker_launch(w);

@@ -1,0 +1,595 @@
+/* pubsub.c -- SUBSCRIBE, UNSUBSCRIBE, PSUBSCRIBE, PUNSUBSCRIBE, PUBLISH,
+ * PUBSUB, with subscribers on any worker.
+ *
+ * Registry. One global table under one mutex (ps_lock): channel name ->
+ * subscribed clients (a chained hash table), and the list of distinct
+ * patterns -> subscribed clients. Each client also keeps its own channel and
+ * pattern lists (for UNSUBSCRIBE without arguments, the subscription count,
+ * and to leave the registry when it goes away).
+ *
+ * Delivery. PUBLISH walks the registry under the mutex. A subscriber on the
+ * publisher's own worker (another connection) gets the message written into
+ * its output at once: only that worker's thread touches its clients. A
+ * subscriber on another worker, or the publishing connection itself, gets a
+ * record in its inbox (under the mutex); the client is put on its worker's
+ * delivery list and that worker is woken (worker_wake). The worker writes
+ * the inbox into the client's output in its next before_sleep
+ * (pubsub_deliver), ahead of that round's flush. Messages are not durable
+ * (nor in Redis), so they need no gating; they are appended after whatever
+ * the connection already has in its output, so they never overtake a held
+ * reply, and a PUBLISH reply goes the normal way. A connection's message to
+ * itself arrives after its PUBLISH reply (as in Redis 7.2, which defers
+ * push messages to after the command's reply).
+ *
+ * A client is freed only by its own worker, which first calls pubsub_reset:
+ * under the mutex it leaves the registry and its worker's delivery list, so
+ * no publisher can reach a freed client.
+ *
+ * Lock order: ps_lock may be taken while shard locks are held (PUBLISH
+ * inside EXEC), never the other way round.
+ *
+ * Context rule (RESP2): a client with subscriptions may only run
+ * (P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT and RESET; PING then answers
+ * ["pong", arg]. RESP3 clients get push messages and may run anything. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "pubsub.h"
+#include "commands.h"
+#include "multi.h"
+#include "server.h"
+#include "util.h"
+#include "worker.h"
+
+typedef struct sublist {
+    client **v;
+    int n, cap;
+} sublist;
+
+typedef struct channel {
+    struct channel *next;
+    uint64_t hash;
+    sublist subs;
+    size_t len;
+    char name[];
+} channel;
+
+typedef struct pattern {
+    sublist subs;
+    size_t len;
+    char *name;
+} pattern;
+
+/* A client's side (c->ps). Lists: owner thread, changed under ps_lock.
+ * inbox/queued: under ps_lock. */
+typedef struct pubsub_client {
+    char **chans; size_t *chlens; int nch, capch;
+    char **pats; size_t *patlens; int npat, cappat;
+    rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3 */
+    int queued;            /* on its worker's delivery list */
+} pubsub_client;
+
+/* Per worker: clients with something in their inbox. */
+typedef struct delivery {
+    client **v;
+    int n, cap;
+    _Atomic int pending;
+} delivery;
+
+static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
+static channel **buckets;
+static size_t nbuckets, nchannels;
+static pattern *patterns;
+static int npatterns, cappatterns;
+static delivery *deliveries;
+static pthread_once_t deliveries_once = PTHREAD_ONCE_INIT;
+
+static void deliveries_init(void) {
+    deliveries = calloc((size_t)server.nworkers, sizeof(delivery));
+}
+
+static uint64_t name_hash(const char *s, size_t len) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int same(const char *a, size_t alen, const char *b, size_t blen) {
+    return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* ---------------- registry (ps_lock held) ---------------- */
+
+static void sublist_add(sublist *l, client *c) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 4;
+        l->v = realloc(l->v, sizeof(client *) * (size_t)l->cap);
+    }
+    l->v[l->n++] = c;
+}
+
+static void sublist_remove(sublist *l, client *c) {
+    for (int i = 0; i < l->n; i++) {
+        if (l->v[i] == c) {
+            memmove(l->v + i, l->v + i + 1, sizeof(client *) * (size_t)(l->n - i - 1));
+            l->n--;
+            return;
+        }
+    }
+}
+
+static channel *channel_find(const char *name, size_t len) {
+    if (!nbuckets) return NULL;
+    uint64_t h = name_hash(name, len);
+    for (channel *ch = buckets[h & (nbuckets - 1)]; ch; ch = ch->next)
+        if (ch->hash == h && same(ch->name, ch->len, name, len)) return ch;
+    return NULL;
+}
+
+static void channels_grow(void) {
+    size_t n = nbuckets ? nbuckets * 2 : 64;
+    channel **b = calloc(n, sizeof(channel *));
+    for (size_t i = 0; i < nbuckets; i++) {
+        for (channel *ch = buckets[i], *next; ch; ch = next) {
+            next = ch->next;
+            ch->next = b[ch->hash & (n - 1)];
+            b[ch->hash & (n - 1)] = ch;
+        }
+    }
+    free(buckets);
+    buckets = b;
+    nbuckets = n;
+}
+
+static channel *channel_get(const char *name, size_t len) {
+    channel *ch = channel_find(name, len);
+    if (ch) return ch;
+    if (nchannels >= nbuckets) channels_grow();
+    ch = calloc(1, sizeof(channel) + len + 1);
+    ch->hash = name_hash(name, len);
+    ch->len = len;
+    memcpy(ch->name, name, len);
+    ch->next = buckets[ch->hash & (nbuckets - 1)];
+    buckets[ch->hash & (nbuckets - 1)] = ch;
+    nchannels++;
+    return ch;
+}
+
+static void channel_unsubscribe(const char *name, size_t len, client *c) {
+    channel *ch = channel_find(name, len);
+    if (!ch) return;
+    sublist_remove(&ch->subs, c);
+    if (ch->subs.n) return;
+    channel **pp = &buckets[ch->hash & (nbuckets - 1)];
+    while (*pp != ch) pp = &(*pp)->next;
+    *pp = ch->next;
+    free(ch->subs.v);
+    free(ch);
+    nchannels--;
+}
+
+static pattern *pattern_find(const char *name, size_t len) {
+    for (int i = 0; i < npatterns; i++)
+        if (same(patterns[i].name, patterns[i].len, name, len)) return &patterns[i];
+    return NULL;
+}
+
+static void pattern_subscribe(const char *name, size_t len, client *c) {
+    pattern *p = pattern_find(name, len);
+    if (!p) {
+        if (npatterns == cappatterns) {
+            cappatterns = cappatterns ? cappatterns * 2 : 8;
+            patterns = realloc(patterns, sizeof(pattern) * (size_t)cappatterns);
+        }
+        p = &patterns[npatterns++];
+        memset(p, 0, sizeof(*p));
+        p->name = malloc(len + 1);
+        memcpy(p->name, name, len);
+        p->len = len;
+    }
+    sublist_add(&p->subs, c);
+}
+
+static void pattern_unsubscribe(const char *name, size_t len, client *c) {
+    pattern *p = pattern_find(name, len);
+    if (!p) return;
+    sublist_remove(&p->subs, c);
+    if (p->subs.n) return;
+    free(p->subs.v);
+    free(p->name);
+    *p = patterns[--npatterns];
+}
+
+/* ---------------- the client's side ---------------- */
+
+static pubsub_client *ps_of(client *c) {
+    if (!c->ps) {
+        c->ps = calloc(1, sizeof(pubsub_client));
+        rbuf_init(&c->ps->inbox);
+    }
+    return c->ps;
+}
+
+int pubsub_channel_count(const client *c) { return c->ps ? c->ps->nch : 0; }
+int pubsub_pattern_count(const client *c) { return c->ps ? c->ps->npat : 0; }
+static int sub_count(const client *c) { return c->ps ? c->ps->nch + c->ps->npat : 0; }
+
+static int list_find(char **names, size_t *lens, int n, const char *s, size_t len) {
+    for (int i = 0; i < n; i++)
+        if (same(names[i], lens[i], s, len)) return i;
+    return -1;
+}
+
+static void list_add(char ***names, size_t **lens, int *n, int *cap, const char *s, size_t len) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 4;
+        *names = realloc(*names, sizeof(char *) * (size_t)*cap);
+        *lens = realloc(*lens, sizeof(size_t) * (size_t)*cap);
+    }
+    char *copy = malloc(len + 1);
+    memcpy(copy, s, len);
+    copy[len] = 0;
+    (*names)[*n] = copy;
+    (*lens)[*n] = len;
+    (*n)++;
+}
+
+static void list_del(char **names, size_t *lens, int *n, int i) {
+    free(names[i]);
+    names[i] = names[*n - 1];
+    lens[i] = lens[*n - 1];
+    (*n)--;
+}
+
+/* ["kind", name, count]: the answer to each (un)subscription. */
+static void reply_sub(client *c, const char *kind, const char *name, size_t len, int has_name) {
+    resp_add_push(&c->out, 3);
+    resp_add_bulkstr(&c->out, kind);
+    if (has_name) resp_add_bulk(&c->out, name, len);
+    else resp_add_null(&c->out);
+    resp_add_int(&c->out, sub_count(c));
+}
+
+/* ---------------- delivery ---------------- */
+
+static void write_message(client *c, const char *pat, size_t plen, const char *ch, size_t clen,
+                          const char *msg, size_t mlen) {
+    if (pat) {
+        resp_add_push(&c->out, 4);
+        resp_add_bulkstr(&c->out, "pmessage");
+        resp_add_bulk(&c->out, pat, plen);
+    } else {
+        resp_add_push(&c->out, 3);
+        resp_add_bulkstr(&c->out, "message");
+    }
+    resp_add_bulk(&c->out, ch, clen);
+    resp_add_bulk(&c->out, msg, mlen);
+}
+
+static void inbox_put(rbuf *b, const char *s, size_t len) {
+    uint32_t l = (uint32_t)len;
+    rbuf_append(b, &l, 4);
+    rbuf_append(b, s, len);
+}
+
+static const char *inbox_get(const char **p, size_t *len) {
+    uint32_t l;
+    memcpy(&l, *p, 4);
+    const char *s = *p + 4;
+    *p = s + l;
+    *len = l;
+    return s;
+}
+
+/* One message for subscriber sub, published by pub (ps_lock held). Sets
+ * wake[worker id] when another worker must be woken. */
+static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
+                    size_t clen, const char *msg, size_t mlen, char *wake) {
+    if (sub->w == pub->w && sub != pub) {
+        write_message(sub, pat, plen, ch, clen, msg, mlen);
+        worker_add_pending(sub->w, sub);
+        return;
+    }
+    pubsub_client *ps = sub->ps;
+    char kind = pat ? 'p' : 'm';
+    rbuf_append(&ps->inbox, &kind, 1);
+    inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
+    inbox_put(&ps->inbox, ch, clen);
+    inbox_put(&ps->inbox, msg, mlen);
+    if (!ps->queued) {
+        delivery *d = &deliveries[sub->w->id];
+        if (d->n == d->cap) {
+            d->cap = d->cap ? d->cap * 2 : 16;
+            d->v = realloc(d->v, sizeof(client *) * (size_t)d->cap);
+        }
+        d->v[d->n++] = sub;
+        ps->queued = 1;
+        atomic_store(&d->pending, 1);
+        wake[sub->w->id] = 1;
+    }
+}
+
+void pubsub_deliver(worker *w) {
+    pthread_once(&deliveries_once, deliveries_init);
+    delivery *d = &deliveries[w->id];
+    if (!atomic_load(&d->pending)) return;
+    pthread_mutex_lock(&ps_lock);
+    atomic_store(&d->pending, 0);
+    for (int i = 0; i < d->n; i++) {
+        client *c = d->v[i];
+        pubsub_client *ps = c->ps;
+        const char *p = ps->inbox.buf, *end = ps->inbox.buf + ps->inbox.len;
+        while (p < end) {
+            char kind = *p++;
+            size_t plen, clen, mlen;
+            const char *pat = inbox_get(&p, &plen);
+            const char *ch = inbox_get(&p, &clen);
+            const char *msg = inbox_get(&p, &mlen);
+            write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
+        }
+        ps->inbox.len = 0;
+        ps->queued = 0;
+        worker_add_pending(w, c);
+    }
+    d->n = 0;
+    pthread_mutex_unlock(&ps_lock);
+}
+
+void pubsub_reset(client *c) {
+    pubsub_client *ps = c->ps;
+    if (!ps) return;
+    pthread_once(&deliveries_once, deliveries_init);
+    pthread_mutex_lock(&ps_lock);
+    for (int i = 0; i < ps->nch; i++) {
+        channel_unsubscribe(ps->chans[i], ps->chlens[i], c);
+        free(ps->chans[i]);
+    }
+    for (int i = 0; i < ps->npat; i++) {
+        pattern_unsubscribe(ps->pats[i], ps->patlens[i], c);
+        free(ps->pats[i]);
+    }
+    if (ps->queued) {
+        delivery *d = &deliveries[c->w->id];
+        for (int i = 0; i < d->n; i++) {
+            if (d->v[i] == c) {
+                d->v[i] = d->v[--d->n];
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&ps_lock);
+    free(ps->chans);
+    free(ps->chlens);
+    free(ps->pats);
+    free(ps->patlens);
+    rbuf_free(&ps->inbox);
+    free(ps);
+    c->ps = NULL;
+}
+
+/* ---------------- the context rule ---------------- */
+
+int pubsub_intercept(client *c) {
+    if (c->out.proto != 2 || sub_count(c) == 0) return 0;
+    static const char *const allowed[] = {"subscribe", "unsubscribe", "psubscribe",
+                                          "punsubscribe", "ssubscribe", "sunsubscribe",
+                                          "quit", "reset", NULL};
+    const char *name = c->cmd->name;
+    for (int i = 0; allowed[i]; i++)
+        if (strcmp(name, allowed[i]) == 0) return 0;
+    if (strcmp(name, "ping") == 0) {
+        if (c->argc > 2) return 0;  /* PING's own arity error */
+        resp_add_array(&c->out, 2);
+        resp_add_bulkstr(&c->out, "pong");
+        if (c->argc == 2) resp_add_bulk(&c->out, c->argv[1], c->argvlen[1]);
+        else resp_add_bulk(&c->out, "", 0);
+        return 1;
+    }
+    char msg[256];
+    snprintf(msg, sizeof(msg), "Can't execute '%s': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / "
+             "PING / QUIT / RESET are allowed in this context", name);
+    if (c->cmd->proc == execCommand) {
+        resp_add_errorf(&c->out, "EXECABORT Transaction discarded because of: %s", msg);
+        multi_reset(c);
+    } else {
+        resp_add_errorf(&c->out, "ERR %s", msg);
+        multi_flag_error(c);
+    }
+    atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+    return 1;
+}
+
+/* ---------------- commands ---------------- */
+
+void subscribeCommand(client *c) {
+    pubsub_client *ps = ps_of(c);
+    for (int j = 1; j < c->argc; j++) {
+        const char *ch = c->argv[j];
+        size_t len = c->argvlen[j];
+        if (list_find(ps->chans, ps->chlens, ps->nch, ch, len) < 0) {
+            pthread_mutex_lock(&ps_lock);
+            sublist_add(&channel_get(ch, len)->subs, c);
+            list_add(&ps->chans, &ps->chlens, &ps->nch, &ps->capch, ch, len);
+            pthread_mutex_unlock(&ps_lock);
+        }
+        reply_sub(c, "subscribe", ch, len, 1);
+    }
+}
+
+void psubscribeCommand(client *c) {
+    pubsub_client *ps = ps_of(c);
+    for (int j = 1; j < c->argc; j++) {
+        const char *p = c->argv[j];
+        size_t len = c->argvlen[j];
+        if (list_find(ps->pats, ps->patlens, ps->npat, p, len) < 0) {
+            pthread_mutex_lock(&ps_lock);
+            pattern_subscribe(p, len, c);
+            list_add(&ps->pats, &ps->patlens, &ps->npat, &ps->cappat, p, len);
+            pthread_mutex_unlock(&ps_lock);
+        }
+        reply_sub(c, "psubscribe", p, len, 1);
+    }
+}
+
+/* UNSUBSCRIBE / PUNSUBSCRIBE: the named ones, or all of them. */
+static void unsubscribe_generic(client *c, int patterns_too) {
+    pubsub_client *ps = ps_of(c);
+    char ***names = patterns_too ? &ps->pats : &ps->chans;
+    size_t **lens = patterns_too ? &ps->patlens : &ps->chlens;
+    int *n = patterns_too ? &ps->npat : &ps->nch;
+    const char *kind = patterns_too ? "punsubscribe" : "unsubscribe";
+    if (c->argc == 1) {
+        if (*n == 0) {
+            reply_sub(c, kind, NULL, 0, 0);
+            return;
+        }
+        while (*n > 0) {
+            int i = *n - 1;
+            char *name = (*names)[i];
+            size_t len = (*lens)[i];
+            pthread_mutex_lock(&ps_lock);
+            if (patterns_too) pattern_unsubscribe(name, len, c);
+            else channel_unsubscribe(name, len, c);
+            (*n)--;
+            pthread_mutex_unlock(&ps_lock);
+            reply_sub(c, kind, name, len, 1);
+            free(name);
+        }
+        return;
+    }
+    for (int j = 1; j < c->argc; j++) {
+        const char *name = c->argv[j];
+        size_t len = c->argvlen[j];
+        int i = list_find(*names, *lens, *n, name, len);
+        if (i >= 0) {
+            pthread_mutex_lock(&ps_lock);
+            if (patterns_too) pattern_unsubscribe(name, len, c);
+            else channel_unsubscribe(name, len, c);
+            list_del(*names, *lens, n, i);
+            pthread_mutex_unlock(&ps_lock);
+        }
+        reply_sub(c, kind, name, len, 1);
+    }
+}
+
+void unsubscribeCommand(client *c) { unsubscribe_generic(c, 0); }
+void punsubscribeCommand(client *c) { unsubscribe_generic(c, 1); }
+
+void publishCommand(client *c) {
+    pthread_once(&deliveries_once, deliveries_init);
+    const char *ch = c->argv[1], *msg = c->argv[2];
+    size_t clen = c->argvlen[1], mlen = c->argvlen[2];
+    char *wake = calloc((size_t)server.nworkers, 1);
+    long long receivers = 0;
+    pthread_mutex_lock(&ps_lock);
+    channel *chan = channel_find(ch, clen);
+    if (chan) {
+        for (int i = 0; i < chan->subs.n; i++)
+            send_to(c, chan->subs.v[i], NULL, 0, ch, clen, msg, mlen, wake);
+        receivers += chan->subs.n;
+    }
+    for (int p = 0; p < npatterns; p++) {
+        pattern *pat = &patterns[p];
+        if (!stringmatchlen(pat->name, pat->len, ch, clen, 0)) continue;
+        for (int i = 0; i < pat->subs.n; i++)
+            send_to(c, pat->subs.v[i], pat->name, pat->len, ch, clen, msg, mlen, wake);
+        receivers += pat->subs.n;
+    }
+    pthread_mutex_unlock(&ps_lock);
+    for (int i = 0; i < server.nworkers; i++)
+        if (wake[i] && server.workers[i] != c->w) worker_wake(server.workers[i]);
+    free(wake);
+    resp_add_int(&c->out, receivers);
+}
+
+/* ---------------- PUBSUB ---------------- */
+
+static void pubsub_help(client *c) {
+    static const char *const lines[] = {
+        "PUBSUB <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CHANNELS [<pattern>]",
+        "    Return the currently active channels matching a <pattern> (default: '*').",
+        "NUMPAT",
+        "    Return number of subscriptions to patterns.",
+        "NUMSUB [<channel> ...]",
+        "    Return the number of subscribers for the specified channels, excluding",
+        "    pattern subscriptions(default: no channels).",
+        "SHARDCHANNELS [<pattern>]",
+        "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+        "SHARDNUMSUB [<shardchannel> ...]",
+        "    Return the number of subscribers for the specified shard level channel(s)",
+        "HELP",
+        "    Print this help.",
+        NULL,
+    };
+    int n = 0;
+    while (lines[n]) n++;
+    resp_add_array(&c->out, n);
+    for (int i = 0; i < n; i++) resp_add_simple(&c->out, lines[i]);
+}
+
+static void reply_channels(client *c, const char *pat, size_t plen) {
+    rbuf names;
+    rbuf_init(&names);
+    long long n = 0;
+    pthread_mutex_lock(&ps_lock);
+    for (size_t b = 0; b < nbuckets; b++) {
+        for (channel *ch = buckets[b]; ch; ch = ch->next) {
+            if (pat && !stringmatchlen(pat, plen, ch->name, ch->len, 0)) continue;
+            inbox_put(&names, ch->name, ch->len);
+            n++;
+        }
+    }
+    pthread_mutex_unlock(&ps_lock);
+    resp_add_array(&c->out, n);
+    const char *p = names.buf;
+    for (long long i = 0; i < n; i++) {
+        size_t len;
+        const char *s = inbox_get(&p, &len);
+        resp_add_bulk(&c->out, s, len);
+    }
+    rbuf_free(&names);
+}
+
+void pubsubCommand(client *c) {
+    const char *sub = c->argv[1];
+    size_t sublen = c->argvlen[1];
+    int sharded = 0;
+    if (strcaseeqlen(sub, sublen, "help") && c->argc == 2) {
+        pubsub_help(c);
+    } else if ((strcaseeqlen(sub, sublen, "channels") ||
+                (sharded = strcaseeqlen(sub, sublen, "shardchannels"))) && c->argc <= 3) {
+        if (sharded) resp_add_array(&c->out, 0);   /* no sharded pub/sub (yet) */
+        else reply_channels(c, c->argc == 3 ? c->argv[2] : NULL, c->argc == 3 ? c->argvlen[2] : 0);
+    } else if (strcaseeqlen(sub, sublen, "numsub") ||
+               (sharded = strcaseeqlen(sub, sublen, "shardnumsub"))) {
+        resp_add_array(&c->out, (long long)(c->argc - 2) * 2);
+        for (int j = 2; j < c->argc; j++) {
+            long long n = 0;
+            if (!sharded) {
+                pthread_mutex_lock(&ps_lock);
+                channel *ch = channel_find(c->argv[j], c->argvlen[j]);
+                n = ch ? ch->subs.n : 0;
+                pthread_mutex_unlock(&ps_lock);
+            }
+            resp_add_bulk(&c->out, c->argv[j], c->argvlen[j]);
+            resp_add_int(&c->out, n);
+        }
+    } else if (strcaseeqlen(sub, sublen, "numpat") && c->argc == 2) {
+        pthread_mutex_lock(&ps_lock);
+        long long n = npatterns;
+        pthread_mutex_unlock(&ps_lock);
+        resp_add_int(&c->out, n);
+    } else if (strcaseeqlen(sub, sublen, "help") || strcaseeqlen(sub, sublen, "channels") ||
+               strcaseeqlen(sub, sublen, "shardchannels") || strcaseeqlen(sub, sublen, "numpat")) {
+        char lower[32];
+        size_t n = sublen < sizeof(lower) - 1 ? sublen : sizeof(lower) - 1;
+        for (size_t i = 0; i < n; i++) lower[i] = (char)(sub[i] | 0x20);
+        lower[n] = 0;
+        resp_add_errorf(&c->out, "ERR wrong number of arguments for 'pubsub|%s' command", lower);
+    } else {
+        int n = sublen < 128 ? (int)sublen : 128;
+        resp_add_errorf(&c->out, "ERR unknown subcommand '%.*s'. Try PUBSUB HELP.", n, sub);
+    }
+}
