@@ -8,13 +8,15 @@
  * then answers EXECABORT, as Redis does. MULTI, EXEC, DISCARD, WATCH, QUIT
  * and RESET are never queued.
  *
- * Keyspace-wide commands. Commands without key positions that take shard
- * locks themselves (FLUSHALL, FLUSHDB, KEYS, SCAN, DBSIZE, RANDOMKEY, SWAPDB,
- * INFO...) cannot run while EXEC holds shard locks, so only a fixed list of
- * key-less commands known not to touch the keyspace may be queued (PING,
- * ECHO, SELECT, PUBLISH, CLIENT, CONFIG...); any other key-less command is
- * refused at queue time with "ERR Command not allowed inside a transaction"
- * and the transaction aborts. (Redis accepts them; documented difference.)
+ * Keyspace-wide commands. Commands without key positions that walk the
+ * keyspace (FLUSHALL, FLUSHDB, KEYS, SCAN, DBSIZE, RANDOMKEY, SWAPDB,
+ * INFO...) lock shards themselves, skipping shards the thread already holds
+ * (db.c). A transaction holding any of them makes EXEC lock every shard, in
+ * ascending order, so they run inside its critical section and its group
+ * entry. Their reads see the keyspace as it was before the transaction's own
+ * writes (those apply when the group is logged): documented difference.
+ * Key-less commands that never touch the keyspace (PING, ECHO, SELECT,
+ * PUBLISH, CLIENT, CONFIG...) need no locks.
  *
  * EXEC. One critical section: the shard locks of every key of every queued
  * command and of every watched key, taken in ascending shard order (the
@@ -116,19 +118,20 @@ void multi_reset(client *c) {
 
 /* ---------------- queueing ---------------- */
 
-/* Key-less commands that never take shard locks or touch the keyspace, so
- * they can run inside EXEC while it holds the transaction's locks. */
+/* Key-less commands that never take shard locks or touch the keyspace. */
 static const char *const keyless_ok[] = {
     "ping", "echo", "time", "select", "lastsave", "command", "client", "config",
     "wait", "waitaof", "readonly", "readwrite", "unwatch",
     "publish", "pubsub", "subscribe", "unsubscribe", "psubscribe", "punsubscribe", NULL,
 };
 
-static int allowed_in_multi(const struct rcommand *cmd) {
-    if (cmd->firstkey > 0) return 1;
+/* Does running cmd inside EXEC need every shard locked (it walks the
+ * keyspace)? */
+static int needs_all_shards(const struct rcommand *cmd) {
+    if (cmd->firstkey > 0) return 0;
     for (int i = 0; keyless_ok[i]; i++)
-        if (strcmp(cmd->name, keyless_ok[i]) == 0) return 1;
-    return 0;
+        if (strcmp(cmd->name, keyless_ok[i]) == 0) return 0;
+    return 1;
 }
 
 static void queue_command(multi_state *m, client *c) {
@@ -159,11 +162,6 @@ int multi_intercept(client *c) {
         p == quitCommand || p == resetCommand)
         return 0;
     multi_state *m = c->mstate;
-    if (!allowed_in_multi(c->cmd)) {
-        resp_add_error(&c->out, "ERR Command not allowed inside a transaction");
-        m->dirty = 1;
-        return 1;
-    }
     queue_command(m, c);
     resp_add_simple(&c->out, "QUEUED");
     return 1;
@@ -273,12 +271,14 @@ void execCommand(client *c) {
     }
 
     /* Every shard the transaction touches, locked in ascending order. */
-    int total = m->nwatched, denyoom = 0, split = 0;
+    int total = m->nwatched, denyoom = 0, split = 0, all = 0;
     for (int i = 0; i < m->ncmds; i++) {
         total += m->cmds[i].argc;
         if (m->cmds[i].cmd->flags & CMD_DENYOOM) denyoom = 1;
         if (opens_own_batch(&m->cmds[i])) split = 1;
+        if (needs_all_shards(m->cmds[i].cmd)) all = 1;
     }
+    if (all && total < server.nshards) total = server.nshards;
     if (denyoom && db_space_low()) clean_wait_for_space(1000);
     uint16_t *ids = malloc(sizeof(uint16_t) * (size_t)(total + 1));
     int nids = 0;
@@ -288,6 +288,8 @@ void execCommand(client *c) {
     }
     for (int i = 0; i < m->nwatched; i++)
         ids[nids++] = shard_of_key(m->watched[i].key, m->watched[i].klen)->id;
+    if (all)
+        for (nids = 0; nids < server.nshards; nids++) ids[nids] = (uint16_t)nids;
     nids = shard_ids_normalize(ids, nids);
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
 

@@ -754,17 +754,30 @@ static int scan_visit(void *ctx, uint64_t ref) {
     return 0;
 }
 
+/* Keyspace-wide functions lock shard by shard, except a shard this thread
+ * already holds: EXEC holds every shard while it runs FLUSHALL, KEYS,
+ * DBSIZE... queued in a transaction. Returns whether it locked. */
+static int lock_unless_held(shard *s) {
+    if (shard_held_by_me(s)) return 0;
+    shard_lock(s);
+    return 1;
+}
+
+static void unlock_if(shard *s, int locked) {
+    if (locked) shard_unlock(s);
+}
+
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {
     uint64_t sid = cursor & 0xffff, icur = cursor >> 16;
     long budget = count > 0 ? count : 10;
     while (sid < (uint64_t)server.nshards && budget > 0) {
         shard *s = &server.shards[sid];
-        shard_lock(s);
+        int locked = lock_unless_held(s);
         scan_ctx sc = {phys_db(s, db), mstime(), fn, arg};
         icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
         dep_add(x, s, s->next_ver - 1);
-        shard_unlock(s);
+        unlock_if(s, locked);
         if (icur == 0) sid++;
     }
     if (sid >= (uint64_t)server.nshards) return 0;
@@ -776,10 +789,10 @@ static long long count_keys(int db, int with_expiry) {
     long long n = 0;
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
-        shard_lock(s);
+        int locked = lock_unless_held(s);
         unsigned pdb = phys_db(s, db);
         n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
-        shard_unlock(s);
+        unlock_if(s, locked);
     }
     return n;
 }
@@ -809,25 +822,30 @@ int db_random_key(db_ctx *x, int db, rbuf *out) {
      * a key when there is one. */
     for (int i = 0; i < 2 * n; i++) {
         shard *s = &server.shards[i < n ? (int)(rnd64() % (uint64_t)n) : (start + i) % n];
-        shard_lock(s);
+        int locked = lock_unless_held(s);
         int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(s, phys_db(s, db), out);
         dep_add(x, s, s->next_ver - 1);
-        shard_unlock(s);
+        unlock_if(s, locked);
         if (found) return 1;
     }
     return 0;
 }
 
-static void lock_all(void) {
-    for (int i = 0; i < server.nshards; i++) shard_lock(&server.shards[i]);
+/* Lock every shard not already held; returns which ones it locked, for
+ * unlock_all. */
+static uint8_t *lock_all(void) {
+    uint8_t *mine = calloc((size_t)server.nshards, 1);
+    for (int i = 0; i < server.nshards; i++) mine[i] = (uint8_t)lock_unless_held(&server.shards[i]);
+    return mine;
 }
 
-static void unlock_all(void) {
-    for (int i = server.nshards - 1; i >= 0; i--) shard_unlock(&server.shards[i]);
+static void unlock_all(uint8_t *mine) {
+    for (int i = server.nshards - 1; i >= 0; i--) unlock_if(&server.shards[i], mine[i]);
+    free(mine);
 }
 
 int db_flush(db_ctx *x, int db) {
-    lock_all();
+    uint8_t *mine = lock_all();
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
@@ -842,14 +860,14 @@ int db_flush(db_ctx *x, int db) {
     int r = db_batch_end(x);
     for (int i = 0; i < server.nshards; i++)
         dep_add(x, &server.shards[i], server.shards[i].next_ver - 1);
-    unlock_all();
+    unlock_all(mine);
     return r;
 }
 
 int db_swap(db_ctx *x, int a, int b) {
     int ndb = server.cfg.databases;
     uint16_t map[SHARD_MAX_DBS];
-    lock_all();
+    uint8_t *mine = lock_all();
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
@@ -861,7 +879,7 @@ int db_swap(db_ctx *x, int a, int b) {
         batch_add(x, s, &e);
     }
     int r = db_batch_end(x);
-    unlock_all();
+    unlock_all(mine);
     return r;
 }
 
