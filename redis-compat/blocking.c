@@ -51,6 +51,9 @@
  *
  * Not covered: keys filled by RENAME/MOVE/COPY/SWAPDB do not wake waiters
  * by themselves (they would need a blocking_signal_key call there). */
+#include "util.h"
+#include <math.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -513,4 +516,36 @@ void blocking_run_ready(worker *w) {
             blocking_client_resume(c);
         }
     }
+}
+
+/* A blocking command's timeout in seconds (decimals allowed), as Redis
+ * parses it: *ms = 0 for "block forever", else the absolute unix-ms
+ * deadline, rounded up. */
+int arg_block_deadline(client *c, int i, int64_t *ms) {
+    long double t;
+    if (c->argvlen[i] == 0 || c->argvlen[i] > 256 ||
+        !string2ld(c->argv[i], c->argvlen[i], &t) || isnan(t)) {
+        resp_add_error(&c->out, "ERR timeout is not a float or out of range");
+        return -1;
+    }
+    t *= 1000.0L;
+    if (t > (long double)LLONG_MAX) {
+        resp_add_error(&c->out, "ERR timeout is out of range");
+        return -1;
+    }
+    if (t < 0) {
+        resp_add_error(&c->out, "ERR timeout is negative");
+        return -1;
+    }
+    long long v = (long long)ceill(t);
+    if (v > 0) {
+        int64_t now = mstime();
+        if (v > LLONG_MAX - now) {
+            resp_add_error(&c->out, "ERR timeout is out of range");
+            return -1;
+        }
+        v += now;
+    }
+    *ms = v;
+    return 0;
 }

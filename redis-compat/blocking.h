@@ -43,6 +43,10 @@ long long blocking_count(void);
  * client unblocked via CLIENT UNBLOCK"), 0 if not. Any thread. */
 int blocking_unblock_id(uint64_t id, int error);
 
+/* Parse a blocking timeout (argv[i], seconds): 0 = forever, else the
+ * absolute unix-ms deadline. -1 after replying Redis's error. */
+int arg_block_deadline(client *c, int i, int64_t *ms);
+
 /* ---- provided by networking.c for blocking.c ---- */
 /* Dispatch c->argv as a command (client_call). */
 void blocking_client_rerun(client *c);

@@ -79,6 +79,7 @@ int arg_ll(client *c, int i, long long *v);      /* ERR_NOTINT */
 int arg_ll_range(client *c, int i, long long min, long long max, long long *v, const char *errmsg);
 int arg_double(client *c, int i, double *v);     /* ERR_NOTFLOAT */
 int arg_ldouble(client *c, int i, long double *v);
+int arg_cursor(client *c, int i, uint64_t *cursor);  /* "ERR invalid cursor" */
 
 /* ---- command procs, by family ---- */
 /* t_string.c */

@@ -548,30 +548,6 @@ void hrandfieldCommand(client *c) {
 
 /* ---------------- HSCAN ---------------- */
 
-/* The cursor as Redis reads it: strtoul over the whole argument (so "-1"
- * and "+5" pass, as there), no leading space, no overflow. */
-static int parse_cursor(client *c, int i, uint64_t *cursor) {
-    char stackbuf[64], *buf = stackbuf, *end;
-    size_t len = c->argvlen[i];
-    unsigned long long v;
-    int ok;
-
-    if (len >= sizeof(stackbuf)) buf = malloc(len + 1);
-    if (!buf) abort();
-    memcpy(buf, c->argv[i], len);
-    buf[len] = '\0';
-    errno = 0;
-    v = strtoull(buf, &end, 10);
-    ok = !(len && isspace((unsigned char)buf[0])) && *end == '\0' && errno != ERANGE;
-    if (buf != stackbuf) free(buf);
-    if (!ok) {
-        resp_add_error(&c->out, "ERR invalid cursor");
-        return -1;
-    }
-    *cursor = v;
-    return 0;
-}
-
 typedef struct hscan_ctx {
     client *c;
     const char *pat;
@@ -604,7 +580,7 @@ void hscanCommand(client *c) {
     char buf[32];
     int r;
 
-    if (parse_cursor(c, 2, &cursor) != 0) return;
+    if (arg_cursor(c, 2, &cursor) != 0) return;
     r = lookup_hash(c, 0, &h);
     if (r < 0) return;
     if (r == 0) {

@@ -291,29 +291,6 @@ void keysCommand(client *c) {
     reply_collected(c, &kc);
 }
 
-/* Redis reads the cursor with strtoul: unsigned decimal, no leading space,
- * no trailing bytes, no overflow ("" reads as 0, as there). */
-static int parse_cursor(client *c, int i, uint64_t *cursor) {
-    char stackbuf[64], *buf = stackbuf, *end;
-    size_t len = c->argvlen[i];
-    unsigned long long v;
-    int ok;
-
-    if (len >= sizeof(stackbuf)) buf = malloc(len + 1);
-    memcpy(buf, c->argv[i], len);
-    buf[len] = '\0';
-    errno = 0;
-    v = strtoull(buf, &end, 10);
-    ok = !(len && isspace((unsigned char)buf[0])) && *end == '\0' && errno != ERANGE;
-    if (buf != stackbuf) free(buf);
-    if (!ok) {
-        resp_add_error(&c->out, "ERR invalid cursor");
-        return -1;
-    }
-    *cursor = v;
-    return 0;
-}
-
 /* An unknown TYPE name matches no key (Redis 7.2 does not reject it). */
 static int type_by_name(const char *s, size_t len) {
     static const int types[] = {OBJ_STRING, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH};
@@ -329,7 +306,7 @@ void scanCommand(client *c) {
     char buf[32];
     int len;
 
-    if (parse_cursor(c, 1, &cursor) != 0) return;
+    if (arg_cursor(c, 1, &cursor) != 0) return;
     collector_init(&kc, "*", 1);
     for (int j = 2; j < c->argc; j += 2) {
         int has_value = j + 1 < c->argc;

@@ -478,37 +478,6 @@ static int arg_where(client *c, int i, int *where) {
     return 0;
 }
 
-/* Blocking timeout in seconds (decimals allowed), as Redis parses it:
- * *ms = 0 for "block forever", else the absolute unix-ms deadline. */
-static int arg_timeout(client *c, int i, int64_t *ms) {
-    long double t;
-    if (c->argvlen[i] == 0 || c->argvlen[i] > 256 ||
-        !string2ld(c->argv[i], c->argvlen[i], &t) || isnan(t)) {
-        resp_add_error(&c->out, "ERR timeout is not a float or out of range");
-        return -1;
-    }
-    t *= 1000.0L;
-    if (t > (long double)LLONG_MAX) {
-        resp_add_error(&c->out, "ERR timeout is out of range");
-        return -1;
-    }
-    if (t < 0) {
-        resp_add_error(&c->out, "ERR timeout is negative");
-        return -1;
-    }
-    long long v = (long long)ceill(t);
-    if (v > 0) {
-        int64_t now = mstime();
-        if (v > LLONG_MAX - now) {
-            resp_add_error(&c->out, "ERR timeout is out of range");
-            return -1;
-        }
-        v += now;
-    }
-    *ms = v;
-    return 0;
-}
-
 /* ---------------- push ---------------- */
 
 /* LPUSH/RPUSH (xx = 0) and LPUSHX/RPUSHX (xx = 1). */
@@ -1055,7 +1024,7 @@ static void blocking_pop(client *c, int first, int nkeys, int where, long long c
 
 static void bpop_generic(client *c, int where) {
     int64_t deadline;
-    if (arg_timeout(c, c->argc - 1, &deadline) != 0) return;
+    if (arg_block_deadline(c, c->argc - 1, &deadline) != 0) return;
     blocking_pop(c, 1, c->argc - 2, where, -1, deadline);
 }
 
@@ -1067,7 +1036,7 @@ void blmpopCommand(client *c) {
     int where;
     int64_t deadline;
     if (parse_mpop(c, 2, &numkeys, &where, &count) != 0) return;
-    if (arg_timeout(c, 1, &deadline) != 0) return;
+    if (arg_block_deadline(c, 1, &deadline) != 0) return;
     blocking_pop(c, 3, (int)numkeys, where, count, deadline);
 }
 
@@ -1090,12 +1059,12 @@ void blmoveCommand(client *c) {
     int from, to;
     int64_t deadline;
     if (arg_where(c, 3, &from) != 0 || arg_where(c, 4, &to) != 0) return;
-    if (arg_timeout(c, 5, &deadline) != 0) return;
+    if (arg_block_deadline(c, 5, &deadline) != 0) return;
     blmove_generic(c, from, to, deadline);
 }
 
 void brpoplpushCommand(client *c) {
     int64_t deadline;
-    if (arg_timeout(c, 3, &deadline) != 0) return;
+    if (arg_block_deadline(c, 3, &deadline) != 0) return;
     blmove_generic(c, LIST_TAIL, LIST_HEAD, deadline);
 }

@@ -1094,37 +1094,6 @@ void zmpopCommand(client *c) {
  * command when a write signals one of its keys. Where blocking is not
  * allowed (inside EXEC) the answer is the timeout's: a null array. */
 
-/* A timeout in seconds (decimals allowed): *deadline is 0 for "forever",
- * else the absolute unix ms, rounded up. */
-static int parse_timeout(client *c, int i, int64_t *deadline) {
-    long double t;
-    if (c->argvlen[i] == 0 || c->argvlen[i] > 256 || !string2ld(c->argv[i], c->argvlen[i], &t) ||
-        isnan(t)) {
-        resp_add_error(&c->out, "ERR timeout is not a float or out of range");
-        return -1;
-    }
-    t *= 1000.0L;
-    if (t > (long double)LLONG_MAX) {
-        resp_add_error(&c->out, "ERR timeout is out of range");
-        return -1;
-    }
-    if (t < 0) {
-        resp_add_error(&c->out, "ERR timeout is negative");
-        return -1;
-    }
-    long long ms = (long long)ceill(t);
-    if (ms > 0) {
-        int64_t now = mstime();
-        if (ms > LLONG_MAX - now) {
-            resp_add_error(&c->out, "ERR timeout is out of range");
-            return -1;
-        }
-        ms += now;
-    }
-    *deadline = ms;
-    return 0;
-}
-
 static void bzpop_generic(client *c, int first, int nkeys, int max, long long count, int shape,
                           int64_t deadline) {
     for (int j = first; j < first + nkeys; j++) {
@@ -1144,7 +1113,7 @@ static void bzpop_generic(client *c, int first, int nkeys, int max, long long co
 
 static void bzpopminmax(client *c, int max) {
     int64_t deadline;
-    if (parse_timeout(c, c->argc - 1, &deadline) != 0) return;
+    if (arg_block_deadline(c, c->argc - 1, &deadline) != 0) return;
     bzpop_generic(c, 1, c->argc - 2, max, -1, ZPOP_BZPOP, deadline);
 }
 
@@ -1157,7 +1126,7 @@ void bzmpopCommand(client *c) {
     int max;
     int64_t deadline;
     if (parse_zmpop(c, 2, &numkeys, &max, &count) != 0) return;
-    if (parse_timeout(c, 1, &deadline) != 0) return;
+    if (arg_block_deadline(c, 1, &deadline) != 0) return;
     bzpop_generic(c, 3, (int)numkeys, max, count, ZPOP_MPOP, deadline);
 }
 
@@ -1469,36 +1438,13 @@ static void zscan_visit(void *arg, const dict_entry *e) {
     zscan_add(arg, e->key, e->klen, e->score);
 }
 
-/* The cursor: an unsigned decimal, as SCAN's. */
-static int parse_cursor(client *c, int i, uint64_t *cursor) {
-    char stackbuf[64], *buf = stackbuf, *end;
-    size_t len = c->argvlen[i];
-    if (len >= sizeof(stackbuf)) {
-        buf = malloc(len + 1);
-        if (!buf) abort();
-    }
-    memcpy(buf, c->argv[i], len);
-    buf[len] = '\0';
-    errno = 0;
-    unsigned long long v = strtoull(buf, &end, 10);
-    int ok = !(len && (buf[0] == ' ' || (buf[0] >= '\t' && buf[0] <= '\r'))) && *end == '\0' &&
-             errno != ERANGE;
-    if (buf != stackbuf) free(buf);
-    if (!ok) {
-        resp_add_error(&c->out, "ERR invalid cursor");
-        return -1;
-    }
-    *cursor = v;
-    return 0;
-}
-
 void zscanCommand(client *c) {
     uint64_t cursor;
     long long count = 10;
     zscan_ctx sc = {NULL, 0, {0}, 0};
     db_val v;
 
-    if (parse_cursor(c, 2, &cursor) != 0) return;
+    if (arg_cursor(c, 2, &cursor) != 0) return;
     int found = lookup_zset(c, 1, &v, 0);
     if (found < 0) return;
     if (!found) {

@@ -453,3 +453,26 @@ int arg_ldouble(client *c, int i, long double *v) {
     }
     return 0;
 }
+
+/* A SCAN-family cursor: an unsigned 64-bit decimal (Redis accepts "" as 0
+ * and rejects spaces and overflow with "ERR invalid cursor"). */
+int arg_cursor(client *c, int i, uint64_t *cursor) {
+    char stackbuf[64], *buf = stackbuf, *end;
+    size_t len = c->argvlen[i];
+    unsigned long long v;
+    int ok;
+
+    if (len >= sizeof(stackbuf)) buf = malloc(len + 1);
+    memcpy(buf, c->argv[i], len);
+    buf[len] = '\0';
+    errno = 0;
+    v = strtoull(buf, &end, 10);
+    ok = !(len && isspace((unsigned char)buf[0])) && *end == '\0' && errno != ERANGE;
+    if (buf != stackbuf) free(buf);
+    if (!ok) {
+        resp_add_error(&c->out, "ERR invalid cursor");
+        return -1;
+    }
+    *cursor = v;
+    return 0;
+}
