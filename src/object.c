@@ -117,6 +117,7 @@ void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes) {
 void obj_hist_clear(robj *o) {
     o->nhist = 0;
     o->hist_bytes = 0;
+    o->snap_bytes = 0;
 }
 
 int obj_hist_find(const robj *o, uint64_t ref) {
@@ -125,17 +126,19 @@ int obj_hist_find(const robj *o, uint64_t ref) {
     return -1;
 }
 
-/* Compact when the history is at least 64 entries and holds more than
- * twice what a snapshot would (estimated cheaply as 64 bytes per element,
- * so the check can run after every write): replaying it at recovery and
- * keeping it in the pool then costs more than one snapshot. Tying the
- * threshold to the collection's size keeps compaction amortised O(1) per
- * write; a fixed entry count made large collections quadratic. */
+/* Compact when the effects logged since the last snapshot (at least 64
+ * entries) add up to more than twice that snapshot's size, or, before the
+ * first snapshot, twice an estimate of it (64 bytes per element, cheap
+ * enough to check after every write). Rewriting the collection then costs
+ * at most about half a byte per byte of effects: amortised O(1) per write.
+ * (Counting the snapshot entry itself in the history, or a fixed "every N
+ * entries" rule, made large collections compact almost continuously.) */
 int obj_wants_snapshot(const robj *o) {
     if (o->nhist < 64) return 0;
     /* A snapshot that did not fit one segment is retried only once the
      * history has doubled since, not re-encoded on every write. */
     if (o->compact_failed_at && o->nhist < 2 * o->compact_failed_at) return 0;
-    long long elems = obj_class_of(o->type)->size(o->data);
-    return o->hist_bytes > 2 * (uint64_t)(elems * 64 + 4096);
+    uint64_t base = o->snap_bytes;
+    if (!base) base = (uint64_t)obj_class_of(o->type)->size(o->data) * 64 + 4096;
+    return o->hist_bytes - o->snap_bytes > 2 * base;
 }

@@ -42,6 +42,7 @@ typedef struct robj {
     uint64_t *hist;         /* pool refs of the history entries, in version order */
     uint32_t nhist, caphist;
     uint64_t hist_bytes;    /* log_entry_len summed over hist */
+    uint64_t snap_bytes;    /* size of the snapshot entry heading hist, 0 if none */
     uint32_t compact_failed_at; /* nhist when a snapshot last did not fit, 0 = never */
     void *data;             /* the type module's structure */
     char key[];             /* klen bytes */
