@@ -49,17 +49,6 @@ typedef struct hashobj {
 
 /* ---------------- the class ---------------- */
 
-static void put_u32(rbuf *b, uint32_t v) {
-    unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                           (unsigned char)(v >> 24)};
-    rbuf_append(b, le, 4);
-}
-
-static uint32_t get_u32(const char *p) {
-    const unsigned char *u = (const unsigned char *)p;
-    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
-}
-
 static void *hash_create(void) {
     hashobj *h = calloc(1, sizeof(*h));
     if (!h) abort();
@@ -84,7 +73,7 @@ static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
     switch (op) {
     case HASH_OP_SET: {
         if (len < 4) return -1;
-        uint32_t flen = get_u32(arg);
+        uint32_t flen = obj_get_u32(arg);
         if (flen > len - 4) return -1;
         hash_put(h, arg + 4, flen, arg + 4 + flen, len - 4 - flen);
         return 0;
@@ -99,9 +88,9 @@ static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
 
 static int snap_fn(void *arg, const dict_entry *e) {
     rbuf *out = arg;
-    put_u32(out, (uint32_t)e->klen);
+    obj_put_u32(out, (uint32_t)e->klen);
     rbuf_append(out, e->key, e->klen);
-    put_u32(out, (uint32_t)e->vlen);
+    obj_put_u32(out, (uint32_t)e->vlen);
     rbuf_append(out, e->val, e->vlen);
     return 0;
 }
@@ -110,7 +99,7 @@ static void hash_snapshot(const void *data, rbuf *out) {
     const hashobj *h = data;
     unsigned char big = (unsigned char)h->big;
     rbuf_append(out, &big, 1);
-    put_u32(out, (uint32_t)dict_size(h->d));
+    obj_put_u32(out, (uint32_t)dict_size(h->d));
     dict_foreach(h->d, snap_fn, out);
 }
 
@@ -118,19 +107,19 @@ static void *hash_load(const char *buf, size_t len) {
     if (len < 5 || (unsigned char)buf[0] > 1) return NULL;
     hashobj *h = hash_create();
     h->big = buf[0];
-    uint32_t n = get_u32(buf + 1);
+    uint32_t n = obj_get_u32(buf + 1);
     size_t pos = 5;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t flen, vlen;
         const char *f, *v;
         if (len - pos < 4) goto bad;
-        flen = get_u32(buf + pos);
+        flen = obj_get_u32(buf + pos);
         pos += 4;
         if (flen > len - pos) goto bad;
         f = buf + pos;
         pos += flen;
         if (len - pos < 4) goto bad;
-        vlen = get_u32(buf + pos);
+        vlen = obj_get_u32(buf + pos);
         pos += 4;
         if (vlen > len - pos) goto bad;
         v = buf + pos;
@@ -192,7 +181,7 @@ static int lookup_hash(client *c, int for_write, hashobj **h) {
 /* Append a HASH_OP_SET effect to ops (scratch is a work buffer). */
 static void op_set(rbuf *ops, rbuf *scratch, const char *f, size_t flen, const char *v, size_t vlen) {
     scratch->len = 0;
-    put_u32(scratch, (uint32_t)flen);
+    obj_put_u32(scratch, (uint32_t)flen);
     rbuf_append(scratch, f, flen);
     obj_op2(ops, HASH_OP_SET, scratch->buf, scratch->len, v, vlen);
 }

@@ -226,11 +226,6 @@ static uint64_t get_u64(const char *p) {
     return v;
 }
 
-static uint32_t get_u32(const char *p) {
-    return (uint32_t)(unsigned char)p[0] | (uint32_t)(unsigned char)p[1] << 8 |
-           (uint32_t)(unsigned char)p[2] << 16 | (uint32_t)(unsigned char)p[3] << 24;
-}
-
 static void *list_create(void) {
     rlist *l = calloc(1, sizeof(*l));
     if (!l) abort();
@@ -336,7 +331,7 @@ static void *list_load(const char *buf, size_t len) {
     size_t pos = 8;
     for (uint64_t i = 0; i < n; i++) {
         if (len - pos < 4) goto bad;
-        uint32_t el = get_u32(buf + pos);
+        uint32_t el = obj_get_u32(buf + pos);
         pos += 4;
         if (el > len - pos) goto bad;
         rl_push_tail(l, elem_new(buf + pos, el));

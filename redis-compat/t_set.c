@@ -56,17 +56,6 @@ typedef struct setobj {
 
 /* ---------------- the class ---------------- */
 
-static void put_u32(rbuf *b, uint32_t v) {
-    unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                           (unsigned char)(v >> 24)};
-    rbuf_append(b, le, 4);
-}
-
-static uint32_t get_u32(const char *p) {
-    const unsigned char *u = (const unsigned char *)p;
-    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
-}
-
 static void *set_create(void) {
     setobj *s = calloc(1, sizeof(*s));
     if (!s) abort();
@@ -121,7 +110,7 @@ static int set_apply(void *data, uint8_t op, const char *arg, size_t len) {
 
 static int snap_fn(void *arg, const dict_entry *e) {
     rbuf *out = arg;
-    put_u32(out, (uint32_t)e->klen);
+    obj_put_u32(out, (uint32_t)e->klen);
     rbuf_append(out, e->key, e->klen);
     return 0;
 }
@@ -130,19 +119,19 @@ static void set_snapshot(const void *data, rbuf *out) {
     const setobj *s = data;
     unsigned char enc = (unsigned char)s->enc;
     rbuf_append(out, &enc, 1);
-    put_u32(out, (uint32_t)dict_size(s->d));
+    obj_put_u32(out, (uint32_t)dict_size(s->d));
     dict_foreach(s->d, snap_fn, out);
 }
 
 static void *set_load(const char *buf, size_t len) {
     if (len < 5 || (unsigned char)buf[0] > ENC_HT) return NULL;
     setobj *s = set_create();
-    uint32_t n = get_u32(buf + 1);
+    uint32_t n = obj_get_u32(buf + 1);
     size_t pos = 5;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t mlen;
         if (len - pos < 4) goto bad;
-        mlen = get_u32(buf + pos);
+        mlen = obj_get_u32(buf + pos);
         pos += 4;
         if (mlen > len - pos) goto bad;
         set_add(s, buf + pos, mlen);

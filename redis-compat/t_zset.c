@@ -87,11 +87,6 @@ static double get_double(const char *p) {
     return d;
 }
 
-static uint32_t get_u32le(const char *p) {
-    const unsigned char *u = (const unsigned char *)p;
-    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
-}
-
 static zset *zset_create(void) {
     zset *z = malloc(sizeof(*z));
     if (!z) abort();
@@ -221,7 +216,7 @@ static void *zset_load(const char *buf, size_t len) {
     for (uint64_t i = 0; i < count; i++) {
         if (len - pos < 12) goto bad;
         double s = get_double(buf + pos);
-        uint32_t mlen = get_u32le(buf + pos + 8);
+        uint32_t mlen = obj_get_u32(buf + pos + 8);
         pos += 12;
         if (isnan(s) || mlen > len - pos) goto bad;
         if (dict_find(z->d, buf + pos, mlen)) goto bad;   /* duplicate member */
@@ -1152,10 +1147,10 @@ static zset *zset_from_set(const robj *o) {
     zset *z = zset_create_result();
     size_t pos = 5;
     if (b.len < 5) goto bad;
-    uint32_t n = get_u32le(b.buf + 1);
+    uint32_t n = obj_get_u32(b.buf + 1);
     for (uint32_t i = 0; i < n; i++) {
         if (b.len - pos < 4) goto bad;
-        uint32_t mlen = get_u32le(b.buf + pos);
+        uint32_t mlen = obj_get_u32(b.buf + pos);
         pos += 4;
         if (mlen > b.len - pos) goto bad;
         zset_set(z, b.buf + pos, mlen, 1.0);
@@ -1486,7 +1481,7 @@ void zscanCommand(client *c) {
     resp_add_bulk(&c->out, buf, (size_t)len);
     resp_add_array(&c->out, sc.n * 2);
     for (size_t pos = 0; pos < sc.items.len;) {
-        uint32_t mlen = get_u32le(sc.items.buf + pos);
+        uint32_t mlen = obj_get_u32(sc.items.buf + pos);
         double s = get_double(sc.items.buf + pos + 4);
         pos += 12;
         resp_add_bulk(&c->out, sc.items.buf + pos, mlen);

@@ -47,7 +47,7 @@ void obj_free(robj *o) {
 
 /* ---------------- op framing ---------------- */
 
-static void put_u32(rbuf *b, uint32_t v) {
+void obj_put_u32(rbuf *b, uint32_t v) {
     unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
                            (unsigned char)(v >> 24)};
     rbuf_append(b, le, 4);
@@ -55,18 +55,18 @@ static void put_u32(rbuf *b, uint32_t v) {
 
 void obj_op(rbuf *b, uint8_t op, const void *arg, size_t len) {
     rbuf_append(b, &op, 1);
-    put_u32(b, (uint32_t)len);
+    obj_put_u32(b, (uint32_t)len);
     if (len) rbuf_append(b, arg, len);
 }
 
 void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, size_t clen) {
     rbuf_append(b, &op, 1);
-    put_u32(b, (uint32_t)(alen + clen));
+    obj_put_u32(b, (uint32_t)(alen + clen));
     if (alen) rbuf_append(b, a, alen);
     if (clen) rbuf_append(b, c, clen);
 }
 
-static uint32_t get_u32(const char *p) {
+uint32_t obj_get_u32(const char *p) {
     const unsigned char *u = (const unsigned char *)p;
     return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
 }
@@ -78,7 +78,7 @@ int obj_apply_payload(robj *o, const char *payload, size_t len) {
     while (pos < len) {
         if (len - pos < 5) return -1;
         uint8_t op = (uint8_t)payload[pos];
-        uint32_t n = get_u32(payload + pos + 1);
+        uint32_t n = obj_get_u32(payload + pos + 1);
         pos += 5;
         if (n > len - pos) return -1;
         if (t->apply(o->data, op, payload + pos, n) != 0) return -1;

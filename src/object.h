@@ -83,6 +83,11 @@ void obj_free(robj *o);
 void obj_op(rbuf *b, uint8_t op, const void *arg, size_t len);
 void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, size_t clen);
 
+/* The little-endian u32 that frames ops, and that the type modules use for
+ * lengths in their snapshots and op arguments. */
+void obj_put_u32(rbuf *b, uint32_t v);
+uint32_t obj_get_u32(const char *p);
+
 /* Apply an effect payload (u8 type + ops) to o. -1 if malformed. */
 int obj_apply_payload(robj *o, const char *payload, size_t len);
 /* Replace o's data with a snapshot payload (u8 type + serialization). */
