@@ -80,6 +80,10 @@ int arg_ll_range(client *c, int i, long long min, long long max, long long *v, c
 int arg_double(client *c, int i, double *v);     /* ERR_NOTFLOAT */
 int arg_ldouble(client *c, int i, long double *v);
 int arg_cursor(client *c, int i, uint64_t *cursor);  /* "ERR invalid cursor" */
+/* HSCAN/SSCAN/ZSCAN options from argv[first]: COUNT n (>= 1), MATCH pattern
+ * ("*" leaves *pat NULL), and NOVALUES when novalues is non-NULL. */
+int arg_scan_options(client *c, int first, long long *count, const char **pat, size_t *plen,
+                     int *novalues);
 
 /* ---- command procs, by family ---- */
 /* t_string.c */

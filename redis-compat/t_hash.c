@@ -578,28 +578,7 @@ void hscanCommand(client *c) {
         resp_add_array(&c->out, 0);
         return;
     }
-    for (int j = 3; j < c->argc;) {
-        int has_value = j + 1 < c->argc;
-        if (arg_is(c, j, "count") && has_value) {
-            if (arg_ll(c, j + 1, &count) != 0) return;
-            if (count < 1) {
-                resp_add_error(&c->out, ERR_SYNTAX);
-                return;
-            }
-            j += 2;
-        } else if (arg_is(c, j, "match") && has_value) {
-            s.pat = c->argv[j + 1];
-            s.plen = c->argvlen[j + 1];
-            if (s.plen == 1 && s.pat[0] == '*') s.pat = NULL;
-            j += 2;
-        } else if (arg_is(c, j, "novalues")) {
-            s.novalues = 1;
-            j++;
-        } else {
-            resp_add_error(&c->out, ERR_SYNTAX);
-            return;
-        }
-    }
+    if (arg_scan_options(c, 3, &count, &s.pat, &s.plen, &s.novalues) != 0) return;
     /* The elements are collected behind a placeholder header, then the
      * header is rewritten with the real count. */
     rbuf tmp;

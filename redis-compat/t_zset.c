@@ -1448,23 +1448,7 @@ void zscanCommand(client *c) {
         resp_add_array(&c->out, 0);
         return;
     }
-    for (int j = 3; j < c->argc; j += 2) {
-        int has_value = j + 1 < c->argc;
-        if (arg_is(c, j, "count") && has_value) {
-            if (arg_ll(c, j + 1, &count) != 0) return;
-            if (count < 1) {
-                resp_add_error(&c->out, ERR_SYNTAX);
-                return;
-            }
-        } else if (arg_is(c, j, "match") && has_value) {
-            sc.pat = c->argv[j + 1];
-            sc.plen = c->argvlen[j + 1];
-            if (sc.plen == 1 && sc.pat[0] == '*') sc.pat = NULL;
-        } else {
-            resp_add_error(&c->out, ERR_SYNTAX);
-            return;
-        }
-    }
+    if (arg_scan_options(c, 3, &count, &sc.pat, &sc.plen, NULL) != 0) return;
     const zset *z = zof(&v);
     rbuf_init(&sc.items);
     if (!z->big) {

@@ -476,3 +476,31 @@ int arg_cursor(client *c, int i, uint64_t *cursor) {
     *cursor = v;
     return 0;
 }
+
+int arg_scan_options(client *c, int first, long long *count, const char **pat, size_t *plen,
+                     int *novalues) {
+    for (int j = first; j < c->argc;) {
+        int has_value = j + 1 < c->argc;
+        if (arg_is(c, j, "count") && has_value) {
+            if (arg_ll(c, j + 1, count) != 0) return -1;
+            if (*count < 1) {
+                resp_add_error(&c->out, ERR_SYNTAX);
+                return -1;
+            }
+            j += 2;
+        } else if (arg_is(c, j, "match") && has_value) {
+            *pat = c->argv[j + 1];
+            *plen = c->argvlen[j + 1];
+            /* "*" matches everything: skip matching altogether. */
+            if (*plen == 1 && (*pat)[0] == '*') *pat = NULL;
+            j += 2;
+        } else if (novalues && arg_is(c, j, "novalues")) {
+            *novalues = 1;
+            j++;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return -1;
+        }
+    }
+    return 0;
+}
