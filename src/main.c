@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "clean.h"
+#include "cluster.h"
 #include "commands.h"
 #include "config.h"
 #include "db.h"
@@ -128,6 +129,9 @@ int main(int argc, char **argv) {
     open_pool();
     server.nworkers = server.cfg.workers;
     shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
+    char cerr[512];
+    if (cluster_setup(server.cfg.shards, server.cfg.replicas, cerr, sizeof(cerr)) != 0)
+        die("Bad cluster configuration: %s", cerr);
     db_init_indexes();
     types_register();
     char err[512];

@@ -46,7 +46,16 @@ struct rowan_config {
     int daemonize;
     long long slowlog_log_slower_than;
     long long slowlog_max_len;
+    /* cluster and replication (cluster.h; cluster-node/cluster-self lines
+     * go to cluster.c directly) */
+    int replicas;               /* k; 0 = min(3, nodes) */
+    long long replication_timeout; /* ms a write may wait for its replicas */
+    int replication_mode;       /* REPL_MODE_* */
+    int replication_transport;  /* REPL_TRANSPORT_* */
 };
+
+enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
+enum { REPL_TRANSPORT_TCP = 0, REPL_TRANSPORT_VERBS = 1 };
 
 struct rowan_stats {
     _Atomic long long numcommands;

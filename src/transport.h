@@ -1,0 +1,81 @@
+/* transport.h -- the Rowan replication transport: one interface, two
+ * backends (DESIGN.md §2, §5).
+ *
+ *   sockets (src/transport_tcp.c): TCP. What tests, CI and users without
+ *           RDMA NICs run.
+ *   verbs   (rdma/transport_verbs.c): RC QPs to the peer's control thread,
+ *           one SRQ per receiver, SEND + 1-byte READ per message.
+ *
+ * Both keep the same message format, landing rule and flow control:
+ *
+ *   - A *link* is one ordered channel from one sender (a worker, or the
+ *     replication manager's catch-up stream) to one peer's control thread.
+ *   - A message is one log entry exactly as log.h lays it out, padded with
+ *     zeroes to log_entry_span() bytes (a multiple of 64). The receiver lands
+ *     it at the next 64-byte aligned offset of the current b-log segment,
+ *     byte for byte, as a NIC consumes a multi-packet SRQ buffer; it never
+ *     parses more than the header's lengths.
+ *   - Acks are cumulative: the receiver reports "the first n messages of this
+ *     link are persisted in my b-log" (n counts from 1 per connection). A
+ *     sender never waits for an ack: it keeps serving and is called back.
+ *   - A connection starts with a repl_hello. The receiver refuses a hello
+ *     whose term or configuration digest differ from its own (a stale or
+ *     mismatched configuration), closing the link; the sender reports that.
+ *   - A broken link is reported once through on_down and is then dead; the
+ *     replication layer (repl.c) decides when to reconnect and how the peer
+ *     catches up. Messages queued on a dead link are lost, never retried
+ *     silently: catch-up re-sends state instead.
+ */
+#ifndef ROWAN_TRANSPORT_H
+#define ROWAN_TRANSPORT_H
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+
+#define REPL_HELLO_MAGIC  0x314c50524e574f52ULL  /* "ROWNRPL1" */
+#define REPL_LINK_MANAGER 0xffff                 /* sender id of the catch-up stream */
+
+/* First 32 bytes a sender writes on a new connection (little endian). */
+typedef struct repl_hello {
+    uint64_t magic;
+    uint16_t node;        /* sender's node index in the configuration */
+    uint16_t sender;      /* worker id, or REPL_LINK_MANAGER */
+    uint32_t mode;        /* 0 = rowan (control thread), 1 = rpc (backup worker) */
+    uint64_t term;
+    uint64_t config_digest; /* hash of the node list, shard count and k */
+} repl_hello;
+
+typedef struct repl_link repl_link;
+
+typedef struct repl_link_cbs {
+    /* Messages 1..acked of this link are persisted at the peer. */
+    void (*on_ack)(void *ctx, uint64_t acked);
+    /* The link broke (or was refused); no more callbacks follow. */
+    void (*on_down)(void *ctx, const char *why);
+    void *ctx;
+} repl_link_cbs;
+
+typedef struct transport_ops {
+    const char *name;     /* "tcp", "verbs" */
+    /* Sender side. Open a link to host:port from the calling thread's event
+     * loop; callbacks run on that loop. Connecting may block for at most
+     * timeout_ms. NULL with err on failure. */
+    repl_link *(*link_open)(struct event_base *base, const char *host, int port,
+                            const repl_hello *hello, const repl_link_cbs *cbs,
+                            int timeout_ms, char *err, size_t errlen);
+    /* Queue one message (an entry of len bytes; the transport pads it to
+     * its span). Returns its sequence number on the link (1, 2, ...), or 0
+     * if the link is down. Does not block. */
+    uint64_t (*link_send)(repl_link *l, const void *entry, size_t len);
+    /* Push queued messages to the wire (end of an event-loop round). */
+    void (*link_flush)(repl_link *l);
+    /* Close and free; no callbacks after this returns. */
+    void (*link_close)(repl_link *l);
+} transport_ops;
+
+extern const transport_ops transport_tcp;
+/* Verbs backend: always compiled; link_open fails cleanly without a device. */
+extern const transport_ops transport_verbs;
+
+#endif
