@@ -31,10 +31,12 @@ endif
 CFLAGS  += -std=gnu11 $(OPT) $(WARN) $(SAN) -pthread -MMD -MP \
            -Isrc -Iredis-compat -Irdma -D_GNU_SOURCE
 LDFLAGS += $(SAN) -pthread
-LIBS    := -levent_core -levent_pthreads -lpmem -lm
+# -lmlx5: rdma/transport_verbs.c queries mlx5dv for a striding (multi-packet) RQ.
+LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lm
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c)
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c) \
+            $(wildcard rdma/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 MAIN_OBJ := $(BUILD)/src/main.o
 SERVER   := $(BUILD)/rowan-server
@@ -133,12 +135,15 @@ bench-unit: $(BENCH_UNIT)
 
 # The benchmarks behind BENCHMARKS.md, Rowan and redis-server in the same
 # run: redis-benchmark (utils/bench-redis), then YCSB-style workloads with
-# rowan-bench (utils/bench-compare). BENCH_ARGS=--write records the tables in
-# BENCHMARKS.md.
+# rowan-bench (utils/bench-compare), then replicated writes, 3-node Rowan
+# against redis-server with 2 replicas and WAIT (utils/bench-replication).
+# BENCH_ARGS=--write records the tables in BENCHMARKS.md.
 bench: all
 	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 utils/bench-redis $(BENCH_ARGS)
 	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) \
 	  /usr/bin/python3 utils/bench-compare $(BENCH_ARGS)
+	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) \
+	  /usr/bin/python3 utils/bench-replication $(BENCH_ARGS)
 
 clean:
 	rm -rf build src/rowan-server utils/rowan-bench

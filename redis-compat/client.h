@@ -17,9 +17,13 @@
 struct worker;
 struct rcommand;
 
-/* A held reply: out bytes before `end` may not be sent until deps are durable. */
+/* A held reply: out bytes from `start` on may not be sent until deps are
+ * durable (bytes before it belong to earlier replies and may leave). If the
+ * deps are still not durable after replication-timeout, the reply's bytes
+ * [start, end) are replaced by an error (a replica did not persist it). */
 typedef struct held_reply {
-    size_t end;            /* offset in out.b (relative to its current start) */
+    size_t start, end;     /* offsets in out.b (relative to its current start) */
+    int64_t since_us;      /* monotonic time the reply was held */
     int ndeps;
     db_dep *deps;          /* malloc'd when ndeps > 1, else NULL */
     db_dep dep1;           /* the dependency when ndeps == 1 */

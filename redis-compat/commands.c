@@ -109,7 +109,6 @@ static struct rcommand command_table[] = {
     ROW("debug", debugCommand, -2, A, 0, 0, 0, "server", "1.0.0", "A container for debugging commands."),
     ROW("readonly", readonlyCommand, 1, F | L | S, 0, 0, 0, "cluster", "3.0.0", "Enables read-only queries for a connection to a Redis Cluster replica node."),
     ROW("readwrite", readwriteCommand, 1, F | L | S, 0, 0, 0, "cluster", "3.0.0", "Enables read-write queries for a connection to a Redis Cluster replica node."),
-    ROW("rowan", rowanCommand, -2, L | S, 0, 0, 0, "server", "0.1.0", "A container for Rowan-specific commands."),
 #define CMD(name, proc, arity, flags, fk, lk, st, group, since, summary) \
     ROW(name, proc, arity, flags, fk, lk, st, group, since, summary),
 #include "cmds_families.def"

@@ -85,6 +85,22 @@ int arg_cursor(client *c, int i, uint64_t *cursor);  /* "ERR invalid cursor" */
 int arg_scan_options(client *c, int first, long long *count, const char **pat, size_t *plen,
                      int *novalues);
 
+/* ---- replies of container commands (CONFIG, OBJECT, ROWAN...) ---- */
+/* "ERR unknown subcommand 'foo'. Try CONFIG HELP." (argv[1] is the subcommand) */
+void reply_unknown_sub(client *c, const char *container);
+/* Redis's arity error for a subcommand: 'config|get'. */
+void reply_sub_arity(client *c, const char *container);
+/* HELP: an array of simple strings, one per line of the NULL-ended lines. */
+void reply_help(client *c, const char *const *lines);
+/* A container's subcommand (CLIENT, CLUSTER...) with its Redis arity (n
+ * exact, -n at least n). */
+typedef struct subcommand { const char *name; int arity; void (*fn)(client *c); } subcommand;
+/* Run the row of the NULL-name-ended table that argv[1] names, or reply the
+ * arity / unknown-subcommand error. container in lower case ("client"). */
+void subcommand_dispatch(client *c, const subcommand *table, const char *container);
+/* printf-append to an rbuf (INFO, CLUSTER NODES / INFO texts; t_server.c). */
+void addf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- command procs, by family ---- */
 /* t_string.c */
 cmd_proc getCommand, setCommand, setnxCommand, setexCommand, psetexCommand,
@@ -104,6 +120,6 @@ cmd_proc pingCommand, echoCommand, timeCommand, shutdownCommand, infoCommand,
     configCommand, clientCommand, commandCommand, waitCommand,
     waitaofCommand, authCommand, helloCommand, quitCommand, resetCommand,
     lastsaveCommand, saveCommand, bgsaveCommand, bgrewriteaofCommand,
-    debugCommand, readonlyCommand, readwriteCommand, rowanCommand;
+    debugCommand, readonlyCommand, readwriteCommand;
 
 #endif

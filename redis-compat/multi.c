@@ -167,6 +167,17 @@ int multi_intercept(client *c) {
     return 1;
 }
 
+int multi_foreach_queued(const client *c, multi_queued_fn *fn, void *arg) {
+    if (!multi_active(c)) return 0;
+    const multi_state *m = c->mstate;
+    for (int i = 0; i < m->ncmds; i++) {
+        const queued_cmd *q = &m->cmds[i];
+        int r = fn(arg, q->cmd, q->argc, q->argv, q->argvlen);
+        if (r) return r;
+    }
+    return 0;
+}
+
 /* ---------------- WATCH ---------------- */
 
 /* What the key looks like now (caller holds its shard lock). */

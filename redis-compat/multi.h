@@ -24,6 +24,14 @@ int multi_active(const client *c);
 /* Commands queued in the open transaction, -1 outside MULTI (CLIENT LIST). */
 int multi_queued(const client *c);
 
+/* Cluster routing of EXEC (t_cluster.c): call fn on every queued command,
+ * in order, until one returns nonzero; returns that value (0: all passed,
+ * or not in MULTI). */
+struct rcommand;
+typedef int multi_queued_fn(void *arg, const struct rcommand *cmd, int argc,
+                            const char *const *argv, const size_t *argvlen);
+int multi_foreach_queued(const client *c, multi_queued_fn *fn, void *arg);
+
 /* Command procs (rows in cmds_multi.def). */
 void multiCommand(client *c);
 void execCommand(client *c);

@@ -31,6 +31,7 @@
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
+#include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
 #include "clean.h"
 #include "commands.h"
 #include "server.h"
@@ -278,7 +279,7 @@ static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out
     return shard_ids_normalize(ids, nk);
 }
 
-static void held_push(client *c, size_t end, const db_dep *deps, int n) {
+static void held_push(client *c, size_t start, size_t end, const db_dep *deps, int n) {
     if (c->nheld + c->headheld == c->capheld) {
         if (c->headheld) {
             memmove(c->held, c->held + c->headheld, sizeof(held_reply) * (size_t)c->nheld);
@@ -289,7 +290,9 @@ static void held_push(client *c, size_t end, const db_dep *deps, int n) {
         }
     }
     held_reply *h = &c->held[c->headheld + c->nheld++];
+    h->start = start;
     h->end = end;
+    h->since_us = monotonic_us();
     h->ndeps = n;
     h->dep1 = deps[0];
     h->deps = NULL;
@@ -320,13 +323,13 @@ static int deps_durable(const held_reply *h) {
 /* After a command: hold its reply if it depends on versions not durable yet.
  * A held reply also holds every later one (order), so later replies need no
  * entry of their own unless they have their own dependencies. */
-static void gate_reply(client *c) {
+static void gate_reply(client *c, size_t reply_start) {
     db_ctx *x = &c->x;
     int n = 0;
     for (int i = 0; i < x->ndeps; i++)
         if (!db_dep_durable(&x->deps[i])) x->deps[n++] = x->deps[i];
     if (n == 0) return;
-    held_push(c, c->out.b.len, x->deps, n);
+    held_push(c, reply_start, c->out.b.len, x->deps, n);
     atomic_fetch_add(&server.stat.held_replies, 1);
 }
 
@@ -356,6 +359,12 @@ static void client_call(client *c) {
         return;
     }
     struct rcommand *cmd = (struct rcommand *)c->cmd;
+    /* cluster: keys on another node (-MOVED) or in several slots
+     * (-CROSSSLOT) are refused before MULTI queues the command, as in Redis. */
+    if (cluster_redirect(c)) {
+        atomic_fetch_add(&cmd->rejected_calls, 1);
+        return;
+    }
     /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET.
      * multi: inside MULTI the command is queued (+QUEUED), not run. */
     if (pubsub_intercept(c) || multi_intercept(c)) return;
@@ -380,7 +389,7 @@ static void client_call(client *c) {
     /* blocking: wake clients waiting on keys this command pushed to. */
     blocking_flush_signals();
     c->x.hint_key = NULL;
-    gate_reply(c);
+    gate_reply(c, reply_start);
     c->lastcmd = cmd;
     c->tot_cmds++;
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
@@ -448,7 +457,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
 /* ---------------- output ---------------- */
 
 static size_t sendable_end(const client *c) {
-    return c->nheld ? c->held[c->headheld].end : c->out.b.len;
+    return c->nheld ? c->held[c->headheld].start : c->out.b.len;
 }
 
 static void compact_output(client *c) {
@@ -458,7 +467,10 @@ static void compact_output(client *c) {
     }
     if (c->sent < OUT_COMPACT) return;
     rbuf_consume(&c->out.b, c->sent);
-    for (int i = 0; i < c->nheld; i++) c->held[c->headheld + i].end -= c->sent;
+    for (int i = 0; i < c->nheld; i++) {
+        c->held[c->headheld + i].start -= c->sent;
+        c->held[c->headheld + i].end -= c->sent;
+    }
     c->sent = 0;
 }
 
@@ -481,8 +493,39 @@ static int write_out(client *c) {
     return 0;
 }
 
+/* The head held reply waited longer than replication-timeout: its data is
+ * not on every replica (a backup is down or catching up), so the client gets
+ * an error instead of an acknowledgement. The effect may still become
+ * durable later, like a write whose reply was lost; it is never reported as
+ * done while it is not. Later held replies move by the size difference. */
+static void held_expire(client *c) {
+    held_reply *h = &c->held[c->headheld];
+    char msg[160];
+    int n = snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
+                     "every replica within replication-timeout (%lld ms)\r\n",
+                     (long long)server.cfg.replication_timeout);
+    size_t oldlen = h->end - h->start, newlen = (size_t)n;
+    rbuf_reserve(&c->out.b, newlen);
+    char *b = c->out.b.buf;
+    memmove(b + h->start + newlen, b + h->end, c->out.b.len - h->end);
+    memcpy(b + h->start, msg, newlen);
+    c->out.b.len = c->out.b.len - oldlen + newlen;
+    for (int i = 1; i < c->nheld; i++) {
+        c->held[c->headheld + i].start = c->held[c->headheld + i].start - oldlen + newlen;
+        c->held[c->headheld + i].end = c->held[c->headheld + i].end - oldlen + newlen;
+    }
+    atomic_fetch_add(&server.stat.replication_timeouts, 1);
+    held_pop(c);
+}
+
 int client_flush(client *c) {
-    while (c->nheld && deps_durable(&c->held[c->headheld])) held_pop(c);
+    int64_t limit = server.cfg.replication_timeout * 1000;
+    while (c->nheld) {
+        if (deps_durable(&c->held[c->headheld])) held_pop(c);
+        else if (limit > 0 && monotonic_us() - c->held[c->headheld].since_us > limit)
+            held_expire(c);
+        else break;
+    }
     if (write_out(c) != 0) {
         client_free(c);
         return 0;

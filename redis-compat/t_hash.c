@@ -145,6 +145,10 @@ static size_t hash_memory(const void *data) {
     return sizeof(hashobj) + dict_mem_bytes(((const hashobj *)data)->d);
 }
 
+static void hash_elements(const void *data, obj_elem_fn fn, void *arg) {
+    dict_foreach_pair(((const hashobj *)data)->d, fn, arg);
+}
+
 static const obj_class hash_class = {
     .name = "hash",
     .create = hash_create,
@@ -155,6 +159,7 @@ static const obj_class hash_class = {
     .size = hash_size,
     .encoding = hash_encoding,
     .memory = hash_memory,
+    .elements = hash_elements,
 };
 
 void hash_register(void) { obj_register(OBJ_HASH, &hash_class); }

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "commands.h"
 #include "object.h"
 #include "server.h"
@@ -35,29 +36,6 @@
 #define ARGP(c, i) (int)((c)->argvlen[i] > 128 ? 128 : (c)->argvlen[i]), (c)->argv[i]
 
 static void reply_oom(client *c) { resp_add_error(&c->out, db_error_text(&c->x)); }
-
-static void reply_unknown_sub(client *c, const char *container) {
-    resp_add_errorf(&c->out, "ERR unknown subcommand '" ARGFMT "'. Try %s HELP.", ARGP(c, 1),
-                    container);
-}
-
-static void reply_sub_arity(client *c, const char *container) {
-    char sub[64];
-    size_t n = c->argvlen[1] < sizeof(sub) - 1 ? c->argvlen[1] : sizeof(sub) - 1;
-    for (size_t i = 0; i < n; i++) {
-        char ch = c->argv[1][i];
-        sub[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
-    }
-    sub[n] = '\0';
-    resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s|%s' command", container, sub);
-}
-
-static void reply_help(client *c, const char *const *lines) {
-    long long n = 0;
-    while (lines[n]) n++;
-    resp_add_array(&c->out, n);
-    for (long long i = 0; i < n; i++) resp_add_simple(&c->out, lines[i]);
-}
 
 static int same_bytes(const char *a, size_t alen, const char *b, size_t blen) {
     return alen == blen && memcmp(a, b, alen) == 0;
@@ -141,6 +119,10 @@ void copyCommand(client *c) {
             resp_add_error(&c->out, ERR_SYNTAX);
             return;
         }
+    }
+    if (cluster_enabled() && dst_db != 0) {
+        resp_add_error(&c->out, "ERR Copying to another database is not allowed in cluster mode");
+        return;
     }
     if (dst_db == c->db && same_bytes(c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2])) {
         resp_add_error(&c->out, "ERR source and destination objects are the same");

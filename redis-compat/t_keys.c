@@ -25,6 +25,7 @@
 
 #include "commands.h"
 #include "blocking.h"
+#include "cluster.h"
 #include "object.h"
 #include "server.h"
 #include "util.h"
@@ -404,6 +405,10 @@ void moveCommand(client *c) {
     db_val v, dst;
     int db;
 
+    if (cluster_enabled()) {
+        resp_add_error(&c->out, "ERR MOVE is not allowed in cluster mode");
+        return;
+    }
     if (parse_db_arg(c, 2, NULL, &db) != 0) return;
     if (!db_exists(db)) {
         resp_add_error(&c->out, ERR_DBINDEX);
@@ -453,6 +458,10 @@ void flushallCommand(client *c) { flush_generic(c, -1); }
 void selectCommand(client *c) {
     int db;
     if (parse_db_arg(c, 1, NULL, &db) != 0) return;
+    if (cluster_enabled() && db != 0) {
+        resp_add_error(&c->out, "ERR SELECT is not allowed in cluster mode");
+        return;
+    }
     if (!db_exists(db)) {
         resp_add_error(&c->out, ERR_DBINDEX);
         return;
@@ -463,6 +472,11 @@ void selectCommand(client *c) {
 
 void swapdbCommand(client *c) {
     int a, b;
+    /* Redis: not allowed in cluster mode, there is only db 0. */
+    if (cluster_enabled()) {
+        resp_add_error(&c->out, "ERR SWAPDB is not allowed in cluster mode");
+        return;
+    }
     if (parse_db_arg(c, 1, "ERR invalid first DB index", &a) != 0) return;
     if (parse_db_arg(c, 2, "ERR invalid second DB index", &b) != 0) return;
     if (!db_exists(a) || !db_exists(b)) {

@@ -362,6 +362,14 @@ static size_t list_memory(const void *data) {
     return sizeof(*l) + l->cap * sizeof(lelem *) + l->n * sizeof(lelem) + l->bytes;
 }
 
+static void list_elements(const void *data, obj_elem_fn fn, void *arg) {
+    const rlist *l = data;
+    for (size_t i = 0; i < l->n; i++) {
+        const lelem *e = rl_at(l, i);
+        fn(arg, e->b, e->len, NULL, 0);
+    }
+}
+
 static const obj_class list_class = {
     .name = "list",
     .create = list_create,
@@ -372,6 +380,7 @@ static const obj_class list_class = {
     .size = list_size,
     .encoding = list_encoding,
     .memory = list_memory,
+    .elements = list_elements,
 };
 
 void list_register(void) { obj_register(OBJ_LIST, &list_class); }

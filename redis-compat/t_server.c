@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "cluster.h"
 #include "commands.h"
 #include "blocking.h"
 #include "config.h"
@@ -52,6 +53,7 @@
 #include "pool.h"
 #include "resp.h"
 #include "server.h"
+#include "repl.h"
 #include "shard.h"
 #include "util.h"
 
@@ -73,36 +75,10 @@ static char *arg_dup(client *c, int i)
     return s;
 }
 
-/* "CONFIG" -> "ERR unknown subcommand 'foo'. Try CONFIG HELP." */
-static void reply_unknown_sub(client *c, const char *container)
-{
-    resp_add_errorf(&c->out, "ERR unknown subcommand '" ARGFMT "'. Try %s HELP.",
-                    ARGP(c, 1), container);
-}
-
-/* Redis's arity error for a subcommand, e.g. 'config|get'. */
-static void reply_sub_arity(client *c, const char *container)
-{
-    char sub[64];
-    size_t n = c->argvlen[1] < sizeof(sub) - 1 ? c->argvlen[1] : sizeof(sub) - 1;
-    for (size_t i = 0; i < n; i++) sub[i] = (char)tolower((unsigned char)c->argv[1][i]);
-    sub[n] = '\0';
-    resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s|%s' command", container, sub);
-}
-
 /* Is argc acceptable for a Redis-style arity (n exact, -n at least n)? */
 static int arity_ok(int argc, int arity)
 {
     return arity >= 0 ? argc == arity : argc >= -arity;
-}
-
-/* HELP replies are arrays of simple strings, one per line. */
-static void reply_help(client *c, const char *const *lines)
-{
-    long long n = 0;
-    while (lines[n]) n++;
-    resp_add_array(&c->out, n);
-    for (long long i = 0; i < n; i++) resp_add_simple(&c->out, lines[i]);
 }
 
 static long long stat_get(_Atomic long long *v) { return atomic_load_explicit(v, memory_order_relaxed); }
@@ -445,7 +421,7 @@ void helloCommand(client *c)
 }
 
 /* ------------------------------------------------------------------------ */
-/* DEBUG / ROWAN                                                              */
+/* DEBUG (ROWAN is in t_rowan.c)                                              */
 /* ------------------------------------------------------------------------ */
 
 static const char *const debug_help[] = {
@@ -488,29 +464,11 @@ void debugCommand(client *c)
     }
 }
 
-static const char *const rowan_help[] = {
-    "ROWAN <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "VERSION",
-    "    Return the Rowan server version.",
-    "HELP",
-    "    Prints this help.",
-    NULL
-};
-
-void rowanCommand(client *c)
-{
-    if (c->argc == 2 && arg_is(c, 1, "help")) reply_help(c, rowan_help);
-    else if (c->argc == 2 && arg_is(c, 1, "version")) resp_add_bulkstr(&c->out, ROWAN_VERSION);
-    else if (arg_is(c, 1, "help") || arg_is(c, 1, "version")) reply_sub_arity(c, "rowan");
-    else reply_unknown_sub(c, "ROWAN");
-}
-
 /* ------------------------------------------------------------------------ */
 /* INFO                                                                       */
 /* ------------------------------------------------------------------------ */
 
-static void addf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void addf(rbuf *b, const char *fmt, ...)
+void addf(rbuf *b, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -601,7 +559,7 @@ static void info_server(rbuf *b)
     addf(b, "redis_version:%s\r\n", ROWAN_REDIS_COMPAT_VERSION);
     addf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
     addf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n");
-    addf(b, "redis_mode:standalone\r\n");
+    addf(b, "redis_mode:%s\r\n", cluster_enabled() ? "cluster" : "standalone");
     addf(b, "os:%s %s %s\r\n", un.sysname, un.release, un.machine);
     addf(b, "arch_bits:%d\r\n", (int)(sizeof(long) * 8));
     addf(b, "monotonic_clock:POSIX clock_gettime\r\n");
@@ -741,7 +699,7 @@ static void info_cpu(rbuf *b)
 
 static void info_cluster(rbuf *b)
 {
-    addf(b, "# Cluster\r\ncluster_enabled:0\r\n");
+    addf(b, "# Cluster\r\ncluster_enabled:%d\r\n", cluster_enabled());
 }
 
 static void info_keyspace(rbuf *b)
@@ -848,6 +806,7 @@ static void info_rowan(rbuf *b)
     addf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
     addf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
     addf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
+    repl_info(b);
 }
 
 #define SEC_DEFAULT  1  /* in INFO / INFO default */
@@ -1374,11 +1333,7 @@ static void client_caching(client *c)
 static void client_help_cmd(client *c) { reply_help(c, client_help); }
 
 /* CLIENT's subcommands with their Redis arities. */
-static const struct client_sub {
-    const char *name;
-    int arity;
-    void (*fn)(client *c);
-} client_subs[] = {
+static const subcommand client_subs[] = {
     { "id", 2, client_id },
     { "getname", 2, client_getname },
     { "setname", 3, client_setname },
@@ -1402,13 +1357,7 @@ static const struct client_sub {
 
 void clientCommand(client *c)
 {
-    for (const struct client_sub *s = client_subs; s->name; s++) {
-        if (!arg_is(c, 1, s->name)) continue;
-        if (!arity_ok(c->argc, s->arity)) reply_sub_arity(c, "client");
-        else s->fn(c);
-        return;
-    }
-    reply_unknown_sub(c, "CLIENT");
+    subcommand_dispatch(c, client_subs, "client");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -161,6 +161,10 @@ static size_t set_memory(const void *data) {
     return sizeof(setobj) + dict_mem_bytes(((const setobj *)data)->d);
 }
 
+static void set_elements(const void *data, obj_elem_fn fn, void *arg) {
+    dict_foreach_pair(((const setobj *)data)->d, fn, arg);
+}
+
 static const obj_class set_class = {
     .name = "set",
     .create = set_create,
@@ -171,6 +175,7 @@ static const obj_class set_class = {
     .size = set_size,
     .encoding = set_encoding,
     .memory = set_memory,
+    .elements = set_elements,
 };
 
 void set_register(void) { obj_register(OBJ_SET, &set_class); }

@@ -241,6 +241,17 @@ static size_t zset_memory(const void *data) {
     return sizeof(*z) + z->zsl->mem + dict_mem_bytes(z->d);
 }
 
+/* Scores by value: -0 and 0 are the same score (a big set may hold -0
+ * where a small one holds 0). */
+static void zset_elements(const void *data, obj_elem_fn fn, void *arg) {
+    const zset *z = data;
+    for (const zsl_node *n = zsl_first(z->zsl); n; n = zsl_next(n)) {
+        char s[8];
+        put_double(s, n->score == 0 ? 0.0 : n->score);
+        fn(arg, n->member, n->mlen, s, 8);
+    }
+}
+
 static const obj_class zset_class = {
     .name = "zset",
     .create = zset_create_v,
@@ -251,6 +262,7 @@ static const obj_class zset_class = {
     .size = zset_size,
     .encoding = zset_encoding,
     .memory = zset_memory,
+    .elements = zset_elements,
 };
 
 void zset_register(void) { obj_register(OBJ_ZSET, &zset_class); }

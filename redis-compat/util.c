@@ -504,3 +504,42 @@ int arg_scan_options(client *c, int first, long long *count, const char **pat, s
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------ */
+/* Replies of container commands (CONFIG, OBJECT, ROWAN...)            */
+/* ------------------------------------------------------------------ */
+
+void reply_unknown_sub(client *c, const char *container) {
+    int n = (int)(c->argvlen[1] > 128 ? 128 : c->argvlen[1]);
+    resp_add_errorf(&c->out, "ERR unknown subcommand '%.*s'. Try %s HELP.", n, c->argv[1],
+                    container);
+}
+
+void reply_sub_arity(client *c, const char *container) {
+    char sub[64];
+    size_t n = c->argvlen[1] < sizeof(sub) - 1 ? c->argvlen[1] : sizeof(sub) - 1;
+    for (size_t i = 0; i < n; i++) sub[i] = (char)tolower((unsigned char)c->argv[1][i]);
+    sub[n] = '\0';
+    resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s|%s' command", container, sub);
+}
+
+void subcommand_dispatch(client *c, const subcommand *table, const char *container) {
+    for (const subcommand *s = table; s->name; s++) {
+        if (!arg_is(c, 1, s->name)) continue;
+        if (s->arity >= 0 ? c->argc != s->arity : c->argc < -s->arity) reply_sub_arity(c, container);
+        else s->fn(c);
+        return;
+    }
+    char upper[32];
+    size_t n = strlen(container) < sizeof(upper) - 1 ? strlen(container) : sizeof(upper) - 1;
+    for (size_t i = 0; i < n; i++) upper[i] = (char)toupper((unsigned char)container[i]);
+    upper[n] = '\0';
+    reply_unknown_sub(c, upper);
+}
+
+void reply_help(client *c, const char *const *lines) {
+    long long n = 0;
+    while (lines[n]) n++;
+    resp_add_array(&c->out, n);
+    for (long long i = 0; i < n; i++) resp_add_simple(&c->out, lines[i]);
+}

@@ -135,3 +135,20 @@ uint64_t cluster_backups_of(int shard) { return cl.backups ? cl.backups[shard] :
 int cluster_is_primary(int shard) { return cluster_primary_of(shard) == cl.self; }
 int cluster_is_backup(int shard) { return cluster_mask_has(cluster_backups_of(shard), cl.self); }
 uint64_t cluster_peers_we_replicate_to(void) { return cl.peers; }
+
+uint64_t cluster_config_digest(void) {
+    uint64_t h = 1469598103934665603ULL;
+#define MIX(p, n) do { const uint8_t *q_ = (const uint8_t *)(p); \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++) h = (h ^ q_[i_]) * 1099511628211ULL; } while (0)
+    for (int i = 0; i < cl.nnodes; i++) {
+        const cluster_node *n = &cl.nodes[i];
+        MIX(n->name, strlen(n->name) + 1);
+        MIX(n->host, strlen(n->host) + 1);
+        MIX(&n->port, sizeof(n->port));
+        MIX(&n->repl_port, sizeof(n->repl_port));
+    }
+    MIX(&cl.nshards, sizeof(cl.nshards));
+    MIX(&cl.k, sizeof(cl.k));
+#undef MIX
+    return h;
+}

@@ -57,5 +57,8 @@ int cluster_is_backup(int shard);           /* self among the backups */
 /* Union of backup masks of the shards we are primary of: the peers our
  * workers replicate to. */
 uint64_t cluster_peers_we_replicate_to(void);
+/* Hash of everything the shard map depends on (node list, shards, k): two
+ * nodes replicate to each other only if theirs are equal. */
+uint64_t cluster_config_digest(void);
 
 #endif

@@ -44,6 +44,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cluster.h"
 #include "config.h"
 #include "server.h"
 #include "util.h"
@@ -69,6 +70,14 @@ struct enum_name { const char *name; int value; };
 static const struct enum_name loglevel_names[] = {
     { "debug", LL_DEBUG }, { "verbose", LL_VERBOSE },
     { "notice", LL_NOTICE }, { "warning", LL_WARNING }, { NULL, 0 }
+};
+
+static const struct enum_name repl_mode_names[] = {
+    { "rowan", REPL_MODE_ROWAN }, { "rpc", REPL_MODE_RPC }, { NULL, 0 }
+};
+
+static const struct enum_name repl_transport_names[] = {
+    { "tcp", REPL_TRANSPORT_TCP }, { "verbs", REPL_TRANSPORT_VERBS }, { NULL, 0 }
 };
 
 struct option {
@@ -119,6 +128,11 @@ static const struct option options[] = {
     /* threads and sharding */
     { "workers", T_INT, CFG(workers), OPT_IMMUTABLE, 0, 1024, "0", NULL, NULL },
     { "shards", T_INT, CFG(shards), OPT_IMMUTABLE, 1, 16384, "64", NULL, NULL },
+    /* cluster and replication (cluster-node / cluster-self: see apply_cluster_line) */
+    { "replicas", T_INT, CFG(replicas), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
+    { "replication-timeout", T_LL, CFG(replication_timeout), 0, 1, LLONG_MAX, "5000", NULL, NULL },
+    { "replication-mode", T_ENUM, CFG(replication_mode), OPT_IMMUTABLE, 0, 0, "rowan", repl_mode_names, NULL },
+    { "replication-transport", T_ENUM, CFG(replication_transport), OPT_IMMUTABLE, 0, 0, "tcp", repl_transport_names, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 
@@ -419,9 +433,43 @@ void config_init_defaults(void)
     snapshot_configured();
 }
 
+/* The cluster lines are not table options: they may repeat and go to
+ * cluster.c directly (CONFIG GET does not show them; CONFIG REWRITE keeps
+ * them as they are, like any line it does not know):
+ *   cluster-node <name> <host> <resp-port> <repl-port>
+ *   cluster-self <name>
+ * Returns 1 if name is one of them (rc in *rc), 0 otherwise. */
+static int apply_cluster_line(const char *name, int nwords, char **wordv, int *rc,
+                              char *err, size_t errlen)
+{
+    if (!strcasecmp(name, "cluster-self")) {
+        if (nwords != 1) goto arity;
+        *rc = cluster_set_self(wordv[0], err, errlen);
+        return 1;
+    }
+    if (strcasecmp(name, "cluster-node")) return 0;
+    if (nwords != 4) goto arity;
+    long long port, repl_port;
+    if (!string2ll(wordv[2], strlen(wordv[2]), &port) ||
+        !string2ll(wordv[3], strlen(wordv[3]), &repl_port) ||
+        port <= 0 || port > 65535 || repl_port <= 0 || repl_port > 65535) {
+        snprintf(err, errlen, "cluster-node ports must be integers in 1-65535");
+        *rc = -1;
+        return 1;
+    }
+    *rc = cluster_add_node(wordv[0], wordv[1], (int)port, (int)repl_port, err, errlen);
+    return 1;
+arity:
+    snprintf(err, errlen, "Bad directive or wrong number of arguments");
+    *rc = -1;
+    return 1;
+}
+
 /* Apply "name word..." at startup. 0 ok, -1 with err = the reason. */
 static int apply_words(const char *name, int nwords, char **wordv, char *err, size_t errlen)
 {
+    int crc;
+    if (apply_cluster_line(name, nwords, wordv, &crc, err, errlen)) return crc;
     const struct option *o = opt_find(name, strlen(name));
     if (!o || nwords < 1 || (nwords > 1 && !(o->flags & OPT_MULTIARG))) {
         snprintf(err, errlen, "Bad directive or wrong number of arguments");

@@ -26,7 +26,9 @@
  * keys, so entries and the index carry the physical db number. */
 #include <stdlib.h>
 #include <string.h>
+#include "cluster.h"
 #include "db.h"
+#include "db_shard.h"
 #include "hash.h"
 #include "log.h"
 #include "object.h"
@@ -779,11 +781,19 @@ static void unlock_if(shard *s, int locked) {
     if (locked) shard_unlock(s);
 }
 
+/* Is shard i part of the keyspace clients see? In cluster mode only the
+ * shards we are primary of: this node also holds backup copies of other
+ * shards (applied by the digest thread), which KEYS, SCAN, DBSIZE,
+ * RANDOMKEY, FLUSHALL/FLUSHDB and active expiry must never list, count,
+ * flush or expire. Standalone: every shard. */
+static int client_shard(int i) { return !cluster_enabled() || cluster_is_primary(i); }
+
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {
     uint64_t sid = cursor & 0xffff, icur = cursor >> 16;
     long budget = count > 0 ? count : 10;
     while (sid < (uint64_t)server.nshards && budget > 0) {
+        if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
         scan_ctx sc = {phys_db(s, db), mstime(), fn, arg};
@@ -800,6 +810,7 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
 static long long count_keys(int db, int with_expiry) {
     long long n = 0;
     for (int i = 0; i < server.nshards; i++) {
+        if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
         unsigned pdb = phys_db(s, db);
@@ -833,7 +844,9 @@ int db_random_key(db_ctx *x, int db, rbuf *out) {
     /* Random shards first, then a full pass so a sparse keyspace still finds
      * a key when there is one. */
     for (int i = 0; i < 2 * n; i++) {
-        shard *s = &server.shards[i < n ? (int)(rnd64() % (uint64_t)n) : (start + i) % n];
+        int sid = i < n ? (int)(rnd64() % (uint64_t)n) : (start + i) % n;
+        if (!client_shard(sid)) continue;
+        shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
         int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(s, phys_db(s, db), out);
         dep_add(x, s, s->next_ver - 1);
@@ -860,6 +873,7 @@ int db_flush(db_ctx *x, int db) {
     uint8_t *mine = lock_all();
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
+        if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         unsigned pdb = db < 0 ? 0xffff : phys_db(s, db);
         long long keys = 0;
@@ -871,7 +885,7 @@ int db_flush(db_ctx *x, int db) {
     }
     int r = db_batch_end(x);
     for (int i = 0; i < server.nshards; i++)
-        dep_add(x, &server.shards[i], server.shards[i].next_ver - 1);
+        if (client_shard(i)) dep_add(x, &server.shards[i], server.shards[i].next_ver - 1);
     unlock_all(mine);
     return r;
 }
@@ -949,6 +963,7 @@ int db_active_expire(db_ctx *x, long budget) {
     for (int visited = 0; budget > 0 && visited <= server.nshards; ) {
         if (sid >= (uint64_t)server.nshards) { sid = (uint64_t)x->wid; icur = 0; break; }
         shard *s = &server.shards[sid];
+        if (!client_shard((int)sid)) { icur = 0; sid += (uint64_t)nw; visited++; continue; }
         shard_lock(s);
         deleted += expire_shard_step(x, s, &icur, &budget);
         shard_unlock(s);
@@ -958,6 +973,32 @@ int db_active_expire(db_ctx *x, long budget) {
     if (deleted) atomic_fetch_add(&server.stat.expiredkeys, deleted);
     return deleted;
 }
+
+/* ---------------- whole shard (db_shard.h) ---------------- */
+
+static int clear_ref(void *ctx, uint64_t ref) {
+    if (ref_is_obj(ref)) {
+        retire_history(ref_obj(ref));
+        obj_free(ref_obj(ref));
+    } else {
+        live_add(ref, -ref_bytes(ref));
+    }
+    return 0;
+}
+
+void db_shard_clear(shard *s) {
+    index_foreach(s->idx, clear_ref, NULL);
+    index_clear(s->idx);
+    index_clear(s->vidx);
+    memset(s->dbkeys, 0, sizeof(s->dbkeys));
+    memset(s->dbexpires, 0, sizeof(s->dbexpires));
+    if (s->dbmap_ref) live_add(s->dbmap_ref, -ref_bytes(s->dbmap_ref));
+    s->dbmap_ref = 0;
+    s->dbmap_ver = 0;
+    for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
+}
+
+void db_shard_read_dep(db_ctx *x, shard *s) { dep_add(x, s, s->next_ver - 1); }
 
 /* ---------------- cleaner support ---------------- */
 

@@ -125,9 +125,13 @@ void db_batch_begin(db_ctx *x);
 int db_batch_end(db_ctx *x);
 
 /* ---- whole keyspace (no shard lock held by the caller) ---- */
+/* In cluster mode these (and db_active_expire) cover only the shards we are
+ * primary of, never the backup copies this node also holds. */
 /* Visit keys of logical db `db`: returns the next cursor, 0 when done. count
  * is a hint of how many keys to visit. fn is called under the shard lock with
- * a key that is not expired; it must not call db_* functions. */
+ * a key that is not expired; it must not call db_* functions. The cursor's
+ * low 16 bits are the shard being walked: cursor = shard id starts at that
+ * shard (CLUSTER GETKEYSINSLOT walks one shard that way). */
 typedef void (*db_scan_fn)(void *arg, const char *key, size_t klen, const db_val *v);
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg);
 long long db_size(int db);

@@ -253,3 +253,9 @@ void dict_foreach(const dict *d, dict_iter_fn fn, void *arg) {
         for (dnode *n = d->table[i]; n; n = n->next)
             if (fn(arg, &n->e)) return;
 }
+
+void dict_foreach_pair(const dict *d, dict_pair_fn fn, void *arg) {
+    for (uint64_t i = 0; i <= d->mask; i++)
+        for (dnode *n = d->table[i]; n; n = n->next)
+            fn(arg, n->e.key, n->e.klen, n->e.val, n->e.vlen);
+}

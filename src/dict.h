@@ -42,5 +42,10 @@ dict_entry *dict_random(const dict *d, uint64_t rnd);
  * modify the dict. */
 typedef int (*dict_iter_fn)(void *arg, const dict_entry *e);
 void dict_foreach(const dict *d, dict_iter_fn fn, void *arg);
+/* Visit every entry as (key, value bytes); a set's value is (NULL, 0). The
+ * shape of object.h's obj_elem_fn, so hashes and sets pass it through. */
+typedef void (*dict_pair_fn)(void *arg, const char *key, size_t klen, const char *val,
+                             size_t vlen);
+void dict_foreach_pair(const dict *d, dict_pair_fn fn, void *arg);
 
 #endif

@@ -193,6 +193,8 @@ int log_group_next(const log_entry *group, size_t *pos, log_entry *sub, size_t *
 
 /* ---- writers ---- */
 
+static void log_writer_wrote_local(log_writer *w, uint64_t off, size_t len);
+
 void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owner_id) {
     memset(w, 0, sizeof *w);
     w->p = p;
@@ -322,6 +324,12 @@ void *log_writer_dst(log_writer *w, uint64_t off, size_t len) {
 }
 
 void log_writer_wrote(log_writer *w, uint64_t off, size_t len) {
+    log_writer_wrote_local(w, off, len);
+    if (w->on_wrote)
+        w->on_wrote(w, off, len);
+}
+
+static void log_writer_wrote_local(log_writer *w, uint64_t off, size_t len) {
     if (pool_is_pmem(w->p)) {
         pool_persist(w->p, pool_ptr(w->p, off), len);
         return;

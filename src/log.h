@@ -51,6 +51,8 @@
 #define LOG_SUB_ALIGN   8
 #define LOG_SHARD_NONE  0xffff
 #define LOG_VER_MASK    ((1ULL << 48) - 1)
+/* Entry flags (the header's flags byte). */
+#define LOG_F_RESYNC    0x01  /* a catch-up copy of current state (repl.c), not a new effect */
 /* Largest entry a log accepts: fits one segment. */
 #define LOG_MAX_ENTRY   (POOL_SEG_SIZE)
 
@@ -60,12 +62,17 @@ enum log_type {
     LOG_FLUSHDB = 3,
     LOG_DBMAP = 4,
     LOG_GROUP = 5,
-    /* reserved for later issues */
-    LOG_COMMITVER = 6,
+    LOG_COMMITVER = 6,   /* replication marker: CommitVer of `shard` is `ver` */
     LOG_COLL_OP = 7,
     LOG_SNAPSHOT = 8,
+    LOG_RESYNC = 9,      /* replication marker: catch-up of `shard` at version
+                          * `ver` begins (aux 0) or ends (aux 1) */
     LOG_TYPE_MAX
 };
+
+/* Replication markers (LOG_COMMITVER, LOG_RESYNC) only ever travel to and
+ * live in b-logs; they describe other entries and are never indexed. */
+static inline int log_type_is_marker(int type) { return type == LOG_COMMITVER || type == LOG_RESYNC; }
 
 /* Decoded view of an entry. key/val point into the bytes it was decoded from. */
 typedef struct log_entry {
@@ -119,6 +126,9 @@ typedef struct log_writer {
     /* Called for each filled segment after it has been synced; may be NULL.
      * Single-node t-logs mark it COMMITTED here (Rowan-KV Fig. 6). */
     void (*on_sealed)(struct log_writer *w, uint32_t seg);
+    /* Called after each log_writer_wrote, with the entry readable at
+     * pool_ptr(off); may be NULL. Workers replicate from here (repl.c). */
+    void (*on_wrote)(struct log_writer *w, uint64_t off, size_t len);
     void *ctx;
     char *stage;          /* block storage: where entries are encoded */
     size_t stage_cap;

@@ -21,6 +21,7 @@
 #include "db.h"
 #include "pool.h"
 #include "recovery.h"
+#include "repl.h"
 #include "server.h"
 #include "shard.h"
 #include "util.h"
@@ -137,12 +138,15 @@ int main(int argc, char **argv) {
     char err[512];
     if (recovery_run(err, sizeof(err)) != 0) die("Recovery failed: %s", err);
     clean_start();
+    repl_init();
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
+    if (repl_start(err, sizeof(err)) != 0) die("%s", err);
     write_pidfile();
     serverLog(LL_NOTICE, "Server initialized");
     serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind, server.cfg.port);
     workers_start();
     workers_join();
+    repl_stop();
     clean_stop();
     db_free_all();
     pool_close(server.pool);

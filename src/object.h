@@ -48,6 +48,12 @@ typedef struct robj {
     char key[];             /* klen bytes */
 } robj;
 
+/* Visitor of a collection's elements (obj_class.elements), each as one or
+ * two byte strings: hash (field, value); set (member, NULL 0); zset
+ * (member, score as the 8 little-endian bytes of the double, -0 given as
+ * 0); list (element, NULL 0). */
+typedef void (*obj_elem_fn)(void *arg, const char *a, size_t alen, const char *b, size_t blen);
+
 /* What each collection type provides (registered by its t_*.c file). */
 typedef struct obj_class {
     const char *name;       /* TYPE's answer: "hash", "list", "set", "zset" */
@@ -65,6 +71,9 @@ typedef struct obj_class {
     const char *(*encoding)(const void *data);
     /* DRAM bytes used, for MEMORY USAGE. */
     size_t (*memory)(const void *data);
+    /* Visit every element: lists in order, the others in any order (the
+     * contents, not the layout: db_shard_digest hashes them). */
+    void (*elements)(const void *data, obj_elem_fn fn, void *arg);
 } obj_class;
 
 void obj_register(int type, const obj_class *t);

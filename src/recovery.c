@@ -137,6 +137,7 @@ static int shard_ok(rec_state *st, const log_entry *e) {
 
 static void rec_collect(void *arg, uint64_t off, const log_entry *e) {
     rec_state *st = arg;
+    if (log_type_is_marker(e->type)) return; /* b-log bookkeeping, not effects */
     if (e->type != LOG_GROUP) {
         if (shard_ok(st, e)) rec_push(st, e->shard, e->ver, off);
         return;

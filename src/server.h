@@ -75,6 +75,7 @@ struct rowan_stats {
     _Atomic long long recovery_dropped_bytes;
     _Atomic long long recovery_corrupt_entries;
     _Atomic long long unexpected_errors;
+    _Atomic long long replication_timeouts; /* held replies failed with NOREPLICAS */
 };
 
 struct rowan_server {

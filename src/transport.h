@@ -75,6 +75,14 @@ typedef struct transport_ops {
 } transport_ops;
 
 extern const transport_ops transport_tcp;
+
+/* Blocking TCP helpers (the replication manager's catch-up stream, which is
+ * always TCP, and the control thread's acks). 0 / -1. tcp_send_all waits
+ * up to 5 s for a full socket to drain. */
+int tcp_send_all(int fd, const void *p, size_t n);
+int tcp_recv_all(int fd, void *p, size_t n, int timeout_ms);
+/* Connected socket (non-blocking, TCP_NODELAY) or -1 with err. */
+int tcp_connect_blocking(const char *host, int port, int timeout_ms, char *err, size_t errlen);
 /* Verbs backend: always compiled; link_open fails cleanly without a device. */
 extern const transport_ops transport_verbs;
 

@@ -39,7 +39,8 @@
 #include "syncer.h"
 #include "commands.h"
 #include "blocking.h"
-#include "pubsub.h"   /* pubsub: messages from other workers (pubsub_deliver) */
+#include "pubsub.h"
+#include "repl.h"   /* pubsub: messages from other workers (pubsub_deliver) */
 
 static void worker_before_sleep(worker *w);
 
@@ -132,6 +133,7 @@ static int batch_land(worker *w, int slot) {
         b->mark[b->shards[i]] = 0;
     }
     for (int i = 0; i < b->nsegs; i++) log_writer_sealed(&w->tlog, (uint32_t)b->segs[i]);
+    repl_batch_reset(w, b);
     b->nshards = b->nsegs = 0;
     if (b->syncing) w->nsyncing--;
     b->syncing = 0;
@@ -139,13 +141,16 @@ static int batch_land(worker *w, int slot) {
     return moved;
 }
 
-/* Land every batch whose flush completed (force: all of them, after a sync
- * of our own at shutdown). Order does not matter: see shard.h. */
+/* Land every batch whose flush completed and that every backup it went to
+ * has acked (force: regardless of the local flush, after a sync of our own
+ * at shutdown; never regardless of the replicas). Order does not matter:
+ * see shard.h. */
 static int worker_land(worker *w, int force) {
     int moved = 0;
     for (int i = 0; i < SHARD_SLOTS; i++) {
         struct batch *b = &w->slots[i];
-        if (b->syncing && (force || atomic_load(&b->done))) moved |= batch_land(w, i);
+        if (b->syncing && (force || atomic_load(&b->done)) && repl_batch_replicated(w, b))
+            moved |= batch_land(w, i);
     }
     return moved;
 }
@@ -156,7 +161,7 @@ static int worker_land(worker *w, int force) {
 static int worker_launch(worker *w) {
     struct batch *b = &w->slots[w->acc];
     if (b->nshards == 0) return 0;
-    if (pool_is_pmem(server.pool)) {
+    if (pool_is_pmem(server.pool) && !repl_active()) {
         log_writer_sync(&w->tlog); /* seals filled segments; entries were persisted as written */
         int moved = batch_land(w, w->acc);
         w->slots[w->acc].gen = ++w->next_gen;
@@ -164,11 +169,18 @@ static int worker_launch(worker *w) {
         return moved;
     }
     if (w->nsyncing == SHARD_FLIGHTS) return 0;
-    b->nsegs = log_writer_detach(&w->tlog, b->segs);
+    repl_batch_close(w, b);
     b->syncing = 1;
-    atomic_store(&b->done, 0);
     w->nsyncing++;
-    syncer_submit(w, &b->done);
+    if (pool_is_pmem(server.pool)) {
+        /* persisted as written; only the replicas are awaited */
+        log_writer_sync(&w->tlog);
+        atomic_store(&b->done, 1);
+    } else {
+        b->nsegs = log_writer_detach(&w->tlog, b->segs);
+        atomic_store(&b->done, 0);
+        syncer_submit(w, &b->done);
+    }
     for (int i = 0; i < SHARD_SLOTS; i++) {
         if (!w->slots[i].syncing) {
             w->acc = i;
@@ -213,6 +225,7 @@ static void worker_before_sleep(worker *w) {
     /* pubsub: write messages other workers published to our clients. */
     pubsub_deliver(w);
     worker_fold_stats(w);
+    repl_worker_round(w);
     int moved = worker_land(w, 0);
     moved |= worker_launch(w);
     if (moved) wake_waiting_workers(w);
@@ -229,6 +242,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
 
 static void cron_cb(evutil_socket_t fd, short what, void *arg) {
     worker *w = arg;
+    /* before_sleep follows: held replies past replication-timeout fail there */
     db_ctx_reset(&w->x);
     db_active_expire(&w->x, 200);
     clients_cron(w);
@@ -322,6 +336,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
         w->slots[i].shards = calloc((size_t)server.nshards, sizeof(uint16_t));
         w->slots[i].mark = calloc((size_t)server.nshards, 1);
     }
+    repl_worker_init(w);
     w->slots[0].gen = w->next_gen = 1;
     int nc = command_count();
     w->round_cmds = calloc((size_t)nc, sizeof(*w->round_cmds));
@@ -357,11 +372,16 @@ static void *worker_main(void *arg) {
     log_writer_sync(&w->tlog);
     pool_sync_all(server.pool);
     worker_land(w, 1);
-    struct batch *b = &w->slots[w->acc];
-    b->syncing = 1;
-    w->nsyncing++;
-    batch_land(w, w->acc);
-    atomic_store(&w->landed_gen, UINT64_MAX);
+    if (!repl_active()) {
+        /* single node: the final sync made everything durable */
+        struct batch *b = &w->slots[w->acc];
+        b->syncing = 1;
+        w->nsyncing++;
+        batch_land(w, w->acc);
+        atomic_store(&w->landed_gen, UINT64_MAX);
+    }
+    /* with replicas, what they have not acked stays held: those clients
+     * lose their connection without an acknowledgement */
     worker_flush_clients(w);
     return NULL;
 }
@@ -379,6 +399,7 @@ void workers_join(void) {
         worker *w = server.workers[i];
         clients_free_all(w);
         for (int l = 0; l < w->nlisteners; l++) evconnlistener_free(w->listeners[l]);
+        repl_worker_free(w);
         log_writer_seal(&w->tlog);
     }
 }

@@ -44,7 +44,13 @@ typedef struct worker {
         _Atomic int done;         /* set by the syncer when its flush completed */
         int32_t segs[8];          /* t-log segments the batch filled */
         int nsegs;
+        /* replication (repl.h): what each backup must ack before it lands */
+        uint64_t peers;           /* mask of peers the batch's entries go to */
+        struct repl_need *need;   /* [CLUSTER_MAX_NODES], NULL when not replicating */
+        uint64_t stamp;           /* taken when the batch closed */
+        int64_t launch_us;
     } slots[SHARD_SLOTS];
+    struct repl_wstate *repl;     /* this worker's replication links, or NULL */
     int acc;
     int nsyncing;
     uint64_t next_gen;

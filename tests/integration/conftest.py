@@ -22,11 +22,13 @@ Fixtures:
                    bytes = bulk, RespError = error reply with its full text)
   raw              factory: raw(port=None) -> RawConn (send bytes, read replies)
 """
+import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -485,11 +487,7 @@ class Server:
         return self.proc.poll()
 
     def _close_clients(self):
-        for cl in self.clients:
-            try:
-                cl.close()
-            except Exception:
-                pass
+        _close_quietly(self.clients)
         self.clients = []
 
     def stop(self, timeout=STOP_TIMEOUT):
@@ -623,6 +621,14 @@ class Server:
         return parse_info(rep)
 
 
+def _close_quietly(clients):
+    for cl in clients:
+        try:
+            cl.close()
+        except Exception:
+            pass
+
+
 def describe_rc(rc):
     if rc is None:
         return "still running"
@@ -681,12 +687,22 @@ def server_factory(request, target):
         return srv
 
     yield make
+    _teardown_servers(made)
+
+
+def _teardown_servers(servers, stop=None):
+    """Stop (stop(), or each server's own cleanup) and clean up servers a
+    test made; fail the test if one died by a signal while it ran. Sanitizer
+    reports are filed by cleanup() (_no_sanitizer_reports fails on them)."""
     problems = []
-    for srv in made:
+    for srv in servers:
         rc = srv.died_unexpectedly()
         if rc is not None and rc < 0:
             problems.append("%s server in %s died by %s during the test\n%s" %
                             (srv.target, srv.dir, describe_rc(rc), srv.log_tail(40)))
+    if stop is not None:
+        stop()
+    for srv in servers:
         srv.cleanup()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
@@ -797,3 +813,189 @@ def wait_for(pred, timeout=10.0, interval=0.05):
         time.sleep(interval)
         v = pred()
     return v
+
+
+# --------------------------------------------------------------------------
+# clusters (utils/rowan-cluster)
+# --------------------------------------------------------------------------
+REPO = os.path.dirname(os.path.dirname(HERE))
+CLUSTER_SCRIPT = os.path.join(REPO, "utils", "rowan-cluster")
+
+
+class _PidProcess:
+    """Popen's poll/wait/send_signal for a process we did not fork (a node
+    rowan-cluster started in the background). Its exit status is unknown:
+    a death reports -1 (SIGHUP's number: 'died by a signal')."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            try:
+                os.kill(self.pid, 0)
+                with open("/proc/%d/stat" % self.pid) as f:
+                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        raise ProcessLookupError
+            except (ProcessLookupError, OSError):
+                self.returncode = -1
+        return self.returncode
+
+    def wait(self, timeout=None):
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("pid %d" % self.pid, timeout)
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
+
+
+class ClusterNode(Server):
+    """One node of a rowan-cluster cluster: started on its own rowan.conf
+    (restart() runs it again from the fixture); logs, kill9, client... as
+    Server."""
+
+    def __init__(self, info, binary):
+        super().__init__("rowan", dir=info["dir"], port=info["port"], binary=binary)
+        self.own_dir = False          # the cluster's temp dir is removed as a whole
+        self.name = info["name"]
+        self.host = info["host"]
+        self.conf = info["conf"]
+        self.proc = _PidProcess(info["pid"])
+        self.starts = 1
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    @property
+    def log_path(self):
+        return self.logfile
+
+    def argv(self):
+        return [self.binary, self.conf]
+
+
+class Cluster:
+    """N nodes started by utils/rowan-cluster in a fresh temp dir."""
+
+    def __init__(self, n, k=None, base_port=None, options=None):
+        self.dir = tempfile.mkdtemp(prefix="rowan-cluster-", dir=tmp_root())
+        self.binary = os.environ.get("ROWAN_SERVER", DEFAULT_BINARY)
+        self.base_port = base_port or free_base_port(n)
+        argv = [sys.executable, CLUSTER_SCRIPT, "start", str(n)] + ([str(k)] if k else []) + [
+            "--base-port", str(self.base_port), "--dir", self.dir, "--server", self.binary,
+            "--pool-size", "64mb", "--workers", "2"]
+        for name, val in (options or {}).items():
+            argv += ["--opt", "%s=%s" % (name, val)]
+        self.start_output = self.script(argv[2:], check=False)
+        try:
+            with open(os.path.join(self.dir, "cluster.json")) as f:
+                self.state = json.load(f)
+        except OSError:
+            raise ServerStartError("rowan-cluster start wrote no cluster.json:\n%s%s" % (
+                self.start_output.stdout, self.start_output.stderr))
+        self.nodes = [ClusterNode(info, self.binary) for info in self.state["nodes"]]
+        self._rc = []
+        if self.start_output.returncode != 0:
+            tails = "\n".join("--- %s\n%s" % (nd.name, nd.log_tail(30)) for nd in self.nodes)
+            self.stop()
+            raise ServerStartError("rowan-cluster start failed:\n%s%s\n%s" % (
+                self.start_output.stdout, self.start_output.stderr, tails))
+
+    def script(self, args, check=True):
+        r = subprocess.run([sys.executable, CLUSTER_SCRIPT] + list(args), capture_output=True,
+                           text=True, timeout=120)
+        if check and r.returncode != 0:
+            raise AssertionError("rowan-cluster %s: %s%s" % (" ".join(args), r.stdout, r.stderr))
+        return r
+
+    def status(self):
+        return self.script(["status", "--dir", self.dir], check=False)
+
+    def client(self, i, decode=False, **kw):
+        return self.nodes[i].client(decode=decode, **kw)
+
+    def cluster_client(self, decode=False, **kw):
+        import redis.cluster
+        kw.setdefault("socket_timeout", CLIENT_TIMEOUT)
+        kw.setdefault("socket_connect_timeout", CLIENT_TIMEOUT)
+        cl = redis.cluster.RedisCluster(host="127.0.0.1", port=self.nodes[0].port,
+                                        decode_responses=decode, **kw)
+        self._rc.append(cl)
+        return cl
+
+    def kill9(self, i):
+        return self.nodes[i].kill9()
+
+    def restart(self, i):
+        return self.nodes[i].restart()
+
+    def stop(self):
+        _close_quietly(self._rc)
+        self._rc = []
+        for nd in self.nodes:
+            nd._close_clients()
+            nd.expected_exit = True
+        self.script(["stop", "--dir", self.dir], check=False)
+        for nd in self.nodes:
+            nd.proc.wait(STOP_TIMEOUT)
+
+    def cleanup(self):
+        _teardown_servers(self.nodes, stop=self.stop)
+        if not os.environ.get("ROWAN_TEST_KEEP") and not any(
+                nd.sanitizer_report() for nd in self.nodes):
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def free_base_port(n):
+    """A base port with base+i and base+i+10000 (replication) free for
+    every node i."""
+    for _ in range(200):
+        base = free_port()
+        if base + n + 10000 > 65535:
+            continue
+        ok = True
+        for p in list(range(base, base + n)) + list(range(base + 10000, base + 10000 + n)):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise ServerStartError("no free port range for %d nodes" % n)
+
+
+@pytest.fixture
+def cluster_factory(request, target):
+    """make(n, k=None, options={...}) -> Cluster; stopped at teardown. Rowan only."""
+    if target != "rowan":
+        pytest.skip("clusters are Rowan's (utils/rowan-cluster)")
+    made = []
+
+    def make(n, k=None, options=None):
+        cl = Cluster(n, k, options=options)
+        made.append(cl)
+        for nd in cl.nodes:
+            _register(request, nd)
+        return cl
+
+    yield make
+    errors = []
+    for cl in made:
+        try:
+            cl.cleanup()
+        except pytest.fail.Exception as e:
+            errors.append(str(e))
+    if errors:
+        pytest.fail("\n".join(errors), pytrace=False)

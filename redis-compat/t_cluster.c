@@ -1,0 +1,390 @@
+/* t_cluster.c -- the Redis Cluster protocol: routing (-MOVED, -CROSSSLOT)
+ * and the CLUSTER / ASKING commands, over the static cluster of
+ * src/cluster.h.
+ *
+ * Routing (cluster_redirect, called by the dispatcher for every command
+ * that passed its unknown/arity/auth checks, before MULTI queueing), as
+ * Redis Cluster's getNodeByQuery:
+ *  - the keys of one command (the command table's key positions, plus
+ *    SORT's STORE destination) must hash to one slot, else
+ *    -CROSSSLOT Keys in request don't hash to the same slot;
+ *  - that slot's shard must have us as primary, else
+ *    -MOVED <slot> <host>:<port> of its primary;
+ *  - keyless commands run here (KEYS, SCAN, DBSIZE, FLUSHALL... then cover
+ *    only the shards we are primary of: db.c);
+ *  - inside MULTI each command is checked as it is queued; a refused one is
+ *    not queued and makes EXEC answer EXECABORT. EXEC checks the queued
+ *    commands together: keys of different slots -> -CROSSSLOT and the
+ *    transaction is discarded.
+ * Reads are redirected to the primary too: we never serve reads from a
+ * backup copy, READONLY only answers +OK (a backup's copy may lag behind
+ * what the primary acknowledged, and Rowan never shows what is not
+ * durable everywhere). There is no resharding, hence no -ASK; ASKING is
+ * accepted for clients that send it.
+ *
+ * Presentation. Every node is the primary of some shards and a backup of
+ * others. CLUSTER NODES shows every node as a master with its slot ranges
+ * (as Redis shows a cluster without replicas); CLUSTER SLOTS lists, per
+ * range, the backups as replicas; CLUSTER SHARDS has one shard per primary
+ * with its backups as replicas. Contiguous slot ranges with the same
+ * primary are merged. Node ids are derived from the configured names
+ * (cluster.c), config epochs are the cluster's term. */
+#include <stdlib.h>
+#include <string.h>
+#include "t_cluster.h"
+#include "cluster.h"
+#include "commands.h"
+#include "hash.h"
+#include "multi.h"
+#include "server.h"
+#include "shard.h"
+#include "util.h"
+
+#define ERR_CLUSTER_DISABLED "ERR This instance has cluster support disabled"
+#define ERR_CROSSSLOT "CROSSSLOT Keys in request don't hash to the same slot"
+
+cmd_proc sortCommand, sortroCommand; /* rows in cmds_introspect.def */
+
+/* ---------------- routing ---------------- */
+
+typedef struct route { int slot; } route;   /* -1: no key yet */
+
+/* 1 when key hashes to another slot than the keys before it. */
+static int route_key(route *r, const char *key, size_t len) {
+    int slot = (int)hash_slot(key, len);
+    if (r->slot < 0) r->slot = slot;
+    return slot != r->slot;
+}
+
+/* SORT ... STORE dst: a key the command table's row does not name. */
+static int sort_store_pos(int argc, const char *const *argv, const size_t *argvlen) {
+    for (int j = 2; j < argc; j++) {
+        if (strcaseeqlen(argv[j], argvlen[j], "limit")) j += 2;
+        else if (strcaseeqlen(argv[j], argvlen[j], "by") || strcaseeqlen(argv[j], argvlen[j], "get")) j++;
+        else if (strcaseeqlen(argv[j], argvlen[j], "store") && j + 1 < argc) return j + 1;
+    }
+    return -1;
+}
+
+/* multi_queued_fn: 1 on CROSSSLOT. */
+static int route_command(void *arg, const struct rcommand *cmd, int argc,
+                         const char *const *argv, const size_t *argvlen) {
+    route *r = arg;
+    int stack[64];
+    int *pos = argc <= 64 ? stack : malloc(sizeof(int) * (size_t)argc);
+    int nk = command_keys(cmd, argc, pos, argc), cross = 0;
+    for (int i = 0; i < nk && !cross; i++) cross = route_key(r, argv[pos[i]], argvlen[pos[i]]);
+    if (pos != stack) free(pos);
+    if (!cross && cmd->proc == sortCommand) {
+        int j = sort_store_pos(argc, argv, argvlen);
+        if (j > 0) cross = route_key(r, argv[j], argvlen[j]);
+    }
+    return cross;
+}
+
+int cluster_redirect(client *c) {
+    if (!cluster_enabled()) return 0;
+    int is_exec = c->cmd->proc == execCommand;
+    route r = {-1};
+    int cross = is_exec ? multi_foreach_queued(c, route_command, &r)
+                        : route_command(&r, c->cmd, c->argc, c->argv, c->argvlen);
+    if (cross) {
+        resp_add_error(&c->out, ERR_CROSSSLOT);
+    } else {
+        if (r.slot < 0) return 0;
+        int primary = cluster_primary_of(shard_of_slot((unsigned)r.slot)->id);
+        if (primary == cluster_self()) return 0;
+        const cluster_node *n = cluster_node_at(primary);
+        resp_add_errorf(&c->out, "MOVED %d %s:%d", r.slot, n->host, n->port);
+    }
+    /* Redis: a refused EXEC discards the transaction; a refused command
+     * inside MULTI makes EXEC abort. */
+    if (is_exec) multi_reset(c);
+    else multi_flag_error(c);
+    return 1;
+}
+
+void askingCommand(client *c) {
+    if (!cluster_enabled()) resp_add_error(&c->out, ERR_CLUSTER_DISABLED);
+    else resp_add_ok(&c->out);
+}
+
+/* ---------------- the slot map as Redis presents it ---------------- */
+
+typedef struct slot_range {
+    int start, end;      /* inclusive */
+    int primary;
+    uint64_t backups;
+} slot_range;
+
+/* Contiguous shards with the same primary (and backups), merged. Returns
+ * how many; *out is malloc'd. */
+static int slot_ranges(slot_range **out) {
+    slot_range *r = malloc(sizeof(slot_range) * (size_t)server.nshards);
+    int n = 0;
+    for (int s = 0; s < server.nshards; s++) {
+        const shard *sh = &server.shards[s];
+        int p = cluster_primary_of(s);
+        uint64_t b = cluster_backups_of(s);
+        if (n && r[n - 1].primary == p && r[n - 1].backups == b &&
+            r[n - 1].end + 1 == (int)sh->first_slot) {
+            r[n - 1].end = (int)sh->last_slot;
+            continue;
+        }
+        r[n++] = (slot_range){(int)sh->first_slot, (int)sh->last_slot, p, b};
+    }
+    *out = r;
+    return n;
+}
+
+/* The backups of a mask in ring order after primary p. */
+static int ring_backups(int p, uint64_t mask, int *out) {
+    int n = 0, nn = cluster_nnodes();
+    for (int j = 1; j < nn; j++) {
+        int i = (p + j) % nn;
+        if (cluster_mask_has(mask, i)) out[n++] = i;
+    }
+    return n;
+}
+
+static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
+
+/* CLUSTER SLOTS node entry: host, port, id, and an empty map of the other
+ * endpoints (Redis 7). */
+static void add_slots_node(client *c, int i) {
+    const cluster_node *n = cluster_node_at(i);
+    resp_add_array(&c->out, 4);
+    resp_add_bulkstr(&c->out, n->host);
+    resp_add_int(&c->out, n->port);
+    resp_add_bulkstr(&c->out, n->id);
+    resp_add_map(&c->out, 0);
+}
+
+static void cluster_slots(client *c) {
+    slot_range *r;
+    int n = slot_ranges(&r);
+    int b[CLUSTER_MAX_NODES];
+    resp_add_array(&c->out, n);
+    for (int i = 0; i < n; i++) {
+        int nb = ring_backups(r[i].primary, r[i].backups, b);
+        resp_add_array(&c->out, 3 + nb);
+        resp_add_int(&c->out, r[i].start);
+        resp_add_int(&c->out, r[i].end);
+        add_slots_node(c, r[i].primary);
+        for (int j = 0; j < nb; j++) add_slots_node(c, b[j]);
+    }
+    free(r);
+}
+
+static void add_shards_node(client *c, int i, const char *role) {
+    const cluster_node *n = cluster_node_at(i);
+    resp_add_map(&c->out, 7);
+    resp_add_bulkstr(&c->out, "id");
+    resp_add_bulkstr(&c->out, n->id);
+    resp_add_bulkstr(&c->out, "port");
+    resp_add_int(&c->out, n->port);
+    resp_add_bulkstr(&c->out, "ip");
+    resp_add_bulkstr(&c->out, n->host);
+    resp_add_bulkstr(&c->out, "endpoint");
+    resp_add_bulkstr(&c->out, n->host);
+    resp_add_bulkstr(&c->out, "role");
+    resp_add_bulkstr(&c->out, role);
+    resp_add_bulkstr(&c->out, "replication-offset");
+    resp_add_int(&c->out, 0);
+    resp_add_bulkstr(&c->out, "health");
+    resp_add_bulkstr(&c->out, "online");
+}
+
+/* One shard per node that is primary of some slots: its slot ranges, then
+ * the node (master) and its backups (replicas). */
+static void cluster_shards(client *c) {
+    slot_range *r;
+    int n = slot_ranges(&r), nn = cluster_nnodes(), nshards = 0;
+    int b[CLUSTER_MAX_NODES];
+    for (int p = 0; p < nn; p++)
+        for (int i = 0; i < n; i++)
+            if (r[i].primary == p) { nshards++; break; }
+    resp_add_array(&c->out, nshards);
+    for (int p = 0; p < nn; p++) {
+        int nr = 0;
+        uint64_t backups = 0;
+        for (int i = 0; i < n; i++)
+            if (r[i].primary == p) { nr++; backups |= r[i].backups; }
+        if (!nr) continue;
+        resp_add_map(&c->out, 2);
+        resp_add_bulkstr(&c->out, "slots");
+        resp_add_array(&c->out, 2 * nr);
+        for (int i = 0; i < n; i++) {
+            if (r[i].primary != p) continue;
+            resp_add_int(&c->out, r[i].start);
+            resp_add_int(&c->out, r[i].end);
+        }
+        resp_add_bulkstr(&c->out, "nodes");
+        int nb = ring_backups(p, backups, b);
+        resp_add_array(&c->out, 1 + nb);
+        add_shards_node(c, p, "master");
+        for (int j = 0; j < nb; j++) add_shards_node(c, b[j], "replica");
+    }
+    free(r);
+}
+
+/* <id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <config-epoch>
+ * <link-state> <slot> ... per node, every node a master (see the header). */
+static void cluster_nodes(client *c) {
+    slot_range *r;
+    int n = slot_ranges(&r);
+    rbuf b;
+    rbuf_init(&b);
+    for (int i = 0; i < cluster_nnodes(); i++) {
+        const cluster_node *nd = cluster_node_at(i);
+        addf(&b, "%s %s:%d@%d %s - 0 0 %llu connected", nd->id, nd->host, nd->port, nd->repl_port,
+             i == cluster_self() ? "myself,master" : "master", (unsigned long long)cluster_term());
+        for (int j = 0; j < n; j++) {
+            if (r[j].primary != i) continue;
+            if (r[j].start == r[j].end) addf(&b, " %d", r[j].start);
+            else addf(&b, " %d-%d", r[j].start, r[j].end);
+        }
+        addf(&b, "\n");
+    }
+    resp_add_verbatim(&c->out, b.buf, b.len);
+    rbuf_free(&b);
+    free(r);
+}
+
+static void cluster_info(client *c) {
+    slot_range *r;
+    int n = slot_ranges(&r), size = 0;
+    uint64_t masters = 0;
+    for (int i = 0; i < n; i++) masters |= 1ULL << r[i].primary;
+    size = popcount64(masters);
+    free(r);
+    unsigned long long term = (unsigned long long)cluster_term();
+    rbuf b;
+    rbuf_init(&b);
+    addf(&b, "cluster_state:ok\r\n");
+    addf(&b, "cluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\n", HASH_SLOTS, HASH_SLOTS);
+    addf(&b, "cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n");
+    addf(&b, "cluster_known_nodes:%d\r\ncluster_size:%d\r\n", cluster_nnodes(), size);
+    addf(&b, "cluster_current_epoch:%llu\r\ncluster_my_epoch:%llu\r\n", term, term);
+    addf(&b, "cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n");
+    addf(&b, "total_cluster_links_buffer_limit_exceeded:0\r\n");
+    resp_add_verbatim(&c->out, b.buf, b.len);
+    rbuf_free(&b);
+}
+
+/* ---------------- keys of one slot ---------------- */
+
+typedef struct slot_keys {
+    unsigned slot;
+    long long count, max;     /* max < 0: only count */
+    rbuf keys;                /* u32 length + bytes, per key */
+} slot_keys;
+
+static void slot_key_visit(void *arg, const char *key, size_t klen, const db_val *v) {
+    slot_keys *sk = arg;
+    if (hash_slot(key, klen) != sk->slot) return;
+    if (sk->max >= 0 && sk->count >= sk->max) return;
+    sk->count++;
+    if (sk->max < 0) return;
+    uint32_t l = (uint32_t)klen;
+    rbuf_append(&sk->keys, &l, sizeof(l));
+    rbuf_append(&sk->keys, key, klen);
+}
+
+/* Walk db 0 of the slot's shard (only when we are its primary: a backup
+ * copy is not ours to show). db_scan's cursor is the shard id in its low 16
+ * bits (db.h), so the walk starts at the shard and ends when it leaves it. */
+static void walk_slot(client *c, slot_keys *sk) {
+    uint16_t sid = shard_of_slot(sk->slot)->id;
+    if (!cluster_is_primary(sid)) return;
+    uint64_t cur = sid;
+    do {
+        cur = db_scan(&c->x, 0, cur, 256, slot_key_visit, sk);
+    } while (cur != 0 && (cur & 0xffff) == sid && (sk->max < 0 || sk->count < sk->max));
+}
+
+static void cluster_countkeysinslot(client *c) {
+    long long slot;
+    if (arg_ll(c, 2, &slot) != 0) return;  /* Redis: the integer first, then the range */
+    if (slot < 0 || slot >= HASH_SLOTS) {
+        resp_add_error(&c->out, "ERR Invalid slot");
+        return;
+    }
+    slot_keys sk = {(unsigned)slot, 0, -1, {0}};
+    walk_slot(c, &sk);
+    resp_add_int(&c->out, sk.count);
+}
+
+static void cluster_getkeysinslot(client *c) {
+    long long slot, max;
+    if (arg_ll(c, 2, &slot) != 0 || arg_ll(c, 3, &max) != 0) return;
+    if (slot < 0 || slot >= HASH_SLOTS || max < 0) {
+        resp_add_error(&c->out, "ERR Invalid slot or number of keys");
+        return;
+    }
+    slot_keys sk = {(unsigned)slot, 0, max, {0}};
+    rbuf_init(&sk.keys);
+    if (max > 0) walk_slot(c, &sk);
+    resp_add_array(&c->out, sk.count);
+    for (size_t at = 0; at < sk.keys.len;) {
+        uint32_t l;
+        memcpy(&l, sk.keys.buf + at, sizeof(l));
+        resp_add_bulk(&c->out, sk.keys.buf + at + sizeof(l), l);
+        at += sizeof(l) + l;
+    }
+    rbuf_free(&sk.keys);
+}
+
+/* ---------------- CLUSTER ---------------- */
+
+static const char *const cluster_help[] = {
+    "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "COUNTKEYSINSLOT <slot>",
+    "    Return the number of keys in <slot>.",
+    "GETKEYSINSLOT <slot> <count>",
+    "    Return key names stored by current node in a slot.",
+    "INFO",
+    "    Return information about the cluster.",
+    "KEYSLOT <key>",
+    "    Return the hash slot for <key>.",
+    "MYID",
+    "    Return the node id.",
+    "NODES",
+    "    Return cluster configuration seen by node. Output format:",
+    "    <id> <ip:port@bus-port[,hostname]> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
+    "SHARDS",
+    "    Return information about slot range mappings and the nodes associated with them.",
+    "SLOTS",
+    "    Return information about slots range mappings. Each range is made of:",
+    "    start, end, master and replicas IP addresses, ports and ids",
+    "HELP",
+    "    Print this help.",
+    NULL,
+};
+
+static void cluster_help_cmd(client *c) { reply_help(c, cluster_help); }
+static void cluster_myid(client *c) { resp_add_bulkstr(&c->out, cluster_node_at(cluster_self())->id); }
+static void cluster_keyslot(client *c) {
+    resp_add_int(&c->out, (long long)hash_slot(c->argv[2], c->argvlen[2]));
+}
+
+static const subcommand cluster_subs[] = {
+    {"slots", 2, cluster_slots},
+    {"shards", 2, cluster_shards},
+    {"nodes", 2, cluster_nodes},
+    {"myid", 2, cluster_myid},
+    {"info", 2, cluster_info},
+    {"keyslot", 3, cluster_keyslot},
+    {"countkeysinslot", 3, cluster_countkeysinslot},
+    {"getkeysinslot", 4, cluster_getkeysinslot},
+    {"help", 2, cluster_help_cmd},
+    {NULL, 0, NULL},
+};
+
+void clusterCommand(client *c) {
+    if (!cluster_enabled()) {
+        resp_add_error(&c->out, ERR_CLUSTER_DISABLED);
+        return;
+    }
+    subcommand_dispatch(c, cluster_subs, "cluster");
+}

@@ -1,0 +1,62 @@
+/* blog.c -- the backup log (see blog.h).
+ *
+ * One log_writer owned by the control thread (owner OWNER_CONTROL). The
+ * digest thread learns what it may read through a published frontier: the
+ * ordered list of b-log segments and the number of persisted bytes in the
+ * last of them. Everything before the frontier is durable, so the digest
+ * never indexes a byte that a crash could take back.
+ *
+ * The frontier is published under a mutex once per control-thread round
+ * (after the flush), not per message: the digest lags by at most a round. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include "blog.h"
+#include "digest.h"
+#include "log.h"
+#include "pool.h"
+#include "server.h"
+
+static log_writer blog;
+static uint64_t landed_bytes;          /* control thread only */
+static _Atomic uint64_t persisted_bytes;
+
+static void blog_sealed(log_writer *w, uint32_t seg) {
+    (void)w;
+    (void)seg; /* USED now; the digest commits it (MaxVer <= CommitVer) */
+}
+
+void blog_init(void) {
+    log_writer_init(&blog, server.pool, OWNER_CONTROL, 0);
+    blog.on_sealed = blog_sealed;
+}
+
+uint64_t blog_reserve(size_t span) {
+    int32_t before = blog.seg;
+    uint64_t off = log_writer_reserve(&blog, span, -1);
+    if (off && blog.seg != before) digest_segment_started((uint32_t)blog.seg);
+    return off;
+}
+
+void blog_wrote(uint64_t off, size_t span) {
+    log_writer_wrote(&blog, off, span);
+    landed_bytes += span;
+}
+
+uint64_t blog_land(const void *msg, size_t span) {
+    uint64_t off = blog_reserve(span);
+    if (!off) return 0;
+    void *dst = log_writer_dst(&blog, off, span);
+    memcpy(dst, msg, span);
+    blog_wrote(off, span);
+    return off;
+}
+
+void blog_persist(void) {
+    log_writer_sync(&blog);
+    pool_sync_all(server.pool);
+    if (blog.seg >= 0) digest_publish((uint32_t)blog.seg, blog.pos);
+    atomic_store(&persisted_bytes, landed_bytes);
+}
+
+uint64_t blog_bytes_landed(void) { return atomic_load(&persisted_bytes); }

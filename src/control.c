@@ -1,0 +1,292 @@
+/* control.c -- the control thread: the receiving end of Rowan replication
+ * over the sockets transport (DESIGN.md §5, Rowan-KV §4.3).
+ *
+ * It accepts links from peers' workers (and their catch-up streams) on the
+ * replication port and does exactly what a NIC consuming a multi-packet SRQ
+ * would do, plus the persist a NIC cannot: each message is an entry padded
+ * to a multiple of 64 bytes; it is copied, in arrival order, to the next
+ * slot of the one b-log (blog_land). Once per round -- after draining every
+ * readable link -- the b-log is persisted once (blog_persist) and each link
+ * that landed messages gets one cumulative ack: the count of its messages
+ * now durable here. It never parses an entry beyond its header's lengths,
+ * never touches an index and never takes a shard lock; the digest thread
+ * does all that afterwards.
+ *
+ * A link begins with a repl_hello (transport.h). A hello with another term,
+ * another configuration digest, an unknown sender or the wrong mode is
+ * refused (logged, closed): a node with a stale or different configuration
+ * must not feed this b-log. A frame whose header is impossible (zero type,
+ * lengths beyond one segment) closes the link: the stream can no longer be
+ * trusted to be in step. If the pool has no room, the link is closed
+ * without acking: the sender's writes then fail by timeout, nothing is
+ * acknowledged that was not persisted.
+ *
+ * Ack wire format: 8 bytes, little endian, the cumulative count. The count
+ * 0 is sent right after an accepted hello, so a sender knows it is in. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "blog.h"
+#include "cluster.h"
+#include "control.h"
+#include "log.h"
+#include "server.h"
+#include "transport.h"
+
+#define CTL_MAX_LINKS 1024
+#define CTL_READ_BUDGET (4u << 20)   /* bytes read per link per round, for fairness */
+
+typedef struct ctl_link {
+    int fd;
+    int hello_ok;
+    int node, sender;
+    uint8_t *buf;             /* unconsumed input */
+    size_t len, cap;
+    uint64_t landed, acked;   /* messages landed (persisted after the round) / acked */
+    int dirty;                /* landed since the last ack */
+} ctl_link;
+
+static int listen_fd = -1, ep = -1;
+static pthread_t ctl_thread;
+static _Atomic int ctl_stopping;
+static int ctl_running;
+static ctl_link *links[CTL_MAX_LINKS];
+static _Atomic long long st_msgs, st_refused, st_links;
+
+static void link_close(ctl_link *l, const char *why) {
+    if (why)
+        serverLog(LL_WARNING, "Replication link from node %d sender %d closed: %s", l->node,
+                  l->sender, why);
+    epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+    close(l->fd);
+    for (int i = 0; i < CTL_MAX_LINKS; i++)
+        if (links[i] == l) links[i] = NULL;
+    free(l->buf);
+    free(l);
+    atomic_fetch_sub(&st_links, 1);
+}
+
+static int send_ack(ctl_link *l) {
+    uint8_t a[8];
+    for (int i = 0; i < 8; i++) a[i] = (uint8_t)(l->landed >> (8 * i));
+    if (tcp_send_all(l->fd, a, 8) != 0) return -1;
+    l->acked = l->landed;
+    l->dirty = 0;
+    return 0;
+}
+
+/* Check a hello; 0 ok, or -1 with the reason. */
+static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
+    if (h->magic != REPL_HELLO_MAGIC) {
+        snprintf(why, n, "not a Rowan replication hello");
+        return -1;
+    }
+    if (h->term != cluster_term() || h->config_digest != cluster_config_digest()) {
+        snprintf(why, n, "stale or different configuration (term %llu, digest %016llx; ours "
+                 "term %llu, digest %016llx): check that every node has the same cluster-node "
+                 "lines, shards and replicas",
+                 (unsigned long long)h->term, (unsigned long long)h->config_digest,
+                 (unsigned long long)cluster_term(), (unsigned long long)cluster_config_digest());
+        return -1;
+    }
+    if (h->node >= cluster_nnodes() || h->node == cluster_self()) {
+        snprintf(why, n, "unknown sender node %u", h->node);
+        return -1;
+    }
+    if ((int)h->mode != server.cfg.replication_mode) {
+        snprintf(why, n, "sender uses replication-mode %s, this node %s",
+                 h->mode ? "rpc" : "rowan", server.cfg.replication_mode ? "rpc" : "rowan");
+        return -1;
+    }
+    l->node = h->node;
+    l->sender = h->sender;
+    return 0;
+}
+
+/* Land every complete message in l's buffer. -1 if the link must close. */
+static int land_frames(ctl_link *l, char *why, size_t whylen) {
+    size_t pos = 0;
+    if (!l->hello_ok) {
+        if (l->len < sizeof(repl_hello)) return 0;
+        repl_hello h;
+        memcpy(&h, l->buf, sizeof(h));
+        if (hello_check(l, &h, why, whylen) != 0) return -1;
+        l->hello_ok = 1;
+        pos = sizeof(repl_hello);
+        if (send_ack(l) != 0) {
+            snprintf(why, whylen, "peer went away");
+            return -1;
+        }
+        serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
+    }
+    while (l->len - pos >= LOG_HDR_SIZE) {
+        const uint8_t *p = l->buf + pos;
+        uint32_t klen, vlen;
+        memcpy(&klen, p + 16, 4);
+        memcpy(&vlen, p + 20, 4);
+        uint64_t len = (uint64_t)LOG_HDR_SIZE + klen + vlen;
+        if (p[4] == 0 || p[4] >= LOG_TYPE_MAX || len > LOG_MAX_ENTRY) {
+            snprintf(why, whylen, "malformed message header (type %u, length %llu)", p[4],
+                     (unsigned long long)len);
+            return -1;
+        }
+        size_t span = log_entry_span((size_t)len);
+        if (l->len - pos < span) break;
+        if (!blog_land(p, span)) {
+            atomic_fetch_add(&st_refused, 1);
+            snprintf(why, whylen, "the pool is full: the b-log cannot take more writes "
+                     "(nothing from this link was acknowledged past what was persisted)");
+            return -1;
+        }
+        l->landed++;
+        l->dirty = 1;
+        pos += span;
+        atomic_fetch_add(&st_msgs, 1);
+    }
+    memmove(l->buf, l->buf + pos, l->len - pos);
+    l->len -= pos;
+    return 0;
+}
+
+/* Read what l has (up to the round's budget) and land it. */
+static void link_readable(ctl_link *l) {
+    size_t got = 0;
+    char why[512];
+    while (got < CTL_READ_BUDGET) {
+        if (l->cap - l->len < 65536) {
+            l->cap = l->cap ? l->cap * 2 : 262144;
+            l->buf = realloc(l->buf, l->cap);
+        }
+        ssize_t n = recv(l->fd, l->buf + l->len, l->cap - l->len, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) {
+            /* land what arrived complete before the close, then go */
+            if (land_frames(l, why, sizeof(why)) != 0) { link_close(l, why); return; }
+            if (l->dirty) {
+                blog_persist();
+                send_ack(l); /* best effort: the peer may be gone */
+            }
+            link_close(l, NULL);
+            return;
+        }
+        l->len += (size_t)n;
+        got += (size_t)n;
+        if (land_frames(l, why, sizeof(why)) != 0) {
+            link_close(l, why);
+            return;
+        }
+    }
+}
+
+static void accept_all(void) {
+    for (;;) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) return;
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        int slot = -1;
+        for (int i = 0; i < CTL_MAX_LINKS && slot < 0; i++)
+            if (!links[i]) slot = i;
+        if (slot < 0) {
+            serverLog(LL_WARNING, "Replication: too many links (%d), refusing one", CTL_MAX_LINKS);
+            close(fd);
+            continue;
+        }
+        ctl_link *l = calloc(1, sizeof(*l));
+        l->fd = fd;
+        l->node = l->sender = -1;
+        links[slot] = l;
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+        atomic_fetch_add(&st_links, 1);
+    }
+}
+
+static void *control_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "rowan-control");
+    struct epoll_event evs[64];
+    while (!atomic_load(&ctl_stopping)) {
+        int n = epoll_wait(ep, evs, 64, 100);
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.ptr == NULL) accept_all();
+            else link_readable(evs[i].data.ptr);
+        }
+        /* One persist for the whole round, then the acks it allows. */
+        int any = 0;
+        for (int i = 0; i < CTL_MAX_LINKS; i++)
+            if (links[i] && links[i]->dirty) any = 1;
+        if (!any) continue;
+        blog_persist();
+        for (int i = 0; i < CTL_MAX_LINKS; i++)
+            if (links[i] && links[i]->dirty && send_ack(links[i]) != 0)
+                link_close(links[i], "peer went away");
+    }
+    return NULL;
+}
+
+static int listen_repl(const char *host, int port, char *err, size_t errlen) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "replication address %s:%d: %s", host, port, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
+        snprintf(err, errlen, "Could not listen on the replication port %s:%d: %s", host, port,
+                 strerror(errno));
+        if (fd >= 0) close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+int control_start(char *err, size_t errlen) {
+    const cluster_node *me = cluster_node_at(cluster_self());
+    listen_fd = listen_repl(me->host, me->repl_port, err, errlen);
+    if (listen_fd < 0) return -1;
+    ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev);
+    blog_init();
+    ctl_running = 1;
+    pthread_create(&ctl_thread, NULL, control_main, NULL);
+    serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s)",
+              me->host, me->repl_port, server.cfg.replication_mode ? "rpc" : "rowan");
+    return 0;
+}
+
+void control_stop(void) {
+    if (!ctl_running) return;
+    atomic_store(&ctl_stopping, 1);
+    pthread_join(ctl_thread, NULL);
+    for (int i = 0; i < CTL_MAX_LINKS; i++)
+        if (links[i]) link_close(links[i], NULL);
+    close(listen_fd);
+    close(ep);
+    ctl_running = 0;
+}
+
+void control_get_stats(long long *msgs, long long *refused, long long *nlinks) {
+    *msgs = atomic_load(&st_msgs);
+    *refused = atomic_load(&st_refused);
+    *nlinks = atomic_load(&st_links);
+}

@@ -1,0 +1,179 @@
+/* db_shard.c -- a shard's content digest and its export as log entries.
+ *
+ * See db_shard.h. Both walk the shard's index: a reference is either a
+ * string's log entry (decoded in place) or a collection's DRAM object.
+ *
+ * Digest construction (our own): byte strings are hashed with hash_key (a
+ * domain tag in place of the db number keeps the roles apart); dg_mix
+ * combines two hashes in order (dg_mix(a, b) != dg_mix(b, a)); unordered
+ * things (keys of a shard, elements of a hash, set or zset) are summed
+ * mod 2^64 after a finalizer, so their order cannot matter while any change
+ * to one of them changes the sum with high probability. Counts are mixed in
+ * at the end so that sums over different numbers of items stay apart. */
+#include <string.h>
+#include "db_shard.h"
+#include "hash.h"
+#include "index.h"
+#include "log.h"
+#include "object.h"
+#include "pool.h"
+#include "server.h"
+#include "shard.h"
+
+/* ---------------- digest ---------------- */
+
+/* Domain tags (above any db number) for the byte strings hashed. */
+enum { DG_STRING = 0x10000, DG_ELEM_A, DG_ELEM_B, DG_SNAPSHOT };
+
+/* Every output bit depends on every input bit. */
+static uint64_t dg_final(uint64_t h) {
+    h ^= h >> 31;
+    h *= 0x7fb5d329728ea185ULL;
+    h ^= h >> 27;
+    h *= 0x81dadef4bc2dd44dULL;
+    h ^= h >> 33;
+    return h;
+}
+
+/* Ordered combination of a running hash a with the next value b. */
+static uint64_t dg_mix(uint64_t a, uint64_t b) {
+    return dg_final(a * 0x9e3779b97f4a7c15ULL ^ dg_final(b + 0x632be59bd9b4e019ULL));
+}
+
+static uint64_t dg_bytes(unsigned tag, const char *p, size_t len) {
+    return hash_key(tag, p ? p : "", len);
+}
+
+typedef struct dg_coll {
+    int ordered;      /* lists */
+    uint64_t acc;
+    uint64_t n;
+} dg_coll;
+
+static void dg_elem(void *arg, const char *a, size_t alen, const char *b, size_t blen) {
+    dg_coll *c = arg;
+    uint64_t h = dg_mix(dg_bytes(DG_ELEM_A, a, alen), dg_bytes(DG_ELEM_B, b, blen));
+    if (c->ordered) c->acc = dg_mix(c->acc, h);
+    else c->acc += dg_final(h);
+    c->n++;
+}
+
+static uint64_t dg_collection(const robj *o) {
+    const obj_class *k = obj_class_of(o->type);
+    if (!k || !k->elements) {
+        /* A type without a visitor: its serialization (layout-dependent,
+         * but still equal for equal histories). */
+        rbuf snap;
+        rbuf_init(&snap);
+        obj_encode_snapshot(o, &snap);
+        uint64_t h = dg_bytes(DG_SNAPSHOT, snap.buf, snap.len);
+        rbuf_free(&snap);
+        return h;
+    }
+    dg_coll c = {o->type == OBJ_LIST, 0, 0};
+    k->elements(o->data, dg_elem, &c);
+    return dg_mix(c.acc, c.n);
+}
+
+typedef struct dg_shard {
+    uint16_t logical[SHARD_MAX_DBS];   /* physical db -> logical db */
+    uint64_t sum;
+    long long n;
+} dg_shard;
+
+static int dg_key(void *arg, uint64_t ref) {
+    dg_shard *d = arg;
+    unsigned pdb;
+    const char *key;
+    size_t klen;
+    int type;
+    int64_t expire_ms;
+    uint64_t vh;
+    if (ref_is_obj(ref)) {
+        const robj *o = ref_obj(ref);
+        pdb = o->db, key = o->key, klen = o->klen, type = o->type, expire_ms = o->expire_ms;
+        vh = dg_collection(o);
+    } else {
+        log_entry e;
+        log_entry_decode(pool_ptr(server.pool, ref), &e);
+        pdb = e.db, key = e.key, klen = e.klen, type = OBJ_STRING, expire_ms = e.expire_ms;
+        vh = dg_bytes(DG_STRING, e.val, e.vlen);
+    }
+    uint64_t h = hash_key(d->logical[pdb % SHARD_MAX_DBS], key, klen);
+    h = dg_mix(h, (uint64_t)type);
+    h = dg_mix(h, (uint64_t)expire_ms);
+    h = dg_mix(h, vh);
+    d->sum += dg_final(h);
+    d->n++;
+    return 0;
+}
+
+uint64_t db_shard_digest(shard *s, long long *nkeys) {
+    int locked = !shard_held_by_me(s);
+    if (locked) shard_lock(s);
+    dg_shard d = {.sum = 0, .n = 0};
+    for (int l = 0; l < SHARD_MAX_DBS; l++) d.logical[s->dbmap[l] % SHARD_MAX_DBS] = (uint16_t)l;
+    index_foreach(s->idx, dg_key, &d);
+    if (locked) shard_unlock(s);
+    if (nkeys) *nkeys = d.n;
+    return dg_mix(d.sum, (uint64_t)d.n);
+}
+
+/* ---------------- export ---------------- */
+
+typedef struct ex_ctx {
+    shard *s;
+    db_export_fn fn;
+    void *arg;
+    rbuf out;    /* the encoded entry */
+    rbuf snap;   /* a collection's snapshot payload */
+} ex_ctx;
+
+static void ex_emit(ex_ctx *x, log_entry *e) {
+    e->flags = LOG_F_RESYNC;
+    e->shard = x->s->id;
+    size_t len = log_entry_len(e->klen, e->vlen);
+    x->out.len = 0;
+    rbuf_reserve(&x->out, len);
+    log_entry_encode(x->out.buf, e, 1);
+    x->fn(x->arg, x->out.buf, len);
+}
+
+static int ex_key(void *arg, uint64_t ref) {
+    ex_ctx *x = arg;
+    if (ref_is_obj(ref)) {
+        const robj *o = ref_obj(ref);
+        x->snap.len = 0;
+        obj_encode_snapshot(o, &x->snap);
+        log_entry e = {.type = LOG_SNAPSHOT, .db = o->db, .ver = o->ver, .key = o->key,
+                       .klen = o->klen, .val = x->snap.buf, .vlen = (uint32_t)x->snap.len,
+                       .expire_ms = o->expire_ms};
+        ex_emit(x, &e);
+    } else {
+        /* Re-encoded: ref may be a sub-entry of a LOG_GROUP. */
+        log_entry cur;
+        log_entry_decode(pool_ptr(server.pool, ref), &cur);
+        log_entry e = {.type = LOG_SET, .db = cur.db, .ver = cur.ver, .key = cur.key,
+                       .klen = cur.klen, .val = cur.val, .vlen = cur.vlen,
+                       .expire_ms = cur.expire_ms};
+        ex_emit(x, &e);
+    }
+    return 0;
+}
+
+void db_shard_export(shard *s, db_export_fn fn, void *arg) {
+    ex_ctx x = {.s = s, .fn = fn, .arg = arg};
+    rbuf_init(&x.out);
+    rbuf_init(&x.snap);
+    int identity = 1;
+    for (int d = 0; d < SHARD_MAX_DBS; d++)
+        if (s->dbmap[d] != d) identity = 0;
+    if (!identity) {
+        log_entry e = {.type = LOG_DBMAP, .ver = s->dbmap_ver, .key = "",
+                       .val = (const char *)s->dbmap, .vlen = (uint32_t)sizeof(s->dbmap)};
+        ex_emit(&x, &e);
+    }
+    index_foreach(s->idx, ex_key, &x);
+    rbuf_free(&x.out);
+    rbuf_free(&x.snap);
+}

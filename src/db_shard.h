@@ -1,0 +1,63 @@
+/* db_shard.h -- whole-shard operations for replication: a content digest,
+ * an export of the live state as log entries, and clearing a shard.
+ *
+ * The replication layer (repl.c) compares a primary's and a backup's copy of
+ * a shard with db_shard_digest, and re-syncs a backup that differs by
+ * clearing its copy (db_shard_clear) and applying what the primary's
+ * db_shard_export emitted (db_apply_entry on each entry, written into the
+ * backup's own log first so the references are real pool offsets).
+ *
+ * Digest, export and read deps are in db_shard.c; db_shard_clear is in db.c
+ * (it shares db.c's live-byte accounting). */
+#ifndef ROWAN_DB_SHARD_H
+#define ROWAN_DB_SHARD_H
+#include <stddef.h>
+#include <stdint.h>
+#include "db.h"
+
+struct shard;
+
+/* A 64-bit hash of everything the shard holds: for every key of every db,
+ * the logical db number (SWAPDB's map applied, so two servers that reached
+ * the same contents through different swaps agree), the key, its type, its
+ * value and its absolute expiry (ms). Independent of insertion order, index
+ * layout, log offsets, versions and encodings (listpack/hashtable...): hash
+ * fields, set members and zset (member, score) pairs are combined
+ * commutatively; list elements in order; zset scores by value (-0 == 0).
+ * Keys that have expired but are not deleted yet are included as they are
+ * (nothing is deleted). *nkeys (if not NULL) receives the number of keys.
+ * Takes the shard lock unless this thread already holds it. */
+uint64_t db_shard_digest(struct shard *s, long long *nkeys);
+
+/* Receives one encoded entry: len bytes, a standalone top-level entry with
+ * its CRC (log_entry_check accepts it given len bytes). The bytes are only
+ * valid during the call. fn must not touch the shard. */
+typedef void (*db_export_fn)(void *arg, const void *entry, size_t len);
+
+/* Emit the shard's current state, caller holding the shard lock: first its
+ * LOG_DBMAP when the db map is not the identity (all SHARD_MAX_DBS entries,
+ * at the map's version), then one entry per key, in index order: LOG_SET
+ * for a string (value, expiry), LOG_SNAPSHOT for a collection (the
+ * compaction encoding, with the collection's expiry in the header). Each
+ * carries flag LOG_F_RESYNC, the shard's id, the key's physical db and its
+ * current version. Applying every entry with db_apply_entry to a cleared
+ * shard gives the same db_shard_digest. Expired-but-present keys are
+ * exported too. A collection whose snapshot does not fit one log segment
+ * (LOG_MAX_ENTRY) still gets its one entry: len is then > LOG_MAX_ENTRY and
+ * the caller must notice (no log accepts such an entry). */
+void db_shard_export(struct shard *s, db_export_fn fn, void *arg);
+
+/* Drop every key of the shard from memory, caller holding the lock: index
+ * and volatile index, collection objects, per-db key and expiry counts, the
+ * db map (back to the identity), and the live bytes of every entry that
+ * was live (so the cleaner may reclaim them). Logs nothing and keeps the
+ * shard's versions: after a restart recovery would replay the old entries
+ * unless the caller logged something that shadows them. */
+void db_shard_clear(struct shard *s);
+
+/* The reply depends on everything the shard holds now (a read of the whole
+ * shard, like DBSIZE's): records the shard's last version as a dependency,
+ * so the reply leaves only once that is durable. Caller holds the lock. */
+void db_shard_read_dep(db_ctx *x, struct shard *s);
+
+#endif

@@ -1,0 +1,334 @@
+/* digest.c -- the digest thread (see digest.h for what it does and why).
+ *
+ * State, all private to the digest thread except the published frontier:
+ *   segs[]     b-log segments in b-log order, each with its MaxVer per shard
+ *              (allocated when the first effect lands in it);
+ *   cursor     (index into segs, byte position) of the next entry to read;
+ *   frontier   (index, position) persisted by the control thread;
+ *   per shard: pending effects (version, pool offset), `applied` (every
+ *              version <= applied is reflected in the index, or was covered
+ *              by a catch-up), `commitver` (the primary's last CommitVer).
+ *
+ * Invariant: an effect is applied only once its version is <= its shard's
+ * CommitVer, i.e. once it is durable on every replica, and effects of a
+ * shard are applied in version order. An effect at or below `applied` that
+ * arrives later is a duplicate (a catch-up already covered it) and is
+ * dropped; that is what lets catch-up run while workers keep replicating. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cluster.h"
+#include "db.h"
+#include "db_shard.h"
+#include "digest.h"
+#include "log.h"
+#include "pool.h"
+#include "server.h"
+#include "shard.h"
+
+typedef struct dg_seg {
+    uint32_t seg;
+    int complete;          /* the b-log moved past it and we read all of it */
+    uint64_t *maxver;      /* [nshards], NULL while it holds no pending effect */
+} dg_seg;
+
+typedef struct dg_item { uint64_t ver, ref; } dg_item;
+
+typedef struct dg_shard {
+    dg_item *pend;
+    size_t n, cap;
+    uint64_t applied, commitver;
+    int resyncing;
+} dg_shard;
+
+static pthread_t dg_thread;
+static int dg_running;
+static _Atomic int dg_stopping;
+static pthread_mutex_t dg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dg_cv = PTHREAD_COND_INITIALIZER;
+/* under dg_mu: segments announced by the control thread and the frontier */
+static uint32_t *ann;
+static size_t nann, capann;
+static size_t front_idx;   /* index into ann of the frontier segment */
+static uint32_t front_pos;
+static int have_front;
+/* digest thread only */
+static dg_seg *segs;
+static size_t nsegs, capsegs, first_open; /* segs[0..first_open) committed */
+static size_t cur_idx;
+static uint32_t cur_pos;
+static dg_shard *sh;
+/* statistics */
+static _Atomic uint64_t st_pub, st_dig, st_applied, st_dropped, st_pending, st_corrupt,
+    st_resyncs, st_committed;
+
+void digest_segment_started(uint32_t seg) {
+    pthread_mutex_lock(&dg_mu);
+    if (nann == capann) {
+        capann = capann ? capann * 2 : 64;
+        ann = realloc(ann, capann * sizeof(uint32_t));
+    }
+    ann[nann++] = seg;
+    pthread_mutex_unlock(&dg_mu);
+}
+
+void digest_publish(uint32_t seg, uint32_t pos) {
+    pthread_mutex_lock(&dg_mu);
+    /* seg is the newest announced segment */
+    uint64_t before = have_front ? (uint64_t)front_idx * POOL_SEG_SIZE + front_pos : 0;
+    front_idx = nann - 1;
+    front_pos = pos;
+    have_front = 1;
+    (void)seg;
+    uint64_t now = (uint64_t)front_idx * POOL_SEG_SIZE + front_pos;
+    if (now > before) atomic_fetch_add(&st_pub, now - before);
+    pthread_cond_signal(&dg_cv);
+    pthread_mutex_unlock(&dg_mu);
+}
+
+/* ---- applying ---- */
+
+static void pend_push(dg_shard *d, uint64_t ver, uint64_t ref) {
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 64;
+        d->pend = realloc(d->pend, d->cap * sizeof(dg_item));
+    }
+    /* keep sorted by version: arrivals are nearly in order, so this is an
+     * insertion from the end */
+    size_t i = d->n++;
+    while (i > 0 && d->pend[i - 1].ver > ver) {
+        d->pend[i] = d->pend[i - 1];
+        i--;
+    }
+    d->pend[i] = (dg_item){ver, ref};
+    atomic_fetch_add(&st_pending, 1);
+}
+
+static void apply_one(shard *s, uint64_t ref) {
+    log_entry e;
+    log_entry_decode(pool_ptr(server.pool, ref), &e);
+    db_apply_entry(s, ref, &e);
+    if (e.ver >= s->next_ver) s->next_ver = e.ver + 1;
+    atomic_fetch_add(&st_applied, 1);
+}
+
+/* Apply shard sid's pending effects with version <= upto, in order. */
+static void apply_upto(int sid, uint64_t upto) {
+    dg_shard *d = &sh[sid];
+    shard *s = &server.shards[sid];
+    size_t k = 0;
+    if (d->n && d->pend[0].ver <= upto) {
+        shard_lock(s);
+        while (k < d->n && d->pend[k].ver <= upto) apply_one(s, d->pend[k++].ref);
+        shard_unlock(s);
+        memmove(d->pend, d->pend + k, (d->n - k) * sizeof(dg_item));
+        d->n -= k;
+        atomic_fetch_sub(&st_pending, k);
+    }
+    if (upto > d->applied) d->applied = upto;
+    atomic_store(&s->durable_ver, d->applied);
+}
+
+static dg_seg *cur_seg(void) { return &segs[cur_idx]; }
+
+/* An effect (top-level or inside a group) of shard e->shard at ref. */
+static void on_effect(const log_entry *e, uint64_t ref) {
+    if (e->shard >= server.nshards || !cluster_is_backup(e->shard)) {
+        atomic_fetch_add(&st_dropped, 1);
+        return;
+    }
+    dg_shard *d = &sh[e->shard];
+    if (e->flags & LOG_F_RESYNC) {
+        if (!d->resyncing) {
+            atomic_fetch_add(&st_dropped, 1);
+            return;
+        }
+        shard *s = &server.shards[e->shard];
+        shard_lock(s);
+        apply_one(s, ref);
+        shard_unlock(s);
+        return;
+    }
+    if (e->ver <= d->applied) {
+        atomic_fetch_add(&st_dropped, 1);
+        return;
+    }
+    pend_push(d, e->ver, ref);
+    dg_seg *g = cur_seg();
+    if (!g->maxver) g->maxver = calloc((size_t)server.nshards, sizeof(uint64_t));
+    if (e->ver > g->maxver[e->shard]) g->maxver[e->shard] = e->ver;
+}
+
+static void on_resync(const log_entry *e) {
+    if (e->shard >= server.nshards) return;
+    dg_shard *d = &sh[e->shard];
+    shard *s = &server.shards[e->shard];
+    if (e->aux == 0) {           /* begin: the shard's contents are replaced */
+        atomic_fetch_sub(&st_pending, d->n);
+        d->n = 0;
+        d->applied = 0;
+        d->resyncing = 1;
+        shard_lock(s);
+        db_shard_clear(s);
+        shard_unlock(s);
+        atomic_fetch_add(&st_resyncs, 1);
+        return;
+    }
+    d->resyncing = 0;            /* end: everything <= ver is in */
+    if (e->ver > d->commitver) d->commitver = e->ver;
+    apply_upto(e->shard, e->ver);
+}
+
+static void on_entry(const log_entry *e, uint64_t off) {
+    switch (e->type) {
+    case LOG_COMMITVER:
+        if (e->shard < server.nshards && e->ver > sh[e->shard].commitver) {
+            sh[e->shard].commitver = e->ver;
+            if (!sh[e->shard].resyncing) apply_upto(e->shard, e->ver);
+        }
+        break;
+    case LOG_RESYNC:
+        on_resync(e);
+        break;
+    case LOG_GROUP: {
+        size_t pos = 0, sub_off;
+        log_entry sub;
+        while (log_group_next(e, &pos, &sub, &sub_off)) on_effect(&sub, off + sub_off);
+        break;
+    }
+    default:
+        on_effect(e, off);
+    }
+}
+
+/* ---- segments ---- */
+
+static int seg_committable(const dg_seg *g) {
+    if (!g->complete) return 0;
+    if (!g->maxver) return 1;
+    for (int s = 0; s < server.nshards; s++)
+        if (g->maxver[s] > sh[s].applied) return 0;
+    return 1;
+}
+
+/* Commit complete segments whose MaxVer <= CommitVer (applied), oldest
+ * first. Order is kept so first_open only moves forward. */
+static void commit_segments(void) {
+    for (size_t i = first_open; i < nsegs; i++) {
+        dg_seg *g = &segs[i];
+        if (g->seg == UINT32_MAX) continue;
+        if (!seg_committable(g)) continue;
+        pool_seg_set_state(server.pool, g->seg, SEG_COMMITTED);
+        free(g->maxver);
+        g->maxver = NULL;
+        g->seg = UINT32_MAX;
+        atomic_fetch_add(&st_committed, 1);
+    }
+    while (first_open < nsegs && segs[first_open].seg == UINT32_MAX) first_open++;
+}
+
+/* Read segment segs[cur_idx] from cur_pos up to limit. Returns 1 if the
+ * segment has no more entries (only zeroes follow before limit). */
+static int read_segment(uint32_t limit) {
+    const uint8_t *base = pool_ptr(server.pool, pool_seg_offset(server.pool, cur_seg()->seg));
+    uint64_t seg_off = pool_seg_offset(server.pool, cur_seg()->seg);
+    while (cur_pos + LOG_HDR_SIZE <= limit) {
+        log_entry e;
+        size_t n = log_entry_check(base + cur_pos, limit - cur_pos, &e);
+        if (n) {
+            on_entry(&e, seg_off + cur_pos);
+            atomic_fetch_add(&st_dig, log_entry_span(n));
+            cur_pos += (uint32_t)log_entry_span(n);
+            continue;
+        }
+        uint64_t first8;
+        memcpy(&first8, base + cur_pos, 8);
+        if (first8 == 0) return 1;   /* nothing more was written here */
+        /* A message that fails its checksum (a faulty sender): skip it
+         * 64 bytes at a time to the next valid entry, never interpret it. */
+        atomic_fetch_add(&st_corrupt, 1);
+        serverLog(LL_WARNING, "Digest: b-log segment %u offset %u fails its checksum; skipped",
+                  cur_seg()->seg, cur_pos);
+        cur_pos += LOG_ALIGN;
+        atomic_fetch_add(&st_dig, LOG_ALIGN);
+    }
+    return cur_pos + LOG_HDR_SIZE > POOL_SEG_SIZE;
+}
+
+static void adopt_announced(size_t upto) {
+    pthread_mutex_lock(&dg_mu);
+    while (nsegs < upto && nsegs < nann) {
+        if (nsegs == capsegs) {
+            capsegs = capsegs ? capsegs * 2 : 64;
+            segs = realloc(segs, capsegs * sizeof(dg_seg));
+        }
+        segs[nsegs] = (dg_seg){.seg = ann[nsegs]};
+        nsegs++;
+    }
+    pthread_mutex_unlock(&dg_mu);
+}
+
+static void *digest_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "rowan-digest");
+    while (!atomic_load(&dg_stopping)) {
+        pthread_mutex_lock(&dg_mu);
+        if (!have_front || (cur_idx == front_idx && cur_pos == front_pos)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 20 * 1000000;
+            if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+            pthread_cond_timedwait(&dg_cv, &dg_mu, &ts);
+        }
+        int have = have_front;
+        size_t fidx = front_idx;
+        uint32_t fpos = front_pos;
+        pthread_mutex_unlock(&dg_mu);
+        if (!have) continue;
+        adopt_announced(fidx + 1);
+        while (cur_idx <= fidx) {
+            uint32_t limit = cur_idx == fidx ? fpos : POOL_SEG_SIZE;
+            int ended = read_segment(limit);
+            if (cur_idx == fidx) break;
+            /* an older segment: the b-log moved on, so it is complete */
+            (void)ended;
+            atomic_fetch_add(&st_dig, POOL_SEG_SIZE - cur_pos); /* the unused tail */
+            cur_seg()->complete = 1;
+            cur_idx++;
+            cur_pos = 0;
+        }
+        commit_segments();
+    }
+    return NULL;
+}
+
+void digest_start(void) {
+    sh = calloc((size_t)server.nshards, sizeof(dg_shard));
+    dg_running = 1;
+    pthread_create(&dg_thread, NULL, digest_main, NULL);
+}
+
+void digest_stop(void) {
+    if (!dg_running) return;
+    atomic_store(&dg_stopping, 1);
+    pthread_mutex_lock(&dg_mu);
+    pthread_cond_signal(&dg_cv);
+    pthread_mutex_unlock(&dg_mu);
+    pthread_join(dg_thread, NULL);
+    dg_running = 0;
+}
+
+uint64_t digest_commitver(int sid) { return sh ? sh[sid].commitver : 0; }
+
+void digest_get_stats(digest_stats *o) {
+    memset(o, 0, sizeof(*o));
+    o->published_bytes = atomic_load(&st_pub);
+    o->digested_bytes = atomic_load(&st_dig);
+    o->applied = atomic_load(&st_applied);
+    o->dropped = atomic_load(&st_dropped);
+    o->pending = atomic_load(&st_pending);
+    o->corrupt = atomic_load(&st_corrupt);
+    o->resyncs = atomic_load(&st_resyncs);
+    o->segs_committed = atomic_load(&st_committed);
+}

@@ -1,0 +1,38 @@
+/* digest.h -- the digest thread: b-log entries -> backup indexes
+ * (DESIGN.md §5; Rowan-KV §4.4).
+ *
+ * The control thread lands replication writes in the b-log and publishes a
+ * persisted frontier (blog.c); the digest thread reads behind it, in b-log
+ * order, and:
+ *   - keeps each shard's entries pending until the primary's CommitVer for
+ *     that shard covers them, then applies them in version order (entries of
+ *     one shard arrive out of order over several workers' links; versions
+ *     need not be dense). So a backup's indexes only ever hold data that is
+ *     on every replica.
+ *   - applies a catch-up stream (RESYNC begin, state entries, RESYNC end)
+ *     as a replacement of the shard's whole contents.
+ *   - marks a b-log segment committed once, for every shard, the largest
+ *     version it holds (MaxVer) is at most that shard's CommitVer; the
+ *     cleaner may then reclaim it.
+ * The control thread itself never parses past entry lengths. */
+#ifndef ROWAN_DIGEST_H
+#define ROWAN_DIGEST_H
+#include <stdint.h>
+
+void digest_start(void);
+void digest_stop(void);
+/* Control thread: the b-log moved on to a fresh segment (in b-log order). */
+void digest_segment_started(uint32_t seg);
+/* Control thread: everything up to (seg, pos) is persisted. */
+void digest_publish(uint32_t seg, uint32_t pos);
+
+typedef struct digest_stats {
+    uint64_t published_bytes, digested_bytes; /* lag = published - digested */
+    uint64_t applied, dropped, pending, corrupt, resyncs;
+    uint64_t segs_reading, segs_waiting, segs_committed;
+} digest_stats;
+void digest_get_stats(digest_stats *out);
+/* CommitVer the digest knows for shard s (0 if none). */
+uint64_t digest_commitver(int sid);
+
+#endif

@@ -1,0 +1,562 @@
+/* repl.c -- Rowan replication, primary side: worker links, batch
+ * bookkeeping, and the replication manager thread (sessions, catch-up,
+ * CommitVer). See repl.h for the protocol and its argument.
+ *
+ * Peer sessions. Each peer we replicate to has a state (DOWN, SYNCING,
+ * LIVE) and a generation number, bumped by the manager each time it opens a
+ * new session. Workers open their links for the current generation on their
+ * next round and drop links of older ones; a link failure anywhere marks the
+ * peer DOWN (once per generation) and the manager starts over: connect its
+ * own stream, bump the generation, catch the peer up, mark it LIVE.
+ *
+ * Stamps. A global counter orders three kinds of moments: an entry that
+ * could not be sent (miss), a batch closing (its stamp: every effect in it
+ * was applied before), and a catch-up starting (taken before any shard is
+ * snapshotted). A catch-up with stamp C re-sends state that includes every
+ * effect applied before C. So once it is acked, a batch is replicated on
+ * that peer if its misses are < C and either its link messages were acked
+ * or its own stamp is < C. (fetch_add gives distinct stamps, so "<" is
+ * exact.)
+ *
+ * Locking: peer state words are atomics; a worker's link table is its own.
+ * The manager takes shard locks only to snapshot a shard into memory, never
+ * while doing I/O. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "blog.h"
+#include "cluster.h"
+#include "control.h"
+#include "db_shard.h"
+#include "digest.h"
+#include "log.h"
+#include "pool.h"
+#include "repl.h"
+#include "server.h"
+#include "shard.h"
+#include "transport.h"
+#include "worker.h"
+
+#define COMMITVER_INTERVAL_MS 15
+enum { PEER_DOWN = 0, PEER_SYNCING = 1, PEER_LIVE = 2 };
+
+typedef struct repl_peer {
+    _Atomic int state;
+    _Atomic uint64_t gen;
+    _Atomic uint64_t caught_up;     /* stamp of the last acked catch-up */
+    /* manager thread only */
+    int fd;                         /* the manager's stream, -1 if none */
+    uint64_t sent, acked;
+    int64_t next_try_us;
+    int warned;
+    uint64_t *commit_sent;          /* [nshards] last CommitVer sent */
+} repl_peer;
+
+typedef struct repl_wlink {
+    repl_link *link;
+    uint64_t gen;
+    uint64_t acked;
+    int up, dead;
+    int peer;
+    struct worker *w;
+} repl_wlink;
+
+typedef struct repl_wstate {
+    repl_wlink links[CLUSTER_MAX_NODES];
+} repl_wstate;
+
+static int active;
+static uint64_t peers_mask;
+static repl_peer peers[CLUSTER_MAX_NODES];
+static _Atomic uint64_t stamp_counter;
+static const transport_ops *tp;
+static pthread_t mgr_thread;
+static _Atomic int mgr_stopping;
+static int mgr_running;
+/* replication latency histogram: log2 buckets of microseconds */
+#define LAT_BUCKETS 40
+static _Atomic uint64_t lat_hist[LAT_BUCKETS];
+static _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
+
+static uint64_t next_stamp(void) { return atomic_fetch_add(&stamp_counter, 1) + 1; }
+
+int repl_active(void) { return active; }
+
+void repl_init(void) {
+    peers_mask = cluster_peers_we_replicate_to();
+    active = cluster_enabled() && cluster_replicas() > 1;
+    tp = server.cfg.replication_transport == REPL_TRANSPORT_VERBS ? &transport_verbs
+                                                                    : &transport_tcp;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        peers[p].fd = -1;
+        atomic_store(&peers[p].state, PEER_DOWN);
+    }
+}
+
+static void hello_fill(repl_hello *h, uint16_t sender) {
+    memset(h, 0, sizeof(*h));
+    h->magic = REPL_HELLO_MAGIC;
+    h->node = (uint16_t)cluster_self();
+    h->sender = sender;
+    h->mode = (uint32_t)server.cfg.replication_mode;
+    h->term = cluster_term();
+    h->config_digest = cluster_config_digest();
+}
+
+/* A link of generation gen to peer p failed: the peer is DOWN until the
+ * manager has a new session with it. */
+static void peer_down(int p, uint64_t gen, const char *why) {
+    repl_peer *pe = &peers[p];
+    if (atomic_load(&pe->gen) != gen) return;
+    int st = atomic_load(&pe->state);
+    if (st == PEER_DOWN) return;
+    if (atomic_compare_exchange_strong(&pe->state, &st, PEER_DOWN)) {
+        atomic_fetch_add(&st_link_failures, 1);
+        serverLog(LL_WARNING, "Replication to node %s is down (%s); writes to the shards it backs "
+                  "up wait for it (or fail after replication-timeout)",
+                  cluster_node_at(p)->name, why);
+    }
+}
+
+/* ---------------- worker side ---------------- */
+
+static void wl_on_ack(void *ctx, uint64_t acked) {
+    repl_wlink *l = ctx;
+    l->up = 1;
+    l->acked = acked;
+}
+
+static void wl_on_down(void *ctx, const char *why) {
+    repl_wlink *l = ctx;
+    l->dead = 1;   /* closed on the worker's next round, not inside the callback */
+    peer_down(l->peer, l->gen, why);
+}
+
+void repl_worker_init(worker *w) {
+    if (!active) return;
+    repl_wstate *ws = calloc(1, sizeof(*ws));
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        ws->links[p].peer = p;
+        ws->links[p].w = w;
+    }
+    w->repl = ws;
+    w->tlog.on_wrote = repl_on_wrote;
+    w->tlog.ctx = w;
+    for (int i = 0; i < SHARD_SLOTS; i++)
+        w->slots[i].need = calloc(CLUSTER_MAX_NODES, sizeof(repl_need));
+}
+
+void repl_worker_free(worker *w) {
+    repl_wstate *ws = w->repl;
+    if (!ws) return;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        if (ws->links[p].link) tp->link_close(ws->links[p].link);
+    for (int i = 0; i < SHARD_SLOTS; i++) free(w->slots[i].need);
+    free(ws);
+    w->repl = NULL;
+}
+
+void repl_worker_round(worker *w) {
+    repl_wstate *ws = w->repl;
+    if (!ws) return;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        if (!((peers_mask >> p) & 1)) continue;
+        repl_wlink *l = &ws->links[p];
+        uint64_t g = atomic_load(&peers[p].gen);
+        int st = atomic_load(&peers[p].state);
+        if (l->link && (l->dead || l->gen != g)) {
+            tp->link_close(l->link);
+            l->link = NULL;
+        }
+        if (l->link || st == PEER_DOWN || l->gen == g) continue;
+        /* a new session: open our link for it (asynchronously) */
+        const cluster_node *n = cluster_node_at(p);
+        repl_hello h;
+        hello_fill(&h, (uint16_t)w->id);
+        repl_link_cbs cbs = {wl_on_ack, wl_on_down, l};
+        char err[256];
+        l->gen = g;
+        l->up = l->dead = 0;
+        l->acked = 0;
+        l->link = tp->link_open(w->base, n->host, n->repl_port, &h, &cbs, 2000, err, sizeof(err));
+        if (!l->link) peer_down(p, g, err);
+    }
+}
+
+/* Peers that back up shard sid, or a group's shards. */
+static uint64_t entry_peers(const log_entry *e) {
+    if (e->type != LOG_GROUP) return e->shard < server.nshards ? cluster_backups_of(e->shard) : 0;
+    uint64_t m = 0;
+    size_t pos = 0, sub_off;
+    log_entry sub;
+    while (log_group_next(e, &pos, &sub, &sub_off))
+        if (sub.shard < server.nshards) m |= cluster_backups_of(sub.shard);
+    return m;
+}
+
+void repl_on_wrote(struct log_writer *lw, uint64_t off, size_t len) {
+    worker *w = lw->ctx;
+    repl_wstate *ws = w->repl;
+    const void *bytes = pool_ptr(server.pool, off);
+    log_entry e;
+    log_entry_decode(bytes, &e);
+    uint64_t m = entry_peers(&e);
+    if (!m) return;
+    struct batch *b = &w->slots[w->acc];
+    b->peers |= m;
+    for (int p = 0; p < CLUSTER_MAX_NODES && m; p++) {
+        if (!((m >> p) & 1)) continue;
+        m &= ~(1ULL << p);
+        repl_wlink *l = &ws->links[p];
+        repl_need *nd = &b->need[p];
+        uint64_t seq = 0;
+        if (l->link && !l->dead && l->gen == atomic_load(&peers[p].gen))
+            seq = tp->link_send(l->link, bytes, len);
+        if (seq && (nd->gen == 0 || nd->gen == l->gen)) {
+            nd->gen = l->gen;
+            nd->seq = seq;
+        } else {
+            /* not sent, or the batch already used an older session's link:
+             * only a catch-up can cover it */
+            nd->miss = next_stamp();
+        }
+    }
+}
+
+void repl_batch_close(worker *w, struct batch *b) {
+    repl_wstate *ws = w->repl;
+    if (!ws) return;
+    b->stamp = next_stamp();
+    b->launch_us = monotonic_us();
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        if (ws->links[p].link && !ws->links[p].dead) tp->link_flush(ws->links[p].link);
+}
+
+static int need_met(const repl_wlink *l, const repl_need *nd, uint64_t batch_stamp, int p) {
+    uint64_t caught = atomic_load(&peers[p].caught_up);
+    if (nd->miss && caught <= nd->miss) return 0;
+    if (!nd->seq) return 1;
+    if (nd->gen == l->gen && l->link && !l->dead && l->acked >= nd->seq) return 1;
+    return caught > batch_stamp;
+}
+
+int repl_batch_replicated(worker *w, struct batch *b) {
+    repl_wstate *ws = w->repl;
+    if (!ws || !b->peers) return 1;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        if (((b->peers >> p) & 1) && !need_met(&ws->links[p], &b->need[p], b->stamp, p)) return 0;
+    return 1;
+}
+
+void repl_batch_reset(worker *w, struct batch *b) {
+    if (!w->repl) return;
+    if (b->peers && b->launch_us) {
+        int64_t us = monotonic_us() - b->launch_us;
+        int k = 0;
+        while (k < LAT_BUCKETS - 1 && (1LL << (k + 1)) <= us) k++;
+        atomic_fetch_add(&lat_hist[k], 1);
+    }
+    memset(b->need, 0, CLUSTER_MAX_NODES * sizeof(repl_need));
+    b->peers = 0;
+    b->stamp = 0;
+    b->launch_us = 0;
+}
+
+/* ---------------- the manager's stream ---------------- */
+
+static int mgr_connect(int p, char *err, size_t errlen) {
+    const cluster_node *n = cluster_node_at(p);
+    int fd = tcp_connect_blocking(n->host, n->repl_port, 1000, err, errlen);
+    if (fd < 0) return -1;
+    repl_hello h;
+    hello_fill(&h, REPL_LINK_MANAGER);
+    uint8_t ack[8];
+    if (tcp_send_all(fd, &h, sizeof(h)) != 0 || tcp_recv_all(fd, ack, 8, 2000) != 0) {
+        snprintf(err, errlen, "the peer did not accept our hello (see its log)");
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Wait until the peer acked `upto` messages of the stream; -1 on failure. */
+static int mgr_wait_acks(repl_peer *pe, uint64_t upto, int timeout_ms) {
+    while (pe->acked < upto) {
+        uint8_t a[8];
+        if (tcp_recv_all(pe->fd, a, 8, timeout_ms) != 0) return -1;
+        uint64_t v = 0;
+        for (int b = 7; b >= 0; b--) v = v << 8 | a[b];
+        pe->acked = v;
+    }
+    return 0;
+}
+
+/* Drain whatever acks arrived, without waiting; -1 if the stream broke. */
+static int mgr_drain_acks(repl_peer *pe) {
+    for (;;) {
+        struct pollfd pfd = {pe->fd, POLLIN, 0};
+        int r = poll(&pfd, 1, 0);
+        if (r == 0) return 0;
+        if (r < 0 || (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))) return -1;
+        uint8_t a[8];
+        if (tcp_recv_all(pe->fd, a, 8, 1000) != 0) return -1;
+        uint64_t v = 0;
+        for (int b = 7; b >= 0; b--) v = v << 8 | a[b];
+        pe->acked = v;
+    }
+}
+
+typedef struct mgr_buf {
+    uint8_t *b;
+    size_t len, cap;
+    uint64_t msgs;
+} mgr_buf;
+
+/* Append one message (entry padded to its span). */
+static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
+    size_t span = log_entry_span(len);
+    if (m->len + span > m->cap) {
+        m->cap = (m->len + span) * 2;
+        m->b = realloc(m->b, m->cap);
+    }
+    memcpy(m->b + m->len, entry, len);
+    memset(m->b + m->len + len, 0, span - len);
+    m->len += span;
+    m->msgs++;
+}
+
+static void mbuf_export_fn(void *arg, const void *entry, size_t len) { mbuf_add(arg, entry, len); }
+
+static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+    uint8_t enc[LOG_HDR_SIZE];
+    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
+    size_t n = log_entry_encode(enc, &e, 1);
+    mbuf_add(m, enc, n);
+}
+
+static int mgr_send(repl_peer *pe, mgr_buf *m) {
+    if (tcp_send_all(pe->fd, m->b, m->len) != 0) return -1;
+    pe->sent += m->msgs;
+    m->len = 0;
+    m->msgs = 0;
+    return 0;
+}
+
+static void mgr_close(repl_peer *pe) {
+    if (pe->fd >= 0) close(pe->fd);
+    pe->fd = -1;
+}
+
+/* Bring peer p back: new session, catch-up of every shard it backs up for
+ * us, LIVE. */
+static void mgr_session(int p) {
+    repl_peer *pe = &peers[p];
+    const cluster_node *n = cluster_node_at(p);
+    char err[256];
+    mgr_close(pe);
+    int fd = mgr_connect(p, err, sizeof(err));
+    if (fd < 0) {
+        if (!pe->warned)
+            serverLog(LL_WARNING, "Replication: cannot reach node %s at %s:%d (%s); retrying",
+                      n->name, n->host, n->repl_port, err);
+        pe->warned = 1;
+        pe->next_try_us = monotonic_us() + 250000;
+        return;
+    }
+    pe->fd = fd;
+    pe->sent = pe->acked = 0;
+    int64_t t0 = monotonic_us();
+    /* New generation: workers open links for it on their next round. */
+    atomic_fetch_add(&pe->gen, 1);
+    atomic_store(&pe->state, PEER_SYNCING);
+    uint64_t gen = atomic_load(&pe->gen);
+    server_wake_workers();
+    uint64_t c = next_stamp();
+    mgr_buf m = {0};
+    long long shards = 0, entries = 0, bytes = 0;
+    for (int s = 0; s < server.nshards; s++) {
+        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        shard *sh = &server.shards[s];
+        shard_lock(sh);
+        uint64_t vsnap = sh->next_ver - 1;
+        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 0);
+        uint64_t before = m.msgs;
+        db_shard_export(sh, mbuf_export_fn, &m);
+        entries += (long long)(m.msgs - before);
+        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 1);
+        shard_unlock(sh);
+        pe->commit_sent[s] = vsnap;
+        shards++;
+        bytes += (long long)m.len;
+        if (mgr_send(pe, &m) != 0) goto fail;
+    }
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    if (mgr_wait_acks(pe, pe->sent, wait_ms) != 0) goto fail;
+    free(m.b);
+    if (atomic_load(&pe->gen) != gen) return;  /* a link failed meanwhile */
+    atomic_store(&pe->caught_up, c);
+    int st = PEER_SYNCING;
+    atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE);
+    pe->warned = 0;
+    atomic_fetch_add(&st_catchups, 1);
+    atomic_fetch_add(&st_catchup_entries, entries);
+    atomic_fetch_add(&st_catchup_bytes, bytes);
+    serverLog(LL_NOTICE, "Replication: node %s is caught up (%lld shards, %lld entries, %lld bytes "
+              "in %.3f s) and counts as a replica again", n->name, shards, entries, bytes,
+              (double)(monotonic_us() - t0) / 1e6);
+    server_wake_workers();
+    return;
+fail:
+    free(m.b);
+    peer_down(p, gen, "catch-up stream failed");
+    mgr_close(pe);
+    pe->next_try_us = monotonic_us() + 250000;
+}
+
+/* Send <shard, CommitVer> for every shard whose watermark moved. */
+static void mgr_commitvers(int p) {
+    repl_peer *pe = &peers[p];
+    mgr_buf m = {0};
+    for (int s = 0; s < server.nshards; s++) {
+        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        uint64_t v = atomic_load(&server.shards[s].durable_ver);
+        if (v <= pe->commit_sent[s]) continue;
+        mbuf_marker(&m, LOG_COMMITVER, (uint16_t)s, v, 0);
+        pe->commit_sent[s] = v;
+    }
+    uint64_t gen = atomic_load(&pe->gen);
+    if ((m.len && mgr_send(pe, &m) != 0) || mgr_drain_acks(pe) != 0) {
+        peer_down(p, gen, "CommitVer stream failed");
+        mgr_close(pe);
+    }
+    free(m.b);
+}
+
+static void *mgr_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "rowan-repl");
+    while (!atomic_load(&mgr_stopping)) {
+        int64_t now = monotonic_us();
+        for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+            if (!((peers_mask >> p) & 1)) continue;
+            int st = atomic_load(&peers[p].state);
+            if (st == PEER_DOWN && now >= peers[p].next_try_us) mgr_session(p);
+            else if (st == PEER_LIVE) mgr_commitvers(p);
+        }
+        usleep(COMMITVER_INTERVAL_MS * 1000);
+    }
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) mgr_close(&peers[p]);
+    return NULL;
+}
+
+int repl_start(char *err, size_t errlen) {
+    if (!cluster_enabled()) return 0;
+    /* Every cluster node can be a backup: the control thread and digest
+     * run even when k = 1 would make them idle. */
+    digest_start();
+    if (control_start(err, errlen) != 0) return -1;
+    if (!active) return 0;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
+    mgr_running = 1;
+    pthread_create(&mgr_thread, NULL, mgr_main, NULL);
+    return 0;
+}
+
+void repl_stop(void) {
+    if (mgr_running) {
+        atomic_store(&mgr_stopping, 1);
+        pthread_join(mgr_thread, NULL);
+        mgr_running = 0;
+    }
+    control_stop();
+    digest_stop();
+}
+
+/* ---------------- INFO ---------------- */
+
+static uint64_t lat_percentile(const uint64_t *h, uint64_t total, double q) {
+    uint64_t want = (uint64_t)((double)total * q), acc = 0;
+    for (int k = 0; k < LAT_BUCKETS; k++) {
+        acc += h[k];
+        if (acc > want) return 1ULL << (k + 1); /* upper bound of the bucket */
+    }
+    return 0;
+}
+
+void repl_info(rbuf *o) {
+    char line[512];
+#define ADD(...) do { int n_ = snprintf(line, sizeof(line), __VA_ARGS__); rbuf_append(o, line, (size_t)n_); } while (0)
+    ADD("replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
+    ADD("replication_transport:%s\r\n", tp ? tp->name : "tcp");
+    ADD("replication_factor:%d\r\n", cluster_replicas());
+    int live = 0, n = 0;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        if (!((peers_mask >> p) & 1)) continue;
+        n++;
+        int st = atomic_load(&peers[p].state);
+        live += st == PEER_LIVE;
+        ADD("repl_peer_%s:state=%s,gen=%llu\r\n", cluster_node_at(p)->name,
+            st == PEER_LIVE ? "live" : st == PEER_SYNCING ? "syncing" : "down",
+            (unsigned long long)atomic_load(&peers[p].gen));
+    }
+    ADD("repl_peers:%d\r\nrepl_peers_live:%d\r\n", n, live);
+    uint64_t h[LAT_BUCKETS], total = 0;
+    for (int k = 0; k < LAT_BUCKETS; k++) total += h[k] = atomic_load(&lat_hist[k]);
+    ADD("repl_batches:%llu\r\n", (unsigned long long)total);
+    ADD("repl_latency_usec_p50:%llu\r\nrepl_latency_usec_p99:%llu\r\nrepl_latency_usec_p999:%llu\r\n",
+        (unsigned long long)lat_percentile(h, total, 0.5),
+        (unsigned long long)lat_percentile(h, total, 0.99),
+        (unsigned long long)lat_percentile(h, total, 0.999));
+    ADD("repl_catchups:%lld\r\nrepl_catchup_entries:%lld\r\nrepl_catchup_bytes:%lld\r\n",
+        atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
+    ADD("repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
+        atomic_load(&server.stat.replication_timeouts));
+    /* b-log segments by state */
+    long long bseg[4] = {0};
+    uint32_t nseg = pool_nsegs(server.pool);
+    for (uint32_t s = 0; s < nseg; s++) {
+        struct seg_meta sm = pool_seg_meta(server.pool, s);
+        if (sm.owner == OWNER_CONTROL && sm.state < 4) bseg[sm.state]++;
+    }
+    ADD("blog_segments_using:%lld\r\nblog_segments_used:%lld\r\nblog_segments_committed:%lld\r\n",
+        bseg[SEG_USING], bseg[SEG_USED], bseg[SEG_COMMITTED]);
+    long long msgs = 0, refused = 0, links = 0;
+    control_get_stats(&msgs, &refused, &links);
+    ADD("blog_messages:%lld\r\nblog_bytes:%llu\r\nblog_refused:%lld\r\nblog_links:%lld\r\n", msgs,
+        (unsigned long long)blog_bytes_landed(), refused, links);
+    digest_stats ds;
+    digest_get_stats(&ds);
+    ADD("digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
+        "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n",
+        (unsigned long long)(ds.published_bytes - ds.digested_bytes),
+        (unsigned long long)ds.applied, (unsigned long long)ds.pending,
+        (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
+        (unsigned long long)ds.resyncs);
+    /* durable-version lag of the shards we are primary of */
+    uint64_t maxlag = 0;
+    rbuf_append(o, "durable_lag_by_shard:", 21);
+    int first = 1;
+    for (int s = 0; s < server.nshards; s++) {
+        if (!cluster_is_primary(s)) continue;
+        shard *sh = &server.shards[s];
+        uint64_t last = sh->next_ver - 1, dur = atomic_load(&sh->durable_ver);
+        uint64_t lag = last > dur ? last - dur : 0;
+        if (lag > maxlag) maxlag = lag;
+        if (!lag) continue;
+        ADD("%s%d=%llu", first ? "" : ",", s, (unsigned long long)lag);
+        first = 0;
+    }
+    rbuf_append(o, "\r\n", 2);
+    ADD("durable_lag_max:%llu\r\n", (unsigned long long)maxlag);
+#undef ADD
+}

@@ -1,0 +1,66 @@
+/* repl.h -- Rowan replication on the primary side (DESIGN.md §5).
+ *
+ * Every entry a worker appends to its t-log for a shard that has backups is
+ * also sent, on that worker's own ordered link, to each backup's control
+ * thread (transport.h). The worker never waits: the group-commit batch the
+ * entry belongs to records, per peer, the link sequence number that must be
+ * acked, and the batch lands (its versions become durable, its replies may
+ * leave) only once the local flush is done AND every peer has acked it.
+ *
+ * A peer that is down, or reconnecting, or catching up, cannot ack. Entries
+ * meant for it are not queued for later: when it comes back, the
+ * replication manager thread re-sends the current state of every shard it
+ * backs up (catch-up, a full re-sync per shard from the index: strings from
+ * the log, collections as snapshots), and a batch whose entries the peer
+ * missed counts as replicated there once a catch-up that began after those
+ * entries were applied has been acked. Until then the batch waits, and
+ * replies held on it fail with -NOREPLICAS after replication-timeout
+ * (networking.c): durability is never quietly reduced.
+ *
+ * The manager thread also sends each backup <shard, CommitVer> markers
+ * about every 15 ms (CommitVer = the shard's durable watermark, i.e. every
+ * version <= it is on every replica), which lets the backup's digest apply
+ * entries and commit b-log segments. */
+#ifndef ROWAN_REPL_H
+#define ROWAN_REPL_H
+#include <stdint.h>
+#include "resp.h"
+
+struct worker;
+struct batch;
+struct log_writer;
+
+/* What a batch needs from one peer. */
+typedef struct repl_need {
+    uint64_t gen;    /* link generation the entries went out on (0 = none sent) */
+    uint64_t seq;    /* last message of the batch on that link */
+    uint64_t miss;   /* stamp of the latest entry that could not be sent (0 = none) */
+} repl_need;
+
+/* Is replication on (cluster mode with k > 1)? Fixed after repl_init. */
+int repl_active(void);
+/* After cluster_setup, before the workers are created. */
+void repl_init(void);
+/* After recovery and workers_create: control thread, digest, manager. */
+int repl_start(char *err, size_t errlen);
+void repl_stop(void);
+
+/* Worker side (all on the worker's own thread). */
+void repl_worker_init(struct worker *w);
+void repl_worker_free(struct worker *w);
+/* t-log hook: an entry of len bytes was appended at pool offset off. */
+void repl_on_wrote(struct log_writer *lw, uint64_t off, size_t len);
+/* The accumulating batch closes: stamp it, push the links. */
+void repl_batch_close(struct worker *w, struct batch *b);
+/* Have all of b's peers persisted it? */
+int repl_batch_replicated(struct worker *w, struct batch *b);
+/* The batch landed: forget its needs, count its replication latency. */
+void repl_batch_reset(struct worker *w, struct batch *b);
+/* Start of each round and on cron: drop dead links, open links for new
+ * sessions. */
+void repl_worker_round(struct worker *w);
+
+/* INFO # Rowan replication fields. */
+void repl_info(rbuf *out);
+
+#endif

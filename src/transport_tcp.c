@@ -1,0 +1,258 @@
+/* transport_tcp.c -- the sockets backend of the replication transport
+ * (transport.h): one TCP connection per link, driven by the sending
+ * worker's libevent loop.
+ *
+ * Sending never blocks: link_send appends the entry and its zero padding to
+ * an output evbuffer; link_flush writes what the socket takes at the end of
+ * the worker's round and leaves a write event armed for the rest. Acks
+ * arrive as 8-byte cumulative counts on the same connection; only the
+ * newest complete one matters. Connecting is asynchronous too (non-blocking
+ * connect with a timer for connect-timeout), so a dead peer costs a worker
+ * nothing but a failed link. */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include "log.h"
+#include "transport.h"
+
+struct repl_link {
+    int fd;
+    int connected, dead;
+    struct event *rd, *wr, *timer;
+    struct evbuffer *out;
+    uint64_t sent;
+    uint8_t ackbuf[8];
+    int acklen;
+    repl_link_cbs cbs;
+};
+
+static const uint8_t zeros[LOG_ALIGN];
+
+static void tcp_down(repl_link *l, const char *why) {
+    if (l->dead) return;
+    l->dead = 1;
+    event_del(l->rd);
+    event_del(l->wr);
+    event_del(l->timer);
+    if (l->cbs.on_down) l->cbs.on_down(l->cbs.ctx, why);
+}
+
+static void tcp_write_some(repl_link *l) {
+    while (evbuffer_get_length(l->out)) {
+        int n = evbuffer_write(l->out, l->fd);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
+        if (n <= 0) {
+            char why[128];
+            snprintf(why, sizeof(why), "send failed: %s", n < 0 ? strerror(errno) : "closed");
+            tcp_down(l, why);
+            return;
+        }
+    }
+    if (evbuffer_get_length(l->out)) event_add(l->wr, NULL);
+}
+
+static void tcp_on_write(evutil_socket_t fd, short what, void *arg) {
+    repl_link *l = arg;
+    if (!l->connected) {
+        int err = 0;
+        socklen_t len = sizeof(err);
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err) {
+            char why[160];
+            snprintf(why, sizeof(why), "connect failed: %s", strerror(err));
+            tcp_down(l, why);
+            return;
+        }
+        l->connected = 1;
+    }
+    tcp_write_some(l);
+}
+
+static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
+    repl_link *l = arg;
+    uint8_t buf[4096];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return;
+        if (n <= 0) {
+            tcp_down(l, n == 0 ? "the peer closed the link (restarted, or refused our hello: "
+                                 "see its log)" : strerror(errno));
+            return;
+        }
+        int have_ack = 0;
+        uint64_t latest = 0;
+        for (ssize_t i = 0; i < n; i++) {
+            l->ackbuf[l->acklen++] = buf[i];
+            if (l->acklen == 8) {
+                latest = 0;
+                for (int b = 7; b >= 0; b--) latest = latest << 8 | l->ackbuf[b];
+                l->acklen = 0;
+                have_ack = 1;
+            }
+        }
+        if (have_ack) {
+            event_del(l->timer); /* the hello was accepted */
+            if (l->cbs.on_ack) l->cbs.on_ack(l->cbs.ctx, latest);
+            if (l->dead) return;
+        }
+    }
+}
+
+static void tcp_on_timeout(evutil_socket_t fd, short what, void *arg) {
+    tcp_down(arg, "connect timed out");
+}
+
+static repl_link *tcp_open(struct event_base *base, const char *host, int port,
+                           const repl_hello *hello, const repl_link_cbs *cbs, int timeout_ms,
+                           char *err, size_t errlen) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV}, *res = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: %s", host, port, gai_strerror(rc));
+        return NULL;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        freeaddrinfo(res);
+        return NULL;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (rc != 0 && errno != EINPROGRESS) {
+        snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    repl_link *l = calloc(1, sizeof(*l));
+    l->fd = fd;
+    l->connected = rc == 0;
+    l->cbs = *cbs;
+    l->out = evbuffer_new();
+    l->rd = event_new(base, fd, EV_READ | EV_PERSIST, tcp_on_read, l);
+    l->wr = event_new(base, fd, EV_WRITE, tcp_on_write, l);
+    l->timer = evtimer_new(base, tcp_on_timeout, l);
+    evbuffer_add(l->out, hello, sizeof(*hello));
+    event_add(l->rd, NULL);
+    event_add(l->wr, NULL);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(l->timer, &tv);
+    return l;
+}
+
+static uint64_t tcp_send(repl_link *l, const void *entry, size_t len) {
+    if (l->dead) return 0;
+    size_t span = log_entry_span(len);
+    evbuffer_add(l->out, entry, len);
+    if (span > len) evbuffer_add(l->out, zeros, span - len);
+    return ++l->sent;
+}
+
+static void tcp_flush(repl_link *l) {
+    if (!l->dead && l->connected) tcp_write_some(l);
+}
+
+static void tcp_close(repl_link *l) {
+    event_free(l->rd);
+    event_free(l->wr);
+    event_free(l->timer);
+    evbuffer_free(l->out);
+    close(l->fd);
+    free(l);
+}
+
+const transport_ops transport_tcp = {
+    .name = "tcp",
+    .link_open = tcp_open,
+    .link_send = tcp_send,
+    .link_flush = tcp_flush,
+    .link_close = tcp_close,
+};
+
+/* ---------------- blocking helpers (manager stream, control acks) ------- */
+
+int tcp_send_all(int fd, const void *p, size_t n) {
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno == EAGAIN) {
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            if (poll(&pfd, 1, 5000) <= 0) return -1; /* stuck for 5 s: give up */
+            continue;
+        }
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int tcp_recv_all(int fd, void *p, size_t n, int timeout_ms) {
+    uint8_t *b = p;
+    while (n) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        int r = poll(&pfd, 1, timeout_ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t got = recv(fd, b, n, 0);
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (got <= 0) return -1;
+        b += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+int tcp_connect_blocking(const char *host, int port, int timeout_ms, char *err, size_t errlen) {
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV}, *res = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    int rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s:%d: %s", host, port, gai_strerror(rc));
+        return -1;
+    }
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        freeaddrinfo(res);
+        return -1;
+    }
+    rc = connect(fd, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int soerr = 0;
+        socklen_t len = sizeof(soerr);
+        if (poll(&pfd, 1, timeout_ms) == 1 &&
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
+            rc = 0;
+        else
+            errno = soerr ? soerr : ETIMEDOUT;
+    }
+    if (rc != 0) {
+        snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    return fd;
+}
