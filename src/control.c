@@ -39,6 +39,7 @@
 #include "cluster.h"
 #include "control.h"
 #include "log.h"
+#include "rpc_backup.h"
 #include "server.h"
 #include "transport.h"
 
@@ -66,8 +67,10 @@ static void link_close(ctl_link *l, const char *why) {
     if (why)
         serverLog(LL_WARNING, "Replication link from node %d sender %d closed: %s", l->node,
                   l->sender, why);
-    epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
-    close(l->fd);
+    if (l->fd >= 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+        close(l->fd);
+    }
     for (int i = 0; i < CTL_MAX_LINKS; i++)
         if (links[i] == l) links[i] = NULL;
     free(l->buf);
@@ -112,7 +115,8 @@ static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
     return 0;
 }
 
-/* Land every complete message in l's buffer. -1 if the link must close. */
+/* Land every complete message in l's buffer. -1 if the link must close
+ * (why says why), 1 if it was handed to a worker (rpc mode). */
 static int land_frames(ctl_link *l, char *why, size_t whylen) {
     size_t pos = 0;
     if (!l->hello_ok) {
@@ -127,21 +131,20 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
             return -1;
         }
         serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
-    }
-    while (l->len - pos >= LOG_HDR_SIZE) {
-        const uint8_t *p = l->buf + pos;
-        uint32_t klen, vlen;
-        memcpy(&klen, p + 16, 4);
-        memcpy(&vlen, p + 20, 4);
-        uint64_t len = (uint64_t)LOG_HDR_SIZE + klen + vlen;
-        if (p[4] == 0 || p[4] >= LOG_TYPE_MAX || len > LOG_MAX_ENTRY) {
-            snprintf(why, whylen, "malformed message header (type %u, length %llu)", p[4],
-                     (unsigned long long)len);
-            return -1;
+        if (server.cfg.replication_mode == REPL_MODE_RPC) {
+            /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
+            epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+            rpcb_adopt(l->fd, l->node, l->sender, l->buf + pos, l->len - pos);
+            l->fd = -1;
+            return 1;
         }
-        size_t span = log_entry_span((size_t)len);
-        if (l->len - pos < span) break;
-        if (!blog_land(p, span)) {
+    }
+    for (;;) {
+        const uint8_t *p = l->buf + pos;
+        long span = repl_frame_span(p, l->len - pos, why, whylen);
+        if (span < 0) return -1;
+        if (span == 0) break;
+        if (!blog_land(p, (size_t)span)) {
             atomic_fetch_add(&st_refused, 1);
             snprintf(why, whylen, "the pool is full: the b-log cannot take more writes "
                      "(nothing from this link was acknowledged past what was persisted)");
@@ -149,7 +152,7 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         }
         l->landed++;
         l->dirty = 1;
-        pos += span;
+        pos += (size_t)span;
         atomic_fetch_add(&st_msgs, 1);
     }
     memmove(l->buf, l->buf + pos, l->len - pos);
@@ -171,7 +174,8 @@ static void link_readable(ctl_link *l) {
         if (n < 0 && errno == EAGAIN) break;
         if (n <= 0) {
             /* land what arrived complete before the close, then go */
-            if (land_frames(l, why, sizeof(why)) != 0) { link_close(l, why); return; }
+            int rc = land_frames(l, why, sizeof(why));
+            if (rc != 0) { link_close(l, rc < 0 ? why : NULL); return; }
             if (l->dirty) {
                 blog_persist();
                 send_ack(l); /* best effort: the peer may be gone */
@@ -181,8 +185,9 @@ static void link_readable(ctl_link *l) {
         }
         l->len += (size_t)n;
         got += (size_t)n;
-        if (land_frames(l, why, sizeof(why)) != 0) {
-            link_close(l, why);
+        int rc = land_frames(l, why, sizeof(why));
+        if (rc != 0) {
+            link_close(l, rc < 0 ? why : NULL);
             return;
         }
     }

@@ -59,6 +59,9 @@ static size_t nsegs, capsegs, first_open; /* segs[0..first_open) committed */
 static size_t cur_idx;
 static uint32_t cur_pos;
 static dg_shard *sh;
+/* Serialises on_entry: the digest thread (rowan mode) or backup workers
+ * (rpc mode) feed it. */
+static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
 /* statistics */
 static _Atomic uint64_t st_pub, st_dig, st_applied, st_dropped, st_pending, st_corrupt,
     st_resyncs, st_committed;
@@ -132,8 +135,9 @@ static void apply_upto(int sid, uint64_t upto) {
 
 static dg_seg *cur_seg(void) { return &segs[cur_idx]; }
 
-/* An effect (top-level or inside a group) of shard e->shard at ref. */
-static void on_effect(const log_entry *e, uint64_t ref) {
+/* An effect (top-level or inside a group) of shard e->shard at ref; g is
+ * the b-log segment it is in (NULL: a per-worker backup log, rpc mode). */
+static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
     if (e->shard >= server.nshards || !cluster_is_backup(e->shard)) {
         atomic_fetch_add(&st_dropped, 1);
         return;
@@ -155,7 +159,7 @@ static void on_effect(const log_entry *e, uint64_t ref) {
         return;
     }
     pend_push(d, e->ver, ref);
-    dg_seg *g = cur_seg();
+    if (!g) return;
     if (!g->maxver) g->maxver = calloc((size_t)server.nshards, sizeof(uint64_t));
     if (e->ver > g->maxver[e->shard]) g->maxver[e->shard] = e->ver;
 }
@@ -180,7 +184,7 @@ static void on_resync(const log_entry *e) {
     apply_upto(e->shard, e->ver);
 }
 
-static void on_entry(const log_entry *e, uint64_t off) {
+static void on_entry(const log_entry *e, uint64_t off, dg_seg *g) {
     switch (e->type) {
     case LOG_COMMITVER:
         if (e->shard < server.nshards && e->ver > sh[e->shard].commitver) {
@@ -194,11 +198,11 @@ static void on_entry(const log_entry *e, uint64_t off) {
     case LOG_GROUP: {
         size_t pos = 0, sub_off;
         log_entry sub;
-        while (log_group_next(e, &pos, &sub, &sub_off)) on_effect(&sub, off + sub_off);
+        while (log_group_next(e, &pos, &sub, &sub_off)) on_effect(&sub, off + sub_off, g);
         break;
     }
     default:
-        on_effect(e, off);
+        on_effect(e, off, g);
     }
 }
 
@@ -237,7 +241,9 @@ static int read_segment(uint32_t limit) {
         log_entry e;
         size_t n = log_entry_check(base + cur_pos, limit - cur_pos, &e);
         if (n) {
-            on_entry(&e, seg_off + cur_pos);
+            pthread_mutex_lock(&apply_mu);
+            on_entry(&e, seg_off + cur_pos, cur_seg());
+            pthread_mutex_unlock(&apply_mu);
             atomic_fetch_add(&st_dig, log_entry_span(n));
             cur_pos += (uint32_t)log_entry_span(n);
             continue;
@@ -301,6 +307,14 @@ static void *digest_main(void *arg) {
         commit_segments();
     }
     return NULL;
+}
+
+void digest_feed(const log_entry *e, uint64_t off) {
+    pthread_mutex_lock(&apply_mu);
+    on_entry(e, off, NULL);
+    atomic_fetch_add(&st_dig, log_entry_span(log_entry_len(e->klen, e->vlen)));
+    atomic_fetch_add(&st_pub, log_entry_span(log_entry_len(e->klen, e->vlen)));
+    pthread_mutex_unlock(&apply_mu);
 }
 
 void digest_start(void) {

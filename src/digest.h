@@ -26,6 +26,12 @@ void digest_segment_started(uint32_t seg);
 /* Control thread: everything up to (seg, pos) is persisted. */
 void digest_publish(uint32_t seg, uint32_t pos);
 
+/* rpc mode (replication-mode rpc): a backup worker appended entry e at
+ * pool offset off of its own backup log; track and apply it by the same
+ * rules as b-log entries (thread safe). */
+struct log_entry;
+void digest_feed(const struct log_entry *e, uint64_t off);
+
 typedef struct digest_stats {
     uint64_t published_bytes, digested_bytes; /* lag = published - digested */
     uint64_t applied, dropped, pending, corrupt, resyncs;

@@ -48,6 +48,12 @@ typedef struct repl_hello {
 
 typedef struct repl_link repl_link;
 
+/* Receiver side: the span of the message at the head of avail bytes (its
+ * header's lengths rounded up to 64), or 0 if fewer than a whole message
+ * are there yet, or -1 with why filled if the header is impossible (the
+ * stream is out of step and the link must close). */
+long repl_frame_span(const uint8_t *p, size_t avail, char *why, size_t whylen);
+
 typedef struct repl_link_cbs {
     /* Messages 1..acked of this link are persisted at the peer. */
     void (*on_ack)(void *ctx, uint64_t acked);

@@ -256,3 +256,18 @@ int tcp_connect_blocking(const char *host, int port, int timeout_ms, char *err, 
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     return fd;
 }
+
+long repl_frame_span(const uint8_t *p, size_t avail, char *why, size_t whylen) {
+    if (avail < LOG_HDR_SIZE) return 0;
+    uint32_t klen, vlen;
+    memcpy(&klen, p + 16, 4);
+    memcpy(&vlen, p + 20, 4);
+    uint64_t len = (uint64_t)LOG_HDR_SIZE + klen + vlen;
+    if (p[4] == 0 || p[4] >= LOG_TYPE_MAX || len > LOG_MAX_ENTRY) {
+        snprintf(why, whylen, "malformed message header (type %u, length %llu)", p[4],
+                 (unsigned long long)len);
+        return -1;
+    }
+    size_t span = log_entry_span((size_t)len);
+    return avail < span ? 0 : (long)span;
+}

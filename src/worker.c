@@ -40,7 +40,8 @@
 #include "commands.h"
 #include "blocking.h"
 #include "pubsub.h"
-#include "repl.h"   /* pubsub: messages from other workers (pubsub_deliver) */
+#include "repl.h"
+#include "rpc_backup.h"   /* pubsub: messages from other workers (pubsub_deliver) */
 
 static void worker_before_sleep(worker *w);
 
@@ -226,6 +227,7 @@ static void worker_before_sleep(worker *w) {
     pubsub_deliver(w);
     worker_fold_stats(w);
     repl_worker_round(w);
+    rpcb_worker_round(w);
     int moved = worker_land(w, 0);
     moved |= worker_launch(w);
     if (moved) wake_waiting_workers(w);
@@ -337,6 +339,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
         w->slots[i].mark = calloc((size_t)server.nshards, 1);
     }
     repl_worker_init(w);
+    rpcb_worker_init(w);
     w->slots[0].gen = w->next_gen = 1;
     int nc = command_count();
     w->round_cmds = calloc((size_t)nc, sizeof(*w->round_cmds));
@@ -400,6 +403,7 @@ void workers_join(void) {
         clients_free_all(w);
         for (int l = 0; l < w->nlisteners; l++) evconnlistener_free(w->listeners[l]);
         repl_worker_free(w);
+        rpcb_worker_free(w);
         log_writer_seal(&w->tlog);
     }
 }

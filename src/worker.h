@@ -51,6 +51,7 @@ typedef struct worker {
         int64_t launch_us;
     } slots[SHARD_SLOTS];
     struct repl_wstate *repl;     /* this worker's replication links, or NULL */
+    struct rpcb *rpcb;            /* replication-mode rpc: links it serves as a backup */
     int acc;
     int nsyncing;
     uint64_t next_gen;
