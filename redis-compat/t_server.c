@@ -299,7 +299,11 @@ void waitCommand(client *c)
     long long ms, n;
     if (parse_timeout(c, 2, &ms) < 0) return;
     if (arg_ll(c, 1, &n) < 0) return;
-    resp_add_int(&c->out, 0);
+    /* Every write this connection was acknowledged is on all k replicas,
+     * and this reply leaves after the replies of earlier commands (which
+     * are held until their data is on every replica): so its backups hold
+     * them when the client reads this. */
+    resp_add_int(&c->out, cluster_replicas() - 1);
 }
 
 static int parse_nonneg(client *c, int i, long long *v)
@@ -324,7 +328,7 @@ void waitaofCommand(client *c)
     if (parse_timeout(c, 3, &ms) < 0) return;
     resp_add_array(&c->out, 2);
     resp_add_int(&c->out, 1);
-    resp_add_int(&c->out, 0);
+    resp_add_int(&c->out, cluster_replicas() - 1);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -37,8 +37,9 @@
  *                and its version 0. The group's single CRC makes it atomic:
  *                after a crash all of it is there or none of it. The index may
  *                point at a sub-entry (its offset is 8-byte aligned).
- *   Later issues add collection effects, snapshots and CommitVer records;
- *   their numbers are reserved below.
+ *   LOG_COLL_OP / LOG_SNAPSHOT  collection effects and snapshots (object.h).
+ *   LOG_COMMITVER / LOG_RESYNC  replication markers, b-logs only (repl.h,
+ *                digest.h); LOG_F_RESYNC marks a catch-up copy of state.
  */
 #ifndef ROWAN_LOG_H
 #define ROWAN_LOG_H
