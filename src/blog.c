@@ -53,8 +53,12 @@ uint64_t blog_land(const void *msg, size_t span) {
 }
 
 void blog_persist(void) {
-    log_writer_sync(&blog);
+    /* One device flush for everything (like the workers' syncer), then the
+     * filled segments become USED. On pmem each landing was persisted. */
+    int32_t closed[8];
+    int n = log_writer_detach(&blog, closed);
     pool_sync_all(server.pool);
+    for (int i = 0; i < n; i++) log_writer_sealed(&blog, (uint32_t)closed[i]);
     if (blog.seg >= 0) digest_publish((uint32_t)blog.seg, blog.pos);
     atomic_store(&persisted_bytes, landed_bytes);
 }

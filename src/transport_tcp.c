@@ -112,9 +112,10 @@ static void tcp_on_timeout(evutil_socket_t fd, short what, void *arg) {
     tcp_down(arg, "connect timed out");
 }
 
-static repl_link *tcp_open(struct event_base *base, const char *host, int port,
-                           const repl_hello *hello, const repl_link_cbs *cbs, int timeout_ms,
-                           char *err, size_t errlen) {
+/* Resolve host:port and start a non-blocking connect (TCP_NODELAY). Returns
+ * the socket with *connected set (0: in progress), or -1 with err. */
+static int tcp_start_connect(const char *host, int port, int *connected, char *err,
+                             size_t errlen) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_NUMERICSERV}, *res = NULL;
     char portstr[16];
@@ -122,13 +123,13 @@ static repl_link *tcp_open(struct event_base *base, const char *host, int port,
     int rc = getaddrinfo(host, portstr, &hints, &res);
     if (rc != 0) {
         snprintf(err, errlen, "%s:%d: %s", host, port, gai_strerror(rc));
-        return NULL;
+        return -1;
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
         snprintf(err, errlen, "socket: %s", strerror(errno));
         freeaddrinfo(res);
-        return NULL;
+        return -1;
     }
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -137,11 +138,21 @@ static repl_link *tcp_open(struct event_base *base, const char *host, int port,
     if (rc != 0 && errno != EINPROGRESS) {
         snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(errno));
         close(fd);
-        return NULL;
+        return -1;
     }
+    *connected = rc == 0;
+    return fd;
+}
+
+static repl_link *tcp_open(struct event_base *base, const char *host, int port,
+                           const repl_hello *hello, const repl_link_cbs *cbs, int timeout_ms,
+                           char *err, size_t errlen) {
+    int connected = 0;
+    int fd = tcp_start_connect(host, port, &connected, err, errlen);
+    if (fd < 0) return NULL;
     repl_link *l = calloc(1, sizeof(*l));
     l->fd = fd;
-    l->connected = rc == 0;
+    l->connected = connected;
     l->cbs = *cbs;
     l->out = evbuffer_new();
     l->rd = event_new(base, fd, EV_READ | EV_PERSIST, tcp_on_read, l);
@@ -220,41 +231,18 @@ int tcp_recv_all(int fd, void *p, size_t n, int timeout_ms) {
 }
 
 int tcp_connect_blocking(const char *host, int port, int timeout_ms, char *err, size_t errlen) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV}, *res = NULL;
-    char portstr[16];
-    snprintf(portstr, sizeof(portstr), "%d", port);
-    int rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "%s:%d: %s", host, port, gai_strerror(rc));
-        return -1;
-    }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        freeaddrinfo(res);
-        return -1;
-    }
-    rc = connect(fd, res->ai_addr, res->ai_addrlen);
-    freeaddrinfo(res);
-    if (rc != 0 && errno == EINPROGRESS) {
-        struct pollfd pfd = {fd, POLLOUT, 0};
-        int soerr = 0;
-        socklen_t len = sizeof(soerr);
-        if (poll(&pfd, 1, timeout_ms) == 1 &&
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
-            rc = 0;
-        else
-            errno = soerr ? soerr : ETIMEDOUT;
-    }
-    if (rc != 0) {
-        snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
+    int connected = 0;
+    int fd = tcp_start_connect(host, port, &connected, err, errlen);
+    if (fd < 0 || connected) return fd;
+    struct pollfd pfd = {fd, POLLOUT, 0};
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (poll(&pfd, 1, timeout_ms) == 1 &&
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0)
+        return fd;
+    snprintf(err, errlen, "connect %s:%d: %s", host, port, strerror(soerr ? soerr : ETIMEDOUT));
+    close(fd);
+    return -1;
 }
 
 long repl_frame_span(const uint8_t *p, size_t avail, char *why, size_t whylen) {
