@@ -52,15 +52,26 @@ uint64_t blog_land(const void *msg, size_t span) {
     return off;
 }
 
+void blog_flush_begin(blog_flush *f) {
+    f->nsegs = log_writer_detach(&blog, f->segs);
+    f->seg = blog.seg;
+    f->pos = blog.pos;
+    f->bytes = landed_bytes;
+}
+
+void blog_flush_end(const blog_flush *f) {
+    for (int i = 0; i < f->nsegs; i++) log_writer_sealed(&blog, (uint32_t)f->segs[i]);
+    if (f->seg >= 0) digest_publish((uint32_t)f->seg, f->pos);
+    atomic_store(&persisted_bytes, f->bytes);
+}
+
 void blog_persist(void) {
     /* One device flush for everything (like the workers' syncer), then the
      * filled segments become USED. On pmem each landing was persisted. */
-    int32_t closed[8];
-    int n = log_writer_detach(&blog, closed);
+    blog_flush f;
+    blog_flush_begin(&f);
     pool_sync_all(server.pool);
-    for (int i = 0; i < n; i++) log_writer_sealed(&blog, (uint32_t)closed[i]);
-    if (blog.seg >= 0) digest_publish((uint32_t)blog.seg, blog.pos);
-    atomic_store(&persisted_bytes, landed_bytes);
+    blog_flush_end(&f);
 }
 
 uint64_t blog_bytes_landed(void) { return atomic_load(&persisted_bytes); }

@@ -32,6 +32,18 @@ void blog_wrote(uint64_t off, size_t span);
  * on pmem, landing persisted already) and publish it to the digest. Acks
  * for those messages may be sent once this returns. */
 void blog_persist(void);
+/* The same in two steps around a device flush made elsewhere (the syncer):
+ * begin notes what has landed so far; once a pool_sync_all that started
+ * after begin has returned, end seals and publishes exactly that. */
+typedef struct blog_flush {
+    int32_t segs[8];
+    int nsegs;
+    int32_t seg;       /* frontier to publish (-1: none) */
+    uint32_t pos;
+    uint64_t bytes;
+} blog_flush;
+void blog_flush_begin(blog_flush *f);
+void blog_flush_end(const blog_flush *f);
 /* Bytes landed and persisted since start (INFO). */
 uint64_t blog_bytes_landed(void);
 

@@ -5,10 +5,13 @@
  * replication port and does exactly what a NIC consuming a multi-packet SRQ
  * would do, plus the persist a NIC cannot: each message is an entry padded
  * to a multiple of 64 bytes; it is copied, in arrival order, to the next
- * slot of the one b-log (blog_land). Once per round -- after draining every
- * readable link -- the b-log is persisted once (blog_persist) and each link
- * that landed messages gets one cumulative ack: the count of its messages
- * now durable here. It never parses an entry beyond its header's lengths,
+ * slot of the one b-log (blog_land). After a round -- every readable link
+ * drained -- one flush makes everything landed durable and each link that
+ * landed messages then gets one cumulative ack: the count of its messages
+ * now durable here. On block storage the flush runs on worker 0's flush
+ * thread (syncer.c), where it merges with the t-log's flushes (one
+ * fdatasync of the pool file covers both); the control thread keeps
+ * landing meanwhile, and one flush is in flight at a time. It never parses an entry beyond its header's lengths,
  * never touches an index and never takes a shard lock; the digest thread
  * does all that afterwards.
  *
@@ -33,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
@@ -41,6 +45,8 @@
 #include "log.h"
 #include "rpc_backup.h"
 #include "server.h"
+#include "syncer.h"
+#include "pool.h"
 #include "transport.h"
 
 #define CTL_MAX_LINKS 1024
@@ -52,8 +58,9 @@ typedef struct ctl_link {
     int node, sender;
     uint8_t *buf;             /* unconsumed input */
     size_t len, cap;
-    uint64_t landed, acked;   /* messages landed (persisted after the round) / acked */
-    int dirty;                /* landed since the last ack */
+    uint64_t landed, acked;   /* messages landed / acked (persisted) */
+    uint64_t flushing;        /* landed count covered by the flush in flight */
+    int dirty;                /* landed since the last flush began */
 } ctl_link;
 
 static int listen_fd = -1, ep = -1;
@@ -78,12 +85,12 @@ static void link_close(ctl_link *l, const char *why) {
     atomic_fetch_sub(&st_links, 1);
 }
 
-static int send_ack(ctl_link *l) {
+/* Ack the first `count` messages of l (they are persisted). */
+static int send_ack(ctl_link *l, uint64_t count) {
     uint8_t a[8];
-    for (int i = 0; i < 8; i++) a[i] = (uint8_t)(l->landed >> (8 * i));
+    for (int i = 0; i < 8; i++) a[i] = (uint8_t)(count >> (8 * i));
     if (tcp_send_all(l->fd, a, 8) != 0) return -1;
-    l->acked = l->landed;
-    l->dirty = 0;
+    l->acked = count;
     return 0;
 }
 
@@ -126,7 +133,7 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         if (hello_check(l, &h, why, whylen) != 0) return -1;
         l->hello_ok = 1;
         pos = sizeof(repl_hello);
-        if (send_ack(l) != 0) {
+        if (send_ack(l, 0) != 0) {
             snprintf(why, whylen, "peer went away");
             return -1;
         }
@@ -178,7 +185,7 @@ static void link_readable(ctl_link *l) {
             if (rc != 0) { link_close(l, rc < 0 ? why : NULL); return; }
             if (l->dirty) {
                 blog_persist();
-                send_ack(l); /* best effort: the peer may be gone */
+                send_ack(l, l->landed); /* best effort: the peer may be gone */
             }
             link_close(l, NULL);
             return;
@@ -217,25 +224,70 @@ static void accept_all(void) {
     }
 }
 
+/* The flush in flight (block storage): one at a time, on worker 0's flush
+ * thread so that it shares device flushes with the t-log's instead of
+ * adding its own; the thread wakes us through an eventfd. */
+static int wake_fd = -1;
+static int flushing;
+static _Atomic int flush_done;
+static blog_flush flush_state;
+
+static void ctl_wake(void *arg) {
+    (void)arg;
+    uint64_t one = 1;
+    if (write(wake_fd, &one, sizeof(one)) < 0) { /* a wakeup is pending anyway */ }
+}
+
+/* Ack what the finished flush covered. */
+static void flush_finish(void) {
+    blog_flush_end(&flush_state);
+    flushing = 0;
+    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+        ctl_link *l = links[i];
+        if (l && l->flushing > l->acked && send_ack(l, l->flushing) != 0)
+            link_close(l, "peer went away");
+    }
+}
+
+/* Start making what landed durable: at once on pmem (each landing was
+ * persisted: just publish and ack), else through the syncer. */
+static void flush_start(void) {
+    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+        if (!links[i] || !links[i]->dirty) continue;
+        links[i]->flushing = links[i]->landed;
+        links[i]->dirty = 0;
+    }
+    blog_flush_begin(&flush_state);
+    flushing = 1;
+    if (pool_is_pmem(server.pool)) {
+        flush_finish();
+        return;
+    }
+    atomic_store(&flush_done, 0);
+    syncer_submit_to(0, &flush_done, ctl_wake, NULL);
+}
+
 static void *control_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-control");
     struct epoll_event evs[64];
-    while (!atomic_load(&ctl_stopping)) {
+    while (!atomic_load(&ctl_stopping) || flushing) {
         int n = epoll_wait(ep, evs, 64, 100);
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == NULL) accept_all();
-            else link_readable(evs[i].data.ptr);
+            else if (evs[i].data.ptr == &wake_fd) {
+                uint64_t v;
+                if (read(wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */ }
+            } else link_readable(evs[i].data.ptr);
         }
-        /* One persist for the whole round, then the acks it allows. */
-        int any = 0;
-        for (int i = 0; i < CTL_MAX_LINKS; i++)
-            if (links[i] && links[i]->dirty) any = 1;
-        if (!any) continue;
-        blog_persist();
-        for (int i = 0; i < CTL_MAX_LINKS; i++)
-            if (links[i] && links[i]->dirty && send_ack(links[i]) != 0)
-                link_close(links[i], "peer went away");
+        if (flushing && atomic_load(&flush_done)) flush_finish();
+        if (flushing || atomic_load(&ctl_stopping)) continue;
+        for (int i = 0; i < CTL_MAX_LINKS; i++) {
+            if (links[i] && links[i]->dirty) {
+                flush_start();
+                break;
+            }
+        }
     }
     return NULL;
 }
@@ -271,6 +323,9 @@ int control_start(char *err, size_t errlen) {
     ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev);
+    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &wake_fd};
+    epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd, &wev);
     blog_init();
     ctl_running = 1;
     pthread_create(&ctl_thread, NULL, control_main, NULL);
@@ -286,6 +341,7 @@ void control_stop(void) {
     for (int i = 0; i < CTL_MAX_LINKS; i++)
         if (links[i]) link_close(links[i], NULL);
     close(listen_fd);
+    close(wake_fd);
     close(ep);
     ctl_running = 0;
 }

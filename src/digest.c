@@ -82,12 +82,18 @@ void digest_segment_started(uint32_t seg) {
 
 void digest_publish(uint32_t seg, uint32_t pos) {
     pthread_mutex_lock(&dg_mu);
-    /* seg is the newest announced segment */
+    /* seg is one of the newest announced segments (the b-log may have moved
+     * on while the flush ran): the latest announcement of it */
     uint64_t before = have_front ? (uint64_t)front_idx * POOL_SEG_SIZE + front_pos : 0;
-    front_idx = nann - 1;
+    size_t i = nann;
+    while (i > 0 && ann[i - 1] != seg) i--;
+    if (i == 0) {
+        pthread_mutex_unlock(&dg_mu);
+        return;   /* cannot happen: every b-log segment is announced first */
+    }
+    front_idx = i - 1;
     front_pos = pos;
     have_front = 1;
-    (void)seg;
     uint64_t now = (uint64_t)front_idx * POOL_SEG_SIZE + front_pos;
     if (now > before) atomic_fetch_add(&st_pub, now - before);
     /* No signal: the digest is off the critical path and polls every

@@ -24,6 +24,7 @@
 #include "repl.h"
 #include "server.h"
 #include "shard.h"
+#include "syncer.h"
 #include "util.h"
 #include "worker.h"
 
@@ -147,6 +148,7 @@ int main(int argc, char **argv) {
     workers_start();
     workers_join();
     repl_stop();
+    syncer_stop();
     clean_stop();
     db_free_all();
     pool_close(server.pool);

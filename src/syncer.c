@@ -33,7 +33,8 @@
 #include "worker.h"
 
 typedef struct sync_job {
-    struct worker *w;
+    void (*wake)(void *);
+    void *arg;
     _Atomic int *done;
 } sync_job;
 
@@ -52,14 +53,20 @@ typedef struct sync_queue {
 static sync_queue queues[MAX_SYNC_THREADS];
 static int nqueues;
 
+static void wake_worker(void *w) { worker_wake(w); }
+
 void syncer_submit(struct worker *w, _Atomic int *done) {
-    sync_queue *q = &queues[w->id % nqueues];
+    syncer_submit_to(w->id, done, wake_worker, w);
+}
+
+void syncer_submit_to(int queue, _Atomic int *done, void (*wake)(void *), void *arg) {
+    sync_queue *q = &queues[queue % nqueues];
     pthread_mutex_lock(&q->mu);
     if (q->len == q->cap) {
         q->cap = q->cap ? q->cap * 2 : 16;
         q->jobs = realloc(q->jobs, sizeof(sync_job) * (size_t)q->cap);
     }
-    q->jobs[q->len++] = (sync_job){w, done};
+    q->jobs[q->len++] = (sync_job){wake, arg, done};
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
 }
@@ -85,7 +92,7 @@ static void *syncer_main(void *arg) {
         atomic_fetch_add(&server.stat.syncs, 1);
         for (int i = 0; i < n; i++) {
             atomic_store(taken[i].done, 1);
-            worker_wake(taken[i].w);
+            taken[i].wake(taken[i].arg);
         }
         pthread_mutex_lock(&q->mu);
     }

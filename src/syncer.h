@@ -11,5 +11,9 @@ void syncer_stop(void);
 /* Make every pool write made before this call durable, in the background:
  * *done becomes 1 once it is, and w is woken. */
 void syncer_submit(struct worker *w, _Atomic int *done);
+/* The same on flush thread `queue` (mod the number of threads), calling
+ * wake(arg) when done: for the control thread, whose b-log flushes then
+ * share worker 0's device flushes instead of adding their own. */
+void syncer_submit_to(int queue, _Atomic int *done, void (*wake)(void *), void *arg);
 
 #endif

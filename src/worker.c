@@ -396,8 +396,9 @@ void workers_start(void) {
 }
 
 void workers_join(void) {
+    /* the syncer outlives the workers: the control thread may still flush
+     * (main stops it after replication) */
     for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
-    syncer_stop();
     for (int i = 0; i < server.nworkers; i++) {
         worker *w = server.workers[i];
         clients_free_all(w);
