@@ -48,6 +48,7 @@
 #include "syncer.h"
 #include "pool.h"
 #include "transport.h"
+#include "transport_verbs.h"
 
 #define CTL_MAX_LINKS 1024
 #define CTL_READ_BUDGET (4u << 20)   /* bytes read per link per round, for fairness */
@@ -267,12 +268,18 @@ static void flush_start(void) {
     syncer_submit_to(0, &flush_done, ctl_wake, NULL);
 }
 
+static int verbs_on;   /* replication-transport verbs */
+
 static void *control_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-control");
     struct epoll_event evs[64];
     while (!atomic_load(&ctl_stopping) || flushing) {
-        int n = epoll_wait(ep, evs, 64, 100);
+        /* With the verbs transport the same thread also drives the SRQ
+         * (landing, persisting and acking what the NIC delivered); the TCP
+         * side then only carries the managers' catch-up streams. */
+        if (verbs_on) verbs_receiver_poll(0);
+        int n = epoll_wait(ep, evs, 64, verbs_on ? 1 : 100);
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == NULL) accept_all();
             else if (evs[i].data.ptr == &wake_fd) {
@@ -327,6 +334,18 @@ int control_start(char *err, size_t errlen) {
     struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &wake_fd};
     epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd, &wev);
     blog_init();
+    if (server.cfg.replication_transport == REPL_TRANSPORT_VERBS) {
+        /* rdma_cm listens on the same port number as the TCP listener (the
+         * RDMA CM port space of RoCE/InfiniBand; an iWARP device would need
+         * another port) */
+        char verr[256];
+        if (verbs_receiver_start(me->host, me->repl_port, cluster_term(), cluster_config_digest(),
+                                 verr, sizeof(verr)) != 0) {
+            snprintf(err, errlen, "replication-transport verbs: %s", verr);
+            return -1;
+        }
+        verbs_on = 1;
+    }
     ctl_running = 1;
     pthread_create(&ctl_thread, NULL, control_main, NULL);
     serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s)",
@@ -338,6 +357,7 @@ void control_stop(void) {
     if (!ctl_running) return;
     atomic_store(&ctl_stopping, 1);
     pthread_join(ctl_thread, NULL);
+    if (verbs_on) verbs_receiver_stop();
     for (int i = 0; i < CTL_MAX_LINKS; i++)
         if (links[i]) link_close(links[i], NULL);
     close(listen_fd);

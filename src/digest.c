@@ -91,6 +91,10 @@ void digest_publish(uint32_t seg, uint32_t pos) {
         pthread_mutex_unlock(&dg_mu);
         return;   /* cannot happen: every b-log segment is announced first */
     }
+    if (have_front && (i - 1 < front_idx || (i - 1 == front_idx && pos < front_pos))) {
+        pthread_mutex_unlock(&dg_mu);
+        return;   /* an older flush finishing after a newer one: never move back */
+    }
     front_idx = i - 1;
     front_pos = pos;
     have_front = 1;
