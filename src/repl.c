@@ -165,31 +165,33 @@ void repl_worker_free(worker *w) {
     w->repl = NULL;
 }
 
-void repl_worker_round(worker *w) {
-    repl_wstate *ws = w->repl;
-    if (!ws) return;
-    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-        if (!((peers_mask >> p) & 1)) continue;
-        repl_wlink *l = &ws->links[p];
-        uint64_t g = atomic_load(&peers[p].gen);
-        int st = atomic_load(&peers[p].state);
-        if (l->link && (l->dead || l->gen != g)) {
-            tp->link_close(l->link);
-            l->link = NULL;
-        }
-        if (l->link || st == PEER_DOWN || l->gen == g) continue;
-        /* a new session: open our link for it (asynchronously) */
-        const cluster_node *n = cluster_node_at(p);
-        repl_hello h;
-        hello_fill(&h, (uint16_t)w->id);
-        repl_link_cbs cbs = {wl_on_ack, wl_on_down, l};
-        char err[256];
-        l->gen = g;
-        l->up = l->dead = 0;
-        l->acked = 0;
-        l->link = tp->link_open(w->base, n->host, n->repl_port, &h, &cbs, 2000, err, sizeof(err));
-        if (!l->link) peer_down(p, g, err);
+/* Bring worker w's link to peer p in line with the peer's session: close a
+ * dead or stale link, open one for a new session (asynchronously). */
+static void wl_sync(worker *w, int p) {
+    repl_wlink *l = &w->repl->links[p];
+    uint64_t g = atomic_load(&peers[p].gen);
+    int st = atomic_load(&peers[p].state);
+    if (l->link && (l->dead || l->gen != g)) {
+        tp->link_close(l->link);
+        l->link = NULL;
     }
+    if (l->link || st == PEER_DOWN || l->gen == g) return;
+    const cluster_node *n = cluster_node_at(p);
+    repl_hello h;
+    hello_fill(&h, (uint16_t)w->id);
+    repl_link_cbs cbs = {wl_on_ack, wl_on_down, l};
+    char err[256];
+    l->gen = g;
+    l->up = l->dead = 0;
+    l->acked = 0;
+    l->link = tp->link_open(w->base, n->host, n->repl_port, &h, &cbs, 2000, err, sizeof(err));
+    if (!l->link) peer_down(p, g, err);
+}
+
+void repl_worker_round(worker *w) {
+    if (!w->repl) return;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        if ((peers_mask >> p) & 1) wl_sync(w, p);
 }
 
 /* Peers that back up shard sid, or a group's shards. */
@@ -218,7 +220,15 @@ void repl_on_wrote(struct log_writer *lw, uint64_t off, size_t len) {
         m &= ~(1ULL << p);
         repl_wlink *l = &ws->links[p];
         repl_need *nd = &b->need[p];
-        uint64_t seq = 0;
+        uint64_t seq = 0, stamp = 0;
+        if (!l->link || l->dead || l->gen != atomic_load(&peers[p].gen)) {
+            /* Slow path. Stamp first, then look at the session: a catch-up
+             * that began before this stamp already sees the new session and
+             * we open our link for it now; one that begins after it covers
+             * this effect. Either way nothing falls between the two. */
+            stamp = next_stamp();
+            wl_sync(w, p);
+        }
         if (l->link && !l->dead && l->gen == atomic_load(&peers[p].gen))
             seq = tp->link_send(l->link, bytes, len);
         if (seq && (nd->gen == 0 || nd->gen == l->gen)) {
@@ -227,7 +237,7 @@ void repl_on_wrote(struct log_writer *lw, uint64_t off, size_t len) {
         } else {
             /* not sent, or the batch already used an older session's link:
              * only a catch-up can cover it */
-            nd->miss = next_stamp();
+            nd->miss = stamp ? stamp : next_stamp();
         }
     }
 }
@@ -249,12 +259,28 @@ static int need_met(const repl_wlink *l, const repl_need *nd, uint64_t batch_sta
     return caught > batch_stamp;
 }
 
+/* Can only a catch-up satisfy nd (its entries were missed, or went out on
+ * a link that died before acking them)? */
+static int needs_catchup(const repl_wlink *l, const repl_need *nd) {
+    return nd->miss || (nd->seq && (nd->gen != l->gen || !l->link || l->dead));
+}
+
 int repl_batch_replicated(worker *w, struct batch *b) {
     repl_wstate *ws = w->repl;
     if (!ws || !b->peers) return 1;
-    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        if (((b->peers >> p) & 1) && !need_met(&ws->links[p], &b->need[p], b->stamp, p)) return 0;
-    return 1;
+    int ok = 1;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        if (!((b->peers >> p) & 1) || need_met(&ws->links[p], &b->need[p], b->stamp, p)) continue;
+        ok = 0;
+        /* Stuck on a peer whose catch-up is done (LIVE) and did not cover
+         * this batch: its effects raced with that catch-up (applied after
+         * the snapshot but sent on the old session's link). Only another
+         * catch-up can cover them, so ask for one rather than wait forever. */
+        uint64_t g = atomic_load(&peers[p].gen);
+        if (atomic_load(&peers[p].state) == PEER_LIVE && needs_catchup(&ws->links[p], &b->need[p]))
+            peer_down(p, g, "a batch raced with the last catch-up; re-syncing");
+    }
+    return ok;
 }
 
 void repl_batch_reset(worker *w, struct batch *b) {
