@@ -999,3 +999,29 @@ def cluster_factory(request, target):
             errors.append(str(e))
     if errors:
         pytest.fail("\n".join(errors), pytrace=False)
+
+
+# ---------------------------------------------------------------- hash slots
+# Redis Cluster's key -> slot map (CRC16-XMODEM mod 16384, {hash tags}), for
+# tests that route keys themselves.
+NSLOTS = 16384
+
+
+def crc16(data):
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+            crc &= 0xFFFF
+    return crc
+
+
+def key_slot(key):
+    k = key.encode() if isinstance(key, str) else key
+    s = k.find(b"{")
+    if s >= 0:
+        e = k.find(b"}", s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return crc16(k) % NSLOTS

@@ -13,31 +13,12 @@ import subprocess
 import pytest
 import redis
 
-from conftest import RespClient, RespError
+from conftest import NSLOTS, RespClient, RespError, key_slot
 
 pytestmark = pytest.mark.rowan_only("a Rowan cluster started by utils/rowan-cluster")
 
-NSLOTS = 16384
 
 
-def crc16(data):
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-            crc &= 0xFFFF
-    return crc
-
-
-def key_slot(key):
-    k = key.encode() if isinstance(key, str) else key
-    s = k.find(b"{")
-    if s >= 0:
-        e = k.find(b"}", s + 1)
-        if e > s + 1:
-            k = k[s + 1:e]
-    return crc16(k) % NSLOTS
 
 
 def key_for_slot(slot, prefix="k"):

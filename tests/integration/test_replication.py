@@ -38,12 +38,11 @@ import time
 
 import pytest
 
-from conftest import (ConnectionClosed, RawConn, RespClient, RespError, encode_command,
-                      wait_for)
+from conftest import (NSLOTS, ConnectionClosed, RawConn, RespClient, RespError, encode_command,
+                      key_slot, wait_for)
 
 pytestmark = pytest.mark.rowan_only("Rowan-KV replication in a Rowan cluster")
 
-NSLOTS = 16384
 CONVERGE_TIMEOUT = 40.0       # digests agreeing after load stops (a liveness bound)
 LIVE_TIMEOUT = 30.0           # a restarted node counted as live again
 REPL_TIMEOUT_MS = 1500
@@ -54,24 +53,6 @@ LONG_TTL = 100000             # seconds: EXPIREs the test never outlives
 # --------------------------------------------------------------------------
 # slots and routing
 # --------------------------------------------------------------------------
-def crc16(data):
-    crc = 0
-    for b in data:
-        crc ^= b << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-            crc &= 0xFFFF
-    return crc
-
-
-def key_slot(key):
-    k = key.encode() if isinstance(key, str) else key
-    s = k.find(b"{")
-    if s >= 0:
-        e = k.find(b"}", s + 1)
-        if e > s + 1:
-            k = k[s + 1:e]
-    return crc16(k) % NSLOTS
 
 
 def owner_map(cl):
