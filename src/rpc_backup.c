@@ -158,7 +158,8 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg) {
             c->cap = c->cap ? c->cap * 2 : 262144;
             c->buf = realloc(c->buf, c->cap);
         }
-        ssize_t n = recv(fd, c->buf + c->len, c->cap - c->len, 0);
+        size_t want = c->cap - c->len;
+        ssize_t n = recv(fd, c->buf + c->len, want, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) return;
         if (n <= 0 || (c->len += (size_t)n, conn_consume(c) != 0)) {
@@ -166,6 +167,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg) {
             event_del(c->ev);
             return;
         }
+        if ((size_t)n < want) return; /* drained (level-triggered event) */
     }
 }
 

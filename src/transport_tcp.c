@@ -105,6 +105,7 @@ static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
             if (l->cbs.on_ack) l->cbs.on_ack(l->cbs.ctx, latest);
             if (l->dead) return;
         }
+        if ((size_t)n < sizeof(buf)) return; /* drained (level-triggered event) */
     }
 }
 
