@@ -349,8 +349,6 @@ void digest_stop(void) {
     dg_running = 0;
 }
 
-uint64_t digest_commitver(int sid) { return sh ? sh[sid].commitver : 0; }
-
 void digest_get_stats(digest_stats *o) {
     memset(o, 0, sizeof(*o));
     o->published_bytes = atomic_load(&st_pub);

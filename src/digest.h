@@ -35,10 +35,8 @@ void digest_feed(const struct log_entry *e, uint64_t off);
 typedef struct digest_stats {
     uint64_t published_bytes, digested_bytes; /* lag = published - digested */
     uint64_t applied, dropped, pending, corrupt, resyncs;
-    uint64_t segs_reading, segs_waiting, segs_committed;
+    uint64_t segs_committed;   /* b-log segments the digest committed */
 } digest_stats;
 void digest_get_stats(digest_stats *out);
-/* CommitVer the digest knows for shard s (0 if none). */
-uint64_t digest_commitver(int sid);
 
 #endif

@@ -563,11 +563,12 @@ void repl_info(rbuf *o) {
     digest_stats ds;
     digest_get_stats(&ds);
     ADD("digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
-        "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n",
+        "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n"
+        "digest_committed_segments:%llu\r\n",
         (unsigned long long)(ds.published_bytes - ds.digested_bytes),
         (unsigned long long)ds.applied, (unsigned long long)ds.pending,
         (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
-        (unsigned long long)ds.resyncs);
+        (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed);
     /* durable-version lag of the shards we are primary of */
     uint64_t maxlag = 0;
     rbuf_append(o, "durable_lag_by_shard:", 21);
