@@ -11,9 +11,9 @@
  * now durable here. On block storage the flush runs on worker 0's flush
  * thread (syncer.c), where it merges with the t-log's flushes (one
  * fdatasync of the pool file covers both); the control thread keeps
- * landing meanwhile, and one flush is in flight at a time. It never parses an entry beyond its header's lengths,
- * never touches an index and never takes a shard lock; the digest thread
- * does all that afterwards.
+ * landing meanwhile, with up to CTL_FLIGHTS flushes in flight. It never
+ * parses an entry beyond its header's lengths, never touches an index and
+ * never takes a shard lock; the digest thread does all that afterwards.
  *
  * A link begins with a repl_hello (transport.h). A hello with another term,
  * another configuration digest, an unknown sender or the wrong mode is
@@ -52,6 +52,7 @@
 
 #define CTL_MAX_LINKS 1024
 #define CTL_READ_BUDGET (4u << 20)   /* bytes read per link per round, for fairness */
+#define CTL_FLIGHTS 4                /* b-log flushes in flight (block storage) */
 
 typedef struct ctl_link {
     int fd;
@@ -60,7 +61,7 @@ typedef struct ctl_link {
     uint8_t *buf;             /* unconsumed input */
     size_t len, cap;
     uint64_t landed, acked;   /* messages landed / acked (persisted) */
-    uint64_t flushing;        /* landed count covered by the flush in flight */
+    uint64_t upto[CTL_FLIGHTS]; /* per flush in flight: the landed count it covers */
     int dirty;                /* landed since the last flush began */
 } ctl_link;
 
@@ -229,13 +230,18 @@ static void accept_all(void) {
     }
 }
 
-/* The flush in flight (block storage): one at a time, on worker 0's flush
- * thread so that it shares device flushes with the t-log's instead of
- * adding its own; the thread wakes us through an eventfd. */
+/* Flushes in flight (block storage), oldest first: up to CTL_FLIGHTS, each
+ * a job on worker 0's flush thread so that b-log flushes share device
+ * flushes with the t-log's instead of adding their own. The thread wakes us
+ * through an eventfd; jobs of one flush thread complete in submission
+ * order. While one flush runs, the next round's landings get a flush of
+ * their own instead of waiting for the running one to finish first. */
 static int wake_fd = -1;
-static int flushing;
-static _Atomic int flush_done;
-static blog_flush flush_state;
+static struct ctl_flight {
+    blog_flush st;
+    _Atomic int done;
+} flights[CTL_FLIGHTS];
+static int fl_head, fl_count;
 
 static void ctl_wake(void *arg) {
     (void)arg;
@@ -243,33 +249,39 @@ static void ctl_wake(void *arg) {
     if (write(wake_fd, &one, sizeof(one)) < 0) { /* a wakeup is pending anyway */ }
 }
 
-/* Ack what the finished flush covered. */
-static void flush_finish(void) {
-    blog_flush_end(&flush_state);
-    flushing = 0;
-    for (int i = 0; i < CTL_MAX_LINKS; i++) {
-        ctl_link *l = links[i];
-        if (l && l->flushing > l->acked && send_ack(l, l->flushing) != 0)
-            link_close(l, "peer went away");
+/* Ack what each finished flush covered, oldest first. */
+static void flush_complete(void) {
+    while (fl_count && atomic_load(&flights[fl_head].done)) {
+        blog_flush_end(&flights[fl_head].st);
+        for (int i = 0; i < CTL_MAX_LINKS; i++) {
+            ctl_link *l = links[i];
+            if (l && l->upto[fl_head] > l->acked && send_ack(l, l->upto[fl_head]) != 0)
+                link_close(l, "peer went away");
+        }
+        fl_head = (fl_head + 1) % CTL_FLIGHTS;
+        fl_count--;
     }
 }
 
 /* Start making what landed durable: at once on pmem (each landing was
  * persisted: just publish and ack), else through the syncer. */
 static void flush_start(void) {
+    int slot = (fl_head + fl_count) % CTL_FLIGHTS;
     for (int i = 0; i < CTL_MAX_LINKS; i++) {
-        if (!links[i] || !links[i]->dirty) continue;
-        links[i]->flushing = links[i]->landed;
-        links[i]->dirty = 0;
+        ctl_link *l = links[i];
+        if (!l) continue;
+        l->upto[slot] = l->dirty ? l->landed : 0;
+        l->dirty = 0;
     }
-    blog_flush_begin(&flush_state);
-    flushing = 1;
+    blog_flush_begin(&flights[slot].st);
+    fl_count++;
     if (pool_is_pmem(server.pool)) {
-        flush_finish();
+        atomic_store(&flights[slot].done, 1);
+        flush_complete();
         return;
     }
-    atomic_store(&flush_done, 0);
-    syncer_submit_to(0, &flush_done, ctl_wake, NULL);
+    atomic_store(&flights[slot].done, 0);
+    syncer_submit_to(0, &flights[slot].done, ctl_wake, NULL);
 }
 
 static int verbs_on;   /* replication-transport verbs */
@@ -301,7 +313,7 @@ static void *control_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-control");
     struct epoll_event evs[64];
-    while (!atomic_load(&ctl_stopping) || flushing) {
+    while (!atomic_load(&ctl_stopping) || fl_count) {
         /* With the verbs transport the same thread also drives the SRQ
          * (landing, persisting and acking what the NIC delivered); the TCP
          * side then only carries the managers' catch-up streams. */
@@ -314,8 +326,8 @@ static void *control_main(void *arg) {
                 if (read(wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */ }
             } else link_readable(evs[i].data.ptr);
         }
-        if (flushing && atomic_load(&flush_done)) flush_finish();
-        if (flushing || atomic_load(&ctl_stopping)) continue;
+        flush_complete();
+        if (fl_count == CTL_FLIGHTS || atomic_load(&ctl_stopping)) continue;
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
             if (links[i] && links[i]->dirty) {
                 flush_start();
