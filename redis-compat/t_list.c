@@ -49,6 +49,7 @@
 
 #include "blocking.h"
 #include "commands.h"
+#include "le.h"
 #include "object.h"
 #include "server.h"
 #include "util.h"
@@ -216,16 +217,6 @@ enum {
     LOP_TRIM,
 };
 
-static void put_u64(char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)(unsigned char)p[i] << (8 * i);
-    return v;
-}
-
 static void *list_create(void) {
     rlist *l = calloc(1, sizeof(*l));
     if (!l) abort();
@@ -246,7 +237,7 @@ static int list_apply(void *data, uint8_t op, const char *arg, size_t len) {
     switch (op) {
     case LOP_LEN:
         if (len != 8) return -1;
-        return get_u64(arg) == l->n ? 0 : -1;
+        return le_get_u64(arg) == l->n ? 0 : -1;
     case LOP_PUSH_HEAD:
     case LOP_PUSH_TAIL:
         if (len > UINT32_MAX) return -1;
@@ -256,14 +247,14 @@ static int list_apply(void *data, uint8_t op, const char *arg, size_t len) {
     case LOP_POP_HEAD:
     case LOP_POP_TAIL:
         if (len != 8) return -1;
-        a = get_u64(arg);
+        a = le_get_u64(arg);
         if (a > l->n) return -1;
         if (op == LOP_POP_HEAD) rl_pop_head(l, (size_t)a);
         else rl_pop_tail(l, (size_t)a);
         return 0;
     case LOP_SET: {
         if (len < 8) return -1;
-        a = get_u64(arg);
+        a = le_get_u64(arg);
         if (a >= l->n || len - 8 > UINT32_MAX) return -1;
         lelem **s = rl_slot(l, (size_t)a);
         l->bytes -= (*s)->len;
@@ -279,7 +270,7 @@ static int list_apply(void *data, uint8_t op, const char *arg, size_t len) {
         uint64_t *idx = malloc(sizeof(uint64_t) * (k ? k : 1));
         if (!idx) abort();
         for (size_t j = 0; j < k; j++) {
-            idx[j] = get_u64(arg + 8 * j);
+            idx[j] = le_get_u64(arg + 8 * j);
             if (idx[j] >= l->n || (j && idx[j] <= idx[j - 1])) {
                 free(idx);
                 return -1;
@@ -291,14 +282,14 @@ static int list_apply(void *data, uint8_t op, const char *arg, size_t len) {
     }
     case LOP_INSERT:
         if (len < 8) return -1;
-        a = get_u64(arg);
+        a = le_get_u64(arg);
         if (a > l->n || len - 8 > UINT32_MAX) return -1;
         rl_insert(l, (size_t)a, elem_new(arg + 8, len - 8));
         return 0;
     case LOP_TRIM:
         if (len != 16) return -1;
-        a = get_u64(arg);
-        b = get_u64(arg + 8);
+        a = le_get_u64(arg);
+        b = le_get_u64(arg + 8);
         if (a > l->n || b > l->n - a) return -1;
         rl_trim(l, (size_t)a, (size_t)b);
         return 0;
@@ -310,7 +301,7 @@ static int list_apply(void *data, uint8_t op, const char *arg, size_t len) {
 static void list_snapshot(const void *data, rbuf *out) {
     const rlist *l = data;
     char n[8];
-    put_u64(n, l->n);
+    le_put_u64(n, l->n);
     rbuf_append(out, n, 8);
     rbuf_reserve(out, l->n * 4 + l->bytes);
     for (size_t i = 0; i < l->n; i++) {
@@ -324,7 +315,7 @@ static void list_snapshot(const void *data, rbuf *out) {
 
 static void *list_load(const char *buf, size_t len) {
     if (len < 8) return NULL;
-    uint64_t n = get_u64(buf);
+    uint64_t n = le_get_u64(buf);
     /* Every element takes at least 4 bytes: bound n before trusting it. */
     if (n > (len - 8) / 4) return NULL;
     rlist *l = list_create();
@@ -389,13 +380,13 @@ void list_register(void) { obj_register(OBJ_LIST, &list_class); }
 
 static void op_u64(rbuf *b, uint8_t op, uint64_t v) {
     char p[8];
-    put_u64(p, v);
+    le_put_u64(p, v);
     obj_op(b, op, p, 8);
 }
 
 static void op_u64_elem(rbuf *b, uint8_t op, uint64_t v, const char *e, size_t elen) {
     char p[8];
-    put_u64(p, v);
+    le_put_u64(p, v);
     obj_op2(b, op, p, 8, e, elen);
 }
 
@@ -783,7 +774,7 @@ void lremCommand(client *c) {
         size_t i = toremove < 0 ? n - 1 - j : j;
         if (!elem_eq(rl_at(l, i), c->argv[3], c->argvlen[3])) continue;
         char p[8];
-        put_u64(p, i);
+        le_put_u64(p, i);
         rbuf_append(&idx, p, 8);
         removed++;
         if (toremove && (removed == toremove || removed == -toremove)) break;
@@ -849,8 +840,8 @@ void ltrimCommand(client *c) {
         rbuf ops;
         ops_begin(&ops, (size_t)n);
         char p[16];
-        put_u64(p, (uint64_t)start);
-        put_u64(p + 8, (uint64_t)keep);
+        le_put_u64(p, (uint64_t)start);
+        le_put_u64(p + 8, (uint64_t)keep);
         obj_op(&ops, LOP_TRIM, p, 16);
         r = list_write(c, 1, &ops);
     }

@@ -42,6 +42,7 @@
 #include "blocking.h"
 #include "commands.h"
 #include "dict.h"
+#include "le.h"
 #include "object.h"
 #include "server.h"
 #include "util.h"
@@ -64,24 +65,14 @@ typedef struct zset {
 
 /* ---------------- the data structure ---------------- */
 
-static void put_u64(char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)(unsigned char)p[i] << (8 * i);
-    return v;
-}
-
 static void put_double(char *p, double d) {
     uint64_t u;
     memcpy(&u, &d, 8);
-    put_u64(p, u);
+    le_put_u64(p, u);
 }
 
 static double get_double(const char *p) {
-    uint64_t u = get_u64(p);
+    uint64_t u = le_get_u64(p);
     double d;
     memcpy(&d, &u, 8);
     return d;
@@ -192,7 +183,7 @@ static void zset_snapshot(const void *data, rbuf *out) {
     char hdr[10];
     hdr[0] = ZSNAP_VERSION;
     hdr[1] = z->big ? ZSNAP_BIG : 0;
-    put_u64(hdr + 2, zset_len(z));
+    le_put_u64(hdr + 2, zset_len(z));
     rbuf_append(out, hdr, sizeof(hdr));
     for (const zsl_node *n = zsl_first(z->zsl); n; n = zsl_next(n)) {
         char el[12];
@@ -208,7 +199,7 @@ static void zset_snapshot(const void *data, rbuf *out) {
 
 static void *zset_load(const char *buf, size_t len) {
     if (len < 10 || buf[0] != ZSNAP_VERSION || ((unsigned char)buf[1] & ~ZSNAP_BIG)) return NULL;
-    uint64_t count = get_u64(buf + 2);
+    uint64_t count = le_get_u64(buf + 2);
     size_t pos = 10;
     if (count > (len - pos) / 12) return NULL;
     zset *z = zset_create();

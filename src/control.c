@@ -89,9 +89,7 @@ static void link_close(ctl_link *l, const char *why) {
 
 /* Ack the first `count` messages of l (they are persisted). */
 static int send_ack(ctl_link *l, uint64_t count) {
-    uint8_t a[8];
-    for (int i = 0; i < 8; i++) a[i] = (uint8_t)(count >> (8 * i));
-    if (tcp_send_all(l->fd, a, 8) != 0) return -1;
+    if (tcp_send_ack(l->fd, count) != 0) return -1;
     l->acked = count;
     return 0;
 }

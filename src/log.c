@@ -32,45 +32,11 @@
  * on_sealed must not append to the same writer (it may run inside
  * log_writer_reserve, between leaving one segment and entering the next). */
 #include "log.h"
+#include "le.h"
 #include "crc32c.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- little-endian field access ---- */
-
-static inline void put_u16(uint8_t *p, uint16_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint16_t get_u16(const uint8_t *p) {
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static inline uint32_t get_u32(const uint8_t *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static inline uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 /* Header field offsets. */
 enum { F_CRC = 0, F_TYPE = 4, F_FLAGS = 5, F_SHARD = 6, F_VERDB = 8, F_KLEN = 16,
@@ -83,32 +49,32 @@ size_t log_entry_encode(void *dst, const log_entry *e, int with_crc) {
     size_t total = log_entry_len(e->klen, e->vlen);
     d[F_TYPE] = e->type;
     d[F_FLAGS] = e->flags;
-    put_u16(d + F_SHARD, e->shard);
-    put_u64(d + F_VERDB, (e->ver & LOG_VER_MASK) | (uint64_t)e->db << 48);
-    put_u32(d + F_KLEN, e->klen);
-    put_u32(d + F_VLEN, e->vlen);
-    put_u64(d + F_EXPIRE, (uint64_t)e->expire_ms);
-    put_u64(d + F_AUX, e->aux);
+    le_put_u16(d + F_SHARD, e->shard);
+    le_put_u64(d + F_VERDB, (e->ver & LOG_VER_MASK) | (uint64_t)e->db << 48);
+    le_put_u32(d + F_KLEN, e->klen);
+    le_put_u32(d + F_VLEN, e->vlen);
+    le_put_u64(d + F_EXPIRE, (uint64_t)e->expire_ms);
+    le_put_u64(d + F_AUX, e->aux);
     if (e->klen)
         memcpy(d + LOG_HDR_SIZE, e->key, e->klen);
     if (e->vlen)
         memcpy(d + LOG_HDR_SIZE + e->klen, e->val, e->vlen);
-    put_u32(d + F_CRC, with_crc ? crc32c(0, d + 4, total - 4) : 0);
+    le_put_u32(d + F_CRC, with_crc ? crc32c(0, d + 4, total - 4) : 0);
     return total;
 }
 
 void log_entry_decode(const void *src, log_entry *out) {
     const uint8_t *s = src;
-    uint64_t verdb = get_u64(s + F_VERDB);
+    uint64_t verdb = le_get_u64(s + F_VERDB);
     out->type = s[F_TYPE];
     out->flags = s[F_FLAGS];
-    out->shard = get_u16(s + F_SHARD);
+    out->shard = le_get_u16(s + F_SHARD);
     out->ver = verdb & LOG_VER_MASK;
     out->db = (uint16_t)(verdb >> 48);
-    out->klen = get_u32(s + F_KLEN);
-    out->vlen = get_u32(s + F_VLEN);
-    out->expire_ms = (int64_t)get_u64(s + F_EXPIRE);
-    out->aux = get_u64(s + F_AUX);
+    out->klen = le_get_u32(s + F_KLEN);
+    out->vlen = le_get_u32(s + F_VLEN);
+    out->expire_ms = (int64_t)le_get_u64(s + F_EXPIRE);
+    out->aux = le_get_u64(s + F_AUX);
     out->key = (const char *)s + LOG_HDR_SIZE;
     out->val = out->key + out->klen;
 }
@@ -121,7 +87,7 @@ static uint64_t header_len(const uint8_t *s, size_t avail) {
     uint8_t type = s[F_TYPE];
     if (type == 0 || type >= LOG_TYPE_MAX)
         return 0;
-    uint64_t total = (uint64_t)LOG_HDR_SIZE + get_u32(s + F_KLEN) + get_u32(s + F_VLEN);
+    uint64_t total = (uint64_t)LOG_HDR_SIZE + le_get_u32(s + F_KLEN) + le_get_u32(s + F_VLEN);
     if (total > avail || total > LOG_MAX_ENTRY)
         return 0;
     return total;
@@ -134,7 +100,7 @@ size_t log_entry_check(const void *src, size_t avail, log_entry *out) {
     uint64_t total = header_len(s, avail);
     if (!total)
         return 0;
-    if (crc32c(0, s + 4, total - 4) != get_u32(s + F_CRC))
+    if (crc32c(0, s + 4, total - 4) != le_get_u32(s + F_CRC))
         return 0;
     if (out)
         log_entry_decode(s, out);
@@ -153,7 +119,7 @@ static uint64_t sub_len(const log_entry *g, uint64_t off) {
     if (off % LOG_SUB_ALIGN || off > g->vlen || g->vlen - off < LOG_HDR_SIZE)
         return 0;
     const uint8_t *s = (const uint8_t *)g->val + off;
-    if (s[F_TYPE] == LOG_GROUP || get_u32(s + F_CRC) != 0)
+    if (s[F_TYPE] == LOG_GROUP || le_get_u32(s + F_CRC) != 0)
         return 0;
     return header_len(s, g->vlen - off);
 }

@@ -10,6 +10,7 @@
  * reported, never trusted. */
 #include <stdlib.h>
 #include <string.h>
+#include "le.h"
 #include "object.h"
 
 #define OBJ_TYPES 8
@@ -48,8 +49,8 @@ void obj_free(robj *o) {
 /* ---------------- op framing ---------------- */
 
 void obj_put_u32(rbuf *b, uint32_t v) {
-    unsigned char le[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16),
-                           (unsigned char)(v >> 24)};
+    unsigned char le[4];
+    le_put_u32(le, v);
     rbuf_append(b, le, 4);
 }
 
@@ -66,10 +67,7 @@ void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, siz
     if (clen) rbuf_append(b, c, clen);
 }
 
-uint32_t obj_get_u32(const char *p) {
-    const unsigned char *u = (const unsigned char *)p;
-    return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
-}
+uint32_t obj_get_u32(const char *p) { return le_get_u32(p); }
 
 int obj_apply_payload(robj *o, const char *payload, size_t len) {
     const obj_class *t = obj_class_of(o->type);

@@ -38,6 +38,7 @@
 #include "control.h"
 #include "db_shard.h"
 #include "digest.h"
+#include "le.h"
 #include "log.h"
 #include "pool.h"
 #include "repl.h"
@@ -319,9 +320,7 @@ static int mgr_wait_acks(repl_peer *pe, uint64_t upto, int timeout_ms) {
     while (pe->acked < upto) {
         uint8_t a[8];
         if (tcp_recv_all(pe->fd, a, 8, timeout_ms) != 0) return -1;
-        uint64_t v = 0;
-        for (int b = 7; b >= 0; b--) v = v << 8 | a[b];
-        pe->acked = v;
+        pe->acked = le_get_u64(a);
     }
     return 0;
 }
@@ -335,9 +334,7 @@ static int mgr_drain_acks(repl_peer *pe) {
         if (r < 0 || (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))) return -1;
         uint8_t a[8];
         if (tcp_recv_all(pe->fd, a, 8, 1000) != 0) return -1;
-        uint64_t v = 0;
-        for (int b = 7; b >= 0; b--) v = v << 8 | a[b];
-        pe->acked = v;
+        pe->acked = le_get_u64(a);
     }
 }
 

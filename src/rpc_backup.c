@@ -172,9 +172,7 @@ static void conn_read_cb(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void send_ack(rpcb_conn *c, uint64_t count) {
-    uint8_t a[8];
-    for (int i = 0; i < 8; i++) a[i] = (uint8_t)(count >> (8 * i));
-    if (tcp_send_all(c->fd, a, 8) != 0) {
+    if (tcp_send_ack(c->fd, count) != 0) {
         c->dead = 1;
         event_del(c->ev);
     }

@@ -86,6 +86,8 @@ extern const transport_ops transport_tcp;
  * always TCP, and the control thread's acks). 0 / -1. tcp_send_all waits
  * up to 5 s for a full socket to drain. */
 int tcp_send_all(int fd, const void *p, size_t n);
+/* Send one cumulative ack (8 bytes, little endian: le_get_u64 reads it). */
+int tcp_send_ack(int fd, uint64_t count);
 int tcp_recv_all(int fd, void *p, size_t n, int timeout_ms);
 /* Connected socket (non-blocking, TCP_NODELAY) or -1 with err. */
 int tcp_connect_blocking(const char *host, int port, int timeout_ms, char *err, size_t errlen);

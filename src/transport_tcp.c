@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
+#include "le.h"
 #include "log.h"
 #include "transport.h"
 
@@ -94,8 +95,7 @@ static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
         for (ssize_t i = 0; i < n; i++) {
             l->ackbuf[l->acklen++] = buf[i];
             if (l->acklen == 8) {
-                latest = 0;
-                for (int b = 7; b >= 0; b--) latest = latest << 8 | l->ackbuf[b];
+                latest = le_get_u64(l->ackbuf);
                 l->acklen = 0;
                 have_ack = 1;
             }
@@ -213,6 +213,12 @@ int tcp_send_all(int fd, const void *p, size_t n) {
         n -= (size_t)w;
     }
     return 0;
+}
+
+int tcp_send_ack(int fd, uint64_t count) {
+    uint8_t a[8];
+    le_put_u64(a, count);
+    return tcp_send_all(fd, a, 8);
 }
 
 int tcp_recv_all(int fd, void *p, size_t n, int timeout_ms) {
