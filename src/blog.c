@@ -21,14 +21,10 @@ static log_writer blog;
 static uint64_t landed_bytes;          /* control thread only */
 static _Atomic uint64_t persisted_bytes;
 
-static void blog_sealed(log_writer *w, uint32_t seg) {
-    (void)w;
-    (void)seg; /* USED now; the digest commits it (MaxVer <= CommitVer) */
-}
-
 void blog_init(void) {
+    /* No on_sealed: a filled b-log segment stays USED until the digest
+     * commits it (MaxVer <= CommitVer). */
     log_writer_init(&blog, server.pool, OWNER_CONTROL, 0);
-    blog.on_sealed = blog_sealed;
 }
 
 uint64_t blog_reserve(size_t span) {

@@ -52,10 +52,6 @@ typedef struct clean_job {
     uint64_t copied;
 } clean_job;
 
-static void seal_committed(log_writer *w, uint32_t seg) {
-    pool_seg_set_state(w->p, seg, SEG_COMMITTED);
-}
-
 static uint64_t oldest_other_seq(uint32_t except) {
     uint64_t oldest = UINT64_MAX;
     for (uint32_t s = 0; s < pool_nsegs(server.pool); s++) {
@@ -181,7 +177,7 @@ void clean_wait_for_space(int timeout_ms) {
 
 void clean_start(void) {
     log_writer_init(&clean_log, server.pool, OWNER_CLEAN, 0);
-    clean_log.on_sealed = seal_committed;
+    clean_log.on_sealed = log_writer_commit_sealed;
     pthread_create(&clean_thread, NULL, clean_main, NULL);
 }
 

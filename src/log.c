@@ -226,6 +226,10 @@ int log_writer_detach(log_writer *w, int32_t *closed) {
 
 void log_writer_sealed(log_writer *w, uint32_t seg) { seal_one(w, seg); }
 
+void log_writer_commit_sealed(log_writer *w, uint32_t seg) {
+    pool_seg_set_state(w->p, seg, SEG_COMMITTED);
+}
+
 void log_writer_sync(log_writer *w) {
     persist_dirty(w);
     int n = w->nclosed;

@@ -168,6 +168,11 @@ void log_writer_sync(log_writer *w);
  * and then call log_writer_sealed on each returned segment. */
 int log_writer_detach(log_writer *w, int32_t *closed);
 void log_writer_sealed(log_writer *w, uint32_t seg);
+/* An on_sealed callback for logs whose entries are on every replica once
+ * sealed (t-logs: sealed when their batch landed; clean logs; rpc-mode
+ * backup logs, indexed as they land): the segment is COMMITTED at once
+ * (Rowan-KV Fig. 6). */
+void log_writer_commit_sealed(log_writer *w, uint32_t seg);
 /* Seal the current segment now (used at shutdown and by tests). */
 void log_writer_seal(log_writer *w);
 

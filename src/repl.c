@@ -425,10 +425,10 @@ static void mgr_session(int p) {
     int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
     if (mgr_wait_acks(pe, pe->sent, wait_ms) != 0) goto fail;
     free(m.b);
-    if (atomic_load(&pe->gen) != gen) return;  /* a link failed meanwhile */
-    atomic_store(&pe->caught_up, c);
+    atomic_store(&pe->caught_up, c);   /* true even if the session died since */
     int st = PEER_SYNCING;
-    atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE);
+    if (!atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE))
+        return;   /* a link failed meanwhile (DOWN): the next session starts over */
     pe->warned = 0;
     atomic_fetch_add(&st_catchups, 1);
     atomic_fetch_add(&st_catchup_entries, entries);

@@ -65,15 +65,11 @@ struct rpcb {
 
 static _Atomic unsigned next_worker;
 
-static void sealed_committed(log_writer *lw, uint32_t seg) {
-    pool_seg_set_state(lw->p, seg, SEG_COMMITTED);
-}
-
 void rpcb_worker_init(worker *w) {
     if (server.cfg.replication_mode != REPL_MODE_RPC) return;
     struct rpcb *b = calloc(1, sizeof(*b));
     log_writer_init(&b->log, server.pool, OWNER_CONTROL, (uint16_t)(1 + w->id));
-    b->log.on_sealed = sealed_committed;
+    b->log.on_sealed = log_writer_commit_sealed;
     pthread_mutex_init(&b->mu, NULL);
     w->rpcb = b;
 }

@@ -314,12 +314,6 @@ static int worker_listen(worker *w, char *err, size_t errlen) {
     return rc;
 }
 
-static void sealed_committed(log_writer *lw, uint32_t seg) {
-    /* A single-node t-log segment is committed once synced: every entry in it
-     * is persisted on every replica there is (Rowan-KV Fig. 6). */
-    pool_seg_set_state(lw->p, seg, SEG_COMMITTED);
-}
-
 static worker *worker_new(int id, char *err, size_t errlen) {
     worker *w = calloc(1, sizeof(*w));
     w->id = id;
@@ -332,7 +326,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     struct timeval tv = {0, 1000000 / hz};
     event_add(w->cron_ev, &tv);
     log_writer_init(&w->tlog, server.pool, OWNER_WORKER, (uint16_t)id);
-    w->tlog.on_sealed = sealed_committed;
+    w->tlog.on_sealed = log_writer_commit_sealed;
     db_ctx_init(&w->x, w, id);
     for (int i = 0; i < SHARD_SLOTS; i++) {
         w->slots[i].shards = calloc((size_t)server.nshards, sizeof(uint16_t));
