@@ -99,7 +99,6 @@ typedef struct subcommand { const char *name; int arity; void (*fn)(client *c); 
  * arity / unknown-subcommand error. container in lower case ("client"). */
 void subcommand_dispatch(client *c, const subcommand *table, const char *container);
 /* printf-append to an rbuf (INFO, CLUSTER NODES / INFO texts; t_server.c). */
-void addf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- command procs, by family ---- */
 /* t_string.c */

@@ -101,6 +101,19 @@ void rbuf_append(rbuf *b, const void *p, size_t n) {
     b->len += n;
 }
 
+void rbuf_appendf(rbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n <= 0) return;
+    rbuf_reserve(b, (size_t)n + 1);
+    va_start(ap, fmt);
+    vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
 void rbuf_consume(rbuf *b, size_t n) {
     if (n >= b->len) {
         b->len = 0;

@@ -33,6 +33,8 @@ void rbuf_init(rbuf *b);
 void rbuf_free(rbuf *b);
 void rbuf_reserve(rbuf *b, size_t extra);  /* aborts on OOM like Redis */
 void rbuf_append(rbuf *b, const void *p, size_t n);
+/* Append printf-formatted text (INFO sections, CLIENT LIST lines...). */
+void rbuf_appendf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drop the first n bytes. */
 void rbuf_consume(rbuf *b, size_t n);
 

@@ -237,14 +237,14 @@ static void cluster_nodes(client *c) {
     rbuf_init(&b);
     for (int i = 0; i < cluster_nnodes(); i++) {
         const cluster_node *nd = cluster_node_at(i);
-        addf(&b, "%s %s:%d@%d %s - 0 0 %llu connected", nd->id, nd->host, nd->port, nd->repl_port,
-             i == cluster_self() ? "myself,master" : "master", (unsigned long long)cluster_term());
+        rbuf_appendf(&b, "%s %s:%d@%d %s - 0 0 %llu connected", nd->id, nd->host, nd->port, nd->repl_port,
+                     i == cluster_self() ? "myself,master" : "master", (unsigned long long)cluster_term());
         for (int j = 0; j < n; j++) {
             if (r[j].primary != i) continue;
-            if (r[j].start == r[j].end) addf(&b, " %d", r[j].start);
-            else addf(&b, " %d-%d", r[j].start, r[j].end);
+            if (r[j].start == r[j].end) rbuf_appendf(&b, " %d", r[j].start);
+            else rbuf_appendf(&b, " %d-%d", r[j].start, r[j].end);
         }
-        addf(&b, "\n");
+        rbuf_appendf(&b, "\n");
     }
     resp_add_verbatim(&c->out, b.buf, b.len);
     rbuf_free(&b);
@@ -261,13 +261,13 @@ static void cluster_info(client *c) {
     unsigned long long term = (unsigned long long)cluster_term();
     rbuf b;
     rbuf_init(&b);
-    addf(&b, "cluster_state:ok\r\n");
-    addf(&b, "cluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\n", HASH_SLOTS, HASH_SLOTS);
-    addf(&b, "cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n");
-    addf(&b, "cluster_known_nodes:%d\r\ncluster_size:%d\r\n", cluster_nnodes(), size);
-    addf(&b, "cluster_current_epoch:%llu\r\ncluster_my_epoch:%llu\r\n", term, term);
-    addf(&b, "cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n");
-    addf(&b, "total_cluster_links_buffer_limit_exceeded:0\r\n");
+    rbuf_appendf(&b, "cluster_state:ok\r\n");
+    rbuf_appendf(&b, "cluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\n", HASH_SLOTS, HASH_SLOTS);
+    rbuf_appendf(&b, "cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n");
+    rbuf_appendf(&b, "cluster_known_nodes:%d\r\ncluster_size:%d\r\n", cluster_nnodes(), size);
+    rbuf_appendf(&b, "cluster_current_epoch:%llu\r\ncluster_my_epoch:%llu\r\n", term, term);
+    rbuf_appendf(&b, "cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n");
+    rbuf_appendf(&b, "total_cluster_links_buffer_limit_exceeded:0\r\n");
     resp_add_verbatim(&c->out, b.buf, b.len);
     rbuf_free(&b);
 }

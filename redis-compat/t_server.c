@@ -472,20 +472,6 @@ void debugCommand(client *c)
 /* INFO                                                                       */
 /* ------------------------------------------------------------------------ */
 
-void addf(rbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n <= 0) return;
-    rbuf_reserve(b, (size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
 /* Redis's human-readable sizes: 1023B, 1.50K, 2.00M, 3.25G... */
 static void bytes_human(char *buf, size_t len, unsigned long long n)
 {
@@ -559,43 +545,43 @@ static void info_server(rbuf *b)
     if (uname(&un) != 0) memset(&un, 0, sizeof(un));
     int64_t now_us = ustime();
     long long uptime = (long long)(time(NULL) - server.start_time);
-    addf(b, "# Server\r\n");
-    addf(b, "redis_version:%s\r\n", ROWAN_REDIS_COMPAT_VERSION);
-    addf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
-    addf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n");
-    addf(b, "redis_mode:%s\r\n", cluster_enabled() ? "cluster" : "standalone");
-    addf(b, "os:%s %s %s\r\n", un.sysname, un.release, un.machine);
-    addf(b, "arch_bits:%d\r\n", (int)(sizeof(long) * 8));
-    addf(b, "monotonic_clock:POSIX clock_gettime\r\n");
-    addf(b, "multiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n");
+    rbuf_appendf(b, "# Server\r\n");
+    rbuf_appendf(b, "redis_version:%s\r\n", ROWAN_REDIS_COMPAT_VERSION);
+    rbuf_appendf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
+    rbuf_appendf(b, "redis_git_sha1:00000000\r\nredis_git_dirty:0\r\nredis_build_id:0\r\n");
+    rbuf_appendf(b, "redis_mode:%s\r\n", cluster_enabled() ? "cluster" : "standalone");
+    rbuf_appendf(b, "os:%s %s %s\r\n", un.sysname, un.release, un.machine);
+    rbuf_appendf(b, "arch_bits:%d\r\n", (int)(sizeof(long) * 8));
+    rbuf_appendf(b, "monotonic_clock:POSIX clock_gettime\r\n");
+    rbuf_appendf(b, "multiplexing_api:epoll\r\natomicvar_api:c11-builtin\r\n");
 #ifdef __GNUC__
-    addf(b, "gcc_version:%d.%d.%d\r\n", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
+    rbuf_appendf(b, "gcc_version:%d.%d.%d\r\n", __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__);
 #else
-    addf(b, "gcc_version:0.0.0\r\n");
+    rbuf_appendf(b, "gcc_version:0.0.0\r\n");
 #endif
-    addf(b, "process_id:%ld\r\n", (long)getpid());
-    addf(b, "process_supervised:no\r\n");
-    addf(b, "run_id:%s\r\n", server.run_id);
-    addf(b, "tcp_port:%d\r\n", server.cfg.port);
-    addf(b, "server_time_usec:%lld\r\n", (long long)now_us);
-    addf(b, "uptime_in_seconds:%lld\r\n", uptime);
-    addf(b, "uptime_in_days:%lld\r\n", uptime / 86400);
-    addf(b, "hz:%d\r\nconfigured_hz:%d\r\n", server.cfg.hz, server.cfg.hz);
-    addf(b, "lru_clock:%lld\r\n", (long long)((now_us / 1000000) & ((1 << 24) - 1)));
-    addf(b, "executable:%s\r\n", server.executable);
-    addf(b, "config_file:%s\r\n", server.cfg.conf_file ? server.cfg.conf_file : "");
-    addf(b, "io_threads_active:0\r\n");
+    rbuf_appendf(b, "process_id:%ld\r\n", (long)getpid());
+    rbuf_appendf(b, "process_supervised:no\r\n");
+    rbuf_appendf(b, "run_id:%s\r\n", server.run_id);
+    rbuf_appendf(b, "tcp_port:%d\r\n", server.cfg.port);
+    rbuf_appendf(b, "server_time_usec:%lld\r\n", (long long)now_us);
+    rbuf_appendf(b, "uptime_in_seconds:%lld\r\n", uptime);
+    rbuf_appendf(b, "uptime_in_days:%lld\r\n", uptime / 86400);
+    rbuf_appendf(b, "hz:%d\r\nconfigured_hz:%d\r\n", server.cfg.hz, server.cfg.hz);
+    rbuf_appendf(b, "lru_clock:%lld\r\n", (long long)((now_us / 1000000) & ((1 << 24) - 1)));
+    rbuf_appendf(b, "executable:%s\r\n", server.executable);
+    rbuf_appendf(b, "config_file:%s\r\n", server.cfg.conf_file ? server.cfg.conf_file : "");
+    rbuf_appendf(b, "io_threads_active:0\r\n");
 }
 
 static void info_clients(rbuf *b)
 {
-    addf(b, "# Clients\r\n");
-    addf(b, "connected_clients:%d\r\n", client_count());
-    addf(b, "cluster_connections:0\r\n");
-    addf(b, "maxclients:%d\r\n", server.cfg.maxclients);
-    addf(b, "client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n");
-    addf(b, "blocked_clients:%lld\r\ntracking_clients:0\r\nclients_in_timeout_table:%lld\r\n",
-         blocking_count(), blocking_count());
+    rbuf_appendf(b, "# Clients\r\n");
+    rbuf_appendf(b, "connected_clients:%d\r\n", client_count());
+    rbuf_appendf(b, "cluster_connections:0\r\n");
+    rbuf_appendf(b, "maxclients:%d\r\n", server.cfg.maxclients);
+    rbuf_appendf(b, "client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n");
+    rbuf_appendf(b, "blocked_clients:%lld\r\ntracking_clients:0\r\nclients_in_timeout_table:%lld\r\n",
+                 blocking_count(), blocking_count());
 }
 
 static _Atomic long long peak_memory;
@@ -612,30 +598,30 @@ static void info_memory(rbuf *b)
     bytes_human(h2, sizeof(h2), (unsigned long long)rss);
     bytes_human(h3, sizeof(h3), (unsigned long long)peak);
     bytes_human(h4, sizeof(h4), (unsigned long long)total);
-    addf(b, "# Memory\r\n");
-    addf(b, "used_memory:%lld\r\nused_memory_human:%s\r\n", used, h1);
-    addf(b, "used_memory_rss:%lld\r\nused_memory_rss_human:%s\r\n", rss, h2);
-    addf(b, "used_memory_peak:%lld\r\nused_memory_peak_human:%s\r\n", peak, h3);
-    addf(b, "total_system_memory:%lld\r\ntotal_system_memory_human:%s\r\n", total, h4);
-    addf(b, "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n");
-    addf(b, "mem_fragmentation_ratio:%.2f\r\n", used ? (double)rss / (double)used : 0.0);
-    addf(b, "mem_allocator:libc\r\n");
+    rbuf_appendf(b, "# Memory\r\n");
+    rbuf_appendf(b, "used_memory:%lld\r\nused_memory_human:%s\r\n", used, h1);
+    rbuf_appendf(b, "used_memory_rss:%lld\r\nused_memory_rss_human:%s\r\n", rss, h2);
+    rbuf_appendf(b, "used_memory_peak:%lld\r\nused_memory_peak_human:%s\r\n", peak, h3);
+    rbuf_appendf(b, "total_system_memory:%lld\r\ntotal_system_memory_human:%s\r\n", total, h4);
+    rbuf_appendf(b, "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n");
+    rbuf_appendf(b, "mem_fragmentation_ratio:%.2f\r\n", used ? (double)rss / (double)used : 0.0);
+    rbuf_appendf(b, "mem_allocator:libc\r\n");
 }
 
 static void info_persistence(rbuf *b)
 {
-    addf(b, "# Persistence\r\n");
-    addf(b, "loading:0\r\nasync_loading:0\r\n");
-    addf(b, "rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n");
-    addf(b, "rdb_last_save_time:%lld\r\n", (long long)server.start_time);
-    addf(b, "rdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\n");
-    addf(b, "aof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n");
-    addf(b, "aof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n");
+    rbuf_appendf(b, "# Persistence\r\n");
+    rbuf_appendf(b, "loading:0\r\nasync_loading:0\r\n");
+    rbuf_appendf(b, "rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n");
+    rbuf_appendf(b, "rdb_last_save_time:%lld\r\n", (long long)server.start_time);
+    rbuf_appendf(b, "rdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\n");
+    rbuf_appendf(b, "aof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n");
+    rbuf_appendf(b, "aof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n");
     /* Rowan persists every write in its pool before acknowledging it. */
-    addf(b, "rowan_persistence:pool-log\r\n");
-    addf(b, "rowan_persist_method:%s\r\n",
-         server.pool ? (pool_is_pmem(server.pool) ? "pmem" : "msync") : "none");
-    addf(b, "rowan_syncs:%lld\r\n", stat_get(&server.stat.syncs));
+    rbuf_appendf(b, "rowan_persistence:pool-log\r\n");
+    rbuf_appendf(b, "rowan_persist_method:%s\r\n",
+                 server.pool ? (pool_is_pmem(server.pool) ? "pmem" : "msync") : "none");
+    rbuf_appendf(b, "rowan_syncs:%lld\r\n", stat_get(&server.stat.syncs));
 }
 
 struct cmd_totals { long long errors; };
@@ -658,35 +644,35 @@ static void info_stats(rbuf *b)
     long long ops_rate = rates.ops_rate;
     double in_kbps = rates.in_kbps, out_kbps = rates.out_kbps;
     pthread_mutex_unlock(&rates.mu);
-    addf(b, "# Stats\r\n");
-    addf(b, "total_connections_received:%lld\r\n", stat_get(&server.stat.numconnections));
-    addf(b, "total_commands_processed:%lld\r\n", stat_get(&server.stat.numcommands));
-    addf(b, "instantaneous_ops_per_sec:%lld\r\n", ops_rate);
-    addf(b, "total_net_input_bytes:%lld\r\n", stat_get(&server.stat.net_input_bytes));
-    addf(b, "total_net_output_bytes:%lld\r\n", stat_get(&server.stat.net_output_bytes));
-    addf(b, "instantaneous_input_kbps:%.2f\r\ninstantaneous_output_kbps:%.2f\r\n", in_kbps, out_kbps);
-    addf(b, "rejected_connections:%lld\r\n", stat_get(&server.stat.rejected_conn));
-    addf(b, "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n");
-    addf(b, "expired_keys:%lld\r\n", stat_get(&server.stat.expiredkeys));
-    addf(b, "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n");
-    addf(b, "evicted_keys:0\r\nevicted_clients:0\r\n");
-    addf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
-    addf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
-    addf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
-    addf(b, "latest_fork_usec:0\r\ntotal_forks:0\r\n");
-    addf(b, "unexpected_error_replies:%lld\r\n", stat_get(&server.stat.unexpected_errors));
-    addf(b, "total_error_replies:%lld\r\n", t.errors);
+    rbuf_appendf(b, "# Stats\r\n");
+    rbuf_appendf(b, "total_connections_received:%lld\r\n", stat_get(&server.stat.numconnections));
+    rbuf_appendf(b, "total_commands_processed:%lld\r\n", stat_get(&server.stat.numcommands));
+    rbuf_appendf(b, "instantaneous_ops_per_sec:%lld\r\n", ops_rate);
+    rbuf_appendf(b, "total_net_input_bytes:%lld\r\n", stat_get(&server.stat.net_input_bytes));
+    rbuf_appendf(b, "total_net_output_bytes:%lld\r\n", stat_get(&server.stat.net_output_bytes));
+    rbuf_appendf(b, "instantaneous_input_kbps:%.2f\r\ninstantaneous_output_kbps:%.2f\r\n", in_kbps, out_kbps);
+    rbuf_appendf(b, "rejected_connections:%lld\r\n", stat_get(&server.stat.rejected_conn));
+    rbuf_appendf(b, "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n");
+    rbuf_appendf(b, "expired_keys:%lld\r\n", stat_get(&server.stat.expiredkeys));
+    rbuf_appendf(b, "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n");
+    rbuf_appendf(b, "evicted_keys:0\r\nevicted_clients:0\r\n");
+    rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
+    rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
+    rbuf_appendf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
+    rbuf_appendf(b, "latest_fork_usec:0\r\ntotal_forks:0\r\n");
+    rbuf_appendf(b, "unexpected_error_replies:%lld\r\n", stat_get(&server.stat.unexpected_errors));
+    rbuf_appendf(b, "total_error_replies:%lld\r\n", t.errors);
 }
 
 static void info_replication(rbuf *b)
 {
-    addf(b, "# Replication\r\n");
-    addf(b, "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n");
-    addf(b, "master_replid:%s\r\n", server.run_id);
-    addf(b, "master_replid2:0000000000000000000000000000000000000000\r\n");
-    addf(b, "master_repl_offset:0\r\nsecond_repl_offset:-1\r\n");
-    addf(b, "repl_backlog_active:0\r\nrepl_backlog_size:0\r\n");
-    addf(b, "repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n");
+    rbuf_appendf(b, "# Replication\r\n");
+    rbuf_appendf(b, "role:master\r\nconnected_slaves:0\r\nmaster_failover_state:no-failover\r\n");
+    rbuf_appendf(b, "master_replid:%s\r\n", server.run_id);
+    rbuf_appendf(b, "master_replid2:0000000000000000000000000000000000000000\r\n");
+    rbuf_appendf(b, "master_repl_offset:0\r\nsecond_repl_offset:-1\r\n");
+    rbuf_appendf(b, "repl_backlog_active:0\r\nrepl_backlog_size:0\r\n");
+    rbuf_appendf(b, "repl_backlog_first_byte_offset:0\r\nrepl_backlog_histlen:0\r\n");
 }
 
 static void info_cpu(rbuf *b)
@@ -694,25 +680,25 @@ static void info_cpu(rbuf *b)
     struct rusage self, kids;
     getrusage(RUSAGE_SELF, &self);
     getrusage(RUSAGE_CHILDREN, &kids);
-    addf(b, "# CPU\r\n");
-    addf(b, "used_cpu_sys:%ld.%06ld\r\n", (long)self.ru_stime.tv_sec, (long)self.ru_stime.tv_usec);
-    addf(b, "used_cpu_user:%ld.%06ld\r\n", (long)self.ru_utime.tv_sec, (long)self.ru_utime.tv_usec);
-    addf(b, "used_cpu_sys_children:%ld.%06ld\r\n", (long)kids.ru_stime.tv_sec, (long)kids.ru_stime.tv_usec);
-    addf(b, "used_cpu_user_children:%ld.%06ld\r\n", (long)kids.ru_utime.tv_sec, (long)kids.ru_utime.tv_usec);
+    rbuf_appendf(b, "# CPU\r\n");
+    rbuf_appendf(b, "used_cpu_sys:%ld.%06ld\r\n", (long)self.ru_stime.tv_sec, (long)self.ru_stime.tv_usec);
+    rbuf_appendf(b, "used_cpu_user:%ld.%06ld\r\n", (long)self.ru_utime.tv_sec, (long)self.ru_utime.tv_usec);
+    rbuf_appendf(b, "used_cpu_sys_children:%ld.%06ld\r\n", (long)kids.ru_stime.tv_sec, (long)kids.ru_stime.tv_usec);
+    rbuf_appendf(b, "used_cpu_user_children:%ld.%06ld\r\n", (long)kids.ru_utime.tv_sec, (long)kids.ru_utime.tv_usec);
 }
 
 static void info_cluster(rbuf *b)
 {
-    addf(b, "# Cluster\r\ncluster_enabled:%d\r\n", cluster_enabled());
+    rbuf_appendf(b, "# Cluster\r\ncluster_enabled:%d\r\n", cluster_enabled());
 }
 
 static void info_keyspace(rbuf *b)
 {
-    addf(b, "# Keyspace\r\n");
+    rbuf_appendf(b, "# Keyspace\r\n");
     for (int db = 0; db < server.cfg.databases; db++) {
         long long keys = db_size(db);
         if (keys <= 0) continue;
-        addf(b, "db%d:keys=%lld,expires=%lld,avg_ttl=0\r\n", db, keys, db_expires(db));
+        rbuf_appendf(b, "db%d:keys=%lld,expires=%lld,avg_ttl=0\r\n", db, keys, db_expires(db));
     }
 }
 
@@ -724,9 +710,9 @@ static void cmdstat_line(rbuf *b, const char *parent, const struct rcommand *cmd
     long long rejected = stat_get((_Atomic long long *)&cmd->rejected_calls);
     if (!calls && !failed && !rejected) return;
     int full = parent == NULL || strchr(cmd->name, '|') != NULL;
-    addf(b, "cmdstat_%s%s%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=%lld,failed_calls=%lld\r\n",
-         full ? "" : parent, full ? "" : "|", cmd->name, calls, usec,
-         calls ? (double)usec / (double)calls : 0.0, rejected, failed);
+    rbuf_appendf(b, "cmdstat_%s%s%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=%lld,failed_calls=%lld\r\n",
+                 full ? "" : parent, full ? "" : "|", cmd->name, calls, usec,
+                 calls ? (double)usec / (double)calls : 0.0, rejected, failed);
 }
 
 static void cmdstat_cb(struct rcommand *cmd, void *arg)
@@ -738,7 +724,7 @@ static void cmdstat_cb(struct rcommand *cmd, void *arg)
 
 static void info_commandstats(rbuf *b)
 {
-    addf(b, "# Commandstats\r\n");
+    rbuf_appendf(b, "# Commandstats\r\n");
     command_foreach(cmdstat_cb, b);
 }
 
@@ -746,14 +732,8 @@ static void info_commandstats(rbuf *b)
 static long long durable_version_lag(void)
 {
     long long lag = 0;
-    for (int i = 0; i < server.nshards && server.shards; i++) {
-        shard *s = &server.shards[i];
-        shard_lock(s);
-        uint64_t last = s->next_ver ? s->next_ver - 1 : 0;
-        uint64_t dur = atomic_load(&s->durable_ver);
-        shard_unlock(s);
-        if (last > dur) lag += (long long)(last - dur);
-    }
+    for (int i = 0; i < server.nshards && server.shards; i++)
+        lag += (long long)shard_durable_lag(&server.shards[i]);
     return lag;
 }
 
@@ -774,42 +754,47 @@ static void info_rowan_pool(rbuf *b)
 {
     pool *p = server.pool;
     long long by_state[4] = { 0, 0, 0, 0 }, by_owner[4] = { 0, 0, 0, 0 };
+    long long blog_by_state[4] = { 0, 0, 0, 0 };   /* b-log: control-thread owned */
     uint32_t n = p ? pool_nsegs(p) : 0;
     for (uint32_t i = 0; i < n; i++) {
         struct seg_meta m = pool_seg_meta(p, i);
         if (m.state < 4) by_state[m.state]++;
         if (m.state != SEG_FREE && m.owner < 4) by_owner[m.owner]++;
+        if (m.owner == OWNER_CONTROL && m.state < 4) blog_by_state[m.state]++;
     }
-    addf(b, "pool_file:%s/%s\r\n", server.cfg.dir ? server.cfg.dir : "",
-         server.cfg.pool_file ? server.cfg.pool_file : "");
-    addf(b, "pool_size:%llu\r\n", p ? (unsigned long long)pool_size(p) : 0ULL);
-    addf(b, "pool_is_pmem:%d\r\n", p ? pool_is_pmem(p) : 0);
-    addf(b, "pool_segment_size:%u\r\n", (unsigned)POOL_SEG_SIZE);
-    addf(b, "pool_segments:%u\r\n", (unsigned)n);
-    addf(b, "pool_segments_free:%lld\r\npool_segments_using:%lld\r\n", by_state[SEG_FREE], by_state[SEG_USING]);
-    addf(b, "pool_segments_used:%lld\r\npool_segments_committed:%lld\r\n", by_state[SEG_USED], by_state[SEG_COMMITTED]);
-    addf(b, "tlog_segments:%lld\r\nblog_segments:%lld\r\nclean_log_segments:%lld\r\n",
-         by_owner[OWNER_WORKER], by_owner[OWNER_CONTROL], by_owner[OWNER_CLEAN]);
+    rbuf_appendf(b, "pool_file:%s/%s\r\n", server.cfg.dir ? server.cfg.dir : "",
+                 server.cfg.pool_file ? server.cfg.pool_file : "");
+    rbuf_appendf(b, "pool_size:%llu\r\n", p ? (unsigned long long)pool_size(p) : 0ULL);
+    rbuf_appendf(b, "pool_is_pmem:%d\r\n", p ? pool_is_pmem(p) : 0);
+    rbuf_appendf(b, "pool_segment_size:%u\r\n", (unsigned)POOL_SEG_SIZE);
+    rbuf_appendf(b, "pool_segments:%u\r\n", (unsigned)n);
+    rbuf_appendf(b, "pool_segments_free:%lld\r\npool_segments_using:%lld\r\n", by_state[SEG_FREE], by_state[SEG_USING]);
+    rbuf_appendf(b, "pool_segments_used:%lld\r\npool_segments_committed:%lld\r\n", by_state[SEG_USED], by_state[SEG_COMMITTED]);
+    rbuf_appendf(b, "tlog_segments:%lld\r\nblog_segments:%lld\r\nclean_log_segments:%lld\r\n",
+                 by_owner[OWNER_WORKER], by_owner[OWNER_CONTROL], by_owner[OWNER_CLEAN]);
+    rbuf_appendf(b, "blog_segments_using:%lld\r\nblog_segments_used:%lld\r\n"
+                 "blog_segments_committed:%lld\r\n", blog_by_state[SEG_USING],
+                 blog_by_state[SEG_USED], blog_by_state[SEG_COMMITTED]);
 }
 
 static void info_rowan(rbuf *b)
 {
-    addf(b, "# Rowan\r\n");
-    addf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
-    addf(b, "workers:%d\r\nshards:%d\r\n", server.nworkers, server.nshards);
+    rbuf_appendf(b, "# Rowan\r\n");
+    rbuf_appendf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
+    rbuf_appendf(b, "workers:%d\r\nshards:%d\r\n", server.nworkers, server.nshards);
     info_rowan_pool(b);
-    addf(b, "durable_version_lag:%lld\r\n", durable_version_lag());
-    addf(b, "held_replies:%lld\r\n", stat_get(&server.stat.held_replies));
-    addf(b, "syncs:%lld\r\n", stat_get(&server.stat.syncs));
-    addf(b, "oom_refused:%lld\r\n", stat_get(&server.stat.oom_refused));
-    addf(b, "index_memory:%lld\r\n", index_memory());
-    addf(b, "clean_threshold:%d\r\n", server.cfg.clean_threshold);
-    addf(b, "clean_segments:%lld\r\n", stat_get(&server.stat.clean_segments));
-    addf(b, "clean_bytes_copied:%lld\r\n", stat_get(&server.stat.clean_bytes_copied));
-    addf(b, "recovered_entries:%lld\r\n", stat_get(&server.stat.recovered_entries));
-    addf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
-    addf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
-    addf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
+    rbuf_appendf(b, "durable_version_lag:%lld\r\n", durable_version_lag());
+    rbuf_appendf(b, "held_replies:%lld\r\n", stat_get(&server.stat.held_replies));
+    rbuf_appendf(b, "syncs:%lld\r\n", stat_get(&server.stat.syncs));
+    rbuf_appendf(b, "oom_refused:%lld\r\n", stat_get(&server.stat.oom_refused));
+    rbuf_appendf(b, "index_memory:%lld\r\n", index_memory());
+    rbuf_appendf(b, "clean_threshold:%d\r\n", server.cfg.clean_threshold);
+    rbuf_appendf(b, "clean_segments:%lld\r\n", stat_get(&server.stat.clean_segments));
+    rbuf_appendf(b, "clean_bytes_copied:%lld\r\n", stat_get(&server.stat.clean_bytes_copied));
+    rbuf_appendf(b, "recovered_entries:%lld\r\n", stat_get(&server.stat.recovered_entries));
+    rbuf_appendf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
+    rbuf_appendf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
+    rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
     repl_info(b);
 }
 
@@ -862,7 +847,7 @@ void infoCommand(client *c)
     int first = 1;
     for (int i = 0; i < NSECTIONS; i++) {
         if (!want[i]) continue;
-        if (!first) addf(&b, "\r\n");
+        if (!first) rbuf_appendf(&b, "\r\n");
         sections[i].fn(&b);
         first = 0;
     }

@@ -517,70 +517,56 @@ static uint64_t lat_percentile(const uint64_t *h, uint64_t total, double q) {
 }
 
 void repl_info(rbuf *o) {
-    char line[512];
-#define ADD(...) do { int n_ = snprintf(line, sizeof(line), __VA_ARGS__); rbuf_append(o, line, (size_t)n_); } while (0)
-    ADD("replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
-    ADD("replication_transport:%s\r\n", tp ? tp->name : "tcp");
-    ADD("replication_factor:%d\r\n", cluster_replicas());
+    rbuf_appendf(o, "replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
+    rbuf_appendf(o, "replication_transport:%s\r\n", tp ? tp->name : "tcp");
+    rbuf_appendf(o, "replication_factor:%d\r\n", cluster_replicas());
     int live = 0, n = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         if (!((peers_mask >> p) & 1)) continue;
         n++;
         int st = atomic_load(&peers[p].state);
         live += st == PEER_LIVE;
-        ADD("repl_peer_%s:state=%s,gen=%llu\r\n", cluster_node_at(p)->name,
-            st == PEER_LIVE ? "live" : st == PEER_SYNCING ? "syncing" : "down",
-            (unsigned long long)atomic_load(&peers[p].gen));
+        rbuf_appendf(o, "repl_peer_%s:state=%s,gen=%llu\r\n", cluster_node_at(p)->name,
+                     st == PEER_LIVE ? "live" : st == PEER_SYNCING ? "syncing" : "down",
+                     (unsigned long long)atomic_load(&peers[p].gen));
     }
-    ADD("repl_peers:%d\r\nrepl_peers_live:%d\r\n", n, live);
+    rbuf_appendf(o, "repl_peers:%d\r\nrepl_peers_live:%d\r\n", n, live);
     uint64_t h[LAT_BUCKETS], total = 0;
     for (int k = 0; k < LAT_BUCKETS; k++) total += h[k] = atomic_load(&lat_hist[k]);
-    ADD("repl_batches:%llu\r\n", (unsigned long long)total);
-    ADD("repl_latency_usec_p50:%llu\r\nrepl_latency_usec_p99:%llu\r\nrepl_latency_usec_p999:%llu\r\n",
-        (unsigned long long)lat_percentile(h, total, 0.5),
-        (unsigned long long)lat_percentile(h, total, 0.99),
-        (unsigned long long)lat_percentile(h, total, 0.999));
-    ADD("repl_catchups:%lld\r\nrepl_catchup_entries:%lld\r\nrepl_catchup_bytes:%lld\r\n",
-        atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
-    ADD("repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
-        atomic_load(&server.stat.replication_timeouts));
-    /* b-log segments by state */
-    long long bseg[4] = {0};
-    uint32_t nseg = pool_nsegs(server.pool);
-    for (uint32_t s = 0; s < nseg; s++) {
-        struct seg_meta sm = pool_seg_meta(server.pool, s);
-        if (sm.owner == OWNER_CONTROL && sm.state < 4) bseg[sm.state]++;
-    }
-    ADD("blog_segments_using:%lld\r\nblog_segments_used:%lld\r\nblog_segments_committed:%lld\r\n",
-        bseg[SEG_USING], bseg[SEG_USED], bseg[SEG_COMMITTED]);
+    rbuf_appendf(o, "repl_batches:%llu\r\n", (unsigned long long)total);
+    rbuf_appendf(o, "repl_latency_usec_p50:%llu\r\nrepl_latency_usec_p99:%llu\r\nrepl_latency_usec_p999:%llu\r\n",
+                 (unsigned long long)lat_percentile(h, total, 0.5),
+                 (unsigned long long)lat_percentile(h, total, 0.99),
+                 (unsigned long long)lat_percentile(h, total, 0.999));
+    rbuf_appendf(o, "repl_catchups:%lld\r\nrepl_catchup_entries:%lld\r\nrepl_catchup_bytes:%lld\r\n",
+                 atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
+    rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
+                 atomic_load(&server.stat.replication_timeouts));
     long long msgs = 0, refused = 0, links = 0;
     control_get_stats(&msgs, &refused, &links);
-    ADD("blog_messages:%lld\r\nblog_bytes:%llu\r\nblog_refused:%lld\r\nblog_links:%lld\r\n", msgs,
-        (unsigned long long)blog_bytes_landed(), refused, links);
+    rbuf_appendf(o, "blog_messages:%lld\r\nblog_bytes:%llu\r\nblog_refused:%lld\r\nblog_links:%lld\r\n", msgs,
+                 (unsigned long long)blog_bytes_landed(), refused, links);
     digest_stats ds;
     digest_get_stats(&ds);
-    ADD("digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
-        "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n"
-        "digest_committed_segments:%llu\r\n",
-        (unsigned long long)(ds.published_bytes - ds.digested_bytes),
-        (unsigned long long)ds.applied, (unsigned long long)ds.pending,
-        (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
-        (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed);
+    rbuf_appendf(o, "digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
+                 "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n"
+                 "digest_committed_segments:%llu\r\n",
+                 (unsigned long long)(ds.published_bytes - ds.digested_bytes),
+                 (unsigned long long)ds.applied, (unsigned long long)ds.pending,
+                 (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
+                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed);
     /* durable-version lag of the shards we are primary of */
     uint64_t maxlag = 0;
-    rbuf_append(o, "durable_lag_by_shard:", 21);
+    rbuf_appendf(o, "durable_lag_by_shard:");
     int first = 1;
     for (int s = 0; s < server.nshards; s++) {
         if (!cluster_is_primary(s)) continue;
-        shard *sh = &server.shards[s];
-        uint64_t last = sh->next_ver - 1, dur = atomic_load(&sh->durable_ver);
-        uint64_t lag = last > dur ? last - dur : 0;
+        uint64_t lag = shard_durable_lag(&server.shards[s]);
         if (lag > maxlag) maxlag = lag;
         if (!lag) continue;
-        ADD("%s%d=%llu", first ? "" : ",", s, (unsigned long long)lag);
+        rbuf_appendf(o, "%s%d=%llu", first ? "" : ",", s, (unsigned long long)lag);
         first = 0;
     }
-    rbuf_append(o, "\r\n", 2);
-    ADD("durable_lag_max:%llu\r\n", (unsigned long long)maxlag);
-#undef ADD
+    rbuf_appendf(o, "\r\n");
+    rbuf_appendf(o, "durable_lag_max:%llu\r\n", (unsigned long long)maxlag);
 }

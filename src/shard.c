@@ -100,3 +100,11 @@ int shard_worker_landed(shard *s, int wid, int slot) {
     shard_unlock(s);
     return now > before;
 }
+
+uint64_t shard_durable_lag(shard *s) {
+    shard_lock(s);
+    uint64_t last = s->next_ver ? s->next_ver - 1 : 0;
+    uint64_t dur = atomic_load(&s->durable_ver);
+    shard_unlock(s);
+    return last > dur ? last - dur : 0;
+}

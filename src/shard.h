@@ -67,6 +67,8 @@ uint64_t shard_next_version(shard *s, int wid, int slot);
 /* Worker wid's batch in slot is durable. Takes the lock. Returns 1 if the
  * watermark moved. */
 int shard_worker_landed(shard *s, int wid, int slot);
+/* Versions handed out but not yet durable (INFO). Takes the lock. */
+uint64_t shard_durable_lag(shard *s);
 /* Is version v durable? (lock free) */
 static inline int shard_is_durable(shard *s, uint64_t v) {
     return atomic_load_explicit(&s->durable_ver, memory_order_acquire) >= v;
