@@ -71,6 +71,7 @@ static _Atomic int ctl_stopping;
 static int ctl_running;
 static ctl_link *links[CTL_MAX_LINKS];
 static _Atomic long long st_msgs, st_refused, st_links;
+static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_node asked to close */
 
 static void link_close(ctl_link *l, const char *why) {
     if (why)
@@ -307,6 +308,20 @@ static int ctl_wait(struct epoll_event *evs, int max, int timeout_ms) {
     return n;
 }
 
+void control_drop_node(int node) {
+    if (node < 0 || node >= CLUSTER_MAX_NODES) return;
+    atomic_fetch_or(&drop_mask, 1ULL << node);
+    if (wake_fd >= 0) ctl_wake(NULL);
+}
+
+static void drop_requested(void) {
+    uint64_t m = atomic_exchange(&drop_mask, 0);
+    for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
+        ctl_link *l = links[i];
+        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(l, "re-sync requested by the digest");
+    }
+}
+
 static void *control_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-control");
@@ -325,6 +340,7 @@ static void *control_main(void *arg) {
             } else link_readable(evs[i].data.ptr);
         }
         flush_complete();
+        drop_requested();
         if (fl_count == CTL_FLIGHTS || atomic_load(&ctl_stopping)) continue;
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
             if (links[i] && links[i]->dirty) {

@@ -7,6 +7,9 @@
 /* Listen on our replication port and start the thread (cluster mode). */
 int control_start(char *err, size_t errlen);
 void control_stop(void);
+/* Close every link from node `node` (any thread): its sender then starts a
+ * new session with us, whose catch-up re-syncs what it sends us. */
+void control_drop_node(int node);
 void control_get_stats(long long *msgs, long long *refused, long long *nlinks);
 
 #endif

@@ -36,6 +36,8 @@ typedef struct digest_stats {
     uint64_t published_bytes, digested_bytes; /* lag = published - digested */
     uint64_t applied, dropped, pending, corrupt, resyncs;
     uint64_t segs_committed;   /* b-log segments the digest committed */
+    uint64_t diverged;         /* CommitVer regressions seen (re-sync requested) */
+    uint64_t stalled_shards;   /* shards whose entries wait too long for CommitVer */
 } digest_stats;
 void digest_get_stats(digest_stats *out);
 

@@ -359,11 +359,28 @@ static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
 
 static void mbuf_export_fn(void *arg, const void *entry, size_t len) { mbuf_add(arg, entry, len); }
 
-static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+static void mbuf_header_entry(mgr_buf *m, const log_entry *e) {
     uint8_t enc[LOG_HDR_SIZE];
-    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
-    size_t n = log_entry_encode(enc, &e, 1);
+    size_t n = log_entry_encode(enc, e, 1);
     mbuf_add(m, enc, n);
+}
+
+static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
+    mbuf_header_entry(m, &e);
+}
+
+/* Append a re-sync of shard sh (its lock held) at a fresh version: begin
+ * marker, every key at that version, end record (log.h, "Re-sync").
+ * Returns the version. */
+static uint64_t mbuf_resync(mgr_buf *m, shard *sh) {
+    uint64_t v = shard_resync_version(sh);
+    mbuf_marker(m, LOG_RESYNC, sh->id, v, 0);
+    db_shard_export(sh, v, mbuf_export_fn, m);
+    log_entry end = {.type = LOG_FLUSHDB, .flags = LOG_F_RESYNC, .shard = sh->id, .db = 0xffff,
+                     .ver = v};
+    mbuf_header_entry(m, &end);
+    return v;
 }
 
 static int mgr_send(repl_peer *pe, mgr_buf *m) {
@@ -410,12 +427,9 @@ static void mgr_session(int p) {
         if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
         shard *sh = &server.shards[s];
         shard_lock(sh);
-        uint64_t vsnap = sh->next_ver - 1;
-        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 0);
         uint64_t before = m.msgs;
-        db_shard_export(sh, mbuf_export_fn, &m);
-        entries += (long long)(m.msgs - before);
-        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 1);
+        uint64_t vsnap = mbuf_resync(&m, sh);
+        entries += (long long)(m.msgs - before - 2);
         shard_unlock(sh);
         pe->commit_sent[s] = vsnap;
         shards++;
@@ -550,11 +564,13 @@ void repl_info(rbuf *o) {
     digest_get_stats(&ds);
     rbuf_appendf(o, "digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
                  "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n"
-                 "digest_committed_segments:%llu\r\n",
+                 "digest_committed_segments:%llu\r\ndigest_diverged:%llu\r\n"
+                 "digest_stalled_shards:%llu\r\n",
                  (unsigned long long)(ds.published_bytes - ds.digested_bytes),
                  (unsigned long long)ds.applied, (unsigned long long)ds.pending,
                  (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
-                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed);
+                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed,
+                 (unsigned long long)ds.diverged, (unsigned long long)ds.stalled_shards);
     /* durable-version lag of the shards we are primary of */
     uint64_t maxlag = 0;
     rbuf_appendf(o, "durable_lag_by_shard:");

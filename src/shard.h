@@ -48,6 +48,16 @@ typedef struct shard {
     uint64_t dbmap_ver;
     long long dbkeys[SHARD_MAX_DBS];  /* keys per physical db, under lock */
     long long dbexpires[SHARD_MAX_DBS];
+    /* The latest completed re-sync of this copy (a replica's catch-up, or a
+     * primary's fetch from a replica): its end record is kept live so that
+     * recovery can tell a complete re-sync from one a crash cut short. */
+    uint64_t resync_ref;              /* pool offset of that end record, 0 if none */
+    uint64_t resync_ver;              /* its version */
+    /* This copy may lack effects: recovery found damage that may have
+     * held some of them, or a re-sync was cut short. Such a copy is never
+     * served nor used as the source of another replica; a complete
+     * re-sync clears the flag. */
+    _Atomic int damaged;
 } shard;
 
 void shard_init_all(int nshards, int nworkers, int databases);
@@ -64,6 +74,10 @@ int shard_held_by_me(const shard *s);
 /* Allocate the next version for worker wid's batch in slot; caller holds the
  * lock. */
 uint64_t shard_next_version(shard *s, int wid, int slot);
+/* A version for a re-sync of the shard's contents (log.h, "Re-sync"):
+ * taken from the same counter, so no write ever has it. Caller holds the
+ * lock. Nothing waits on it: it never enters the durable watermark. */
+uint64_t shard_resync_version(shard *s);
 /* Worker wid's batch in slot is durable. Takes the lock. Returns 1 if the
  * watermark moved. */
 int shard_worker_landed(shard *s, int wid, int slot);
