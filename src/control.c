@@ -40,6 +40,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "bus.h"
 #include "cluster.h"
 #include "control.h"
 #include "log.h"
@@ -139,6 +140,13 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
             return -1;
         }
         serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
+        if (l->sender == REPL_LINK_BUS) {
+            /* a cluster bus link: the bus thread serves it (bus.c) */
+            epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+            bus_adopt(l->fd, l->node, l->buf + pos, l->len - pos);
+            l->fd = -1;
+            return 1;
+        }
         if (server.cfg.replication_mode == REPL_MODE_RPC) {
             /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
             epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);

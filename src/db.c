@@ -837,7 +837,12 @@ static void unlock_if(shard *s, int locked) {
  * shards (applied by the digest thread), which KEYS, SCAN, DBSIZE,
  * RANDOMKEY, FLUSHALL/FLUSHDB and active expiry must never list, count,
  * flush or expire. Standalone: every shard. */
-static int client_shard(int i) { return !cluster_enabled() || cluster_is_primary(i); }
+/* Shards keyspace-wide commands see: in a cluster, those we serve as
+ * primary (never a backup copy, nor a shard still being reconciled). */
+static int client_shard(int i) {
+    return !cluster_enabled() ||
+           (cluster_is_primary(i) && atomic_load(&server.shards[i].avail) == SHARD_SERVING);
+}
 
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {

@@ -179,8 +179,15 @@ static void pend_drop_upto(dg_shard *d, uint64_t upto) {
  *    the snapshot version of the re-sync being received) is covered by a
  *    re-sync and dropped;
  *  - any other effect waits for CommitVer, then applies in version order. */
+/* Do we take b-log entries of shard sid? As its backup, or as its primary
+ * while it fetches the shard from a replica (a re-sync only). */
+static int takes_shard(int sid, int resync) {
+    if (sid >= server.nshards) return 0;
+    return cluster_is_backup(sid) || (resync && atomic_load(&server.shards[sid].fetching));
+}
+
 static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
-    if (e->shard >= server.nshards || !cluster_is_backup(e->shard)) {
+    if (!takes_shard(e->shard, (e->flags & LOG_F_RESYNC) != 0)) {
         atomic_fetch_add(&st_dropped, 1);
         return;
     }
@@ -197,6 +204,7 @@ static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
         if (e->type == LOG_FLUSHDB) {   /* the end: everything <= ver is in */
             atomic_fetch_add(&st_resyncs, 1);
             atomic_store(&s->damaged, 0);   /* a whole new copy */
+            atomic_store(&s->fetching, 0);  /* a fetch is complete (reconcile.c) */
             d->resync_ver = 0;
             d->applied = e->ver;          /* reset, even if it was higher */
             d->commitver = e->ver;
@@ -245,7 +253,7 @@ static void on_commitver(const log_entry *e) {
 }
 
 static void on_resync_begin(const log_entry *e) {
-    if (e->shard >= server.nshards || !cluster_is_backup(e->shard)) return;
+    if (!takes_shard(e->shard, 1)) return;
     dg_shard *d = &sh[e->shard];
     pend_drop_upto(d, e->ver);
     d->resync_ver = e->ver;
@@ -357,12 +365,68 @@ static void adopt_announced(size_t upto) {
     pthread_mutex_unlock(&dg_mu);
 }
 
+typedef struct dg_job {
+    void (*fn)(void *);
+    void *arg;
+    struct dg_job *next;
+} dg_job;
+static dg_job *jobs;   /* under dg_mu */
+
+void digest_run(void (*fn)(void *), void *arg) {
+    dg_job *j = malloc(sizeof(*j));
+    j->fn = fn;
+    j->arg = arg;
+    pthread_mutex_lock(&dg_mu);
+    j->next = jobs;
+    jobs = j;
+    pthread_cond_signal(&dg_cv);
+    pthread_mutex_unlock(&dg_mu);
+}
+
+/* Run the queued jobs, oldest first (after the round's digesting). */
+static void run_jobs(void) {
+    pthread_mutex_lock(&dg_mu);
+    dg_job *j = jobs, *rev = NULL;
+    jobs = NULL;
+    pthread_mutex_unlock(&dg_mu);
+    while (j) {
+        dg_job *next = j->next;
+        j->next = rev;
+        rev = j;
+        j = next;
+    }
+    while (rev) {
+        dg_job *next = rev->next;
+        pthread_mutex_lock(&apply_mu);
+        rev->fn(rev->arg);
+        pthread_mutex_unlock(&apply_mu);
+        free(rev);
+        rev = next;
+    }
+}
+
+uint64_t digest_max_version(int sid) {
+    dg_shard *d = &sh[sid];
+    shard *s = &server.shards[sid];
+    shard_lock(s);
+    uint64_t v = s->next_ver - 1;
+    shard_unlock(s);
+    if (d->n && d->pend[d->n - 1].ver > v) v = d->pend[d->n - 1].ver;
+    return v;
+}
+
+uint64_t digest_apply_all(int sid) {
+    dg_shard *d = &sh[sid];
+    if (d->n) apply_upto(sid, d->pend[d->n - 1].ver);
+    return digest_max_version(sid);
+}
+
 static void *digest_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-digest");
     while (!atomic_load(&dg_stopping)) {
         pthread_mutex_lock(&dg_mu);
-        if (!have_front || (cur_idx == front_idx && cur_pos == front_pos)) {
+        if (!jobs && (!have_front || (cur_idx == front_idx && cur_pos == front_pos))) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += DIGEST_POLL_MS * 1000000L;
@@ -373,7 +437,10 @@ static void *digest_main(void *arg) {
         size_t fidx = front_idx;
         uint32_t fpos = front_pos;
         pthread_mutex_unlock(&dg_mu);
-        if (!have) continue;
+        if (!have) {
+            run_jobs();
+            continue;
+        }
         adopt_announced(fidx + 1);
         while (cur_idx <= fidx) {
             uint32_t limit = cur_idx == fidx ? fpos : POOL_SEG_SIZE;
@@ -388,7 +455,9 @@ static void *digest_main(void *arg) {
         }
         commit_segments();
         check_stalls();
+        run_jobs();
     }
+    run_jobs();
     return NULL;
 }
 

@@ -20,6 +20,7 @@
 #include "config.h"
 #include "db.h"
 #include "pool.h"
+#include "reconcile.h"
 #include "recovery.h"
 #include "repl.h"
 #include "server.h"
@@ -138,6 +139,7 @@ int main(int argc, char **argv) {
     types_register();
     char err[512];
     if (recovery_run(err, sizeof(err)) != 0) die("Recovery failed: %s", err);
+    reconcile_init();
     clean_start();
     repl_init();
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);

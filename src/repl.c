@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "bus.h"
 #include "cluster.h"
 #include "control.h"
 #include "db_shard.h"
@@ -41,6 +42,7 @@
 #include "le.h"
 #include "log.h"
 #include "pool.h"
+#include "reconcile.h"
 #include "repl.h"
 #include "server.h"
 #include "shard.h"
@@ -103,7 +105,7 @@ void repl_init(void) {
     }
 }
 
-static void hello_fill(repl_hello *h, uint16_t sender) {
+void repl_hello_fill(repl_hello *h, uint16_t sender) {
     memset(h, 0, sizeof(*h));
     h->magic = REPL_HELLO_MAGIC;
     h->node = (uint16_t)cluster_self();
@@ -179,7 +181,7 @@ static void wl_sync(worker *w, int p) {
     if (l->link || st == PEER_DOWN || l->gen == g) return;
     const cluster_node *n = cluster_node_at(p);
     repl_hello h;
-    hello_fill(&h, (uint16_t)w->id);
+    repl_hello_fill(&h, (uint16_t)w->id);
     repl_link_cbs cbs = {wl_on_ack, wl_on_down, l};
     char err[256];
     l->gen = g;
@@ -256,7 +258,9 @@ static int need_met(const repl_wlink *l, const repl_need *nd, uint64_t batch_sta
     uint64_t caught = atomic_load(&peers[p].caught_up);
     if (nd->miss && caught <= nd->miss) return 0;
     if (!nd->seq) return 1;
-    if (nd->gen == l->gen && l->link && !l->dead && l->acked >= nd->seq) return 1;
+    if (nd->gen == l->gen && l->gen == atomic_load(&peers[p].gen) && l->link && !l->dead &&
+        l->acked >= nd->seq)
+        return 1;
     return caught > batch_stamp;
 }
 
@@ -305,7 +309,7 @@ static int mgr_connect(int p, char *err, size_t errlen) {
     int fd = tcp_connect_blocking(n->host, n->repl_port, 1000, err, errlen);
     if (fd < 0) return -1;
     repl_hello h;
-    hello_fill(&h, REPL_LINK_MANAGER);
+    repl_hello_fill(&h, REPL_LINK_MANAGER);
     uint8_t ack[8];
     if (tcp_send_all(fd, &h, sizeof(h)) != 0 || tcp_recv_all(fd, ack, 8, 2000) != 0) {
         snprintf(err, errlen, "the peer did not accept our hello (see its log)");
@@ -396,6 +400,14 @@ static void mgr_close(repl_peer *pe) {
     pe->fd = -1;
 }
 
+/* Do we push shard s to peer p (catch-up, CommitVer)? Only the shards we
+ * serve as primary: one still being reconciled (reconcile.h) may lack
+ * history, and its backups must not take it for the truth. */
+static int pushes_to(int s, int p) {
+    return cluster_is_primary(s) && cluster_mask_has(cluster_backups_of(s), p) &&
+           atomic_load(&server.shards[s].avail) == SHARD_SERVING;
+}
+
 /* Bring peer p back: new session, catch-up of every shard it backs up for
  * us, LIVE. */
 static void mgr_session(int p) {
@@ -424,7 +436,7 @@ static void mgr_session(int p) {
     mgr_buf m = {0};
     long long shards = 0, entries = 0, bytes = 0;
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        if (!pushes_to(s, p)) continue;
         shard *sh = &server.shards[s];
         shard_lock(sh);
         uint64_t before = m.msgs;
@@ -459,12 +471,44 @@ fail:
     pe->next_try_us = monotonic_us() + 250000;
 }
 
+void repl_force_resync(int p) {
+    repl_peer *pe = &peers[p];
+    if (!((peers_mask >> p) & 1)) return;
+    /* A new generation first: links of the old one stop counting at once
+     * (need_met), so no write is acknowledged on a session whose catch-up
+     * did not include the shard; then DOWN, so the loop starts one. */
+    atomic_fetch_add(&pe->gen, 1);
+    atomic_store(&pe->state, PEER_DOWN);
+    mgr_close(pe);
+    pe->next_try_us = 0;
+    server_wake_workers();
+}
+
+int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
+    repl_peer pe = {.fd = -1};
+    pe.fd = mgr_connect(node, err, errlen);
+    if (pe.fd < 0) return -1;
+    shard *sh = &server.shards[sid];
+    mgr_buf m = {0};
+    shard_lock(sh);
+    if (sh->next_ver < vmin) sh->next_ver = vmin;
+    uint64_t v = mbuf_resync(&m, sh);
+    shard_unlock(sh);
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    int rc = mgr_send(&pe, &m) == 0 && mgr_wait_acks(&pe, pe.sent, wait_ms) == 0 ? 0 : -1;
+    if (rc) snprintf(err, errlen, "the re-sync stream to the primary failed");
+    free(m.b);
+    mgr_close(&pe);
+    *vout = v;
+    return rc;
+}
+
 /* Send <shard, CommitVer> for every shard whose watermark moved. */
 static void mgr_commitvers(int p) {
     repl_peer *pe = &peers[p];
     mgr_buf m = {0};
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        if (!pushes_to(s, p)) continue;
         uint64_t v = atomic_load(&server.shards[s].durable_ver);
         if (v <= pe->commit_sent[s]) continue;
         mbuf_marker(&m, LOG_COMMITVER, (uint16_t)s, v, 0);
@@ -482,6 +526,7 @@ static void *mgr_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-repl");
     while (!atomic_load(&mgr_stopping)) {
+        reconcile_step();
         int64_t now = monotonic_us();
         for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
             if (!((peers_mask >> p) & 1)) continue;
@@ -497,6 +542,7 @@ static void *mgr_main(void *arg) {
 
 int repl_start(char *err, size_t errlen) {
     if (!cluster_enabled()) return 0;
+    if (bus_start(err, errlen) != 0) return -1;
     /* Every cluster node can be a backup: the control thread and digest
      * run even when k = 1 would make them idle. */
     digest_start();
@@ -516,6 +562,7 @@ void repl_stop(void) {
         mgr_running = 0;
     }
     control_stop();
+    bus_stop();
     digest_stop();
 }
 
@@ -534,6 +581,10 @@ void repl_info(rbuf *o) {
     rbuf_appendf(o, "replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
     rbuf_appendf(o, "replication_transport:%s\r\n", tp ? tp->name : "tcp");
     rbuf_appendf(o, "replication_factor:%d\r\n", cluster_replicas());
+    int damaged = 0;
+    for (int s = 0; s < server.nshards; s++) damaged += atomic_load(&server.shards[s].damaged) != 0;
+    rbuf_appendf(o, "shards_reconciling:%d\r\nshards_lost:%d\r\nshards_damaged:%d\r\n",
+                 reconcile_pending(), reconcile_lost(), damaged);
     int live = 0, n = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         if (!((peers_mask >> p) & 1)) continue;

@@ -58,7 +58,21 @@ typedef struct shard {
      * served nor used as the source of another replica; a complete
      * re-sync clears the flag. */
     _Atomic int damaged;
+    /* Whether a shard this node is primary of may be served (SHARD_*):
+     * changed under the lock, read under it by the dispatcher. */
+    _Atomic int avail;
+    /* A re-sync of this PRIMARY shard from a replica is expected (its
+     * digest applies it although we are not a backup of it): the
+     * fetching version floor while set, 0 otherwise (reconcile.c). */
+    _Atomic uint64_t fetching;
 } shard;
+
+/* shard.avail */
+enum {
+    SHARD_SERVING = 0,       /* served */
+    SHARD_RECONCILING = 1,   /* being checked against its replicas, or fetched */
+    SHARD_LOST = 2           /* no replica holds its whole history: refused */
+};
 
 void shard_init_all(int nshards, int nworkers, int databases);
 /* Shard of a key (by its hash slot) / of a slot. */
