@@ -415,6 +415,8 @@ uint64_t digest_max_version(int sid) {
     return v;
 }
 
+uint64_t digest_committed(int sid) { return sh[sid].applied; }
+
 uint64_t digest_apply_all(int sid) {
     dg_shard *d = &sh[sid];
     if (d->n) apply_upto(sid, d->pend[d->n - 1].ver);

@@ -43,6 +43,10 @@ uint64_t digest_apply_all(int sid);
 /* Digest thread only: the largest version of shard sid this node holds,
  * applied or pending. */
 uint64_t digest_max_version(int sid);
+/* Digest thread only: the version up to which this copy of shard sid is
+ * committed (every version <= it of the current primary is applied here),
+ * 0 when unknown (nothing committed since this node started). */
+uint64_t digest_committed(int sid);
 
 typedef struct digest_stats {
     uint64_t published_bytes, digested_bytes; /* lag = published - digested */

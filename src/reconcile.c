@@ -15,7 +15,14 @@
  *
  * Answers (BUS_SHARDINFO response), per shard asked: u16 shard, u8 flags
  * (RC_DAMAGED: the copy may lack effects; RC_HERE: this node holds a copy
- * at all, i.e. is a backup of it), u64 largest version held. */
+ * at all, i.e. is a backup of it), u64 largest version held, u64 version
+ * up to which the copy is committed (digest_committed).
+ *
+ * Settling a shard: each backup whose committed version already covers
+ * the settled copy's largest version holds exactly that copy (it applied
+ * every version up to it, and holds none above); every other backup gets
+ * a re-sync of the shard (repl_resync_shard) before the shard is served,
+ * so no write of ours lands on a copy that differs from ours. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,14 +39,16 @@
 
 #define RC_DAMAGED 0x1
 #define RC_HERE    0x2
-#define RC_ANSWER  11            /* bytes per shard in a SHARDINFO answer */
+#define RC_ANSWER  19            /* bytes per shard in a SHARDINFO answer */
 #define RC_RETRY_US 250000
 #define RC_ASK_TIMEOUT_MS 5000
 #define RC_FETCH_TIMEOUT_MS 600000
 
 typedef struct rc_shard {
     int active;              /* still being checked */
+    int settling;            /* decided: waiting for its backups' re-syncs */
     uint64_t answered;       /* backups that answered */
+    uint64_t committed_at[CLUSTER_MAX_NODES];  /* each backup's committed version */
     uint64_t best_ver;       /* best undamaged copy among the answers */
     int best_node;           /* -1: none yet */
     uint64_t max_any;        /* largest version any answer held */
@@ -87,6 +96,7 @@ static void info_run(void *arg) {
         le_put_u16(p, (uint16_t)sid);
         p[2] = flags;
         le_put_u64(p + 3, digest_max_version(sid));
+        le_put_u64(p + 11, digest_committed(sid));
         p += RC_ANSWER;
     }
     bus_reply(j->req, out, (size_t)j->n * RC_ANSWER);
@@ -244,6 +254,7 @@ static void fold_answer(int p, const uint8_t *a, size_t n) {
         if (sid >= server.nshards || !rc.sh[sid].active) continue;
         rc_shard *r = &rc.sh[sid];
         r->answered |= 1ULL << p;
+        r->committed_at[p] = (flags & RC_HERE) && !(flags & RC_DAMAGED) ? le_get_u64(a + off + 11) : 0;
         if (v > r->max_any) r->max_any = v;
         if ((flags & RC_HERE) && !(flags & RC_DAMAGED) && (r->best_node < 0 || v > r->best_ver)) {
             r->best_ver = v;
@@ -278,18 +289,30 @@ static void collect_answers(int64_t now) {
     }
 }
 
+/* The shard's copy here is decided: the backups that do not already hold
+ * exactly it are re-synced; it is served once they all are. */
 static void settle(int sid, const char *how) {
+    rc_shard *r = &rc.sh[sid];
     shard *s = &server.shards[sid];
-    uint64_t b = cluster_backups_of(sid);
-    /* the backups learn this copy before any new write reaches them */
+    uint64_t top = s->next_ver - 1, b = cluster_backups_of(sid), need = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        if (cluster_mask_has(b, p)) repl_force_resync(p);
+        if (cluster_mask_has(b, p) && r->committed_at[p] < top) need |= 1ULL << p;
+    if (need) repl_resync_shard(sid, need);
+    r->settling = 1;
+    serverLog(LL_VERBOSE, "Reconcile: shard %d settled (%s); %d backups to re-sync", sid, how,
+              __builtin_popcountll(need));
+}
+
+/* A settled shard is served once no backup waits for its re-sync. */
+static void check_settled(int sid) {
+    if (repl_resync_pending(sid)) return;
+    shard *s = &server.shards[sid];
     shard_lock(s);
     atomic_store(&s->avail, SHARD_SERVING);
     shard_unlock(s);
     rc.sh[sid].active = 0;
+    rc.sh[sid].settling = 0;
     atomic_fetch_sub(&rc.pending, 1);
-    serverLog(LL_VERBOSE, "Reconcile: shard %d is served (%s)", sid, how);
 }
 
 static void lose(int sid) {
@@ -366,6 +389,10 @@ static void check_fetch(int sid, int64_t now) {
 static void decide(int sid, int64_t now) {
     rc_shard *r = &rc.sh[sid];
     shard *s = &server.shards[sid];
+    if (r->settling) {
+        check_settled(sid);
+        return;
+    }
     if (r->fetching) {
         check_fetch(sid, now);
         return;

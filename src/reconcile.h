@@ -17,8 +17,8 @@
  *   - else we fetch it: that replica applies everything it holds of the
  *     shard and sends it as a re-sync (log.h) at a version above all of
  *     them; our digest lands and applies it like a backup's;
- *   - either way the shard's backups are then re-synced from us (a new
- *     replication session) before any write of ours reaches them;
+ *   - either way the backups that do not hold exactly the settled copy
+ *     are then re-synced from us before any write of ours reaches them;
  *   - if no replica holds an undamaged copy, the shard stays refused with
  *     -CLUSTERDOWN and the log says why.
  * Bus messages: BUS_SHARDINFO (shard ids -> per shard: flags, largest
@@ -32,7 +32,8 @@
  * that has backups starts SHARD_RECONCILING. Registers the bus handlers. */
 void reconcile_init(void);
 /* Replication manager thread, every round: ask, decide, fetch. Calls
- * repl_force_resync for the backups of each shard it settles. */
+ * repl_resync_shard for the backups of a shard it settles that do not
+ * hold exactly its copy, and serves the shard once they are re-synced. */
 void reconcile_step(void);
 /* Shards not settled yet (INFO). */
 int reconcile_pending(void);

@@ -89,6 +89,8 @@ static int mgr_running;
 #define LAT_BUCKETS 40
 static _Atomic uint64_t lat_hist[LAT_BUCKETS];
 static _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
+/* [nshards]: peers that must get a re-sync of the shard (repl_resync_shard) */
+static _Atomic uint64_t *resync_need;
 
 static uint64_t next_stamp(void) { return atomic_fetch_add(&stamp_counter, 1) + 1; }
 
@@ -471,17 +473,45 @@ fail:
     pe->next_try_us = monotonic_us() + 250000;
 }
 
-void repl_force_resync(int p) {
+void repl_resync_shard(int sid, uint64_t which) {
+    atomic_fetch_or(&resync_need[sid], which & peers_mask);
+}
+
+int repl_resync_pending(int sid) { return resync_need && atomic_load(&resync_need[sid]) != 0; }
+
+/* Re-sync shard sid to peer p on its live session's stream (the shard is
+ * not served meanwhile, so nothing else of it is in flight). */
+static void mgr_resync_shard(int p, int sid) {
     repl_peer *pe = &peers[p];
-    if (!((peers_mask >> p) & 1)) return;
-    /* A new generation first: links of the old one stop counting at once
-     * (need_met), so no write is acknowledged on a session whose catch-up
-     * did not include the shard; then DOWN, so the loop starts one. */
-    atomic_fetch_add(&pe->gen, 1);
-    atomic_store(&pe->state, PEER_DOWN);
-    mgr_close(pe);
-    pe->next_try_us = 0;
-    server_wake_workers();
+    shard *sh = &server.shards[sid];
+    mgr_buf m = {0};
+    shard_lock(sh);
+    uint64_t v = mbuf_resync(&m, sh);
+    shard_unlock(sh);
+    uint64_t gen = atomic_load(&pe->gen);
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    if (mgr_send(pe, &m) != 0 || mgr_wait_acks(pe, pe->sent, wait_ms) != 0) {
+        peer_down(p, gen, "shard re-sync stream failed");
+        mgr_close(pe);
+    } else {
+        pe->commit_sent[sid] = v;
+        atomic_fetch_and(&resync_need[sid], ~(1ULL << p));
+        atomic_fetch_add(&st_catchup_entries, (long long)m.msgs);
+        atomic_fetch_add(&st_catchup_bytes, (long long)m.len);
+    }
+    free(m.b);
+}
+
+/* Shards waiting for a re-sync to live peers. */
+static void mgr_shard_resyncs(void) {
+    for (int sid = 0; sid < server.nshards; sid++) {
+        uint64_t need = atomic_load(&resync_need[sid]);
+        for (int p = 0; p < CLUSTER_MAX_NODES && need; p++) {
+            if (!cluster_mask_has(need, p)) continue;
+            need &= ~(1ULL << p);
+            if (atomic_load(&peers[p].state) == PEER_LIVE) mgr_resync_shard(p, sid);
+        }
+    }
 }
 
 int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
@@ -527,6 +557,7 @@ static void *mgr_main(void *arg) {
     pthread_setname_np(pthread_self(), "rowan-repl");
     while (!atomic_load(&mgr_stopping)) {
         reconcile_step();
+        mgr_shard_resyncs();
         int64_t now = monotonic_us();
         for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
             if (!((peers_mask >> p) & 1)) continue;
@@ -550,6 +581,7 @@ int repl_start(char *err, size_t errlen) {
     if (!active) return 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
         peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
+    resync_need = calloc((size_t)server.nshards, sizeof(*resync_need));
     mgr_running = 1;
     pthread_create(&mgr_thread, NULL, mgr_main, NULL);
     return 0;

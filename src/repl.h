@@ -65,10 +65,12 @@ void repl_worker_round(struct worker *w);
 struct repl_hello;
 void repl_hello_fill(struct repl_hello *h, uint16_t sender);
 
-/* Manager thread: peer p must be re-synced before it counts again (a
- * shard it backs up got a new copy here): its session ends now and the
- * next one catches it up. */
-void repl_force_resync(int p);
+/* Peers `which` (a mask) must get a re-sync of shard sid, which is not served
+ * meanwhile (reconcile.c): the manager sends it on each one's live
+ * session. Any thread. */
+void repl_resync_shard(int sid, uint64_t which);
+/* Does some peer still wait for a re-sync of shard sid? */
+int repl_resync_pending(int sid);
 /* Send shard sid, as it is here, to node's control thread as a re-sync at
  * a version >= vmin (blocking; any thread but a worker). 0 with *vout =
  * that version once node acknowledged all of it, -1 with err. */
