@@ -133,7 +133,9 @@ int main(int argc, char **argv) {
     server.nworkers = server.cfg.workers;
     shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
     char cerr[512];
-    if (cluster_setup(server.cfg.shards, server.cfg.replicas, cerr, sizeof(cerr)) != 0)
+    if (cluster_set_zookeeper(server.cfg.zookeeper, cerr, sizeof(cerr)) != 0 ||
+        cluster_set_name(server.cfg.cluster_name, cerr, sizeof(cerr)) != 0 ||
+        cluster_setup(server.cfg.shards, server.cfg.replicas, cerr, sizeof(cerr)) != 0)
         die("Bad cluster configuration: %s", cerr);
     db_init_indexes();
     types_register();
