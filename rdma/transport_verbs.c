@@ -909,6 +909,7 @@ static int rx_authenticate(struct rx_link *k, const uint8_t *msg, size_t len) {
     if (n > 0 && ((size_t)n != len || k->auth.hello_len != sizeof(k->hello) ||
                   memcmp(k->auth.hello, k->hello, sizeof(k->hello)) != 0)) {
         snprintf(why, sizeof(why), "its authenticated hello differs from its connect request's");
+        k->auth.state = PAUTH_FAILED;
         n = -1;
         outlen = 0;
     }
@@ -975,7 +976,7 @@ static int rx_land(void) {
         size_t len = p->len > VERBS_MSG_MAX ? VERBS_MSG_MAX : p->len;
         size_t span = log_entry_span(len);
         struct rx_link *k = p->uid ? rx_find_uid(p->uid) : NULL;
-        if (k && !pauth_done(&k->auth)) {
+        if (k && (!pauth_done(&k->auth) || k->refused)) {
             if (!k->refused) rx_authenticate(k, buf, len);
             k = NULL;
             len = 0;
