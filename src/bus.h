@@ -6,9 +6,10 @@
  * a request with a response, carried by the bus.
  *
  * Links. The bus rides on the replication port: a node's bus connects to a
- * peer's replication port and sends a repl_hello whose sender is
- * REPL_LINK_BUS; the peer's control thread checks it like any link (same
- * configuration, same authentication) and hands the socket to the peer's
+ * peer's replication port and opens with the peer handshake (peer_auth.h)
+ * presenting a repl_hello whose sender is REPL_LINK_BUS; the peer's control
+ * thread checks it like any link (same secret, same configuration) and,
+ * only then, hands the socket to the peer's
  * bus thread (bus_adopt). Each node keeps one outgoing connection per peer
  * for its own requests (and their responses); the peer's requests arrive
  * on the peer's connection to us.

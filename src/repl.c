@@ -41,6 +41,7 @@
 #include "digest.h"
 #include "le.h"
 #include "log.h"
+#include "peer_auth.h"
 #include "pool.h"
 #include "reconcile.h"
 #include "repl.h"
@@ -60,7 +61,7 @@ typedef struct repl_peer {
     int fd;                         /* the manager's stream, -1 if none */
     uint64_t sent, acked;
     int64_t next_try_us;
-    int warned;
+    char warned[256];               /* the last failure logged, "" if none */
     uint64_t *commit_sent;          /* [nshards] last CommitVer sent */
 } repl_peer;
 
@@ -313,7 +314,11 @@ static int mgr_connect(int p, char *err, size_t errlen) {
     repl_hello h;
     repl_hello_fill(&h, REPL_LINK_MANAGER);
     uint8_t ack[8];
-    if (tcp_send_all(fd, &h, sizeof(h)) != 0 || tcp_recv_all(fd, ack, 8, 2000) != 0) {
+    if (pauth_client_run(fd, &h, sizeof(h), 2000, err, errlen) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (tcp_recv_all(fd, ack, 8, 2000) != 0) {
         snprintf(err, errlen, "the peer did not accept our hello (see its log)");
         close(fd);
         return -1;
@@ -419,10 +424,12 @@ static void mgr_session(int p) {
     mgr_close(pe);
     int fd = mgr_connect(p, err, sizeof(err));
     if (fd < 0) {
-        if (!pe->warned)
+        /* once per distinct reason: a peer that was down and now refuses
+         * our handshake says so */
+        if (strcmp(pe->warned, err) != 0)
             serverLog(LL_WARNING, "Replication: cannot reach node %s at %s:%d (%s); retrying",
                       n->name, n->host, n->repl_port, err);
-        pe->warned = 1;
+        snprintf(pe->warned, sizeof(pe->warned), "%s", err);
         pe->next_try_us = monotonic_us() + 250000;
         return;
     }
@@ -457,7 +464,7 @@ static void mgr_session(int p) {
     int st = PEER_SYNCING;
     if (!atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE))
         return;   /* a link failed meanwhile (DOWN): the next session starts over */
-    pe->warned = 0;
+    pe->warned[0] = '\0';
     atomic_fetch_add(&st_catchups, 1);
     atomic_fetch_add(&st_catchup_entries, entries);
     atomic_fetch_add(&st_catchup_bytes, bytes);
@@ -639,6 +646,8 @@ void repl_info(rbuf *o) {
                  atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
     rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
                  atomic_load(&server.stat.replication_timeouts));
+    rbuf_appendf(o, "repl_auth:%s\r\nrepl_auth_failures:%lld\r\n", pauth_secret_source(),
+                 pauth_failures());
     long long msgs = 0, refused = 0, links = 0;
     control_get_stats(&msgs, &refused, &links);
     rbuf_appendf(o, "blog_messages:%lld\r\nblog_bytes:%llu\r\nblog_refused:%lld\r\nblog_links:%lld\r\n", msgs,
