@@ -163,6 +163,7 @@ static dg_seg *cur_seg(void) { return &segs[cur_idx]; }
 static void pend_drop_upto(dg_shard *d, uint64_t upto) {
     size_t k = 0;
     while (k < d->n && d->pend[k].ver <= upto) k++;
+    if (!k) return;
     memmove(d->pend, d->pend + k, (d->n - k) * sizeof(dg_item));
     d->n -= k;
     atomic_fetch_sub(&st_pending, k);
