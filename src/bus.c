@@ -126,7 +126,7 @@ static void fail_pending(bus_conn *c) {
     c->pend = NULL;
     while (p) {
         bus_pending *next = p->next;
-        p->cb(p->arg, BUS_FAILED, NULL, 0);
+        if (p->cb) p->cb(p->arg, BUS_FAILED, NULL, 0);
         free(p);
         p = next;
     }
@@ -154,7 +154,7 @@ static void on_response(bus_conn *c, uint16_t flags, uint64_t id, const uint8_t 
     bus_pending *pe = *pp;
     if (!pe) return;   /* timed out already */
     *pp = pe->next;
-    pe->cb(pe->arg, (flags & BUS_F_ERROR) ? BUS_ERROR : BUS_OK, p, n);
+    if (pe->cb) pe->cb(pe->arg, (flags & BUS_F_ERROR) ? BUS_ERROR : BUS_OK, p, n);
     free(pe);
 }
 
@@ -297,7 +297,7 @@ static void push_job(bus_job *j) {
 static void run_call(bus_job *j) {
     bus_conn *c = bus.running ? out_conn(j->node) : NULL;
     if (!c) {
-        j->cb(j->arg, BUS_FAILED, NULL, 0);
+        if (j->cb) j->cb(j->arg, BUS_FAILED, NULL, 0);
         return;
     }
     bus_pending *pe = calloc(1, sizeof(*pe));
@@ -367,7 +367,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
                 continue;
             }
             *pp = pe->next;
-            pe->cb(pe->arg, BUS_FAILED, NULL, 0);
+            if (pe->cb) pe->cb(pe->arg, BUS_FAILED, NULL, 0);
             free(pe);
         }
     }

@@ -42,6 +42,11 @@ enum bus_type {
     BUS_PING = 1,         /* -> empty response */
     BUS_SHARDINFO = 2,    /* what do you hold of these shards? (reconcile.c) */
     BUS_FETCH = 3,        /* send me this shard as a re-sync (reconcile.c) */
+    BUS_LEASE = 4,        /* renew my lease (member.c -> cm.c): u64 term -> u64 term, u8 granted */
+    BUS_CONFIG = 5,       /* adopt this configuration (cm.c -> member.c): its text form */
+    BUS_CAUGHTUP = 6,     /* these learners are caught up with my shards (repl.c -> cm.c):
+                           * u64 term, u64 mask of learner nodes */
+    BUS_FAILOVER = 7,     /* CLUSTER FAILOVER from me (member.c -> cm.c): u64 term, u8 node, u8 force */
     BUS_TYPE_MAX = 64
 };
 
@@ -60,7 +65,8 @@ void bus_register(int type, bus_handler h);
 void bus_reply(bus_req *r, const void *p, size_t n);
 void bus_reply_error(bus_req *r, const char *msg);
 
-/* Send a request to node; cb(arg, ...) runs once on the bus thread. */
+/* Send a request to node; cb(arg, ...) runs once on the bus thread (cb
+ * may be NULL: nobody waits for the outcome). */
 void bus_call(int node, int type, const void *p, size_t n, int timeout_ms, bus_cb cb, void *arg);
 /* The same, waiting for the outcome (not on the bus thread). On BUS_OK and
  * BUS_ERROR, *resp (malloc'd, caller frees; NUL-terminated for

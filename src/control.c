@@ -87,7 +87,8 @@ static _Atomic int ctl_stopping;
 static int ctl_running;
 static ctl_link *links[CTL_MAX_LINKS];
 static _Atomic long long st_msgs, st_refused, st_links;
-static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_node asked to close */
+static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_nodes asked to close */
+static _Atomic uint64_t drop_asked, drop_done;   /* requests made / handled (control_drop_nodes) */
 
 static void link_close(ctl_link *l, const char *why) {
     if (why)
@@ -117,7 +118,14 @@ static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
         snprintf(why, n, "not a Rowan replication hello");
         return -1;
     }
-    if (h->term != cluster_term() || h->config_digest != cluster_config_digest()) {
+    /* Static: one configuration, so term and digest must both match.
+     * Managed: terms move on while links stay up; what matters is that
+     * the sender belongs: a node outside the membership (one that was
+     * failed over, perhaps only paused) must not feed this b-log. Bus
+     * links are open to every node of the table (a returning node asks
+     * for its lease over them). */
+    int managed = cluster_managed();
+    if ((!managed && h->term != cluster_term()) || h->config_digest != cluster_config_digest()) {
         snprintf(why, n, "stale or different configuration (term %llu, digest %016llx; ours "
                  "term %llu, digest %016llx): check that every node has the same cluster-node "
                  "lines, shards and replicas",
@@ -127,6 +135,11 @@ static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
     }
     if (h->node >= cluster_nnodes() || h->node == cluster_self()) {
         snprintf(why, n, "unknown sender node %u", h->node);
+        return -1;
+    }
+    if (managed && h->sender != REPL_LINK_BUS && !cluster_is_member(h->node)) {
+        snprintf(why, n, "node %u is not a member of configuration term %llu", h->node,
+                 (unsigned long long)cluster_term());
         return -1;
     }
     if ((int)h->mode != server.cfg.replication_mode) {
@@ -408,18 +421,25 @@ static int ctl_wait(struct epoll_event *evs, int max, int timeout_ms) {
     return n;
 }
 
-void control_drop_node(int node) {
-    if (node < 0 || node >= CLUSTER_MAX_NODES) return;
-    atomic_fetch_or(&drop_mask, 1ULL << node);
+void control_drop_nodes(uint64_t nodes, int wait) {
+    if (!nodes) return;
+    atomic_fetch_or(&drop_mask, nodes);
+    uint64_t ticket = atomic_fetch_add(&drop_asked, 1) + 1;
     if (wake_fd >= 0) ctl_wake(NULL);
+    /* the control thread handles requests at least every 100 ms */
+    while (wait && ctl_running && atomic_load(&drop_done) < ticket) usleep(200);
 }
 
 static void drop_requested(void) {
+    uint64_t asked = atomic_load(&drop_asked);
     uint64_t m = atomic_exchange(&drop_mask, 0);
     for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
         ctl_link *l = links[i];
-        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(l, "re-sync requested by the digest");
+        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(l, "dropped: its node left the "
+                                                                      "configuration, or a re-sync "
+                                                                      "was requested");
     }
+    atomic_store(&drop_done, asked);
 }
 
 static void *control_main(void *arg) {
