@@ -445,7 +445,7 @@ static void client_process_input(client *c) {
     }
     c->argc = 0;
     if (pos) rbuf_consume(&c->qbuf, pos);
-    if (c->out.b.len > c->sent) worker_add_pending(c->w, c);
+    if (c->out.b.len > c->sent || (c->flags & CLIENT_CLOSE_ASAP)) worker_add_pending(c->w, c);
 }
 
 /* blocking: entry points for blocking.c (re-run a blocked client's command,

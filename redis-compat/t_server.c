@@ -50,6 +50,7 @@
 #include "config.h"
 #include "db.h"
 #include "index.h"
+#include "member.h"
 #include "pool.h"
 #include "resp.h"
 #include "server.h"
@@ -795,6 +796,7 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
     rbuf_appendf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
     rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
+    member_info(b);
     repl_info(b);
 }
 

@@ -98,7 +98,7 @@ static struct {
     uint64_t in_gen[BUS_MAX_IN];
     bus_handler handlers[BUS_TYPE_MAX];
     uint64_t next_id;
-} bus = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} bus = {.mu = PTHREAD_MUTEX_INITIALIZER, .jobs_tail = &bus.jobs};
 
 void bus_register(int type, bus_handler h) {
     if (type > 0 && type < BUS_TYPE_MAX) bus.handlers[type] = h;
@@ -472,13 +472,13 @@ int bus_start(char *err, size_t errlen) {
         snprintf(err, errlen, "bus: cannot create an event base");
         return -1;
     }
-    bus.jobs_tail = &bus.jobs;
     bus.wake = event_new(bus.base, -1, EV_PERSIST, on_wake, NULL);
     bus.tick = event_new(bus.base, -1, EV_PERSIST, on_tick, NULL);
     struct timeval tv = {0, BUS_TICK_MS * 1000};
     event_add(bus.tick, &tv);
     bus_register(BUS_PING, ping_handler);
     bus.running = 1;
+    event_active(bus.wake, EV_READ, 0);   /* calls queued before the start */
     pthread_create(&bus.thread, NULL, bus_main, NULL);
     return 0;
 }

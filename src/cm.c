@@ -452,6 +452,8 @@ static void tick(void) {
         int64_t seen = atomic_load(&cm.last_seen[i]);
         if (!seen || now - seen > lease_us()) continue;
         join_node(c, i);
+        /* its last grant is from before it left: count from now */
+        atomic_store(&cm.last_grant[i], now);
         atomic_fetch_add(&cm.joins, 1);
         snprintf(why, sizeof(why), "node %s joins (learner of the shards that lack copies)",
                  c->nodes[i].name);
