@@ -68,6 +68,7 @@ typedef struct pubsub_client {
     char **pats; size_t *patlens; int npat, cappat;
     rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3 */
     int queued;            /* on its worker's delivery list */
+    int inbox_full;        /* a message was dropped: the inbox reached the limit */
 } pubsub_client;
 
 /* Per worker: clients with something in their inbox. */
@@ -283,20 +284,34 @@ static const char *inbox_get(const char **p, size_t *len) {
 }
 
 /* One message for subscriber sub, published by pub (ps_lock held). Sets
- * wake[worker id] when another worker must be woken. */
+ * wake[worker id] when another worker must be woken.
+ *
+ * Output limits: a subscriber is in the pubsub class of
+ * client-output-buffer-limit. Written at once, the message is checked like
+ * any output (the subscriber is closed if it passed its limits). Waiting in
+ * the inbox, it counts against the same hard limit there: a message that
+ * would take the inbox past it is dropped and the owner closes the
+ * subscriber at delivery, so an inbox never holds more than the subscriber
+ * would be allowed to. */
 static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
                     size_t clen, const char *msg, size_t mlen, char *wake) {
     if (sub->w == pub->w && sub != pub) {
+        client_out_prepare(sub);
         write_message(sub, pat, plen, ch, clen, msg, mlen);
+        client_out_check(sub);
         worker_add_pending(sub->w, sub);
         return;
     }
     pubsub_client *ps = sub->ps;
-    char kind = pat ? 'p' : 'm';
-    rbuf_append(&ps->inbox, &kind, 1);
-    inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
-    inbox_put(&ps->inbox, ch, clen);
-    inbox_put(&ps->inbox, msg, mlen);
+    size_t hard = client_out_hard_limit(OBUF_PUBSUB);
+    if (hard && ps->inbox.len + 13 + plen + clen + mlen > hard) ps->inbox_full = 1;
+    if (!ps->inbox_full) {
+        char kind = pat ? 'p' : 'm';
+        rbuf_append(&ps->inbox, &kind, 1);
+        inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
+        inbox_put(&ps->inbox, ch, clen);
+        inbox_put(&ps->inbox, msg, mlen);
+    }
     if (!ps->queued) {
         delivery *d = &deliveries[sub->w->id];
         if (d->n == d->cap) {
@@ -320,7 +335,9 @@ void pubsub_deliver(worker *w) {
         client *c = d->v[i];
         pubsub_client *ps = c->ps;
         const char *p = ps->inbox.buf, *end = ps->inbox.buf + ps->inbox.len;
-        while (p < end) {
+        client_out_prepare(c);
+        if (ps->inbox_full) c->out.overflow = 1;
+        while (p < end && !c->out.overflow) {
             char kind = *p++;
             size_t plen, clen, mlen;
             const char *pat = inbox_get(&p, &plen);
@@ -329,7 +346,9 @@ void pubsub_deliver(worker *w) {
             write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
         }
         ps->inbox.len = 0;
+        ps->inbox_full = 0;
         ps->queued = 0;
+        client_out_check(c);
         worker_add_pending(w, c);
     }
     d->n = 0;
