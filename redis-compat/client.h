@@ -97,9 +97,10 @@ int client_count(void);
  * check returns 1 if c is being closed. Owner worker thread only. */
 void client_out_prepare(client *c);
 int client_out_check(client *c);
-/* The most unsent output a client of class cls (OBUF_*) may have: its
- * class's hard limit and client-output-buffer-max; 0 = unlimited. */
-size_t client_out_hard_limit(int cls);
+/* Write what c may send now, without waiting, once a good amount is
+ * pending: pub/sub delivery writes a long inbox as it goes, as Redis's
+ * replies would have left between its event loop rounds. */
+void client_out_write_some(client *c);
 
 /* The dispatcher's routing (networking.c), shared with EXEC (multi.c):
  * append to ids the shard id of each key cmd names in argv (at most argc

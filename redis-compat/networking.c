@@ -15,7 +15,19 @@
  *
  * The global client registry (a list per worker, guarded by one mutex) exists
  * for CLIENT LIST / CLIENT KILL, which look at other workers' clients. Only
- * the owning worker frees a client, and it does so under that mutex. */
+ * the owning worker frees a client, and it does so under that mutex.
+ *
+ * Memory per client is bounded four ways (see "limits" below):
+ *   - an argument no write could store is refused at its bulk header and
+ *     never buffered (refuse_big_arg);
+ *   - output limits: every command and pub/sub delivery runs with
+ *     c->out.limit set (client_out_prepare), so resp.c drops what would pass
+ *     the hard limit, then client_out_check applies Redis's hard/soft rules
+ *     and closes the client, dropping its output;
+ *   - back-pressure: a client with OUT_BACKPRESSURE bytes pending runs no
+ *     more commands and is not read until it takes its replies;
+ *   - maxmemory-clients: the sum of all clients' buffers, enforced by
+ *     evicting the biggest clients (clients_evict). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -489,11 +501,12 @@ static void client_process_input(client *c) {
     while (pos < c->qbuf.len && !closing(c) && !blocking_is_blocked(c) && !out_backlogged(c)) {
         size_t used = 0, need = 0;
         int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
-        pos += used;   /* RESP_INCOMPLETE: bytes of a refused command, dropped */
+        pos += used;
         if (r == RESP_INCOMPLETE) {
             if (need) rbuf_reserve(&c->qbuf, need);
             break;
         }
+        if (r == RESP_DROPPED) continue;   /* bytes of a refused command */
         if (r == RESP_REFUSED) {
             reply_refused(c);
             continue;
@@ -663,7 +676,7 @@ static int out_class(const client *c) {
     return pubsub_channel_count(c) + pubsub_pattern_count(c) > 0 ? OBUF_PUBSUB : OBUF_NORMAL;
 }
 
-size_t client_out_hard_limit(int cls) {
+static size_t client_out_hard_limit(int cls) {
     long long hard = __atomic_load_n(&server.cfg.obuf_limits[cls].hard, __ATOMIC_RELAXED);
     long long cap = __atomic_load_n(&server.cfg.client_output_buffer_max, __ATOMIC_RELAXED);
     if (hard <= 0 || (cap > 0 && cap < hard)) hard = cap;
@@ -780,6 +793,13 @@ void clients_evict(void) {
         client_kill_async(c);
     }
     pthread_mutex_unlock(&clients_lock);
+}
+
+void client_out_write_some(client *c) {
+    if (unsent(c) < OUT_COMPACT || atomic_load(&c->killed)) return;
+    if (write_out(c) != 0) close_soon(c);   /* a dead socket: freed at the round's end */
+    compact_output(c);
+    client_out_prepare(c);   /* sent moved */
 }
 
 /* ---------------- teardown ---------------- */

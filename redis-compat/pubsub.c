@@ -71,11 +71,20 @@ typedef struct pubsub_client {
     int inbox_full;        /* a message was dropped: the inbox reached the limit */
 } pubsub_client;
 
+/* An inbox taken out of the registry for delivery. */
+typedef struct taken_inbox {
+    client *c;
+    rbuf msgs;
+    int full;
+} taken_inbox;
+
 /* Per worker: clients with something in their inbox. */
 typedef struct delivery {
     client **v;
     int n, cap;
     _Atomic int pending;
+    taken_inbox *taken;    /* owner only: pubsub_deliver's scratch */
+    int captaken;
 } delivery;
 
 static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -288,11 +297,13 @@ static const char *inbox_get(const char **p, size_t *len) {
  *
  * Output limits: a subscriber is in the pubsub class of
  * client-output-buffer-limit. Written at once, the message is checked like
- * any output (the subscriber is closed if it passed its limits). Waiting in
- * the inbox, it counts against the same hard limit there: a message that
- * would take the inbox past it is dropped and the owner closes the
- * subscriber at delivery, so an inbox never holds more than the subscriber
- * would be allowed to. */
+ * any output (the subscriber is closed if it passed its limits); delivered
+ * from the inbox, likewise, at delivery. The inbox itself only holds what
+ * was published during one round of the subscriber's worker, which may lag
+ * behind the publisher's: it is bounded by client-output-buffer-max, not by
+ * the class limit, so a subscriber that reads is not closed because its
+ * worker was late. A message that would take an inbox past that is dropped
+ * and the owner closes the subscriber at delivery. */
 static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
                     size_t clen, const char *msg, size_t mlen, char *wake) {
     if (sub->w == pub->w && sub != pub) {
@@ -303,8 +314,9 @@ static void send_to(client *pub, client *sub, const char *pat, size_t plen, cons
         return;
     }
     pubsub_client *ps = sub->ps;
-    size_t hard = client_out_hard_limit(OBUF_PUBSUB);
-    if (hard && ps->inbox.len + 13 + plen + clen + mlen > hard) ps->inbox_full = 1;
+    long long cap = __atomic_load_n(&server.cfg.client_output_buffer_max, __ATOMIC_RELAXED);
+    if (cap > 0 && ps->inbox.len + 13 + plen + clen + mlen > (unsigned long long)cap)
+        ps->inbox_full = 1;
     if (!ps->inbox_full) {
         char kind = pat ? 'p' : 'm';
         rbuf_append(&ps->inbox, &kind, 1);
@@ -325,34 +337,52 @@ static void send_to(client *pub, client *sub, const char *pat, size_t plen, cons
     }
 }
 
+/* Write one taken inbox into c's output, within c's limits, writing to the
+ * socket as it goes. */
+static void deliver_inbox(client *c, const rbuf *msgs, int full) {
+    const char *p = msgs->buf, *end = msgs->buf + msgs->len;
+    client_out_prepare(c);
+    if (full) c->out.overflow = 1;
+    while (p < end && !c->out.overflow) {
+        char kind = *p++;
+        size_t plen, clen, mlen;
+        const char *pat = inbox_get(&p, &plen);
+        const char *ch = inbox_get(&p, &clen);
+        const char *msg = inbox_get(&p, &mlen);
+        write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
+        client_out_write_some(c);
+    }
+    client_out_check(c);
+}
+
 void pubsub_deliver(worker *w) {
     pthread_once(&deliveries_once, deliveries_init);
     delivery *d = &deliveries[w->id];
     if (!atomic_load(&d->pending)) return;
+    /* Take the inboxes under the lock (publishers start new ones) and write
+     * them after it: writing them out may write to sockets. Only this
+     * thread frees these clients, so they outlive the unlocked part. */
     pthread_mutex_lock(&ps_lock);
     atomic_store(&d->pending, 0);
-    for (int i = 0; i < d->n; i++) {
-        client *c = d->v[i];
-        pubsub_client *ps = c->ps;
-        const char *p = ps->inbox.buf, *end = ps->inbox.buf + ps->inbox.len;
-        client_out_prepare(c);
-        if (ps->inbox_full) c->out.overflow = 1;
-        while (p < end && !c->out.overflow) {
-            char kind = *p++;
-            size_t plen, clen, mlen;
-            const char *pat = inbox_get(&p, &plen);
-            const char *ch = inbox_get(&p, &clen);
-            const char *msg = inbox_get(&p, &mlen);
-            write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
-        }
-        ps->inbox.len = 0;
+    int n = d->n;
+    if (n > d->captaken) {
+        d->captaken = n;
+        d->taken = realloc(d->taken, sizeof(taken_inbox) * (size_t)n);
+    }
+    for (int i = 0; i < n; i++) {
+        pubsub_client *ps = d->v[i]->ps;
+        d->taken[i] = (taken_inbox){ d->v[i], ps->inbox, ps->inbox_full };
+        rbuf_init(&ps->inbox);
         ps->inbox_full = 0;
         ps->queued = 0;
-        client_out_check(c);
-        worker_add_pending(w, c);
     }
     d->n = 0;
     pthread_mutex_unlock(&ps_lock);
+    for (int i = 0; i < n; i++) {
+        deliver_inbox(d->taken[i].c, &d->taken[i].msgs, d->taken[i].full);
+        rbuf_free(&d->taken[i].msgs);
+        worker_add_pending(w, d->taken[i].c);
+    }
 }
 
 void pubsub_reset(client *c) {

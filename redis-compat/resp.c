@@ -29,6 +29,14 @@
  * count line are skipped without being checked to be "\r\n", and a NUL
  * byte hides a line's end (see find_line_end()).
  *
+ * Refusing at the header: a bulk header announcing more than lim.max_arg
+ * bytes is shown to lim.arg_check with the command's name. If it refuses,
+ * resp_parse returns RESP_REFUSED right there (the caller can answer before
+ * the argument arrives) and the parser goes on through the rest of the
+ * command in "discarding" mode: headers are still parsed and checked, but
+ * every byte is handed back to the caller (RESP_DROPPED) as soon as it is
+ * parsed. Nothing of it is ever held.
+ *
  * The "line too long" errors (too big mbulk count string / bulk count string
  * / inline request) are decided from the position of the terminator rather
  * than from how many bytes happened to be buffered: a line whose terminator
@@ -41,7 +49,9 @@
  * REPLY ENCODING
  *
  * resp_add_* append one reply (or an aggregate header) to a resp_out in the
- * connection's protocol version. RESP3-only types degrade to their RESP2
+ * connection's protocol version. Each checks the whole piece against the
+ * buffer's limit first: over it, the piece is dropped and `overflow` set
+ * (see resp.h), so no command can push a buffer past its limit. RESP3-only types degrade to their RESP2
  * equivalents exactly as Redis does (map -> flat array, null -> $-1 or *-1,
  * double -> bulk string, bool -> integer). */
 #include "resp.h"
@@ -272,17 +282,19 @@ static int parse_count(resp_parser *p, const char *buf, size_t len, size_t *used
 }
 
 /* A bulk header announced an argument longer than lim.max_arg: let
- * lim.arg_check look at the command name (argument 0, complete by now)
- * and, if it refuses, drop the rest of the command as it arrives instead
- * of buffering it (see parse_args). */
-static void check_big_arg(resp_parser *p, const char *buf) {
+ * lim.arg_check look at the command name (argument 0, complete by now).
+ * If it refuses, the rest of the command is dropped as it arrives instead
+ * of being buffered (see parse_args). Returns RESP_REFUSED or
+ * RESP_CONTINUE. */
+static int check_big_arg(resp_parser *p, const char *buf) {
     size_t off0;
     memcpy(&off0, p->arena.buf, sizeof(off0));
     const char *why = p->lim.arg_check(p->lim.arg_check_ctx, buf + off0, p->argvlen[0]);
-    if (why == NULL) return;
+    if (why == NULL) return RESP_CONTINUE;
     p->discarding = 1;
     p->refusal = why;
     p->skip_left = (unsigned long long)p->bulk_len + 2;
+    return RESP_REFUSED;
 }
 
 /* The "$<len>\r\n" line at p->pos. Returns RESP_CONTINUE with p->bulk_len
@@ -304,7 +316,7 @@ static int parse_bulk_header(resp_parser *p, const char *buf, size_t len) {
     p->bulk_len = n;
     p->pos = cr + 2;
     if (p->discarding) p->skip_left = (unsigned long long)n + 2;
-    else if (n > p->lim.max_arg && p->lim.arg_check && p->argc > 0) check_big_arg(p, buf);
+    else if (n > p->lim.max_arg && p->lim.arg_check && p->argc > 0) return check_big_arg(p, buf);
     return RESP_CONTINUE;
 }
 
@@ -333,37 +345,45 @@ static int finish_multibulk(resp_parser *p, const char *buf, size_t *used) {
     return RESP_COMMAND;
 }
 
+/* Hand every byte of a refused command parsed so far back to the caller:
+ * RESP_DROPPED with *used, or RESP_INCOMPLETE if there were none. Offsets
+ * restart at the caller's next buffer. */
+static int drop_parsed(resp_parser *p, size_t *used) {
+    *used = p->pos;
+    p->pos = 0;
+    return *used ? RESP_DROPPED : RESP_INCOMPLETE;
+}
+
 /* Drop the payload of the current bulk of a refused command: whatever of
- * it is in buf now. Returns 1 when the bulk is done, or 0 (more to come)
- * with every byte parsed so far handed back in *used: nothing of a refused
- * command is ever kept, so a 400 MB argument costs no memory. */
-static int discard_bulk(resp_parser *p, size_t len, size_t *used) {
+ * it is in buf now. Returns 1 when the bulk is done, 0 when more is to
+ * come: nothing of a refused command is ever kept, so a 400 MB argument
+ * costs no memory. */
+static int discard_bulk(resp_parser *p, size_t len) {
     size_t avail = len - p->pos;
     size_t take = (unsigned long long)avail < p->skip_left ? avail : (size_t)p->skip_left;
     p->pos += take;
     p->skip_left -= take;
-    if (p->skip_left > 0) {
-        *used = p->pos;
-        p->pos = 0;   /* the caller drops those bytes: offsets restart */
-        return 0;
-    }
-    return 1;
+    return p->skip_left == 0;
 }
 
 /* Collect the arguments of a multibulk whose count line is already parsed,
- * resuming wherever the previous call stopped. */
+ * resuming wherever the previous call stopped. While discarding, every
+ * return hands back all bytes parsed so far (a partial header stays: it is
+ * not parsed yet). */
 static int parse_args(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need) {
     while (p->mb_remaining > 0) {
         if (p->bulk_len < 0) {
             int r = parse_bulk_header(p, buf, len);
-            if (r == RESP_INCOMPLETE && p->discarding) {
-                *used = p->pos;   /* a header split across reads: keep only it */
+            if (r == RESP_REFUSED) {
+                *used = p->pos;
                 p->pos = 0;
+                return r;
             }
+            if (r == RESP_INCOMPLETE && p->discarding) return drop_parsed(p, used);
             if (r != RESP_CONTINUE) return r;
         }
         if (p->discarding) {
-            if (!discard_bulk(p, len, used)) return RESP_INCOMPLETE;
+            if (!discard_bulk(p, len)) return drop_parsed(p, used);
             p->bulk_len = -1;
             p->mb_remaining--;
             continue;
@@ -382,11 +402,9 @@ static int parse_args(resp_parser *p, const char *buf, size_t len, size_t *used,
         p->mb_remaining--;
     }
     if (p->discarding) {
-        const char *why = p->refusal;
-        *used = p->pos;
+        int r = drop_parsed(p, used);
         parser_reset(p);
-        p->refusal = why;
-        return RESP_REFUSED;
+        return r;
     }
     return finish_multibulk(p, buf, used);
 }
@@ -538,6 +556,7 @@ int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t
     }
     return parse_args(p, buf, len, used, need);
 }
+
 
 /* ====================== reply encoding ====================== */
 

@@ -39,7 +39,8 @@ void rbuf_appendf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2
 void rbuf_consume(rbuf *b, size_t n);
 
 /* ---------------- request parser ---------------- */
-enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_REFUSED = 2, RESP_ERROR = -1 };
+enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_REFUSED = 2, RESP_DROPPED = 3,
+       RESP_ERROR = -1 };
 
 /* Refuse a command at the header of an argument longer than
  * resp_limits.max_arg: name/nlen is the command's first argument (already
@@ -84,17 +85,18 @@ void resp_parser_free(resp_parser *p);
  *   RESP_COMMAND    p->argc/argv/argvlen describe it; *used bytes of buf were
  *                   consumed (the caller drops them after executing it).
  *                   argc may be 0 for an empty inline line; skip those.
- *   RESP_INCOMPLETE need more bytes: the first *used bytes of buf are done
- *                   with (the caller drops them; 0 except while a refused
- *                   command is being discarded) and the rest must be passed
- *                   again (with more appended) next time: the parser
- *                   remembers how far it got. *need (if non-NULL) is a hint
- *                   of how many bytes are still missing for the current
- *                   bulk, or 0.
- *   RESP_REFUSED    lim.arg_check refused the command; all of its bytes
- *                   (*used, the caller drops them) were read and dropped
- *                   without being kept. p->refusal is arg_check's text (the
- *                   whole error, e.g. "ERR ..."). The connection goes on.
+ *   RESP_INCOMPLETE need more bytes; *used is 0 and buf must be passed again
+ *                   (with more appended) next time: the parser remembers how
+ *                   far it got. *need (if non-NULL) is a hint of how many
+ *                   bytes are still missing for the current bulk, or 0.
+ *   RESP_REFUSED    lim.arg_check refused the command at the header of a
+ *                   long argument; p->refusal is its text (the whole error,
+ *                   e.g. "ERR ..."). The caller drops the *used bytes parsed
+ *                   so far and calls again: the connection goes on.
+ *   RESP_DROPPED    *used more bytes of a refused command were parsed; the
+ *                   caller drops them and calls again with the rest. (The
+ *                   rest of the command is dropped as it arrives, never
+ *                   kept; after its last byte, parsing goes on as usual.)
  *   RESP_ERROR      p->err holds Redis's message (without "-ERR ").
  */
 int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need);

@@ -11,7 +11,7 @@
  *     `need` hint -- must be byte-identical. This is what catches a parser
  *     that keeps a pointer, or miscounts, across RESP_INCOMPLETE.
  *  2. Per-call contracts: used is 0 unless a command was returned (or a
- *     refused command's bytes were dropped), a command
+ *     refused command's bytes were dropped: at least one), a command
  *     consumes at least one byte and no more than it was given, argv lies in
  *     the buffer (multibulk) or the arena (inline), errors carry one of the
  *     documented texts, and no result but RESP_INCOMPLETE appears before
@@ -24,9 +24,9 @@
  *  4. Three limit sets: Redis's defaults, tiny limits that put every
  *     "too big"/"invalid length" path within reach of short inputs, and
  *     tiny limits with an arg_check that refuses commands whose name starts
- *     with an odd byte, so refused commands are dropped (RESP_REFUSED, and
- *     RESP_INCOMPLETE handing back the dropped bytes) in every feeding mode
- *     with the same transcript.
+ *     with an odd byte, so refused commands are dropped (RESP_REFUSED, then
+ *     RESP_DROPPED handing back their bytes) in every feeding mode with the
+ *     same transcript.
  *  5. Replies: a pseudo-random reply tree (all resp_add_* helpers, strings
  *     taken from the input) is encoded as RESP2 and as RESP3 and read back
  *     by a small independent reply reader that checks every element against
@@ -299,11 +299,14 @@ static int known_error(const char *e) {
  * command's bytes, which the caller still has at buf). */
 static void check_result(resp_parser *p, int r, const char *buf, size_t len, size_t used,
                          size_t need, const resp_limits *lim, rbuf *log, int oracle) {
-    ENSURE(r == RESP_COMMAND || r == RESP_INCOMPLETE || r == RESP_ERROR || r == RESP_REFUSED,
-           "bad return value");
+    ENSURE(r == RESP_COMMAND || r == RESP_INCOMPLETE || r == RESP_ERROR || r == RESP_REFUSED ||
+           r == RESP_DROPPED, "bad return value");
+    if (r == RESP_DROPPED) {
+        ENSURE(lim->arg_check && used >= 1 && used <= len, "bad RESP_DROPPED");
+        return;
+    }
     if (r == RESP_INCOMPLETE) {
-        ENSURE(used == 0 || (lim->arg_check && need == 0 && used <= len),
-               "used != 0 on RESP_INCOMPLETE outside a refused command");
+        ENSURE(used == 0, "used != 0 on RESP_INCOMPLETE");
         ENSURE(need <= (size_t)lim->max_bulk_len + 2, "need beyond any bulk");
         return;
     }
@@ -426,7 +429,6 @@ static void feed_chunks(const uint8_t *data, size_t size, const resp_limits *lim
             }
             if (r == RESP_INCOMPLETE) {
                 floor = need ? len + need : 0;
-                rbuf_consume(&q, used);   /* a refused command's bytes */
                 break;
             }
             floor = 0;

@@ -85,16 +85,16 @@ static rbuf run_stream(const char *stream, size_t len, const resp_limits *lim,
                 rbuf_append(&log, p.refusal, strlen(p.refusal));
                 rbuf_append(&log, ");", 2);
                 rbuf_consume(&q, used);
-            } else if (used != 0 && lim->arg_check == NULL) {
-                rbuf_append(&log, "BADUSED", 7);   /* only a refused command drops bytes */
-            } else {
+            } else if (r == RESP_DROPPED && lim->arg_check && used > 0) {
                 rbuf_consume(&q, used);
+            } else if (used != 0 || r == RESP_DROPPED) {
+                rbuf_append(&log, "BADUSED", 7);
             }
             if (move && buflen) {
                 memset(buf, 'Z', buflen);
                 free(buf);
             }
-            if (r != RESP_COMMAND && r != RESP_REFUSED) break;
+            if (r == RESP_INCOMPLETE || r == RESP_ERROR) break;
         }
     }
     if (!done) {
@@ -670,11 +670,14 @@ static void test_refused(void) {
     /* The headers of a refused command are still checked: a bad one is a
      * protocol error, as it would be otherwise. */
     CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n$x\r\n",
-                     "ERR(Protocol error: invalid bulk length)", &lim);
+                     "REFUSED(ERR too big);ERR(Protocol error: invalid bulk length)", &lim);
     CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n*\r\n",
-                     "ERR(Protocol error: expected '$', got '*')", &lim);
-    /* Incomplete: the refused bytes are gone, only a partial header stays. */
-    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n$1", "INCOMPLETE(2)", &lim);
+                     "REFUSED(ERR too big);ERR(Protocol error: expected '$', got '*')", &lim);
+    /* The refusal comes with the header, before the argument; the refused
+     * bytes are gone, only a partial header stays. */
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\n", "REFUSED(ERR too big);INCOMPLETE(0)", &lim);
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n$1",
+                     "REFUSED(ERR too big);INCOMPLETE(2)", &lim);
 
     /* A refused 100000-byte argument fed 1000 bytes at a time is never
      * held: the buffer stays at one piece (without arg_check, it takes all
