@@ -650,6 +650,7 @@ int client_flush(client *c) {
     }
     int unsent = c->sent < c->out.b.len;
     compact_output(c);
+    client_out_prepare(c);   /* the limit follows sent (blocking timeouts reply outside a call) */
     if (!unsent && (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
         client_free(c);
         return 0;

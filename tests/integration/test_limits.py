@@ -29,7 +29,7 @@ import time
 
 import pytest
 
-from conftest import ConnectionClosed, RawConn, RespClient, RespError, Server, encode_command
+from conftest import RawConn, RespError, Server, encode_command
 from conftest import _teardown_servers
 from test_server_cmds import ConfServer
 
@@ -78,11 +78,6 @@ class PeakRss:
 
 def stat(srv, field):
     return int(srv.info("stats")["stats"][field])
-
-
-def closed_without_reply(conn, timeout=30.0):
-    """The server closes conn; whatever arrives first is discarded."""
-    return conn.wait_closed(timeout)
 
 
 @pytest.fixture
@@ -159,7 +154,7 @@ def test_huge_negative_counts_close_the_client_not_the_server(server_factory):
         for cmd in HUGE_COUNTS:
             conn = RawConn(srv.port)
             conn.send_command(*cmd)
-            assert closed_without_reply(conn), cmd
+            assert conn.wait_closed(30), cmd
             conn.close()
             assert c.call("PING") == "PONG"     # everyone else is served
     assert rss.peak < RSS_BOUND_MB, rss.peak
@@ -183,7 +178,7 @@ def test_output_ceiling_cuts_a_reply_while_it_is_built(server_factory):
     with PeakRss(srv.proc.pid) as rss:
         conn = RawConn(srv.port)
         conn.send_command("SRANDMEMBER", "big", "-150000")
-        assert closed_without_reply(conn)
+        assert conn.wait_closed(30)
     assert rss.peak < RSS_BOUND_MB, rss.peak
     # Below the ceiling the same command is answered.
     assert len(c.call("SRANDMEMBER", "big", "-200")) == 200
@@ -201,11 +196,11 @@ def test_output_ceiling_bounds_a_repeated_big_key(server_factory):
     with PeakRss(srv.proc.pid) as rss:
         conn = RawConn(srv.port)
         conn.send_command("MGET", *(["big"] * 400))
-        assert closed_without_reply(conn)
+        assert conn.wait_closed(30)
         conn = RawConn(srv.port)
         conn.send(encode_command("MULTI") + encode_command("GET", "big") * 400 +
                   encode_command("EXEC"))
-        assert closed_without_reply(conn)
+        assert conn.wait_closed(30)
     assert rss.peak < RSS_BOUND_MB, rss.peak
     assert len(c.call("MGET", *(["big"] * 4))) == 4
     # 0 turns the ceiling off (Redis's behaviour): a 20 MB reply is answered.
@@ -251,7 +246,7 @@ def test_pubsub_hard_limit_disconnects_like_redis(pair):
         reader.close()
         sub = make_subscriber(srv)
         counts = flood(c, 200, 100000)
-        assert closed_without_reply(sub), srv.target
+        assert sub.wait_closed(30), srv.target
         assert counts[0] == 1 and c.call("PUBLISH", "ch", "x") == 0, srv.target
         if srv.target == "rowan":
             assert stat(srv, "client_output_buffer_limit_disconnections") == 1
@@ -268,7 +263,7 @@ def test_pubsub_soft_limit_disconnects_like_redis(pair):
         assert subscribers(c) == 1, srv.target     # not at once (sub is not read: it stays over)
         time.sleep(3.2)                # Redis: more than soft_seconds, in whole seconds
         c.call("PUBLISH", "ch", "again")
-        assert closed_without_reply(sub), srv.target
+        assert sub.wait_closed(30), srv.target
 
 
 def test_normal_hard_limit_like_redis(pair):
@@ -281,7 +276,7 @@ def test_normal_hard_limit_like_redis(pair):
         assert c.call("CONFIG", "SET", "client-output-buffer-limit", "normal 1mb 0 0") == "OK"
         conn = RawConn(srv.port)
         conn.send_command("GET", "k")
-        assert closed_without_reply(conn), srv.target
+        assert conn.wait_closed(30), srv.target
         assert c.call("SET", "small", b"s" * 4000) == "OK"
         assert c.call("CONFIG", "SET", "client-output-buffer-limit", "normal 100 0 0") == "OK"
         assert c.call("GET", "small") == b"s" * 4000
@@ -404,7 +399,7 @@ def test_bulk_longer_than_proto_max_closes_like_redis(pair):
         conn = RawConn(srv.port)
         conn.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n" % (600 << 20))
         assert conn.read_reply() == RespError("ERR Protocol error: invalid bulk length")
-        assert closed_without_reply(conn), srv.target
+        assert conn.wait_closed(30), srv.target
 
 
 # ---------------------------------------------------------------- maxmemory-clients
@@ -425,13 +420,13 @@ def test_maxmemory_clients_evicts_the_biggest_like_redis(pair):
         assert c.call("CONFIG", "SET", "maxmemory-clients", "2mb") == "OK"
         small = srv.resp()
         big = big_query_client(srv)
-        assert closed_without_reply(big), srv.target
+        assert big.wait_closed(30), srv.target
         assert small.call("PING") == "PONG" and c.call("PING") == "PONG"
         assert stat(srv, "evicted_clients") == 1, srv.target
         # 0 turns it off.
         assert c.call("CONFIG", "SET", "maxmemory-clients", "0") == "OK"
         big = big_query_client(srv)
-        assert not closed_without_reply(big, timeout=1.0), srv.target
+        assert not big.wait_closed(1.0), srv.target
         big.close()
         # CLIENT NO-EVICT on spares a client (the others are evicted while
         # it alone is over the limit, in Redis as well).
@@ -439,7 +434,7 @@ def test_maxmemory_clients_evicts_the_biggest_like_redis(pair):
         assert spared.call("CLIENT", "NO-EVICT", "on") == "OK"
         assert spared.call("CONFIG", "SET", "maxmemory-clients", "2mb") == "OK"
         spared.send(b"*2\r\n$4\r\nECHO\r\n$3000000\r\n" + b"q" * 2000000)
-        assert not closed_without_reply(spared, timeout=1.0), srv.target
+        assert not spared.wait_closed(1.0), srv.target
         spared.send(b"q" * 1000000 + b"\r\n")
         assert spared.read_reply() == b"q" * 3000000
         assert spared.call("CONFIG", "SET", "maxmemory-clients", "0") == "OK"
@@ -452,19 +447,21 @@ def test_maxmemory_clients_evicts_the_biggest_like_redis(pair):
 @pytest.mark.rowan_only("INFO memory mem_clients_normal follows Rowan's buffers")
 def test_client_memory_is_reported(server_factory):
     srv = server_factory()
-    c = srv.resp()
-    base = int(srv.info("memory")["memory"]["mem_clients_normal"])
+
+    def mem():
+        return int(srv.info("memory")["memory"]["mem_clients_normal"])
+
+    def settles(cond):
+        deadline = time.monotonic() + 10
+        while not cond(mem()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return cond(mem())
+
+    base = mem()
     big = big_query_client(srv)
-    c.call("PING")
-    grown = int(srv.info("memory")["memory"]["mem_clients_normal"])
-    assert grown >= base + 2000000, (base, grown)
+    assert settles(lambda m: m >= base + 2000000), (base, mem())
     big.close()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if int(srv.info("memory")["memory"]["mem_clients_normal"]) < base + 1000000:
-            break
-        time.sleep(0.05)
-    assert int(srv.info("memory")["memory"]["mem_clients_normal"]) < base + 1000000
+    assert settles(lambda m: m < base + 1000000), (base, mem())
 
 
 # ---------------------------------------------------------------- CONFIG
