@@ -39,12 +39,25 @@ void rbuf_appendf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2
 void rbuf_consume(rbuf *b, size_t n);
 
 /* ---------------- request parser ---------------- */
-enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_ERROR = -1 };
+enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_REFUSED = 2, RESP_DROPPED = 3,
+       RESP_ERROR = -1 };
+
+/* Refuse a command at the header of an argument longer than
+ * resp_limits.max_arg: name/nlen is the command's first argument (already
+ * complete). Returns the error text (without '-') to refuse it, or NULL to
+ * take the argument as usual. */
+typedef const char *(*resp_arg_check_fn)(void *ctx, const char *name, size_t nlen);
 
 typedef struct resp_limits {
     long long max_bulk_len;     /* proto-max-bulk-len, default 512 MiB */
     long long max_multibulk;    /* Redis: 1024*1024 for unauthenticated, INT_MAX after */
     size_t max_inline;          /* PROTO_INLINE_MAX_SIZE, 64 KiB */
+    /* Optional: a bulk header announcing more than max_arg bytes (for any
+     * argument after the first) is shown to arg_check, which may refuse the
+     * command before its bytes arrive. NULL: never. */
+    long long max_arg;
+    resp_arg_check_fn arg_check;
+    void *arg_check_ctx;
 } resp_limits;
 
 typedef struct resp_parser {
@@ -54,6 +67,9 @@ typedef struct resp_parser {
     long long mb_remaining;
     long long bulk_len;     /* -1 when expecting a '$' line */
     size_t pos;             /* bytes of the buffer already parsed for this command */
+    int discarding;         /* the command was refused: its bytes are dropped */
+    unsigned long long skip_left; /* discarding: bytes of the current bulk (+CRLF) to drop */
+    const char *refusal;    /* discarding: arg_check's text */
     /* the command: argv[i] points into the caller's buffer (multibulk) or into
      * the parser's arena (inline); valid until the next resp_parse call */
     int argc, argv_cap;
@@ -73,16 +89,43 @@ void resp_parser_free(resp_parser *p);
  *                   (with more appended) next time: the parser remembers how
  *                   far it got. *need (if non-NULL) is a hint of how many
  *                   bytes are still missing for the current bulk, or 0.
+ *   RESP_REFUSED    lim.arg_check refused the command at the header of a
+ *                   long argument; p->refusal is its text (the whole error,
+ *                   e.g. "ERR ..."). The caller drops the *used bytes parsed
+ *                   so far and calls again: the connection goes on.
+ *   RESP_DROPPED    *used more bytes of a refused command were parsed; the
+ *                   caller drops them and calls again with the rest. (The
+ *                   rest of the command is dropped as it arrives, never
+ *                   kept; after its last byte, parsing goes on as usual.)
  *   RESP_ERROR      p->err holds Redis's message (without "-ERR ").
  */
 int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need);
 
 /* ---------------- reply encoding ---------------- */
+/* A reply buffer. `limit` (0: none) is the length b may reach: an append
+ * that would take it further is dropped whole and sets `overflow`, so a
+ * reply can never grow memory past the limit, however many elements a
+ * command tries to add. The owner decides what an overflow means (the
+ * connection layer closes the client, as Redis does when a client passes
+ * its output buffer limit). */
 typedef struct resp_out {
     rbuf b;
     int proto;   /* 2 or 3 */
+    int overflow;
+    size_t limit;
 } resp_out;
 
+/* Would n more elements of at least `each` bytes fit under o->limit? If
+ * not, sets o->overflow and returns 0: a command about to emit a reply
+ * whose size it knows a lower bound of (SRANDMEMBER with a count) stops
+ * before building any of it. */
+int resp_out_fits(resp_out *o, unsigned long long n, size_t each);
+/* No bulk string reply is shorter than "$0\r\n\r\n": a lower bound for
+ * resp_out_fits. */
+#define RESP_MIN_BULK 6
+
+/* An empty reply buffer of protocol proto, without a limit. */
+void resp_out_init(resp_out *o, int proto);
 void resp_add_raw(resp_out *o, const void *p, size_t n);
 void resp_add_simple(resp_out *o, const char *s);           /* +s */
 void resp_add_ok(resp_out *o);                              /* +OK */

@@ -41,9 +41,11 @@
 
 const char *db_oom_error = "OOM command not allowed when the storage pool is full";
 
+const char *db_too_big_error =
+    "ERR value too large: a key and its value must fit one 4 MiB log segment";
+
 const char *db_error_text(const db_ctx *x) {
-    return x->too_big ? "ERR value too large: a key and its value must fit one 4 MiB log segment"
-                      : db_oom_error;
+    return x->too_big ? db_too_big_error : db_oom_error;
 }
 
 /* Refuse a write whose entry of len bytes cannot get log space. */

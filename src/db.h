@@ -32,6 +32,7 @@
 #define ROWAN_DB_H
 #include <stddef.h>
 #include <stdint.h>
+#include "log.h"
 #include "resp.h"
 
 enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH };
@@ -40,6 +41,11 @@ enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_H
 #define DB_OOM  (-1)     /* the write was refused; db_error_text says why */
 
 extern const char *db_oom_error; /* "OOM command not allowed when the storage pool is full" */
+/* "ERR value too large: ..." for a key and value that cannot fit one entry. */
+extern const char *db_too_big_error;
+/* The longest argument any write could store: a log entry minus its header.
+ * A longer one can only be refused. */
+#define DB_MAX_ARG_LEN (LOG_MAX_ENTRY - LOG_HDR_SIZE)
 
 
 struct worker;

@@ -20,6 +20,9 @@ struct worker;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
+/* Redis's client classes for client-output-buffer-limit, in its order. */
+enum { OBUF_NORMAL = 0, OBUF_REPLICA = 1, OBUF_PUBSUB = 2, OBUF_CLASSES = 3 };
+
 struct rowan_config {
     char *conf_file;            /* absolute path of rowan.conf, or NULL */
     char *bind;                 /* space separated addresses */
@@ -36,6 +39,10 @@ struct rowan_config {
     int maxclients;
     long long proto_max_bulk_len;
     long long client_query_buffer_limit;
+    /* client-output-buffer-limit, by class (OBUF_*); 0 = no limit */
+    struct obuf_limit { long long hard, soft, soft_seconds; } obuf_limits[OBUF_CLASSES];
+    long long client_output_buffer_max; /* unsent output any client may have; 0 = no ceiling */
+    long long maxmemory_clients;        /* bytes; < 0: -percent of maxmemory; 0 = off */
     int clean_threshold;        /* percent live below which a segment is cleaned */
     int hz;
     int timeout;                /* idle client timeout, seconds, 0 = never */
@@ -84,6 +91,9 @@ struct rowan_stats {
     _Atomic long long recovery_corrupt_entries;
     _Atomic long long unexpected_errors;
     _Atomic long long replication_timeouts; /* held replies failed with NOREPLICAS */
+    _Atomic long long evicted_clients;      /* closed by maxmemory-clients */
+    _Atomic long long qbuf_limit_disconnections; /* client-query-buffer-limit */
+    _Atomic long long obuf_limit_disconnections; /* client-output-buffer-limit / -max */
 };
 
 struct rowan_server {
@@ -100,6 +110,7 @@ struct rowan_server {
     char run_id[41];
     _Atomic int shutdown_asap;
     _Atomic int connected_clients;
+    _Atomic long long clients_mem;      /* buffers of every client (maxmemory-clients) */
     _Atomic uint64_t next_client_id;
     char executable[4096];
     double recovery_seconds;

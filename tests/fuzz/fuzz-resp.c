@@ -10,7 +10,8 @@
  *     the final error or "incomplete" state with the bytes left and the
  *     `need` hint -- must be byte-identical. This is what catches a parser
  *     that keeps a pointer, or miscounts, across RESP_INCOMPLETE.
- *  2. Per-call contracts: used is 0 unless a command was returned, a command
+ *  2. Per-call contracts: used is 0 unless a command was returned (or a
+ *     refused command's bytes were dropped: at least one), a command
  *     consumes at least one byte and no more than it was given, argv lies in
  *     the buffer (multibulk) or the arena (inline), errors carry one of the
  *     documented texts, and no result but RESP_INCOMPLETE appears before
@@ -20,8 +21,12 @@
  *     last "\r\n"). An inline line is re-split by a reference splitter
  *     written the way Redis's sdssplitargs() walks a C string, and must give
  *     the same arguments or the same "unbalanced quotes" verdict.
- *  4. Both limit sets: Redis's defaults and tiny limits that put every
- *     "too big"/"invalid length" path within reach of short inputs.
+ *  4. Three limit sets: Redis's defaults, tiny limits that put every
+ *     "too big"/"invalid length" path within reach of short inputs, and
+ *     tiny limits with an arg_check that refuses commands whose name starts
+ *     with an odd byte, so refused commands are dropped (RESP_REFUSED, then
+ *     RESP_DROPPED handing back their bytes) in every feeding mode with the
+ *     same transcript.
  *  5. Replies: a pseudo-random reply tree (all resp_add_* helpers, strings
  *     taken from the input) is encoded as RESP2 and as RESP3 and read back
  *     by a small independent reply reader that checks every element against
@@ -294,10 +299,21 @@ static int known_error(const char *e) {
  * command's bytes, which the caller still has at buf). */
 static void check_result(resp_parser *p, int r, const char *buf, size_t len, size_t used,
                          size_t need, const resp_limits *lim, rbuf *log, int oracle) {
-    ENSURE(r == RESP_COMMAND || r == RESP_INCOMPLETE || r == RESP_ERROR, "bad return value");
+    ENSURE(r == RESP_COMMAND || r == RESP_INCOMPLETE || r == RESP_ERROR || r == RESP_REFUSED ||
+           r == RESP_DROPPED, "bad return value");
+    if (r == RESP_DROPPED) {
+        ENSURE(lim->arg_check && used >= 1 && used <= len, "bad RESP_DROPPED");
+        return;
+    }
     if (r == RESP_INCOMPLETE) {
         ENSURE(used == 0, "used != 0 on RESP_INCOMPLETE");
         ENSURE(need <= (size_t)lim->max_bulk_len + 2, "need beyond any bulk");
+        return;
+    }
+    if (r == RESP_REFUSED) {
+        ENSURE(lim->arg_check && used <= len && p->refusal && strcmp(p->refusal, "ERR refused") == 0,
+               "bad refusal");
+        log_str(log, "REFUSED;");
         return;
     }
     if (r == RESP_ERROR) {
@@ -364,8 +380,9 @@ static void feed_whole(const uint8_t *data, size_t size, const resp_limits *lim,
     for (;;) {
         r = resp_parse(&p, buf + off, size - off, &used, &need);
         check_result(&p, r, buf + off, size - off, used, need, lim, log, 1);
-        if (r != RESP_COMMAND) break;
+        if (r == RESP_ERROR) break;
         off += used;
+        if (r == RESP_INCOMPLETE) break;
     }
     errored = (r == RESP_ERROR);
     log_final(log, errored, size - off, need);
@@ -435,6 +452,12 @@ static void fail_mismatch(const char *mode, const rbuf *a, const rbuf *b) {
     fprintf(stderr, "fuzz-resp: whole:  %.*s\n", (int)(a->len > 2000 ? 2000 : a->len), a->buf);
     fprintf(stderr, "fuzz-resp: %s: %.*s\n", mode, (int)(b->len > 2000 ? 2000 : b->len), b->buf);
     fail("transcripts differ between feeding modes", mode);
+}
+
+/* arg_check for the third limit set: refuses names starting with an odd
+ * byte, so inputs reach both outcomes. */
+static const char *refuse_odd(void *ctx, const char *name, size_t nlen) {
+    return nlen && ((unsigned char)name[0] & 1) ? "ERR refused" : NULL;
 }
 
 static void check_parser(const uint8_t *data, size_t size, const resp_limits *lim) {
@@ -773,10 +796,8 @@ static void check_replies(const uint8_t *data, size_t size) {
     src = data;
     srclen = size;
     nexp = 0;
-    rbuf_init(&o2.b);
-    rbuf_init(&o3.b);
-    o2.proto = 2;
-    o3.proto = 3;
+    resp_out_init(&o2, 2);
+    resp_out_init(&o3, 3);
     for (int i = 0; i < top && nexp < MAX_EXPECT - 1; i++) gen_value(&o2, &o3, 0);
     for (int proto = 2; proto <= 3; proto++) {
         reader rd = { proto == 2 ? o2.b.buf : o3.b.buf, proto == 2 ? o2.b.len : o3.b.len, 0, proto, 0 };
@@ -841,8 +862,7 @@ static void check_roundtrip(const uint8_t *data, size_t size) {
     log_argv(&want, argc, ptrs, lens);
 
     /* As a multibulk request built with the reply helpers. */
-    rbuf_init(&o.b);
-    o.proto = 2;
+    resp_out_init(&o, 2);
     resp_add_array(&o, argc);
     for (int i = 0; i < argc; i++) resp_add_bulk(&o, args[i], lens[i]);
     resp_parser_init(&p, NULL);
@@ -923,12 +943,16 @@ static void check_ldoubles(const uint8_t *data, size_t size) {
 /* ---------------- entry point ---------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const resp_limits defaults = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024 };
-    static const resp_limits tiny = { 40, 6, 24 };
+    static const resp_limits defaults = { .max_bulk_len = 512LL * 1024 * 1024,
+                                          .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024 };
+    static const resp_limits tiny = { .max_bulk_len = 40, .max_multibulk = 6, .max_inline = 24 };
+    static const resp_limits refusing = { .max_bulk_len = 40, .max_multibulk = 6, .max_inline = 24,
+                                          .max_arg = 3, .arg_check = refuse_odd };
 
     rnd_state = hash_bytes(data, size);
     check_parser(data, size, &defaults);
     check_parser(data, size, &tiny);
+    check_parser(data, size, &refusing);
     check_replies(data, size);
     check_roundtrip(data, size);
     if (sizeof(long double) >= 10 && LDBL_MANT_DIG == 64) check_ldoubles(data, size);
