@@ -28,7 +28,6 @@
  * 0 is sent right after an accepted hello, so a sender knows it is in. */
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -42,6 +41,7 @@
 #include "blog.h"
 #include "cluster.h"
 #include "control.h"
+#include "listen.h"
 #include "log.h"
 #include "rpc_backup.h"
 #include "server.h"
@@ -336,34 +336,33 @@ static void *control_main(void *arg) {
     return NULL;
 }
 
-static int listen_repl(const char *host, int port, char *err, size_t errlen) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
-    char portstr[16];
-    snprintf(portstr, sizeof(portstr), "%d", port);
-    int rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "replication address %s:%d: %s", host, port, gai_strerror(rc));
+/* Bound early, before the pool is opened (control_listen), so that a busy
+ * replication port stops startup before anything else; until the thread
+ * starts, after recovery, the backlog is kept at one connection: peers
+ * trying to connect meanwhile time out and retry instead of queueing hellos
+ * that would only be answered after they gave up. */
+#define CTL_BACKLOG 128
+
+int control_listen(char *err, size_t errlen) {
+    const cluster_node *me = cluster_node_at(cluster_self());
+    char why[256];
+    listen_fd = listen_tcp(me->host, me->repl_port, 1, why, sizeof(why));
+    if (listen_fd < 0) {
+        snprintf(err, errlen, "Could not create replication TCP listening socket %s:%d: %s",
+                 me->host, me->repl_port, why);
         return -1;
     }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-        snprintf(err, errlen, "Could not listen on the replication port %s:%d: %s", host, port,
-                 strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    freeaddrinfo(res);
-    return fd;
+    return 0;
 }
 
 int control_start(char *err, size_t errlen) {
     const cluster_node *me = cluster_node_at(cluster_self());
-    listen_fd = listen_repl(me->host, me->repl_port, err, errlen);
-    if (listen_fd < 0) return -1;
+    if (listen_fd < 0 && control_listen(err, errlen) != 0) return -1;
+    if (listen(listen_fd, CTL_BACKLOG) != 0) {
+        snprintf(err, errlen, "replication port %s:%d: listen: %s", me->host, me->repl_port,
+                 strerror(errno));
+        return -1;
+    }
     ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev);
@@ -398,6 +397,7 @@ void control_stop(void) {
     for (int i = 0; i < CTL_MAX_LINKS; i++)
         if (links[i]) link_close(links[i], NULL);
     close(listen_fd);
+    listen_fd = -1;
     close(wake_fd);
     close(ep);
     ctl_running = 0;

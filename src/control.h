@@ -4,7 +4,12 @@
 #define ROWAN_CONTROL_H
 #include <stddef.h>
 
-/* Listen on our replication port and start the thread (cluster mode). */
+/* Bind our replication port (cluster mode), before the pool is opened: a
+ * port in use fails here. -1 with "Could not create replication TCP
+ * listening socket host:port: bind: Address already in use". */
+int control_listen(char *err, size_t errlen);
+/* Start the thread on that socket (binding it first if control_listen was
+ * not called). */
 int control_start(char *err, size_t errlen);
 void control_stop(void);
 void control_get_stats(long long *msgs, long long *refused, long long *nlinks);
