@@ -25,8 +25,8 @@ import time
 import pytest
 import redis
 
-from conftest import (RespClient, RespError, Server, _PidProcess, free_port, parse_info,
-                      wait_for)
+from conftest import (SANITIZER_MARKERS, RespClient, RespError, Server, _PidProcess,
+                      free_port, parse_info, wait_for)
 
 pytestmark = pytest.mark.rowan_only("rowan-server's process management and startup")
 
@@ -37,8 +37,11 @@ SEG = 4 << 20
 
 
 def run(argv, env=None, timeout=RUN_TIMEOUT):
-    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
+    r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    for m in SANITIZER_MARKERS:       # a sanitizer build's report fails the test
+        assert m not in r.stdout + r.stderr, r.stdout + r.stderr
+    return r
 
 
 def rowan_argv(port, d, *extra):
