@@ -60,11 +60,12 @@ static int refuse(db_ctx *x, size_t len) {
 static uint32_t reserve_for(int nworkers) { return (uint32_t)(DB_RESERVE_DEL + 1 + nworkers); }
 static uint32_t db_reserve_write(void) { return reserve_for(server.nworkers); }
 uint32_t db_reserve_segments(void) { return db_reserve_write(); }
-/* The reserve, a t-log head for each worker, and one more segment so that a
- * worker whose head is full can move on: below that every worker but the
- * first is refused its first segment. The header segment comes first. */
+/* The header segment, the reserve and a t-log head for each worker: with
+ * less, some worker is refused even its first segment and every write it
+ * takes fails. (A full head then waits for the cleaner, as in any full
+ * pool.) */
 uint64_t db_min_pool_size(int nworkers) {
-    return (1ull + reserve_for(nworkers) + (uint64_t)nworkers + 1) * POOL_SEG_SIZE;
+    return (1ull + reserve_for(nworkers) + (uint64_t)nworkers) * POOL_SEG_SIZE;
 }
 /* One segment of margin: a write may need a fresh segment for its entry. */
 int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }

@@ -327,9 +327,9 @@ MB = 1024 * 1024
 
 
 def min_pool(workers):
-    """db_min_pool_size: a header segment, the reserve (3 + workers), a
-    t-log head per worker and one more, in 4 MiB segments."""
-    return (1 + 3 + workers + workers + 1) * SEG
+    """db_min_pool_size: a header segment, the reserve (3 + workers) and a
+    t-log head per worker, in 4 MiB segments."""
+    return (1 + 3 + workers + workers) * SEG
 
 
 @pytest.mark.parametrize("workers", [1, 2])
