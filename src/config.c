@@ -140,6 +140,13 @@ static const struct option options[] = {
     { "replication-timeout", T_LL, CFG(replication_timeout), 0, 1, LLONG_MAX, "5000", NULL, NULL },
     { "replication-mode", T_ENUM, CFG(replication_mode), OPT_IMMUTABLE, 0, 0, "rowan", repl_mode_names, NULL },
     { "replication-transport", T_ENUM, CFG(replication_transport), OPT_IMMUTABLE, 0, 0, "tcp", repl_transport_names, NULL },
+    /* managed cluster */
+    { "zookeeper", T_STR, CFG(zookeeper), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "cluster-name", T_STR, CFG(cluster_name), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "cluster-lease-ms", T_LL, CFG(cluster_lease_ms), OPT_IMMUTABLE, 20, 600000, "200", NULL, NULL },
+    { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
+    { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
+    { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 

@@ -39,6 +39,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "bus.h"
 #include "cluster.h"
 #include "control.h"
 #include "listen.h"
@@ -71,6 +72,7 @@ static _Atomic int ctl_stopping;
 static int ctl_running;
 static ctl_link *links[CTL_MAX_LINKS];
 static _Atomic long long st_msgs, st_refused, st_links;
+static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_node asked to close */
 
 static void link_close(ctl_link *l, const char *why) {
     if (why)
@@ -138,6 +140,13 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
             return -1;
         }
         serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
+        if (l->sender == REPL_LINK_BUS) {
+            /* a cluster bus link: the bus thread serves it (bus.c) */
+            epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+            bus_adopt(l->fd, l->node, l->buf + pos, l->len - pos);
+            l->fd = -1;
+            return 1;
+        }
         if (server.cfg.replication_mode == REPL_MODE_RPC) {
             /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
             epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
@@ -307,6 +316,20 @@ static int ctl_wait(struct epoll_event *evs, int max, int timeout_ms) {
     return n;
 }
 
+void control_drop_node(int node) {
+    if (node < 0 || node >= CLUSTER_MAX_NODES) return;
+    atomic_fetch_or(&drop_mask, 1ULL << node);
+    if (wake_fd >= 0) ctl_wake(NULL);
+}
+
+static void drop_requested(void) {
+    uint64_t m = atomic_exchange(&drop_mask, 0);
+    for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
+        ctl_link *l = links[i];
+        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(l, "re-sync requested by the digest");
+    }
+}
+
 static void *control_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-control");
@@ -325,6 +348,7 @@ static void *control_main(void *arg) {
             } else link_readable(evs[i].data.ptr);
         }
         flush_complete();
+        drop_requested();
         if (fl_count == CTL_FLIGHTS || atomic_load(&ctl_stopping)) continue;
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
             if (links[i] && links[i]->dirty) {
@@ -344,7 +368,7 @@ static void *control_main(void *arg) {
 #define CTL_BACKLOG 128
 
 int control_listen(char *err, size_t errlen) {
-    const cluster_node *me = cluster_node_at(cluster_self());
+    const cluster_node *me = cluster_self_node();   /* known in static and managed mode */
     char why[256];
     listen_fd = listen_tcp(me->host, me->repl_port, 1, why, sizeof(why));
     if (listen_fd < 0) {
@@ -356,7 +380,7 @@ int control_listen(char *err, size_t errlen) {
 }
 
 int control_start(char *err, size_t errlen) {
-    const cluster_node *me = cluster_node_at(cluster_self());
+    const cluster_node *me = cluster_self_node();
     if (listen_fd < 0 && control_listen(err, errlen) != 0) return -1;
     if (listen(listen_fd, CTL_BACKLOG) != 0) {
         snprintf(err, errlen, "replication port %s:%d: listen: %s", me->host, me->repl_port,

@@ -12,6 +12,9 @@ int control_listen(char *err, size_t errlen);
  * not called). */
 int control_start(char *err, size_t errlen);
 void control_stop(void);
+/* Close every link from node `node` (any thread): its sender then starts a
+ * new session with us, whose catch-up re-syncs what it sends us. */
+void control_drop_node(int node);
 void control_get_stats(long long *msgs, long long *refused, long long *nlinks);
 
 #endif

@@ -34,6 +34,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "pool.h"
+#include "reconcile.h"
 #include "recovery.h"
 #include "repl.h"
 #include "server.h"
@@ -108,7 +109,9 @@ static void configure(int argc, char **argv) {
     }
     if (server.cfg.databases > SHARD_MAX_DBS) die("databases must be at most %d", SHARD_MAX_DBS);
     shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
-    if (cluster_setup(server.cfg.shards, server.cfg.replicas, err, sizeof(err)) != 0)
+    if (cluster_set_zookeeper(server.cfg.zookeeper, err, sizeof(err)) != 0 ||
+        cluster_set_name(server.cfg.cluster_name, err, sizeof(err)) != 0 ||
+        cluster_setup(server.cfg.shards, server.cfg.replicas, err, sizeof(err)) != 0)
         die("Bad cluster configuration: %s", err);
 }
 
@@ -188,6 +191,9 @@ static int load_data(void) {
     workers_start();
     int rc = recovery_run(err, sizeof(err));
     if (rc < 0) die("Recovery failed: %s", err);
+    /* Before anything is served: the shards that must first be checked
+     * against their replicas are marked (they answer -TRYAGAIN). */
+    if (rc == 0) reconcile_init();
     /* Release: a worker that sees loading 0 sees the whole data set. */
     atomic_store_explicit(&server.loading, 0, memory_order_release);
     return rc;

@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "bus.h"
 #include "cluster.h"
 #include "control.h"
 #include "db_shard.h"
@@ -41,6 +42,7 @@
 #include "le.h"
 #include "log.h"
 #include "pool.h"
+#include "reconcile.h"
 #include "repl.h"
 #include "server.h"
 #include "shard.h"
@@ -87,6 +89,8 @@ static int mgr_running;
 #define LAT_BUCKETS 40
 static _Atomic uint64_t lat_hist[LAT_BUCKETS];
 static _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
+/* [nshards]: peers that must get a re-sync of the shard (repl_resync_shard) */
+static _Atomic uint64_t *resync_need;
 
 static uint64_t next_stamp(void) { return atomic_fetch_add(&stamp_counter, 1) + 1; }
 
@@ -103,7 +107,7 @@ void repl_init(void) {
     }
 }
 
-static void hello_fill(repl_hello *h, uint16_t sender) {
+void repl_hello_fill(repl_hello *h, uint16_t sender) {
     memset(h, 0, sizeof(*h));
     h->magic = REPL_HELLO_MAGIC;
     h->node = (uint16_t)cluster_self();
@@ -179,7 +183,7 @@ static void wl_sync(worker *w, int p) {
     if (l->link || st == PEER_DOWN || l->gen == g) return;
     const cluster_node *n = cluster_node_at(p);
     repl_hello h;
-    hello_fill(&h, (uint16_t)w->id);
+    repl_hello_fill(&h, (uint16_t)w->id);
     repl_link_cbs cbs = {wl_on_ack, wl_on_down, l};
     char err[256];
     l->gen = g;
@@ -256,7 +260,9 @@ static int need_met(const repl_wlink *l, const repl_need *nd, uint64_t batch_sta
     uint64_t caught = atomic_load(&peers[p].caught_up);
     if (nd->miss && caught <= nd->miss) return 0;
     if (!nd->seq) return 1;
-    if (nd->gen == l->gen && l->link && !l->dead && l->acked >= nd->seq) return 1;
+    if (nd->gen == l->gen && l->gen == atomic_load(&peers[p].gen) && l->link && !l->dead &&
+        l->acked >= nd->seq)
+        return 1;
     return caught > batch_stamp;
 }
 
@@ -305,7 +311,7 @@ static int mgr_connect(int p, char *err, size_t errlen) {
     int fd = tcp_connect_blocking(n->host, n->repl_port, 1000, err, errlen);
     if (fd < 0) return -1;
     repl_hello h;
-    hello_fill(&h, REPL_LINK_MANAGER);
+    repl_hello_fill(&h, REPL_LINK_MANAGER);
     uint8_t ack[8];
     if (tcp_send_all(fd, &h, sizeof(h)) != 0 || tcp_recv_all(fd, ack, 8, 2000) != 0) {
         snprintf(err, errlen, "the peer did not accept our hello (see its log)");
@@ -359,11 +365,28 @@ static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
 
 static void mbuf_export_fn(void *arg, const void *entry, size_t len) { mbuf_add(arg, entry, len); }
 
-static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+static void mbuf_header_entry(mgr_buf *m, const log_entry *e) {
     uint8_t enc[LOG_HDR_SIZE];
-    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
-    size_t n = log_entry_encode(enc, &e, 1);
+    size_t n = log_entry_encode(enc, e, 1);
     mbuf_add(m, enc, n);
+}
+
+static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
+    mbuf_header_entry(m, &e);
+}
+
+/* Append a re-sync of shard sh (its lock held) at a fresh version: begin
+ * marker, every key at that version, end record (log.h, "Re-sync").
+ * Returns the version. */
+static uint64_t mbuf_resync(mgr_buf *m, shard *sh) {
+    uint64_t v = shard_resync_version(sh);
+    mbuf_marker(m, LOG_RESYNC, sh->id, v, 0);
+    db_shard_export(sh, v, mbuf_export_fn, m);
+    log_entry end = {.type = LOG_FLUSHDB, .flags = LOG_F_RESYNC, .shard = sh->id, .db = 0xffff,
+                     .ver = v};
+    mbuf_header_entry(m, &end);
+    return v;
 }
 
 static int mgr_send(repl_peer *pe, mgr_buf *m) {
@@ -377,6 +400,14 @@ static int mgr_send(repl_peer *pe, mgr_buf *m) {
 static void mgr_close(repl_peer *pe) {
     if (pe->fd >= 0) close(pe->fd);
     pe->fd = -1;
+}
+
+/* Do we push shard s to peer p (catch-up, CommitVer)? Only the shards we
+ * serve as primary: one still being reconciled (reconcile.h) may lack
+ * history, and its backups must not take it for the truth. */
+static int pushes_to(int s, int p) {
+    return cluster_is_primary(s) && cluster_mask_has(cluster_backups_of(s), p) &&
+           atomic_load(&server.shards[s].avail) == SHARD_SERVING;
 }
 
 /* Bring peer p back: new session, catch-up of every shard it backs up for
@@ -407,15 +438,12 @@ static void mgr_session(int p) {
     mgr_buf m = {0};
     long long shards = 0, entries = 0, bytes = 0;
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        if (!pushes_to(s, p)) continue;
         shard *sh = &server.shards[s];
         shard_lock(sh);
-        uint64_t vsnap = sh->next_ver - 1;
-        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 0);
         uint64_t before = m.msgs;
-        db_shard_export(sh, mbuf_export_fn, &m);
-        entries += (long long)(m.msgs - before);
-        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 1);
+        uint64_t vsnap = mbuf_resync(&m, sh);
+        entries += (long long)(m.msgs - before - 2);
         shard_unlock(sh);
         pe->commit_sent[s] = vsnap;
         shards++;
@@ -445,12 +473,72 @@ fail:
     pe->next_try_us = monotonic_us() + 250000;
 }
 
+void repl_resync_shard(int sid, uint64_t which) {
+    atomic_fetch_or(&resync_need[sid], which & peers_mask);
+}
+
+int repl_resync_pending(int sid) { return resync_need && atomic_load(&resync_need[sid]) != 0; }
+
+/* Re-sync shard sid to peer p on its live session's stream (the shard is
+ * not served meanwhile, so nothing else of it is in flight). */
+static void mgr_resync_shard(int p, int sid) {
+    repl_peer *pe = &peers[p];
+    shard *sh = &server.shards[sid];
+    mgr_buf m = {0};
+    shard_lock(sh);
+    uint64_t v = mbuf_resync(&m, sh);
+    shard_unlock(sh);
+    uint64_t gen = atomic_load(&pe->gen);
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    if (mgr_send(pe, &m) != 0 || mgr_wait_acks(pe, pe->sent, wait_ms) != 0) {
+        peer_down(p, gen, "shard re-sync stream failed");
+        mgr_close(pe);
+    } else {
+        pe->commit_sent[sid] = v;
+        atomic_fetch_and(&resync_need[sid], ~(1ULL << p));
+        atomic_fetch_add(&st_catchup_entries, (long long)m.msgs);
+        atomic_fetch_add(&st_catchup_bytes, (long long)m.len);
+    }
+    free(m.b);
+}
+
+/* Shards waiting for a re-sync to live peers. */
+static void mgr_shard_resyncs(void) {
+    for (int sid = 0; sid < server.nshards; sid++) {
+        uint64_t need = atomic_load(&resync_need[sid]);
+        for (int p = 0; p < CLUSTER_MAX_NODES && need; p++) {
+            if (!cluster_mask_has(need, p)) continue;
+            need &= ~(1ULL << p);
+            if (atomic_load(&peers[p].state) == PEER_LIVE) mgr_resync_shard(p, sid);
+        }
+    }
+}
+
+int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
+    repl_peer pe = {.fd = -1};
+    pe.fd = mgr_connect(node, err, errlen);
+    if (pe.fd < 0) return -1;
+    shard *sh = &server.shards[sid];
+    mgr_buf m = {0};
+    shard_lock(sh);
+    if (sh->next_ver < vmin) sh->next_ver = vmin;
+    uint64_t v = mbuf_resync(&m, sh);
+    shard_unlock(sh);
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    int rc = mgr_send(&pe, &m) == 0 && mgr_wait_acks(&pe, pe.sent, wait_ms) == 0 ? 0 : -1;
+    if (rc) snprintf(err, errlen, "the re-sync stream to the primary failed");
+    free(m.b);
+    mgr_close(&pe);
+    *vout = v;
+    return rc;
+}
+
 /* Send <shard, CommitVer> for every shard whose watermark moved. */
 static void mgr_commitvers(int p) {
     repl_peer *pe = &peers[p];
     mgr_buf m = {0};
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        if (!pushes_to(s, p)) continue;
         uint64_t v = atomic_load(&server.shards[s].durable_ver);
         if (v <= pe->commit_sent[s]) continue;
         mbuf_marker(&m, LOG_COMMITVER, (uint16_t)s, v, 0);
@@ -468,6 +556,8 @@ static void *mgr_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-repl");
     while (!atomic_load(&mgr_stopping)) {
+        reconcile_step();
+        mgr_shard_resyncs();
         int64_t now = monotonic_us();
         for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
             if (!((peers_mask >> p) & 1)) continue;
@@ -483,6 +573,7 @@ static void *mgr_main(void *arg) {
 
 int repl_start(char *err, size_t errlen) {
     if (!cluster_enabled()) return 0;
+    if (bus_start(err, errlen) != 0) return -1;
     /* Every cluster node can be a backup: the control thread and digest
      * run even when k = 1 would make them idle. */
     digest_start();
@@ -490,6 +581,7 @@ int repl_start(char *err, size_t errlen) {
     if (!active) return 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
         peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
+    resync_need = calloc((size_t)server.nshards, sizeof(*resync_need));
     mgr_running = 1;
     pthread_create(&mgr_thread, NULL, mgr_main, NULL);
     return 0;
@@ -502,6 +594,7 @@ void repl_stop(void) {
         mgr_running = 0;
     }
     control_stop();
+    bus_stop();
     digest_stop();
 }
 
@@ -520,6 +613,10 @@ void repl_info(rbuf *o) {
     rbuf_appendf(o, "replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
     rbuf_appendf(o, "replication_transport:%s\r\n", tp ? tp->name : "tcp");
     rbuf_appendf(o, "replication_factor:%d\r\n", cluster_replicas());
+    int damaged = 0;
+    for (int s = 0; s < server.nshards; s++) damaged += atomic_load(&server.shards[s].damaged) != 0;
+    rbuf_appendf(o, "shards_reconciling:%d\r\nshards_lost:%d\r\nshards_damaged:%d\r\n",
+                 reconcile_pending(), reconcile_lost(), damaged);
     int live = 0, n = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         if (!((peers_mask >> p) & 1)) continue;
@@ -550,11 +647,13 @@ void repl_info(rbuf *o) {
     digest_get_stats(&ds);
     rbuf_appendf(o, "digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
                  "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n"
-                 "digest_committed_segments:%llu\r\n",
+                 "digest_committed_segments:%llu\r\ndigest_diverged:%llu\r\n"
+                 "digest_stalled_shards:%llu\r\n",
                  (unsigned long long)(ds.published_bytes - ds.digested_bytes),
                  (unsigned long long)ds.applied, (unsigned long long)ds.pending,
                  (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
-                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed);
+                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed,
+                 (unsigned long long)ds.diverged, (unsigned long long)ds.stalled_shards);
     /* durable-version lag of the shards we are primary of */
     uint64_t maxlag = 0;
     rbuf_appendf(o, "durable_lag_by_shard:");

@@ -53,6 +53,13 @@ struct rowan_config {
     long long replication_timeout; /* ms a write may wait for its replicas */
     int replication_mode;       /* REPL_MODE_* */
     int replication_transport;  /* REPL_TRANSPORT_* */
+    /* managed cluster (cluster.h, member.c, cm.c) */
+    char *zookeeper;            /* host:port[,host:port]; "" = static/standalone */
+    char *cluster_name;         /* znodes under /rowan/<name> */
+    long long cluster_lease_ms; /* how long a node serves without the CM's renewal */
+    long long zookeeper_session_timeout; /* ms */
+    int cluster_init_nodes;     /* the first configuration waits for this many nodes */
+    int min_replicas_to_write;  /* backups a shard needs to take writes */
 };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };

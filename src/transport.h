@@ -35,6 +35,7 @@ struct event_base;
 
 #define REPL_HELLO_MAGIC  0x314c50524e574f52ULL  /* "ROWNRPL1" */
 #define REPL_LINK_MANAGER 0xffff                 /* sender id of the catch-up stream */
+#define REPL_LINK_BUS     0xfffe                 /* sender id of a cluster bus link (bus.h) */
 
 /* First 32 bytes a sender writes on a new connection (little endian). */
 typedef struct repl_hello {
