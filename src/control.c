@@ -360,17 +360,17 @@ static void *control_main(void *arg) {
     return NULL;
 }
 
-/* Bound early, before the pool is opened (control_listen), so that a busy
- * replication port stops startup before anything else; until the thread
- * starts, after recovery, the backlog is kept at one connection: peers
- * trying to connect meanwhile time out and retry instead of queueing hellos
- * that would only be answered after they gave up. */
+/* Bound early, before the pool is opened (control_listen), so that a port
+ * a running server listens on stops startup before anything else; listening
+ * starts with the thread, after recovery: until then peers are refused and
+ * retry (as before), rather than having their connections and hellos
+ * queued unanswered until they give up. */
 #define CTL_BACKLOG 128
 
 int control_listen(char *err, size_t errlen) {
     const cluster_node *me = cluster_self_node();   /* known in static and managed mode */
     char why[256];
-    listen_fd = listen_tcp(me->host, me->repl_port, 1, why, sizeof(why));
+    listen_fd = bind_tcp(me->host, me->repl_port, why, sizeof(why));
     if (listen_fd < 0) {
         snprintf(err, errlen, "Could not create replication TCP listening socket %s:%d: %s",
                  me->host, me->repl_port, why);

@@ -5,8 +5,9 @@
 #include <stddef.h>
 
 /* Bind our replication port (cluster mode), before the pool is opened: a
- * port in use fails here. -1 with "Could not create replication TCP
- * listening socket host:port: bind: Address already in use". */
+ * port another server listens on fails here. -1 with "Could not create
+ * replication TCP listening socket host:port: bind: Address already in use".
+ * The socket listens from control_start on. */
 int control_listen(char *err, size_t errlen);
 /* Start the thread on that socket (binding it first if control_listen was
  * not called). */

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include "listen.h"
 
-int listen_tcp(const char *addr, int port, int backlog, char *err, size_t errlen) {
+int bind_tcp(const char *addr, int port, char *err, size_t errlen) {
     int af = strchr(addr, ':') ? AF_INET6 : AF_INET;
     const char *host = addr;
     if (!strcmp(addr, "*") || (af == AF_INET6 && !strcmp(addr, "::*"))) host = NULL;
@@ -42,8 +42,7 @@ int listen_tcp(const char *addr, int port, int backlog, char *err, size_t errlen
         const char *step = "setsockopt";
         if ((af == AF_INET6 && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) != 0) ||
             setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
-            (step = "bind", bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) ||
-            (step = "listen", listen(fd, backlog) != 0)) {
+            (step = "bind", bind(fd, ai->ai_addr, ai->ai_addrlen) != 0)) {
             int e = errno;
             snprintf(err, errlen, "%s: %s", step, strerror(e));
             close(fd);
@@ -57,6 +56,16 @@ int listen_tcp(const char *addr, int port, int backlog, char *err, size_t errlen
     int e = errno;
     snprintf(err, errlen, "unable to bind socket, errno: %d", e);
     freeaddrinfo(res);
+    errno = e;
+    return -1;
+}
+
+int listen_tcp(const char *addr, int port, int backlog, char *err, size_t errlen) {
+    int fd = bind_tcp(addr, port, err, errlen);
+    if (fd < 0 || listen(fd, backlog) == 0) return fd;
+    int e = errno;
+    snprintf(err, errlen, "listen: %s", strerror(e));
+    close(fd);
     errno = e;
     return -1;
 }

@@ -14,5 +14,10 @@
  * for TIME_WAIT connections). Returns the fd, or -1 with Redis's reason in
  * err ("bind: Address already in use", "Name or service not known"...). */
 int listen_tcp(const char *addr, int port, int backlog, char *err, size_t errlen);
+/* The same without listen(): the caller listens later. Another process's
+ * listening socket on addr:port already makes it fail (EADDRINUSE); while
+ * this one is only bound, a second SO_REUSEADDR socket could still bind,
+ * and whichever listens second then fails. */
+int bind_tcp(const char *addr, int port, char *err, size_t errlen);
 
 #endif
