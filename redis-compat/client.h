@@ -60,6 +60,10 @@ typedef struct client {
     held_reply *held;       /* FIFO of held replies */
     int nheld, capheld, headheld;
     db_ctx x;
+    /* cluster fencing (member.h): the lease epoch the last command ran
+     * under, and whether the lease was valid then */
+    uint64_t lease_epoch;
+    int lease_valid_exec;
     /* bookkeeping */
     time_t ctime;           /* connection time (seconds) */
     time_t last_interaction;

@@ -37,6 +37,8 @@
 #include "server.h"
 #include "shard.h"
 #include "worker.h"
+#include "cluster.h"
+#include "member.h"
 #include "util.h"
 
 #define READ_CHUNK (16 * 1024)
@@ -368,7 +370,24 @@ static int allowed_while_loading(client *c) {
     return 1;
 }
 
+/* cluster: does c hold replies computed under a lease that has run out
+ * since? They must never leave (the node may have been replaced meanwhile;
+ * member.h), so the connection closes instead: their outcome is unknown
+ * to the client, as after a crash. */
+static int lease_stale(const client *c) {
+    return c->lease_valid_exec && (c->nheld || c->sent < c->out.b.len) && cluster_managed() &&
+           (c->lease_epoch != member_lease_epoch() || !member_lease_valid());
+}
+
 static void client_call(client *c) {
+    if (lease_stale(c)) {
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return;
+    }
+    if (cluster_managed()) {
+        c->lease_epoch = member_lease_epoch();
+        c->lease_valid_exec = member_lease_valid();
+    }
     c->cmd = command_lookup(c->argv[0], c->argvlen[0]);
     size_t reply_start = c->out.b.len;
     if (check_command(c) != 0) {
@@ -547,6 +566,12 @@ static void held_expire(client *c) {
 }
 
 int client_flush(client *c) {
+    if (lease_stale(c)) {
+        serverLog(LL_VERBOSE, "Closing client id=%llu addr=%s: its replies were computed under "
+                  "a lease that expired", (unsigned long long)c->id, c->addr);
+        client_free(c);
+        return 0;
+    }
     int64_t limit = server.cfg.replication_timeout * 1000;
     while (c->nheld) {
         if (deps_durable(&c->held[c->headheld])) held_pop(c);

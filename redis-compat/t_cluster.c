@@ -35,6 +35,7 @@
 #include "cluster.h"
 #include "commands.h"
 #include "hash.h"
+#include "member.h"
 #include "multi.h"
 #include "server.h"
 #include "shard.h"
@@ -82,6 +83,21 @@ static int route_command(void *arg, const struct rcommand *cmd, int argc,
     return cross;
 }
 
+static int queued_write(void *arg, const struct rcommand *cmd, int argc,
+                        const char *const *argv, const size_t *argvlen) {
+    (void)argc, (void)argv, (void)argvlen;
+    if (cmd->flags & CMD_WRITE) *(int *)arg = 1;
+    return 0;
+}
+
+/* Does the command (EXEC: one of its queued commands) write? */
+static int writes(client *c) {
+    if (c->cmd->proc != execCommand) return (c->cmd->flags & CMD_WRITE) != 0;
+    int w = 0;
+    multi_foreach_queued(c, queued_write, &w);
+    return w;
+}
+
 /* The slot the command addresses (EXEC: its queued commands), -1 when it
  * names no key, -2 when its keys are in several slots. */
 static int command_slot(client *c) {
@@ -98,9 +114,31 @@ static int command_slot(client *c) {
 static int refuse_slot(client *c, int slot) {
     shard *s = shard_of_slot((unsigned)slot);
     int primary = cluster_primary_of(s->id);
+    if (cluster_managed()) {
+        /* fencing (member.h): without a lease this node may already have
+         * been replaced; it knows no better than the client where to go */
+        if (!member_lease_valid()) {
+            resp_add_error(&c->out, "CLUSTERDOWN The cluster is down: this node holds no lease "
+                                    "from the configuration manager");
+            return 1;
+        }
+        if (primary < 0 || !cluster_is_member(primary)) {
+            resp_add_errorf(&c->out, "CLUSTERDOWN Hash slot %d is not served: no live replica "
+                            "of shard %d", slot, s->id);
+            return 1;
+        }
+    }
     if (primary != cluster_self()) {
         const cluster_node *n = cluster_node_at(primary);
         resp_add_errorf(&c->out, "MOVED %d %s:%d", slot, n->host, n->port);
+        return 1;
+    }
+    /* min-replicas-to-write: a shard left with too few backups takes no
+     * write (its data would live on fewer nodes than asked for) */
+    if (writes(c) && __builtin_popcountll(cluster_backups_of(s->id)) <
+                         server.cfg.min_replicas_to_write &&
+        cluster_replicas() > 1) {
+        resp_add_error(&c->out, "NOREPLICAS Not enough good replicas to write.");
         return 1;
     }
     int avail = atomic_load(&s->avail);

@@ -32,6 +32,7 @@
 #include "bus.h"
 #include "cluster.h"
 #include "le.h"
+#include "peer_auth.h"
 #include "repl.h"
 #include "server.h"
 #include "transport.h"
@@ -53,6 +54,7 @@ typedef struct bus_conn {
     int node;
     int outgoing;
     int ready;             /* outgoing: the peer accepted our hello */
+    pauth auth;            /* outgoing: the peer handshake (peer_auth.h) */
     int slot;              /* incoming: index in bus.in */
     uint64_t gen;
     /* Received bytes not yet parsed. Not the bufferevent's own input:
@@ -124,7 +126,7 @@ static void fail_pending(bus_conn *c) {
     c->pend = NULL;
     while (p) {
         bus_pending *next = p->next;
-        p->cb(p->arg, BUS_FAILED, NULL, 0);
+        if (p->cb) p->cb(p->arg, BUS_FAILED, NULL, 0);
         free(p);
         p = next;
     }
@@ -152,7 +154,7 @@ static void on_response(bus_conn *c, uint16_t flags, uint64_t id, const uint8_t 
     bus_pending *pe = *pp;
     if (!pe) return;   /* timed out already */
     *pp = pe->next;
-    pe->cb(pe->arg, (flags & BUS_F_ERROR) ? BUS_ERROR : BUS_OK, p, n);
+    if (pe->cb) pe->cb(pe->arg, (flags & BUS_F_ERROR) ? BUS_ERROR : BUS_OK, p, n);
     free(pe);
 }
 
@@ -175,10 +177,22 @@ static int read_frames(bus_conn *c) {
     struct evbuffer *in = c->in;
     evbuffer_add_buffer(in, bufferevent_get_input(c->bev));
     if (c->outgoing && !c->ready) {
-        /* the control thread's acceptance: an 8-byte ack count of 0 */
-        if (evbuffer_get_length(in) < 8) return 0;
+        /* the peer handshake, then the control thread's acceptance: an
+         * 8-byte ack count of 0 */
+        char why[256];
+        int rc = pauth_feed_evbuffer(&c->auth, in, bufferevent_get_output(c->bev), why,
+                                     sizeof(why));
+        if (rc < 0) {
+            conn_close(c, why);
+            return -1;
+        }
+        if (c->auth.state != PAUTH_CLIENT_WAIT_CHALLENGE) /* our response leads the output */
+            bufferevent_enable(c->bev, EV_WRITE);
+        if (rc == 0 || evbuffer_get_length(in) < 8) return 0;
         evbuffer_drain(in, 8);
         c->ready = 1;
+        struct timeval stall = {BUS_STALL_MS / 1000, (BUS_STALL_MS % 1000) * 1000};
+        bufferevent_set_timeouts(c->bev, NULL, &stall);
     }
     for (;;) {
         uint8_t h[BUS_HDR_SIZE];
@@ -212,7 +226,8 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
     (void)bev;
     bus_conn *c = arg;
     if (what & BEV_EVENT_CONNECTED) return;
-    conn_close(c, (what & BEV_EVENT_EOF) ? "closed by the peer" : "error");
+    conn_close(c, (what & BEV_EVENT_EOF) ? "closed by the peer"
+                  : (what & BEV_EVENT_TIMEOUT) ? "no progress in time" : "error");
 }
 
 static bus_conn *conn_new(int fd, int node, int outgoing) {
@@ -244,8 +259,12 @@ static bus_conn *out_conn(int node) {
         return NULL;
     }
     bus_conn *c = conn_new(-1, node, 1);
+    /* Until the handshake is done nothing may be written (frames queue
+     * behind our response, which goes first), and a peer that does not
+     * answer within BUS_STALL_MS is given up like a stalled write. */
+    bufferevent_disable(c->bev, EV_WRITE);
     struct timeval stall = {BUS_STALL_MS / 1000, (BUS_STALL_MS % 1000) * 1000};
-    bufferevent_set_timeouts(c->bev, NULL, &stall);
+    bufferevent_set_timeouts(c->bev, &stall, &stall);
     if (bufferevent_socket_connect(c->bev, res->ai_addr, (int)res->ai_addrlen) != 0) {
         freeaddrinfo(res);
         bufferevent_free(c->bev);
@@ -259,7 +278,7 @@ static bus_conn *out_conn(int node) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     repl_hello hello;
     repl_hello_fill(&hello, REPL_LINK_BUS);
-    bufferevent_write(c->bev, &hello, sizeof(hello));
+    pauth_client_begin(&c->auth, &hello, sizeof(hello));
     bus.out[node] = c;
     return c;
 }
@@ -278,7 +297,7 @@ static void push_job(bus_job *j) {
 static void run_call(bus_job *j) {
     bus_conn *c = bus.running ? out_conn(j->node) : NULL;
     if (!c) {
-        j->cb(j->arg, BUS_FAILED, NULL, 0);
+        if (j->cb) j->cb(j->arg, BUS_FAILED, NULL, 0);
         return;
     }
     bus_pending *pe = calloc(1, sizeof(*pe));
@@ -348,7 +367,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
                 continue;
             }
             *pp = pe->next;
-            pe->cb(pe->arg, BUS_FAILED, NULL, 0);
+            if (pe->cb) pe->cb(pe->arg, BUS_FAILED, NULL, 0);
             free(pe);
         }
     }

@@ -6,9 +6,10 @@
  * a request with a response, carried by the bus.
  *
  * Links. The bus rides on the replication port: a node's bus connects to a
- * peer's replication port and sends a repl_hello whose sender is
- * REPL_LINK_BUS; the peer's control thread checks it like any link (same
- * configuration, same authentication) and hands the socket to the peer's
+ * peer's replication port and opens with the peer handshake (peer_auth.h)
+ * presenting a repl_hello whose sender is REPL_LINK_BUS; the peer's control
+ * thread checks it like any link (same secret, same configuration) and,
+ * only then, hands the socket to the peer's
  * bus thread (bus_adopt). Each node keeps one outgoing connection per peer
  * for its own requests (and their responses); the peer's requests arrive
  * on the peer's connection to us.
@@ -41,6 +42,11 @@ enum bus_type {
     BUS_PING = 1,         /* -> empty response */
     BUS_SHARDINFO = 2,    /* what do you hold of these shards? (reconcile.c) */
     BUS_FETCH = 3,        /* send me this shard as a re-sync (reconcile.c) */
+    BUS_LEASE = 4,        /* renew my lease (member.c -> cm.c): u64 term -> u64 term, u8 granted */
+    BUS_CONFIG = 5,       /* adopt this configuration (cm.c -> member.c): its text form */
+    BUS_CAUGHTUP = 6,     /* these learners are caught up with my shards (repl.c -> cm.c):
+                           * u64 term, u64 mask of learner nodes */
+    BUS_FAILOVER = 7,     /* CLUSTER FAILOVER from me (member.c -> cm.c): u64 term, u8 node, u8 force */
     BUS_TYPE_MAX = 64
 };
 
@@ -59,7 +65,8 @@ void bus_register(int type, bus_handler h);
 void bus_reply(bus_req *r, const void *p, size_t n);
 void bus_reply_error(bus_req *r, const char *msg);
 
-/* Send a request to node; cb(arg, ...) runs once on the bus thread. */
+/* Send a request to node; cb(arg, ...) runs once on the bus thread (cb
+ * may be NULL: nobody waits for the outcome). */
 void bus_call(int node, int type, const void *p, size_t n, int timeout_ms, bus_cb cb, void *arg);
 /* The same, waiting for the outcome (not on the bus thread). On BUS_OK and
  * BUS_ERROR, *resp (malloc'd, caller frees; NUL-terminated for

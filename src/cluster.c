@@ -330,6 +330,7 @@ int cluster_config_node(cluster_config *c, const cluster_node *n) {
         if (!strcmp(c->nodes[i].name, n->name)) return i;
     if (c->nnodes == CLUSTER_MAX_NODES) return -1;
     c->nodes[c->nnodes] = *n;
+    node_id_from_name(n->name, c->nodes[c->nnodes].id);
     return c->nnodes++;
 }
 

@@ -115,7 +115,8 @@ void cluster_config_free(cluster_config *c);
 /* The static map over the members: shard s has primary member s % M and
  * backups the next k-1 members in ring order (M = members, k <= M). */
 void cluster_config_spread(cluster_config *c);
-/* Add a node to the table (or find it by name); its index, -1 if full. */
+/* Add a node to the table (or find it by name; its id is derived from the
+ * name); its index, -1 if full. */
 int cluster_config_node(cluster_config *c, const cluster_node *n);
 /* Text form, as stored in ZooKeeper. encode: malloc'd, NUL-terminated.
  * decode: NULL with err on anything malformed or inconsistent. */

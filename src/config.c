@@ -28,7 +28,7 @@
  * readers of server.cfg everywhere else. A mutex serialises the config
  * commands among themselves. Readers are not locked: numeric fields are
  * stored with atomic stores (word-sized, never torn), and a string option
- * that can change at run time (requirepass) never frees its old value --
+ * that can change at run time (requirepass, cluster-secret) never frees its old value --
  * another thread may still be comparing against it -- it is retired to a list
  * instead. Immutable strings are only ever replaced before the workers start.
  */
@@ -114,6 +114,7 @@ static const struct option options[] = {
     { "tcp-keepalive", T_INT, CFG(tcp_keepalive), 0, 0, INT_MAX, "300", NULL, NULL },
     /* security and limits */
     { "requirepass", T_STR, CFG(requirepass), 0, 0, 0, "", NULL, NULL },
+    { "cluster-secret", T_STR, CFG(cluster_secret), 0, 0, 0, "", NULL, NULL },
     { "maxclients", T_INT, CFG(maxclients), 0, 1, INT_MAX, "10000", NULL, NULL },
     { "proto-max-bulk-len", T_MEM, CFG(proto_max_bulk_len), 0, 1 * MB, LLONG_MAX, "512mb", NULL, NULL },
     { "client-query-buffer-limit", T_MEM, CFG(client_query_buffer_limit), 0, 1 * MB, LLONG_MAX, "1gb", NULL, NULL },

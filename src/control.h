@@ -3,6 +3,7 @@
 #ifndef ROWAN_CONTROL_H
 #define ROWAN_CONTROL_H
 #include <stddef.h>
+#include <stdint.h>
 
 /* Bind our replication port (cluster mode), before the pool is opened: a
  * port another server listens on fails here. -1 with "Could not create
@@ -13,9 +14,11 @@ int control_listen(char *err, size_t errlen);
  * not called). */
 int control_start(char *err, size_t errlen);
 void control_stop(void);
-/* Close every link from node `node` (any thread): its sender then starts a
- * new session with us, whose catch-up re-syncs what it sends us. */
-void control_drop_node(int node);
+/* Close every link from the nodes in mask `nodes` (any thread): nothing
+ * more of theirs lands (a node that left the configuration), or its
+ * sender starts a new session whose catch-up re-syncs what it sends us.
+ * wait: return once the control thread has done it. */
+void control_drop_nodes(uint64_t nodes, int wait);
 void control_get_stats(long long *msgs, long long *refused, long long *nlinks);
 
 #endif

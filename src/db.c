@@ -31,6 +31,7 @@
 #include "db_shard.h"
 #include "hash.h"
 #include "log.h"
+#include "member.h"
 #include "object.h"
 #include "pool.h"
 #include "server.h"
@@ -849,7 +850,8 @@ static void unlock_if(shard *s, int locked) {
  * primary (never a backup copy, nor a shard still being reconciled). */
 static int client_shard(int i) {
     return !cluster_enabled() ||
-           (cluster_is_primary(i) && atomic_load(&server.shards[i].avail) == SHARD_SERVING);
+           (cluster_is_primary(i) && atomic_load(&server.shards[i].avail) == SHARD_SERVING &&
+            member_lease_valid());
 }
 
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */

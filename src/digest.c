@@ -163,6 +163,7 @@ static dg_seg *cur_seg(void) { return &segs[cur_idx]; }
 static void pend_drop_upto(dg_shard *d, uint64_t upto) {
     size_t k = 0;
     while (k < d->n && d->pend[k].ver <= upto) k++;
+    if (!k) return;
     memmove(d->pend, d->pend + k, (d->n - k) * sizeof(dg_item));
     d->n -= k;
     atomic_fetch_sub(&st_pending, k);
@@ -234,7 +235,8 @@ static void on_diverged(int sid, uint64_t got) {
     serverLog(LL_WARNING, "Digest: shard %d diverged: its primary committed version %llu after "
               "%llu; dropping its links so that it re-syncs this copy", sid,
               (unsigned long long)got, (unsigned long long)d->commitver);
-    control_drop_node(cluster_primary_of(sid));
+    int p = cluster_primary_of(sid);
+    if (p >= 0) control_drop_nodes(1ULL << p, 0);
 }
 
 static void on_commitver(const log_entry *e) {
@@ -416,6 +418,18 @@ uint64_t digest_max_version(int sid) {
 }
 
 uint64_t digest_committed(int sid) { return sh[sid].applied; }
+
+void digest_set_committed(int sid) {
+    dg_shard *d = &sh[sid];
+    shard *s = &server.shards[sid];
+    shard_lock(s);
+    uint64_t v = s->next_ver - 1;
+    shard_unlock(s);
+    pend_drop_upto(d, v);
+    d->resync_ver = 0;
+    d->applied = d->commitver = v;
+    d->progress_us = monotonic_us();
+}
 
 uint64_t digest_apply_all(int sid) {
     dg_shard *d = &sh[sid];

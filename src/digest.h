@@ -47,6 +47,9 @@ uint64_t digest_max_version(int sid);
  * committed (every version <= it of the current primary is applied here),
  * 0 when unknown (nothing committed since this node started). */
 uint64_t digest_committed(int sid);
+/* Digest thread only: this node was the primary of shard sid and now
+ * backs it up: its copy is everything it served, all committed. */
+void digest_set_committed(int sid);
 
 typedef struct digest_stats {
     uint64_t published_bytes, digested_bytes; /* lag = published - digested */

@@ -33,6 +33,7 @@
 #include "control.h"
 #include "daemon.h"
 #include "db.h"
+#include "member.h"
 #include "pool.h"
 #include "reconcile.h"
 #include "recovery.h"
@@ -182,21 +183,17 @@ static void start_signal_thread(void) {
     pthread_detach(t);
 }
 
-/* Step 5: rebuild the data set while the workers answer -LOADING. Returns 0
- * when it is complete, 1 when a shutdown request interrupted it. */
-static int load_data(void) {
-    char err[512];
+/* Step 5, the loading phase: from loading_begin the workers serve, in
+ * loading mode (-LOADING), until loading_end. Recovery runs in between. */
+static void loading_begin(void) {
     server.loading_start_time = time(NULL);
     atomic_store(&server.loading, 1);
     workers_start();
-    int rc = recovery_run(err, sizeof(err));
-    if (rc < 0) die("Recovery failed: %s", err);
-    /* Before anything is served: the shards that must first be checked
-     * against their replicas are marked (they answer -TRYAGAIN). */
-    if (rc == 0) reconcile_init();
+}
+
+static void loading_end(void) {
     /* Release: a worker that sees loading 0 sees the whole data set. */
     atomic_store_explicit(&server.loading, 0, memory_order_release);
-    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -228,12 +225,24 @@ int main(int argc, char **argv) {
     char err[512];
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
     daemon_started();
-    int interrupted = load_data();
-    if (interrupted) {
+    loading_begin();
+    int rc = recovery_run(err, sizeof(err));
+    if (rc < 0) die("Recovery failed: %s", err);
+    if (rc == 0) {
+        /* Before anything is served: the cluster membership (managed mode),
+         * the shards that must first be checked against their replicas
+         * (they answer -TRYAGAIN, reconcile.h), the cleaner (it relies on
+         * the live byte counts recovery computed). */
+        if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
+        reconcile_init();
+        clean_start();
+    }
+    loading_end();
+    if (rc == 1) {
         serverLog(LL_WARNING, "Recovery interrupted by the shutdown request; nothing was served");
     } else {
-        clean_start();
         if (repl_start(err, sizeof(err)) != 0) die("%s", err);
+        member_start();
         serverLog(LL_NOTICE, "Server initialized");
         serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
                   server.cfg.port);
@@ -242,6 +251,7 @@ int main(int argc, char **argv) {
     }
     workers_join();
     daemon_notify("STOPPING=1\n");
+    member_stop();
     repl_stop();
     syncer_stop();
     clean_stop();

@@ -24,6 +24,7 @@
  * a re-sync of the shard (repl_resync_shard) before the shard is served,
  * so no write of ours lands on a copy that differs from ours. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,7 @@ static struct {
     rc_shard *sh;
     rc_peer peers[CLUSTER_MAX_NODES];
     _Atomic int pending, lost;
+    _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
 } rc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int reconcile_pending(void) { return atomic_load(&rc.pending); }
@@ -183,8 +185,9 @@ static void on_fetch(bus_req *r, int node, const uint8_t *p, size_t n) {
 void reconcile_init(void) {
     bus_register(BUS_SHARDINFO, on_shardinfo);
     bus_register(BUS_FETCH, on_fetch);
-    if (!cluster_enabled() || cluster_replicas() < 2) return;
+    if (!cluster_enabled() || (cluster_replicas() < 2 && !cluster_managed())) return;
     rc.sh = calloc((size_t)server.nshards, sizeof(rc_shard));
+    rc.activate = calloc((size_t)server.nshards, sizeof(*rc.activate));
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
         if (!cluster_is_primary(s) || !cluster_backups_of(s)) continue;
@@ -196,6 +199,30 @@ void reconcile_init(void) {
     if (n)
         serverLog(LL_NOTICE, "Reconcile: %d shards wait for their replicas to confirm this node "
                   "holds their whole history before they are served", n);
+}
+
+/* Digest thread: a promoted shard's copy takes in everything this node
+ * holds of it (its pending effects, committed or not), then the manager
+ * may check it against the other replicas. */
+static void promote_run(void *arg) {
+    int sid = (int)(intptr_t)arg;
+    digest_apply_all(sid);
+    atomic_store(&rc.activate[sid], 1);
+}
+
+void reconcile_begin(const uint16_t *ids, int n) {
+    if (!rc.sh) return;
+    for (int i = 0; i < n; i++) digest_run(promote_run, (void *)(intptr_t)ids[i]);
+}
+
+/* Shards whose promotion reached the manager: checked from scratch. */
+static void activate_promoted(void) {
+    for (int s = 0; s < server.nshards; s++) {
+        if (!atomic_exchange(&rc.activate[s], 0)) continue;
+        if (!cluster_is_primary(s)) continue;   /* a newer configuration took it away */
+        if (!rc.sh[s].active) atomic_fetch_add(&rc.pending, 1);
+        rc.sh[s] = (rc_shard){.active = 1, .best_node = -1};
+    }
 }
 
 static void info_cb(void *arg, int status, const uint8_t *p, size_t n) {
@@ -389,6 +416,11 @@ static void check_fetch(int sid, int64_t now) {
 static void decide(int sid, int64_t now) {
     rc_shard *r = &rc.sh[sid];
     shard *s = &server.shards[sid];
+    if (!cluster_is_primary(sid)) {   /* a newer configuration gave it to another node */
+        r->active = 0;
+        atomic_fetch_sub(&rc.pending, 1);
+        return;
+    }
     if (r->settling) {
         check_settled(sid);
         return;
@@ -412,7 +444,9 @@ static void decide(int sid, int64_t now) {
 }
 
 void reconcile_step(void) {
-    if (!rc.sh || !atomic_load(&rc.pending)) return;
+    if (!rc.sh) return;
+    activate_promoted();
+    if (!atomic_load(&rc.pending)) return;
     int64_t now = monotonic_us();
     collect_answers(now);
     ask_peers(now);

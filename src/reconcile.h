@@ -31,6 +31,10 @@
 /* After recovery, before the workers: every shard we are primary of and
  * that has backups starts SHARD_RECONCILING. Registers the bus handlers. */
 void reconcile_init(void);
+/* Managed mode (member.c): this node became primary of these shards
+ * (they are SHARD_RECONCILING already); check them against their
+ * replicas -- the surviving ones, after a failover -- before serving. */
+void reconcile_begin(const uint16_t *ids, int n);
 /* Replication manager thread, every round: ask, decide, fetch. Calls
  * repl_resync_shard for the backups of a shard it settles that do not
  * hold exactly its copy, and serves the shard once they are re-synced. */

@@ -76,6 +76,15 @@ int repl_resync_pending(int sid);
  * that version once node acknowledged all of it, -1 with err. */
 int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen);
 
+/* The configuration changed (member.c, after publishing it; old is the
+ * previous one): peers follow it, and shards we keep serving re-sync the
+ * peers they gained. */
+struct cluster_config;
+void repl_config_changed(const struct cluster_config *old);
+/* Learners of the shards we serve whose sessions are live and caught up
+ * (to be reported to the CM, which then makes them backups). */
+uint64_t repl_live_learners(void);
+
 /* INFO # Rowan replication fields. */
 void repl_info(rbuf *out);
 

@@ -31,6 +31,7 @@ struct rowan_config {
     int databases;
     int shards;                 /* shards in standalone mode */
     char *requirepass;          /* NULL or "" = no password */
+    char *cluster_secret;       /* peers' shared secret; "" = requirepass's (peer_auth.c) */
     int protected_mode;
     int maxclients;
     long long proto_max_bulk_len;
