@@ -57,9 +57,7 @@
 #include <errno.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
-#include <linux/magic.h>
 #include <sys/ioctl.h>
-#include <sys/vfs.h>
 #include <fcntl.h>
 #include <libpmem.h>
 #include <pthread.h>
