@@ -200,13 +200,18 @@ void clean_wait_for_space(int timeout_ms) {
         usleep(1000);
 }
 
+static int clean_running;
+
 void clean_start(void) {
     log_writer_init(&clean_log, server.pool, OWNER_CLEAN, 0);
     clean_log.on_sealed = log_writer_commit_sealed;
     pthread_create(&clean_thread, NULL, clean_main, NULL);
+    clean_running = 1;
 }
 
 void clean_stop(void) {
+    if (!clean_running) return; /* a shutdown during loading: never started */
+    clean_running = 0;
     atomic_store(&clean_stopping, 1);
     pthread_join(clean_thread, NULL);
     log_writer_sync(&clean_log);

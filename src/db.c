@@ -60,8 +60,16 @@ static int refuse(db_ctx *x, size_t len) {
  * copy into. Ordinary writes leave DB_RESERVE_WRITE segments untouched. */
 #define DB_RESERVE_CLEAN 1
 #define DB_RESERVE_DEL   2
-static uint32_t db_reserve_write(void) { return (uint32_t)(DB_RESERVE_DEL + 1 + server.nworkers); }
+static uint32_t reserve_for(int nworkers) { return (uint32_t)(DB_RESERVE_DEL + 1 + nworkers); }
+static uint32_t db_reserve_write(void) { return reserve_for(server.nworkers); }
 uint32_t db_reserve_segments(void) { return db_reserve_write(); }
+/* The header segment, the reserve and a t-log head for each worker: with
+ * less, some worker is refused even its first segment and every write it
+ * takes fails. (A full head then waits for the cleaner, as in any full
+ * pool.) */
+uint64_t db_min_pool_size(int nworkers) {
+    return (1ull + reserve_for(nworkers) + (uint64_t)nworkers) * POOL_SEG_SIZE;
+}
 /* One segment of margin: a write may need a fresh segment for its entry. */
 int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }
 

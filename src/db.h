@@ -156,6 +156,10 @@ int db_active_expire(db_ctx *x, long budget);
 /* Segments ordinary writes leave free, and whether the pool is down to them
  * (writes are then refused unless the cleaner makes room). */
 uint32_t db_reserve_segments(void);
+/* The smallest pool (bytes) a server with nworkers workers can write to:
+ * the one rule for `pool-size` (checked when the pool is created, and for
+ * an existing pool when it is opened). */
+uint64_t db_min_pool_size(int nworkers);
 int db_space_low(void);
 
 /* ---- for startup, recovery.c and clean.c ----

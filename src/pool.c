@@ -5,9 +5,22 @@
  * one 4 MiB header segment describes ~1 TiB of data; bigger pools use more.
  *
  * Creation is atomic: the file is built under a temporary name (allocated
- * with posix_fallocate so later msyncs never need to allocate blocks, then
+ * with posix_fallocate so later flushes never need to allocate blocks, then
  * initialised and synced) and linked into place only when complete. So a
  * file at `path` is either a whole pool or something we refuse to open.
+ *
+ * Lazy zero-fill. fallocate is instant, but it leaves "unwritten" extents:
+ * they read as zeroes (so the free-segment invariant holds), yet the first
+ * write into each block makes the next fdatasync convert extents and commit
+ * filesystem metadata too, which made every group commit on a new pool about
+ * twice as slow (docs/DECISIONS.md). So a segment whose blocks may still be
+ * unwritten ("raw", found with FIEMAP when the pool is opened) gets real
+ * zeroes written before its first use: a background thread keeps the next
+ * POOL_ZERO_AHEAD segments to be allocated zero-filled and written back,
+ * and pool_seg_alloc zero-fills a raw segment itself if the thread has not
+ * reached it. A raw segment is never in use while it is zero-filled: the
+ * thread works only on free segments and an allocation of the segment it is
+ * filling waits for it.
  *
  * Superblock: the immutable geometry is covered by a CRC32C; the only field
  * that ever changes is seq_lease, a single aligned 8-byte word, so updates
@@ -42,8 +55,9 @@
 #include "crc32c.h"
 
 #include <errno.h>
-#include <linux/magic.h>
-#include <sys/vfs.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <fcntl.h>
 #include <libpmem.h>
 #include <pthread.h>
@@ -64,6 +78,8 @@ _Static_assert(sizeof(struct seg_meta) == 16, "seg_meta is 16 bytes");
 #define POOL_MIN_SEGS   4u
 #define POOL_SEQ_LEASE  1024u
 #define POOL_PAGE       4096u
+#define POOL_ZERO_AHEAD 16u        /* raw segments zero-filled ahead of allocation */
+#define POOL_ZERO_CHUNK (1u << 20) /* bytes per zero-filling pwrite */
 
 /* On-media superblock. Bytes [0, SB_CRC_LEN) are immutable and checksummed. */
 struct pool_sb {
@@ -96,6 +112,16 @@ struct pool {
     uint32_t nfree;
     _Atomic uint64_t next_seq; /* next seq to hand out; written under mu */
     _Atomic int64_t *live;  /* live bytes per segment */
+
+    /* Lazy zero-fill (see the file comment); all under mu. */
+    uint8_t *raw;           /* per segment: free, blocks may be unwritten */
+    uint32_t nraw;
+    int64_t zeroing;        /* segment the zero thread is filling, or -1 */
+    int zstop, zrunning;
+    pthread_cond_t zwork;   /* an allocation moved the free stack */
+    pthread_cond_t zdone;   /* the zero thread finished a segment */
+    pthread_t zthread;
+    uint8_t *zbuf;          /* POOL_ZERO_CHUNK zero bytes */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -182,24 +208,19 @@ struct seg_meta pool_seg_meta(const pool *p, uint32_t seg) {
 
 /* ---- creation ---- */
 
-/* Give the file real zero blocks. posix_fallocate would leave "unwritten"
- * extents, and the first write to each block then makes every fdatasync
- * convert extents and write filesystem metadata too: measured here, group
- * commits took 3.0 ms on a fallocated pool against 1.3 ms for redis-server's
- * appended AOF. Writing zeroes once at creation costs about a second per GiB.
- * On tmpfs/DAX, where there are no unwritten extents, fallocate is enough. */
-static int pool_fill_zero(int fd, uint64_t size) {
-    struct statfs fs;
-    if (fstatfs(fd, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
-        int rc = posix_fallocate(fd, 0, (off_t)size);
+/* Reserve the file's blocks (instant; the data segments stay "unwritten"
+ * until zero-filled lazily) and give the header area real zeroes: the meta
+ * table is persisted page by page all the time, and each first touch of an
+ * unwritten page would cost an extent conversion. 0 or an errno. */
+static int pool_allocate(int fd, uint64_t size, uint64_t data_off) {
+    int rc = posix_fallocate(fd, 0, (off_t)size);
+    if (rc != 0)
         return rc;
-    }
-    size_t chunk = 1u << 20;
-    char *zero = calloc(1, chunk);
+    char *zero = calloc(1, POOL_ZERO_CHUNK);
     if (!zero)
         return ENOMEM;
-    for (uint64_t off = 0; off < size; off += chunk) {
-        size_t n = size - off < chunk ? (size_t)(size - off) : chunk;
+    for (uint64_t off = 0; off < data_off; off += POOL_ZERO_CHUNK) {
+        size_t n = data_off - off < POOL_ZERO_CHUNK ? (size_t)(data_off - off) : POOL_ZERO_CHUNK;
         if (pwrite(fd, zero, n, (off_t)off) != (ssize_t)n) {
             int e = errno ? errno : EIO;
             free(zero);
@@ -218,7 +239,7 @@ static int pool_build(const char *tmp, uint64_t size, uint32_t nsegs, uint64_t d
         set_err(err, errlen, "cannot create pool file %s: %s", tmp, strerror(errno));
         return -1;
     }
-    int rc = pool_fill_zero(fd, size);
+    int rc = pool_allocate(fd, size, data_off);
     if (rc != 0) {
         set_err(err, errlen, "cannot allocate %llu bytes for pool file %s: %s",
                 (unsigned long long)size, tmp, strerror(rc));
@@ -235,8 +256,8 @@ static int pool_build(const char *tmp, uint64_t size, uint32_t nsegs, uint64_t d
         return -1;
     }
     is_pmem = pmem_is_pmem(base, mapped);
-    /* The meta table is already zero (fallocated blocks read as zero), which
-     * is SEG_FREE with seq 0 for every segment. */
+    /* The meta table is already zero, which is SEG_FREE with seq 0 for
+     * every segment. */
     struct pool_sb sb;
     memset(&sb, 0, sizeof sb);
     sb.magic = POOL_MAGIC;
@@ -390,6 +411,136 @@ static int pool_load_meta(pool *p, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+/* ---- lazy zero-fill ---- */
+
+/* Mark free segments overlapping [from, to) of the file raw. */
+static void mark_raw(pool *p, uint64_t from, uint64_t to) {
+    if (to <= p->data_off)
+        return;
+    if (from < p->data_off)
+        from = p->data_off;
+    for (uint64_t seg = (from - p->data_off) / POOL_SEG_SIZE;
+         seg < p->nsegs && p->data_off + seg * POOL_SEG_SIZE < to; seg++) {
+        if (!p->raw[seg] && pool_seg_meta(p, (uint32_t)seg).state == SEG_FREE) {
+            p->raw[seg] = 1;
+            p->nraw++;
+        }
+    }
+}
+
+/* Find the free segments whose blocks are unwritten extents or holes. Where
+ * FIEMAP is not supported (tmpfs...) there are no unwritten extents to
+ * worry about, and nothing is raw. */
+static void find_raw(pool *p) {
+    enum { NEXT = 128 };
+    struct fiemap *fm = calloc(1, sizeof(*fm) + NEXT * sizeof(struct fiemap_extent));
+    if (!fm)
+        return;
+    uint64_t pos = p->data_off, end = p->size;
+    while (pos < end) {
+        memset(fm, 0, sizeof(*fm));
+        fm->fm_start = pos;
+        fm->fm_length = end - pos;
+        fm->fm_extent_count = NEXT;
+        if (ioctl(p->lock_fd, FS_IOC_FIEMAP, fm) != 0)
+            break;
+        if (fm->fm_mapped_extents == 0) {
+            mark_raw(p, pos, end); /* a hole to the end */
+            break;
+        }
+        int last = 0;
+        for (uint32_t i = 0; i < fm->fm_mapped_extents; i++) {
+            const struct fiemap_extent *fe = &fm->fm_extents[i];
+            if (fe->fe_logical > pos)
+                mark_raw(p, pos, fe->fe_logical); /* a hole */
+            if (fe->fe_flags & FIEMAP_EXTENT_UNWRITTEN)
+                mark_raw(p, fe->fe_logical, fe->fe_logical + fe->fe_length);
+            if (fe->fe_logical + fe->fe_length > pos)
+                pos = fe->fe_logical + fe->fe_length;
+            last |= (fe->fe_flags & FIEMAP_EXTENT_LAST) != 0;
+        }
+        if (last) {
+            if (pos < end)
+                mark_raw(p, pos, end);
+            break;
+        }
+    }
+    free(fm);
+}
+
+/* Write real zeroes over a raw segment through the file. wait: also write
+ * them back now (the zero thread), so the extent conversion is done before
+ * the segment is used; an allocation leaves that to its first flush. */
+static void zero_fill(pool *p, uint32_t seg, int wait) {
+    uint64_t off = pool_seg_offset(p, seg);
+    for (uint32_t done = 0; done < POOL_SEG_SIZE; done += POOL_ZERO_CHUNK)
+        pool_pwrite(p, off + done, p->zbuf, POOL_ZERO_CHUNK);
+    if (wait)
+        sync_file_range(p->lock_fd, (off64_t)off, POOL_SEG_SIZE,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                        SYNC_FILE_RANGE_WAIT_AFTER);
+}
+
+/* A raw segment among the next POOL_ZERO_AHEAD to be allocated, or -1.
+ * Caller holds the mutex. */
+static int64_t raw_ahead(const pool *p) {
+    uint32_t low = p->nfree > POOL_ZERO_AHEAD ? p->nfree - POOL_ZERO_AHEAD : 0;
+    for (uint32_t i = p->nfree; i-- > low;)
+        if (p->raw[p->free_stack[i]])
+            return p->free_stack[i];
+    return -1;
+}
+
+static void *zero_main(void *arg) {
+    pool *p = arg;
+    pthread_setname_np(pthread_self(), "rowan-zero");
+    pthread_mutex_lock(&p->mu);
+    while (!p->zstop && p->nraw) {
+        int64_t seg = raw_ahead(p);
+        if (seg < 0) {
+            pthread_cond_wait(&p->zwork, &p->mu);
+            continue;
+        }
+        p->zeroing = seg;
+        pthread_mutex_unlock(&p->mu);
+        zero_fill(p, (uint32_t)seg, 1);
+        pthread_mutex_lock(&p->mu);
+        p->raw[seg] = 0;
+        p->nraw--;
+        p->zeroing = -1;
+        pthread_cond_broadcast(&p->zdone);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Set up lazy zero-fill for an opened pool (block storage only). */
+static int zero_setup(pool *p) {
+    p->zeroing = -1;
+    pthread_cond_init(&p->zwork, NULL);
+    pthread_cond_init(&p->zdone, NULL);
+    if (p->is_pmem)
+        return 0;
+    find_raw(p);
+    if (!p->nraw)
+        return 0;
+    p->zbuf = calloc(1, POOL_ZERO_CHUNK);
+    if (!p->zbuf)
+        return -1;
+    p->zrunning = pthread_create(&p->zthread, NULL, zero_main, p) == 0;
+    return 0;
+}
+
+static void zero_stop(pool *p) {
+    pthread_mutex_lock(&p->mu);
+    p->zstop = 1;
+    pthread_cond_broadcast(&p->zwork);
+    pthread_mutex_unlock(&p->mu);
+    if (p->zrunning)
+        pthread_join(p->zthread, NULL);
+    p->zrunning = 0;
+}
+
 static int lock_file(pool *p, const char *path, char *err, size_t errlen) {
     p->lock_fd = open(path, O_RDWR | O_CLOEXEC);
     if (p->lock_fd < 0) {
@@ -434,13 +585,18 @@ static pool *pool_map_existing(const char *path, char *err, size_t errlen) {
     p->nsegs = p->sb->nsegs;
     p->free_stack = malloc(sizeof(uint32_t) * p->nsegs);
     p->live = calloc(p->nsegs, sizeof *p->live);
-    if (!p->free_stack || !p->live) {
+    p->raw = calloc(p->nsegs, 1);
+    if (!p->free_stack || !p->live || !p->raw) {
         set_err(err, errlen, "out of memory");
         goto fail;
     }
     if (pool_load_meta(p, path, err, errlen) != 0)
         goto fail;
     pthread_mutex_init(&p->mu, NULL);
+    if (zero_setup(p) != 0) {
+        set_err(err, errlen, "out of memory");
+        goto fail;
+    }
     return p;
 fail:
     if (p->base)
@@ -449,6 +605,7 @@ fail:
         close(p->lock_fd);
     free(p->free_stack);
     free(p->live);
+    free(p->raw);
     free(p);
     return NULL;
 }
@@ -469,11 +626,16 @@ pool *pool_open(const char *path, uint64_t size, char *err, size_t errlen) {
 void pool_close(pool *p) {
     if (!p)
         return;
+    zero_stop(p);
     pmem_unmap(p->base, p->size);
     close(p->lock_fd);
     pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->zwork);
+    pthread_cond_destroy(&p->zdone);
     free(p->free_stack);
     free(p->live);
+    free(p->raw);
+    free(p->zbuf);
     free(p);
 }
 
@@ -520,10 +682,22 @@ int pool_seg_alloc(pool *p, enum seg_owner owner, uint16_t owner_id, uint32_t ke
         return -1;
     }
     uint32_t seg = p->free_stack[--p->nfree];
+    while (p->zeroing == (int64_t)seg) /* the zero thread is filling it: a few ms */
+        pthread_cond_wait(&p->zdone, &p->mu);
+    int raw = p->raw[seg];
+    if (raw) {
+        p->raw[seg] = 0;
+        p->nraw--;
+    }
+    if (p->nraw)
+        pthread_cond_signal(&p->zwork); /* the next ones moved up */
     meta_store_seq(p, seg, take_seq(p));
     meta_store_state(p, seg, state_word(SEG_USING, owner, owner_id));
     atomic_store(&p->live[seg], 0);
     pthread_mutex_unlock(&p->mu);
+    /* Outside the mutex: the segment is ours and nobody reads it yet. */
+    if (raw)
+        zero_fill(p, seg, 0);
     return (int)seg;
 }
 

@@ -15,8 +15,9 @@
  *
  * Invariants:
  *  - A free segment's data is all zero (pool_seg_free zeroes it before it is
- *    marked free), so the end of a log is where checksums stop matching and a
- *    reader of a fresh segment sees zeroes.
+ *    marked free; a never-used segment of a new pool reads as zeroes from its
+ *    fallocated blocks), so the end of a log is where checksums stop matching
+ *    and a reader of a fresh segment sees zeroes.
  *  - seq is taken from a global counter, persisted, strictly increasing across
  *    restarts; a segment's seq tells which segments existed before it. A
  *    deletion entry records the counter's value when written (see log.h).
@@ -49,7 +50,8 @@ struct seg_meta {
 typedef struct pool pool;
 
 /* Open or create the pool file. A new file is created with the given size
- * (rounded down to whole segments; at least 4 segments of data). An existing
+ * (rounded down to whole segments; at least 4 segments of data: the
+ * server asks for more, db_min_pool_size). An existing
  * file keeps its own size (size is then ignored). Returns NULL and fills err
  * on failure (bad magic, wrong version, I/O error, too small). */
 pool *pool_open(const char *path, uint64_t size, char *err, size_t errlen);

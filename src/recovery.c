@@ -17,7 +17,15 @@
  *
  * A pool written with a different shard count cannot be replayed (versions
  * are per shard), so an entry whose key maps to another shard stops startup
- * with a clear error rather than building a wrong index. */
+ * with a clear error rather than building a wrong index.
+ *
+ * Progress (INFO loading_*, the log every second): loading_total_bytes is
+ * the in-use segments' size; loading_loaded_bytes moves through its first
+ * half as segments are scanned and through its second half as the sorted
+ * effects are applied (a byte of log is read once by each pass). A
+ * shutdown request (SIGTERM, SHUTDOWN while loading) stops recovery between
+ * two segments or effects: only DRAM state is lost, the pool is left as a
+ * finished recovery would leave it or untouched. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +36,7 @@
 #include "pool.h"
 #include "server.h"
 #include "shard.h"
+#include "daemon.h"
 
 typedef struct rec_item {
     uint64_t ver;
@@ -156,6 +165,34 @@ static int cmp_item(const void *a, const void *b) {
     return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
+/* ---- progress ---- */
+
+typedef struct rec_progress {
+    uint64_t total;            /* bytes of in-use segments */
+    int64_t next_log_us;
+} rec_progress;
+
+#define PROGRESS_EVERY_US 1000000
+
+/* done of all units through pass (0 scan, 1 replay): publish for INFO and,
+ * at most once a second, log it (and tell systemd). */
+static void progress(rec_progress *pr, int pass, uint64_t done, uint64_t all, const char *what) {
+    uint64_t half = pr->total / 2;
+    uint64_t loaded = (uint64_t)pass * half + (all ? (uint64_t)((double)half * (double)done / (double)all) : half);
+    atomic_store(&server.loading_loaded_bytes, loaded);
+    int64_t now = monotonic_us();
+    if (now < pr->next_log_us) return;
+    pr->next_log_us = now + PROGRESS_EVERY_US;
+    double perc = pr->total ? 100.0 * (double)loaded / (double)pr->total : 100.0;
+    serverLog(LL_NOTICE, "Recovery: %.0f%% loaded (%s %llu of %llu)", perc, what,
+              (unsigned long long)done, (unsigned long long)all);
+    char status[128];
+    snprintf(status, sizeof(status), "STATUS=Loading the pool: %.0f%%\n", perc);
+    daemon_notify(status);
+}
+
+static int interrupted(void) { return atomic_load(&server.shutdown_asap) != 0; }
+
 static int is_resync_end(const rec_item *it) {
     return it->type == LOG_FLUSHDB && (it->flags & LOG_F_RESYNC);
 }
@@ -165,8 +202,9 @@ static int is_resync_end(const rec_item *it) {
  * record. Flagged entries above it belong to a re-sync a crash cut short:
  * applying them would mix two states, so they are skipped and the copy is
  * marked damaged (it must be re-synced before it is served or copied).
- * Flagged entries below it were superseded by that end anyway. */
-static void replay(rec_state *st) {
+ * Flagged entries below it were superseded by that end anyway.
+ * Returns 0, or 1 if a shutdown request stopped it. */
+static int replay(rec_state *st, rec_progress *pr) {
     size_t i = 0;
     while (i < st->n) {
         uint16_t sid = st->items[i].shard;
@@ -176,6 +214,10 @@ static void replay(rec_state *st) {
         for (; end < st->n && st->items[end].shard == sid; end++)
             if (is_resync_end(&st->items[end])) last_end = st->items[end].ver;
         for (; i < end; i++) {
+            if ((i & 4095) == 0) {
+                if (interrupted()) return 1;
+                progress(pr, 1, i, st->n, "effects replayed:");
+            }
             rec_item *it = &st->items[i];
             if (it->ver >= s->next_ver) s->next_ver = it->ver + 1;
             if ((it->flags & LOG_F_RESYNC) && !is_resync_end(it) && it->ver != last_end) {
@@ -195,18 +237,30 @@ static void replay(rec_state *st) {
         shard *s = &server.shards[k];
         atomic_store(&s->durable_ver, s->next_ver - 1);
     }
+    progress(pr, 1, st->n, st->n, "effects replayed:");
+    return 0;
 }
 
 int recovery_run(char *err, size_t errlen) {
     int64_t t0 = monotonic_us();
     rec_state st = {0};
     seg_scan_report rep = {0};
-    uint32_t nseg = pool_nsegs(server.pool), used = 0;
+    uint32_t nseg = pool_nsegs(server.pool), used = 0, scanned = 0;
+    for (uint32_t seg = 0; seg < nseg; seg++)
+        if (pool_seg_meta(server.pool, seg).state != SEG_FREE) used++;
+    rec_progress pr = {(uint64_t)used * POOL_SEG_SIZE, monotonic_us() + PROGRESS_EVERY_US};
+    atomic_store(&server.loading_total_bytes, pr.total);
+    serverLog(LL_NOTICE, "Recovery: loading %u segments (%llu bytes) from the pool", used,
+              (unsigned long long)pr.total);
     for (uint32_t seg = 0; seg < nseg; seg++) {
         struct seg_meta m = pool_seg_meta(server.pool, seg);
         if (m.state == SEG_FREE) continue;
-        used++;
+        if (interrupted()) {
+            free(st.items);
+            return 1;
+        }
         seg_scan(seg, rec_collect, &st, &rep);
+        progress(&pr, 0, ++scanned, used, "segments scanned:");
     }
     if (st.bad_shard) {
         snprintf(err, errlen, "%s", st.bad_msg);
@@ -222,7 +276,10 @@ int recovery_run(char *err, size_t errlen) {
             pool_seg_set_state(server.pool, seg, SEG_COMMITTED);
     }
     if (st.n) qsort(st.items, st.n, sizeof(rec_item), cmp_item);
-    replay(&st);
+    if (replay(&st, &pr)) {
+        free(st.items);
+        return 1;
+    }
     server.stat.recovered_entries = (long long)st.n;
     server.stat.recovery_dropped_bytes = (long long)rep.dropped_bytes;
     server.stat.recovery_corrupt_entries = (long long)rep.corrupt;

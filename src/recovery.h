@@ -19,8 +19,10 @@ typedef void (*seg_entry_fn)(void *arg, uint64_t off, const struct log_entry *e)
 void seg_scan(uint32_t seg, seg_entry_fn fn, void *arg, seg_scan_report *rep);
 
 /* Scan every non-free segment, replay entries per shard in version order,
- * rebuild indexes, live bytes and shard versions. 0 ok, -1 with err filled
- * (the pool does not match this configuration). */
+ * rebuild indexes, live bytes and shard versions, publishing its progress
+ * in server.loading_*. 0 ok, -1 with err filled (the pool does not match
+ * this configuration), 1 when a shutdown request stopped it (the data set
+ * is incomplete and must not be served). */
 int recovery_run(char *err, size_t errlen);
 
 #endif

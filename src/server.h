@@ -50,8 +50,9 @@ struct rowan_config {
     int tcp_backlog;
     int loglevel;
     char *logfile;              /* "" = stdout */
-    char *pidfile;
+    char *pidfile;              /* "" = none (daemonized: DAEMON_DEFAULT_PIDFILE) */
     int daemonize;
+    int supervised;             /* SUPERVISED_* (daemon.h) */
     long long slowlog_log_slower_than;
     long long slowlog_max_len;
     /* cluster and replication (cluster.h; cluster-node/cluster-self lines
@@ -114,6 +115,11 @@ struct rowan_server {
     _Atomic uint64_t next_client_id;
     char executable[4096];
     double recovery_seconds;
+    /* Loading (recovery): set while the workers answer -LOADING; the
+     * progress is in pool bytes (see recovery.c), for INFO persistence. */
+    _Atomic int loading;
+    time_t loading_start_time;
+    _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
 };
 
 extern struct rowan_server server;
@@ -127,6 +133,13 @@ int64_t ustime(void);
 int64_t monotonic_us(void);
 
 
+
+/* Is the data set still being recovered? While it is, nothing may read it:
+ * clients get -LOADING and the workers touch no shard. Acquire: once it
+ * reads 0, everything recovery built is visible. */
+static inline int server_loading(void) {
+    return atomic_load_explicit(&server.loading, memory_order_acquire);
+}
 
 /* Ask every worker to stop (SHUTDOWN, SIGTERM): safe from any thread. */
 void server_request_shutdown(void);
