@@ -908,18 +908,17 @@ def test_reply_waits_for_local_flush(server_factory):
                            "-e", "inject=fdatasync:delay_enter=%d" % STRACE_DELAY_US],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        # attached to every thread of the server
-        ntasks = len(os.listdir("/proc/%d/task" % srv.proc.pid))
-
+        # attached to every thread of the server (the set may shrink: the
+        # pool's zero-fill thread ends once its work is done)
         def traced():
-            n = 0
             for tid in os.listdir("/proc/%d/task" % srv.proc.pid):
                 try:
                     with open("/proc/%d/task/%s/status" % (srv.proc.pid, tid)) as f:
-                        n += any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f)
+                        if not any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f):
+                            return False
                 except OSError:
-                    pass
-            return n >= ntasks
+                    pass   # gone meanwhile
+            return True
         assert wait_for(traced, timeout=10), "strace did not attach: %s" % st.stderr.read1()
         time.sleep(0.3)
         conn = RawConn(srv.port)
