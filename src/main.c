@@ -70,7 +70,9 @@ static void open_pool(void) {
     char err[512], path[4096];
     if (mkdir_p(server.cfg.dir) != 0) die("Can't create dir '%s'", server.cfg.dir);
     snprintf(path, sizeof(path), "%s/%s", server.cfg.dir, server.cfg.pool_file);
-    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, err, sizeof(err));
+    /* A truncated pool is opened for salvage: recovery decides what to do. */
+    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, POOL_OPEN_SALVAGE, err,
+                            sizeof(err));
     if (!server.pool) die("Can't open the pool: %s", err);
     serverLog(LL_NOTICE, "Pool %s: %llu bytes, %u segments, %s", path,
               (unsigned long long)pool_size(server.pool), pool_nsegs(server.pool),
@@ -136,7 +138,7 @@ int main(int argc, char **argv) {
         die("Bad cluster configuration: %s", cerr);
     db_init_indexes();
     types_register();
-    char err[512];
+    char err[2048];
     if (recovery_run(err, sizeof(err)) != 0) die("Recovery failed: %s", err);
     clean_start();
     repl_init();

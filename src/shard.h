@@ -48,6 +48,11 @@ typedef struct shard {
     uint64_t dbmap_ver;
     long long dbkeys[SHARD_MAX_DBS];  /* keys per physical db, under lock */
     long long dbexpires[SHARD_MAX_DBS];
+    /* Recovery found damage that may have taken acknowledged entries of this
+     * shard (recovery.h; cluster mode only: a standalone server refuses to
+     * start instead). Its contents must be fetched from the other replicas
+     * before it serves. Set before the workers start. */
+    uint8_t damaged;
 } shard;
 
 void shard_init_all(int nshards, int nworkers, int databases);

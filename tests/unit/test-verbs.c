@@ -171,7 +171,7 @@ static void test_loopback(void) {
     snprintf(path, sizeof(path), "/dev/shm/rowan-test-verbs-%d", (int)getpid());
     unlink(path);
     server.cfg.loglevel = LL_WARNING;
-    server.pool = pool_open(path, 8ull * POOL_SEG_SIZE, err, sizeof(err));
+    server.pool = pool_open(path, 8ull * POOL_SEG_SIZE, 0, err, sizeof(err));
     CHECK(server.pool != NULL);
     if (!server.pool) {
         fprintf(stderr, "pool_open: %s\n", err);
