@@ -1,6 +1,6 @@
 # Rowan build.
 #
-#   make            build src/rowan-server (and the tools)
+#   make            build src/rowan-server (and the tools: rowan-check-pool...)
 #   make run        build, then start the server on its embedded default
 #   make test       build and run every test (unit, fuzz, integration, crash)
 #   make asan       build with AddressSanitizer and run the tests against it
@@ -47,13 +47,16 @@ BENCH_SRC := $(wildcard utils/rowan-bench*.c utils/bench/*.c)
 BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_UNIT := $(BUILD)/tests/bench/test-bench
+CHECK_POOL := $(BUILD)/rowan-check-pool
 
 .PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long bench bench-unit clean
-all: deps $(SERVER) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
+all: deps $(SERVER) $(CHECK_POOL) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
-all: src/rowan-server $(if $(BENCH_SRC),utils/rowan-bench)
+all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
 src/rowan-server: $(SERVER)
 	ln -sf ../$(SERVER) $@
+utils/rowan-check-pool: $(CHECK_POOL)
+	ln -sf ../$(CHECK_POOL) $@
 utils/rowan-bench: $(BENCH_BIN)
 	ln -sf ../$(BENCH_BIN) $@
 endif
@@ -70,6 +73,10 @@ $(BUILD)/librowan.a: $(CORE_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(SERVER): $(MAIN_OBJ) $(BUILD)/librowan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# rowan-check-pool: recovery's own scan over a pool file (utils/rowan-check-pool.c).
+$(CHECK_POOL): $(BUILD)/utils/rowan-check-pool.o $(BUILD)/librowan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/tests/test-%: $(BUILD)/tests/unit/test-%.o $(BUILD)/librowan.a
@@ -146,6 +153,7 @@ bench: all
 	  /usr/bin/python3 utils/bench-replication $(BENCH_ARGS)
 
 clean:
-	rm -rf build src/rowan-server utils/rowan-bench
+	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool
 
--include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d
+-include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d \
+         $(BUILD)/utils/rowan-check-pool.d

@@ -238,33 +238,35 @@ static void seg_kind(uint32_t seg, char *buf, size_t len) {
     }
 }
 
+/* The region's first entry, from its header when that is readable:
+ * 'SET "k1" (db 0) of shard 49, version 2'. */
+static void first_entry(const seg_damage *d, char *buf, size_t len) {
+    log_entry e;
+    char key[224];
+    if (!log_entry_header(seg_bytes(d->seg) + d->off, d->len, &e) || !entry_shards(&e, NULL))
+        snprintf(buf, len, "unreadable");
+    else if (e.type == LOG_GROUP)
+        snprintf(buf, len, "a group of %llu effects", (unsigned long long)e.aux);
+    else if (e.klen) {
+        quote_key(e.key, e.klen, key, sizeof(key));
+        snprintf(buf, len, "%s %s (db %u) of shard %u, version %llu", type_names[e.type], key,
+                 e.db, e.shard, (unsigned long long)e.ver);
+    } else
+        snprintf(buf, len, "%s (db %u) of shard %u, version %llu", type_names[e.type], e.db,
+                 e.shard, (unsigned long long)e.ver);
+}
+
 void seg_damage_describe(const seg_damage *d, char *buf, size_t len) {
-    char kind[64], what[160], key[224];
+    char kind[64], what[160], first[400];
     seg_kind(d->seg, kind, sizeof(kind));
     if (d->follows)
         snprintf(what, sizeof(what), "fail their checksum, valid entries follow");
     else
         snprintf(what, sizeof(what), "fail their checksum or are missing, up to where the "
                  "log is recorded durable (%u)", d->end);
-    log_entry e;
-    const uint8_t *p = seg_bytes(d->seg) + d->off;
-    char first[400];
-    if (log_entry_header(p, d->len, &e) && entry_shards(&e, NULL)) {
-        if (e.type == LOG_GROUP)
-            snprintf(first, sizeof(first), "first entry: a group of %llu effects",
-                     (unsigned long long)e.aux);
-        else if (e.klen) {
-            quote_key(e.key, e.klen, key, sizeof(key));
-            snprintf(first, sizeof(first), "first entry: %s %s (db %u) of shard %u, version %llu",
-                     type_names[e.type], key, e.db, e.shard, (unsigned long long)e.ver);
-        } else
-            snprintf(first, sizeof(first), "first entry: %s (db %u) of shard %u, version %llu",
-                     type_names[e.type], e.db, e.shard, (unsigned long long)e.ver);
-    } else {
-        snprintf(first, sizeof(first), "the entry header there is unreadable");
-    }
-    snprintf(buf, len, "segment %u (%s) offset %u (pool offset %llu): %u bytes %s; %s",
-             d->seg, kind, d->off,
+    first_entry(d, first, sizeof(first));
+    snprintf(buf, len, "segment %u (%s) offset %u (pool offset %llu): %u bytes %s; first "
+             "entry: %s", d->seg, kind, d->off,
              (unsigned long long)(pool_seg_offset(server.pool, d->seg) + d->off), d->len, what,
              first);
 }
@@ -356,8 +358,9 @@ int recovery_accept_loss(const seg_damage *d, int64_t now_ms, char *err, size_t 
             le_put_u16(val + o, (uint16_t)i);
             o += 2;
         }
-    char text[1024];
-    seg_damage_describe(d, text, sizeof(text));
+    /* where it is goes without saying: what was there, as far as it fits */
+    char text[400];
+    first_entry(d, text, sizeof(text));
     if (o + 1 < vlen) {
         size_t t = strlen(text) < vlen - o - 1 ? strlen(text) : vlen - o - 1;
         memcpy(val + o, text, t);
@@ -526,11 +529,9 @@ static void run_dropped(void *arg, uint32_t seg, const seg_scan_report *r) {
                   (unsigned long long)r->dropped_bytes, seg, r->dropped_at);
 }
 
-static void run_loss(void *arg, uint64_t off, const log_entry *e) {
-    rec_run *run = arg;
+int loss_describe(uint64_t off, const log_entry *e, uint8_t *mark, char *buf, size_t len) {
     loss_info li;
     char when[64] = "?", shards[512];
-    uint8_t *mark = calloc((size_t)server.nshards, 1);
     int all = 1;
     if (loss_decode(e, &li) == 0) {
         time_t t = (time_t)(li.accepted_ms / 1000);
@@ -543,15 +544,24 @@ static void run_loss(void *arg, uint64_t off, const log_entry *e) {
             else all = 1;
         }
     } else {
-        snprintf(li.text, sizeof(li.text), "(its description is unreadable)");
+        snprintf(li.text, sizeof(li.text), "?");
     }
     recovery_describe_shards(mark, all, shards, sizeof(shards));
     uint32_t seg = pool_seg_of(server.pool, off);
-    serverLog(LL_WARNING, "Recovery: accepted loss in segment %u at offset %llu: %llu bytes whose "
-              "entries are gone (%s), accepted with rowan-check-pool --fix on %s: %s",
-              seg, (unsigned long long)(off - pool_seg_offset(server.pool, seg)),
-              (unsigned long long)log_entry_span(log_entry_len(e->klen, e->vlen)), shards, when,
-              li.text);
+    snprintf(buf, len, "segment %u offset %llu: %llu bytes whose entries are gone (%s), accepted "
+             "with rowan-check-pool --fix on %s; first entry: %s", seg,
+             (unsigned long long)(off - pool_seg_offset(server.pool, seg)),
+             (unsigned long long)log_entry_span(log_entry_len(e->klen, e->vlen)), shards, when,
+             li.text);
+    return all;
+}
+
+static void run_loss(void *arg, uint64_t off, const log_entry *e) {
+    rec_run *run = arg;
+    char desc[1024];
+    uint8_t *mark = calloc((size_t)server.nshards, 1);
+    int all = loss_describe(off, e, mark, desc, sizeof(desc));
+    serverLog(LL_WARNING, "Recovery: accepted loss in %s", desc);
     /* In a cluster the replicas still have what was lost: fetch it again. */
     if (cluster_enabled()) {
         for (int i = 0; i < server.nshards; i++) run->damaged[i] |= mark[i];

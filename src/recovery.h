@@ -73,6 +73,9 @@ typedef struct loss_info {
 } loss_info;
 /* Decode a LOG_LOSS entry; 0 ok, -1 if its payload is malformed. */
 int loss_decode(const struct log_entry *e, loss_info *out);
+/* Describe the accepted loss at pool offset off in one line and mark the
+ * shards it names in mark; returns 1 when it names every shard. */
+int loss_describe(uint64_t off, const struct log_entry *e, uint8_t *mark, char *buf, size_t len);
 /* Accept the loss of a damaged region: overwrite it with a LOG_LOSS entry
  * spanning it exactly (durable on return), recording its description and
  * shards. 0 ok, -1 with err filled. */
