@@ -6,6 +6,8 @@
 #   make asan       build with AddressSanitizer and run the tests against it
 #   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
 #   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
+#   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
+#                   with the acknowledged-write checker
 #   make bench      the benchmarks behind BENCHMARKS.md
 #
 # Every variant builds into build/<variant>/; the default variant's server is
@@ -48,9 +50,10 @@ BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 CHECK_POOL := $(BUILD)/rowan-check-pool
+SHIM     := $(BUILD)/tests/powerloss-shim.so
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long bench bench-unit clean
-all: deps $(SERVER) $(CHECK_POOL) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak bench bench-unit clean
+all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
 src/rowan-server: $(SERVER)
@@ -82,6 +85,12 @@ $(CHECK_POOL): $(BUILD)/utils/rowan-check-pool.o $(BUILD)/librowan.a
 $(BUILD)/tests/test-%: $(BUILD)/tests/unit/test-%.o $(BUILD)/librowan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -lhiredis
+
+# The power-loss shim (LD_PRELOAD into rowan-server, tests/powerloss/shim.c):
+# a test tool, never linked into the server; built without sanitizers.
+$(SHIM): tests/powerloss/shim.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -ldl
 
 # The fuzz driver always carries ASan+UBSan: a parser bug must crash loudly.
 $(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h
@@ -116,8 +125,14 @@ unit: $(UNIT_BIN) bench-unit
 fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
 
-integration: $(SERVER)
+integration: $(SERVER) $(CHECK_POOL) $(SHIM)
 	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) $(PYTEST) tests/integration
+
+# Randomized kill -9 and power-loss cycles under load, each checked for every
+# acknowledged write (tests/soak/run.py); prints cycles, writes checked, lost.
+SOAK_SECONDS ?= 600
+soak: all
+	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/run.py --seconds $(SOAK_SECONDS)
 
 # Reports go to stderr: the unit tests and the fuzzer fail on them, and the
 # integration conftest fails a test whose rowan-server printed one. Leak

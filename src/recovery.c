@@ -605,15 +605,71 @@ static int cmp_item(const void *a, const void *b) {
     return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
+/* Collection effects that did not apply (db_apply_entry) wait here, per
+ * shard, until a later version replaces or deletes their key: then they
+ * were dead history, whose predecessors the cleaner reclaimed after that
+ * deletion made them dead, and the key's state never depended on them.
+ * Those still waiting when the shard is done are reported. */
+typedef struct refused_set {
+    log_entry *e;
+    size_t n, cap;
+    uint64_t superseded;
+} refused_set;
+
+static void refused_drop(refused_set *r, const log_entry *e) {
+    size_t keep = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        const log_entry *x = &r->e[i];
+        int gone = e->type == LOG_FLUSHDB
+                       ? e->db == 0xffff || e->db == x->db
+                       : x->db == e->db && x->klen == e->klen && !memcmp(x->key, e->key, e->klen);
+        if (gone) r->superseded++;
+        else r->e[keep++] = *x;
+    }
+    r->n = keep;
+}
+
+static void refused_note(refused_set *r, const log_entry *e, int applied) {
+    if (!applied) {
+        if (r->n == r->cap) {
+            r->cap = r->cap ? r->cap * 2 : 16;
+            r->e = realloc(r->e, r->cap * sizeof(log_entry));
+        }
+        r->e[r->n++] = *e;
+    } else if (r->n && (e->type == LOG_SET || e->type == LOG_DEL || e->type == LOG_SNAPSHOT ||
+                        e->type == LOG_FLUSHDB)) {
+        refused_drop(r, e);
+    }
+}
+
+static void refused_report(refused_set *r, const shard *s) {
+    for (size_t i = 0; i < r->n; i++) db_report_refused(s, &r->e[i]);
+    r->n = 0;
+}
+
 static void replay(rec_state *st) {
+    refused_set r = {0};
     for (size_t i = 0; i < st->n; i++) {
         rec_item *it = &st->items[i];
         shard *s = &server.shards[it->shard];
-        log_entry e;
-        log_entry_decode(pool_ptr(server.pool, it->ref), &e);
-        db_apply_entry(s, it->ref, &e);
-        if (it->ver >= s->next_ver) s->next_ver = it->ver + 1;
+        /* A version of a shard names one effect: a second entry with it is
+         * the cleaner's copy of the first (a crash came between copying and
+         * freeing the original). Applied once: a collection effect applied
+         * twice would not fit its own result. */
+        int copy = i > 0 && it[-1].shard == it->shard && it[-1].ver == it->ver;
+        if (!copy) {
+            log_entry e;
+            log_entry_decode(pool_ptr(server.pool, it->ref), &e);
+            refused_note(&r, &e, db_apply_entry(s, it->ref, &e) == 0);
+            if (it->ver >= s->next_ver) s->next_ver = it->ver + 1;
+        }
+        if (i + 1 == st->n || st->items[i + 1].shard != it->shard) refused_report(&r, s);
     }
+    if (r.superseded)
+        serverLog(LL_NOTICE, "Recovery: %llu collection effects of keys deleted or replaced "
+                  "later did not apply (the cleaner had reclaimed their predecessors); ignored",
+                  (unsigned long long)r.superseded);
+    free(r.e);
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
         atomic_store(&s->durable_ver, s->next_ver - 1);
