@@ -828,6 +828,10 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "recovered_entries:%lld\r\n", stat_get(&server.stat.recovered_entries));
     rbuf_appendf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
     rbuf_appendf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
+    rbuf_appendf(b, "recovery_accepted_losses:%lld\r\n", stat_get(&server.stat.recovery_accepted_losses));
+    rbuf_appendf(b, "recovery_accepted_loss_bytes:%lld\r\n",
+                 stat_get(&server.stat.recovery_accepted_loss_bytes));
+    rbuf_appendf(b, "damaged_shards:%lld\r\n", stat_get(&server.stat.damaged_shards));
     if (!loading) {
         rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
         member_info(b);

@@ -146,6 +146,14 @@ int clean_segment(uint32_t seg) {
     seg_scan(seg, clean_visit, &job, &rep);
     /* The copies must be durable before the only other copy disappears. */
     log_writer_sync(&clean_log);
+    /* So must every entry that made the others dead: an overwrite, a
+     * deletion or a collection snapshot that a worker appended and applied,
+     * but whose group commit has not completed yet. Freeing first, a power
+     * loss could take both the old entry and its successor, i.e. an
+     * acknowledged value (found by the power-loss test). Each was written to
+     * the file before it was applied, so one device flush of the whole pool
+     * covers them all; on pmem they were persisted as written. */
+    pool_sync_all(server.pool);
     if (!job.failed) {
         pool_seg_free(server.pool, seg);
         atomic_fetch_add(&server.stat.clean_segments, 1);

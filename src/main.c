@@ -141,7 +141,9 @@ static void open_pool(void) {
             "(%llumb)", server.cfg.pool_size, server.cfg.workers, (unsigned long long)need,
             (unsigned long long)(need >> 20));
     if (mkdir_p(server.cfg.dir) != 0) die("Can't create dir '%s': %s", server.cfg.dir, strerror(errno));
-    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, err, sizeof(err));
+    /* A truncated pool is opened for salvage: recovery decides what to do. */
+    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, POOL_OPEN_SALVAGE, err,
+                            sizeof(err));
     if (!server.pool) die("Can't open the pool: %s", err);
     if (pool_size(server.pool) < need)
         die("The pool %s has %llu bytes: with %d workers a pool needs at least %llu bytes "
@@ -222,7 +224,7 @@ int main(int argc, char **argv) {
     db_init_indexes();
     types_register();
     repl_init();
-    char err[512];
+    char err[2048];   /* recovery names each damaged region */
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
     daemon_started();
     loading_begin();

@@ -33,16 +33,25 @@
  * restarts at max(seq_lease, largest seq in the meta table + 1), so seqs are
  * strictly increasing across restarts. Seq 0 never names a live segment.
  *
- * Meta entries are written as two 8-byte words (state/owner/owner_id, then
- * seq), each an atomic store, persisted in an order that keeps every crash
- * state meaningful: allocation persists the seq before the state turns
- * USING; freeing persists the zeroed data, then state FREE, then seq 0. A
- * FREE entry's seq is meaningless (it may be stale after a crash).
+ * Meta entries are written as two 8-byte words (state/owner/owner_id/end,
+ * then seq), each an atomic store, persisted in an order that keeps every
+ * crash state meaningful: allocation persists the seq before the state turns
+ * USING; freeing persists end 0, then the zeroed data, then state FREE, then
+ * seq 0. A FREE entry's seq is meaningless (it may be stale after a crash).
  *
  * Freeing zeroes the first page before the rest, each persisted: if a crash
  * interrupts the zeroing of a segment that is still marked used, recovery
  * finds a zero first entry and reads the segment as empty instead of finding
- * stale entries behind a hole.
+ * stale entries behind a hole. Its recorded end was cleared first, so the
+ * zeroes are not taken for damage to a log that should reach that end.
+ *
+ * A truncated file (shorter than its superblock says) can be opened for
+ * salvage (POOL_OPEN_SALVAGE): the file is mapped for what it has and
+ * anonymous zero pages stand in for the rest, so recovery reads the missing
+ * bytes as zeroes and finds damage wherever a recorded end says a log
+ * reached into them. The file is not touched until pool_restore_size, which
+ * the caller runs only once it has decided to use the pool (rowan-check-pool
+ * --fix, or a cluster node that repairs from its replicas).
  *
  * DRAM state: a free stack (rebuilt from the meta table on open) and the
  * per-segment live-byte atomics. The mutex guards the free stack, the seq
@@ -67,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,6 +111,8 @@ struct pool {
     uint8_t *base;
     uint64_t size;
     int is_pmem;
+    int own_map;            /* mapped by map_short (munmap), not by libpmem */
+    uint64_t missing_from;  /* truncated file: its size; 0 when whole */
     int lock_fd;
     struct pool_sb *sb;
     struct seg_meta *meta;
@@ -178,8 +190,9 @@ static uint64_t *meta_words(pool *p, uint32_t seg) {
     return (uint64_t *)(void *)&p->meta[seg];
 }
 
-static uint64_t state_word(enum seg_state st, enum seg_owner owner, uint16_t owner_id) {
-    return (uint64_t)st | (uint64_t)owner << 8 | (uint64_t)owner_id << 16;
+static uint64_t state_word(enum seg_state st, enum seg_owner owner, uint16_t owner_id,
+                           uint32_t end) {
+    return (uint64_t)st | (uint64_t)owner << 8 | (uint64_t)owner_id << 16 | (uint64_t)end << 32;
 }
 
 static void meta_store_state(pool *p, uint32_t seg, uint64_t word) {
@@ -201,12 +214,30 @@ struct seg_meta pool_seg_meta(const pool *p, uint32_t seg) {
     m.state = (uint8_t)s;
     m.owner = (uint8_t)(s >> 8);
     m.owner_id = (uint16_t)(s >> 16);
-    m.reserved = (uint32_t)(s >> 32);
+    m.end = (uint32_t)(s >> 32);
     m.seq = __atomic_load_n(&w[1], __ATOMIC_ACQUIRE);
     return m;
 }
 
 /* ---- creation ---- */
+
+/* Real zeroes over [from, to) of the file, durable on return. 0 or an
+ * errno. */
+static int fill_zero(int fd, uint64_t from, uint64_t to) {
+    char *zero = calloc(1, POOL_ZERO_CHUNK);
+    if (!zero)
+        return ENOMEM;
+    for (uint64_t off = from; off < to; off += POOL_ZERO_CHUNK) {
+        size_t n = to - off < POOL_ZERO_CHUNK ? (size_t)(to - off) : POOL_ZERO_CHUNK;
+        if (pwrite(fd, zero, n, (off_t)off) != (ssize_t)n) {
+            int e = errno ? errno : EIO;
+            free(zero);
+            return e;
+        }
+    }
+    free(zero);
+    return fsync(fd) == 0 ? 0 : errno;
+}
 
 /* Reserve the file's blocks (instant; the data segments stay "unwritten"
  * until zero-filled lazily) and give the header area real zeroes: the meta
@@ -216,19 +247,7 @@ static int pool_allocate(int fd, uint64_t size, uint64_t data_off) {
     int rc = posix_fallocate(fd, 0, (off_t)size);
     if (rc != 0)
         return rc;
-    char *zero = calloc(1, POOL_ZERO_CHUNK);
-    if (!zero)
-        return ENOMEM;
-    for (uint64_t off = 0; off < data_off; off += POOL_ZERO_CHUNK) {
-        size_t n = data_off - off < POOL_ZERO_CHUNK ? (size_t)(data_off - off) : POOL_ZERO_CHUNK;
-        if (pwrite(fd, zero, n, (off_t)off) != (ssize_t)n) {
-            int e = errno ? errno : EIO;
-            free(zero);
-            return e;
-        }
-    }
-    free(zero);
-    return fsync(fd) == 0 ? 0 : errno;
+    return fill_zero(fd, 0, data_off);
 }
 
 /* Build a complete pool file at tmp; 0 on success. */
@@ -342,8 +361,11 @@ static int pool_create(const char *path, uint64_t size, char *err, size_t errlen
 
 /* ---- open ---- */
 
-static int sb_validate(const struct pool_sb *sb, uint64_t mapped, const char *path,
-                       char *err, size_t errlen) {
+/* Check the superblock of a file of file_size bytes. A file shorter than
+ * the superblock's pool size is accepted with salvage (the caller maps the
+ * missing tail as zeroes); one that is longer never is. */
+static int sb_validate(const struct pool_sb *sb, uint64_t file_size, int salvage,
+                       const char *path, char *err, size_t errlen) {
     if (sb->magic != POOL_MAGIC) {
         set_err(err, errlen, "%s is not a Rowan pool file (bad magic)", path);
         return -1;
@@ -362,10 +384,10 @@ static int sb_validate(const struct pool_sb *sb, uint64_t mapped, const char *pa
                 path, sb->seg_size, POOL_SEG_SIZE);
         return -1;
     }
-    if (sb->pool_size != mapped) {
+    if (sb->pool_size != file_size && !(salvage && file_size < sb->pool_size)) {
         set_err(err, errlen, "%s: file size %llu does not match the pool size %llu "
                 "in its superblock (truncated or extended?)", path,
-                (unsigned long long)mapped, (unsigned long long)sb->pool_size);
+                (unsigned long long)file_size, (unsigned long long)sb->pool_size);
         return -1;
     }
     if (sb->meta_off != POOL_META_OFF || sb->nsegs < POOL_MIN_SEGS ||
@@ -514,12 +536,15 @@ static void *zero_main(void *arg) {
     return NULL;
 }
 
-/* Set up lazy zero-fill for an opened pool (block storage only). */
-static int zero_setup(pool *p) {
+/* Set up lazy zero-fill for an opened pool (block storage only). Not when
+ * fill is 0: a truncated file (the fill would write past its end before
+ * its size is restored) or a pool only being checked (rowan-check-pool
+ * writes nothing). */
+static int zero_setup(pool *p, int fill) {
     p->zeroing = -1;
     pthread_cond_init(&p->zwork, NULL);
     pthread_cond_init(&p->zdone, NULL);
-    if (p->is_pmem)
+    if (p->is_pmem || !fill)
         return 0;
     find_raw(p);
     if (!p->nraw)
@@ -541,6 +566,13 @@ static void zero_stop(pool *p) {
     p->zrunning = 0;
 }
 
+static void unmap(pool *p) {
+    if (p->own_map)
+        munmap(p->base, p->size);
+    else
+        pmem_unmap(p->base, p->size);
+}
+
 static int lock_file(pool *p, const char *path, char *err, size_t errlen) {
     p->lock_fd = open(path, O_RDWR | O_CLOEXEC);
     if (p->lock_fd < 0) {
@@ -554,7 +586,22 @@ static int lock_file(pool *p, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
-static pool *pool_map_existing(const char *path, char *err, size_t errlen) {
+/* Map a truncated file: anonymous zero pages for the whole pool, the file's
+ * own pages over the part it has. */
+static uint8_t *map_short(int fd, uint64_t file_size, uint64_t size) {
+    uint8_t *base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    uint64_t have = (file_size + POOL_PAGE - 1) & ~(uint64_t)(POOL_PAGE - 1);
+    if (mmap(base, have, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+        munmap(base, size);
+        return NULL;
+    }
+    return base;
+}
+
+static pool *pool_map_existing(const char *path, int flags, char *err, size_t errlen) {
     pool *p = calloc(1, sizeof *p);
     if (!p) {
         set_err(err, errlen, "out of memory");
@@ -564,22 +611,39 @@ static pool *pool_map_existing(const char *path, char *err, size_t errlen) {
     if (lock_file(p, path, err, errlen) != 0)
         goto fail;
     struct stat st;
-    if (fstat(p->lock_fd, &st) != 0 || st.st_size < (off_t)POOL_SEG_SIZE) {
+    struct pool_sb sb;
+    if (fstat(p->lock_fd, &st) != 0 || st.st_size < (off_t)POOL_PAGE ||
+        pread(p->lock_fd, &sb, sizeof sb, 0) != (ssize_t)sizeof sb) {
         set_err(err, errlen, "%s is not a Rowan pool file (size %lld bytes)", path,
                 (long long)st.st_size);
         goto fail;
     }
-    size_t mapped;
-    p->base = pmem_map_file(path, 0, 0, 0, &mapped, NULL);
-    if (!p->base) {
-        set_err(err, errlen, "cannot map pool file %s: %s", path, pmem_errormsg());
+    if (sb_validate(&sb, (uint64_t)st.st_size, flags & POOL_OPEN_SALVAGE, path, err, errlen) != 0)
         goto fail;
+    if ((uint64_t)st.st_size < sb.pool_size) {
+        p->base = map_short(p->lock_fd, (uint64_t)st.st_size, sb.pool_size);
+        p->own_map = 1;
+        p->missing_from = (uint64_t)st.st_size;
+        p->size = sb.pool_size;
+        if (!p->base) {
+            set_err(err, errlen, "cannot map pool file %s: %s", path, strerror(errno));
+            goto fail;
+        }
+    } else {
+        size_t mapped;
+        p->base = pmem_map_file(path, 0, 0, 0, &mapped, NULL);
+        if (!p->base) {
+            set_err(err, errlen, "cannot map pool file %s: %s", path, pmem_errormsg());
+            goto fail;
+        }
+        p->size = mapped;
+        if (mapped != sb.pool_size) { /* changed under us */
+            set_err(err, errlen, "%s changed size while it was opened", path);
+            goto fail;
+        }
     }
-    p->size = mapped;
     p->sb = (struct pool_sb *)(void *)p->base;
-    if (sb_validate(p->sb, mapped, path, err, errlen) != 0)
-        goto fail;
-    p->is_pmem = pmem_is_pmem(p->base, mapped);
+    p->is_pmem = pmem_is_pmem(p->base, p->size);
     p->meta = (struct seg_meta *)(void *)(p->base + POOL_META_OFF);
     p->data_off = p->sb->data_off;
     p->nsegs = p->sb->nsegs;
@@ -593,14 +657,14 @@ static pool *pool_map_existing(const char *path, char *err, size_t errlen) {
     if (pool_load_meta(p, path, err, errlen) != 0)
         goto fail;
     pthread_mutex_init(&p->mu, NULL);
-    if (zero_setup(p) != 0) {
+    if (zero_setup(p, !p->missing_from && !(flags & POOL_OPEN_EXISTING)) != 0) {
         set_err(err, errlen, "out of memory");
         goto fail;
     }
     return p;
 fail:
     if (p->base)
-        pmem_unmap(p->base, p->size);
+        unmap(p);
     if (p->lock_fd >= 0)
         close(p->lock_fd);
     free(p->free_stack);
@@ -610,24 +674,48 @@ fail:
     return NULL;
 }
 
-pool *pool_open(const char *path, uint64_t size, char *err, size_t errlen) {
+pool *pool_open(const char *path, uint64_t size, int flags, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) != 0) {
-        if (errno != ENOENT) {
-            set_err(err, errlen, "cannot stat pool file %s: %s", path, strerror(errno));
+        if (errno != ENOENT || (flags & POOL_OPEN_EXISTING)) {
+            set_err(err, errlen, "cannot open pool file %s: %s", path, strerror(errno));
             return NULL;
         }
         if (pool_create(path, size, err, errlen) != 0)
             return NULL;
     }
-    return pool_map_existing(path, err, errlen);
+    return pool_map_existing(path, flags, err, errlen);
+}
+
+uint64_t pool_missing_from(const pool *p) { return p->missing_from; }
+
+int pool_restore_size(pool *p, char *err, size_t errlen) {
+    if (!p->missing_from)
+        return 0;
+    int rc = fill_zero(p->lock_fd, p->missing_from, p->size);
+    if (rc != 0) {
+        set_err(err, errlen, "cannot restore the pool file's size (%llu bytes): %s",
+                (unsigned long long)p->size, strerror(rc));
+        return -1;
+    }
+    /* The pages past the old end were anonymous zeroes; map the file's new
+     * zero blocks in their place (nothing was written to them). */
+    uint64_t have = (p->missing_from + POOL_PAGE - 1) & ~(uint64_t)(POOL_PAGE - 1);
+    if (have < p->size &&
+        mmap(p->base + have, p->size - have, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+             p->lock_fd, (off_t)have) == MAP_FAILED) {
+        set_err(err, errlen, "cannot map the restored pool file: %s", strerror(errno));
+        return -1;
+    }
+    p->missing_from = 0;
+    return 0;
 }
 
 void pool_close(pool *p) {
     if (!p)
         return;
     zero_stop(p);
-    pmem_unmap(p->base, p->size);
+    unmap(p);
     close(p->lock_fd);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->zwork);
@@ -692,7 +780,7 @@ int pool_seg_alloc(pool *p, enum seg_owner owner, uint16_t owner_id, uint32_t ke
     if (p->nraw)
         pthread_cond_signal(&p->zwork); /* the next ones moved up */
     meta_store_seq(p, seg, take_seq(p));
-    meta_store_state(p, seg, state_word(SEG_USING, owner, owner_id));
+    meta_store_state(p, seg, state_word(SEG_USING, owner, owner_id, 0));
     atomic_store(&p->live[seg], 0);
     pthread_mutex_unlock(&p->mu);
     /* Outside the mutex: the segment is ours and nobody reads it yet. */
@@ -713,22 +801,36 @@ void pool_seg_set_state(pool *p, uint32_t seg, enum seg_state st) {
         fprintf(stderr, "rowan: FATAL: state change of free segment %u\n", seg);
         abort();
     }
-    meta_store_state(p, seg, state_word(st, (enum seg_owner)m.owner, m.owner_id));
+    meta_store_state(p, seg, state_word(st, (enum seg_owner)m.owner, m.owner_id, m.end));
     pthread_mutex_unlock(&p->mu);
+}
+
+void pool_seg_set_end(pool *p, uint32_t seg, uint32_t end) {
+    check_seg(p, seg, "end");
+    pthread_mutex_lock(&p->mu);
+    struct seg_meta m = pool_seg_meta(p, seg);
+    uint64_t *w = meta_words(p, seg);
+    __atomic_store_n(&w[0], state_word(m.state, m.owner, m.owner_id, end), __ATOMIC_RELEASE);
+    if (p->is_pmem) /* cheap there; on block storage the next flush carries it */
+        pool_persist(p, &w[0], 8);
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pool_zero(pool *p, uint64_t off, size_t len) {
+    uint8_t *d = p->base + off;
+    if (p->is_pmem) {
+        pmem_memset_persist(d, 0, len);
+        return;
+    }
+    memset(d, 0, len);
+    pool_persist(p, d, len);
 }
 
 /* Zero a segment's data durably, first page first (see the file comment). */
 static void zero_segment(pool *p, uint32_t seg) {
-    uint8_t *d = p->base + pool_seg_offset(p, seg);
-    if (p->is_pmem) {
-        pmem_memset_persist(d, 0, POOL_PAGE);
-        pmem_memset_persist(d + POOL_PAGE, 0, POOL_SEG_SIZE - POOL_PAGE);
-        return;
-    }
-    memset(d, 0, POOL_PAGE);
-    pool_persist(p, d, POOL_PAGE);
-    memset(d + POOL_PAGE, 0, POOL_SEG_SIZE - POOL_PAGE);
-    pool_persist(p, d + POOL_PAGE, POOL_SEG_SIZE - POOL_PAGE);
+    uint64_t off = pool_seg_offset(p, seg);
+    pool_zero(p, off, POOL_PAGE);
+    pool_zero(p, off + POOL_PAGE, POOL_SEG_SIZE - POOL_PAGE);
 }
 
 void pool_seg_free(pool *p, uint32_t seg) {
@@ -737,11 +839,17 @@ void pool_seg_free(pool *p, uint32_t seg) {
         fprintf(stderr, "rowan: FATAL: segment %u freed twice\n", seg);
         abort();
     }
+    /* Its end goes first (persisted): zeroes below a recorded end would read
+     * as damage if a crash interrupted the zeroing. */
+    pthread_mutex_lock(&p->mu);
+    struct seg_meta m = pool_seg_meta(p, seg);
+    meta_store_state(p, seg, state_word(m.state, m.owner, m.owner_id, 0));
+    pthread_mutex_unlock(&p->mu);
     /* Zero outside the mutex: it takes a while, and the segment is not
      * reachable by allocation until it is pushed below. */
     zero_segment(p, seg);
     pthread_mutex_lock(&p->mu);
-    meta_store_state(p, seg, state_word(SEG_FREE, OWNER_NONE, 0));
+    meta_store_state(p, seg, state_word(SEG_FREE, OWNER_NONE, 0, 0));
     meta_store_seq(p, seg, 0);
     atomic_store(&p->live[seg], 0);
     p->free_stack[p->nfree++] = seg;

@@ -89,7 +89,10 @@ struct rowan_stats {
     _Atomic long long clean_bytes_copied;
     _Atomic long long recovered_entries;
     _Atomic long long recovery_dropped_bytes;
-    _Atomic long long recovery_corrupt_entries;
+    _Atomic long long recovery_corrupt_entries; /* damaged regions skipped */
+    _Atomic long long recovery_accepted_losses; /* LOG_LOSS entries (rowan-check-pool --fix) */
+    _Atomic long long recovery_accepted_loss_bytes;
+    _Atomic long long damaged_shards;     /* shards marked damaged by recovery (cluster) */
     _Atomic long long unexpected_errors;
     _Atomic long long replication_timeouts; /* held replies failed with NOREPLICAS */
     _Atomic long long evicted_clients;      /* closed by maxmemory-clients */

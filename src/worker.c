@@ -144,9 +144,11 @@ static int batch_land(worker *w, int slot) {
         moved |= shard_worker_landed(&server.shards[b->shards[i]], w->id, slot);
         b->mark[b->shards[i]] = 0;
     }
-    for (int i = 0; i < b->nsegs; i++) log_writer_sealed(&w->tlog, (uint32_t)b->segs[i]);
+    /* seal the segments its flush covered, record how far the t-log is durable */
+    log_writer_flushed(&w->tlog, &b->flush);
+    b->flush = (log_flush){.head = -1};
     repl_batch_reset(w, b);
-    b->nshards = b->nsegs = 0;
+    b->nshards = 0;
     if (b->syncing) w->nsyncing--;
     b->syncing = 0;
     publish_landed(w);
@@ -189,7 +191,7 @@ static int worker_launch(worker *w) {
         log_writer_sync(&w->tlog);
         atomic_store(&b->done, 1);
     } else {
-        b->nsegs = log_writer_detach(&w->tlog, b->segs);
+        log_writer_detach(&w->tlog, &b->flush);
         atomic_store(&b->done, 0);
         syncer_submit(w, &b->done);
     }
@@ -404,6 +406,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     for (int i = 0; i < SHARD_SLOTS; i++) {
         w->slots[i].shards = calloc((size_t)server.nshards, sizeof(uint16_t));
         w->slots[i].mark = calloc((size_t)server.nshards, 1);
+        w->slots[i].flush.head = -1;
     }
     repl_worker_init(w);
     rpcb_worker_init(w);

@@ -46,8 +46,7 @@ typedef struct worker {
         uint64_t gen;             /* batch number, increasing per worker */
         int syncing;              /* submitted to the syncer, not landed yet */
         _Atomic int done;         /* set by the syncer when its flush completed */
-        int32_t segs[8];          /* t-log segments the batch filled */
-        int nsegs;
+        log_flush flush;          /* what its flush covers of the t-log */
         /* replication (repl.h): what each backup must ack before it lands */
         uint64_t peers;           /* mask of peers the batch's entries go to */
         struct repl_need *need;   /* [CLUSTER_MAX_NODES], NULL when not replicating */

@@ -9,7 +9,7 @@ is gone), and records every operation with its invocation and completion
 times and its outcome:
 
 - ok: the write was acknowledged, or the read returned this value;
-- fail: refused before it ran (-MOVED, -TRYAGAIN, -CLUSTERDOWN);
+- fail: refused before it ran (-MOVED, -TRYAGAIN, -CLUSTERDOWN, -LOADING);
 - unknown: anything else (connection lost, -NOREPLICAS after the
   replication timeout): the write may or may not have happened.
 
@@ -38,7 +38,7 @@ LEASE_MS = 200
 OPTS = {"cluster-lease-ms": LEASE_MS, "zookeeper-session-timeout": 1000, "pool-size": "64mb",
         "replication-timeout": 3000}
 CONN_ERRORS = (OSError, ConnectionClosed)
-NOT_RUN = ("MOVED", "TRYAGAIN", "CLUSTERDOWN")
+NOT_RUN = ("MOVED", "TRYAGAIN", "CLUSTERDOWN", "LOADING")
 
 
 # --------------------------------------------------------------------------

@@ -434,8 +434,10 @@ class Writer(threading.Thread):
             if isinstance(rep, RespError):
                 # NOREPLICAS: a replica did not persist it in time (outcome
                 # unknown); TRYAGAIN: a restarted primary still checks the
-                # shard against its replicas (not run; unknown is safe).
-                status = "fail" if rep.msg.startswith(("NOREPLICAS", "TRYAGAIN")) else "error"
+                # shard against its replicas; LOADING: it is still recovering
+                # its pool (neither ran; unknown is safe).
+                status = "fail" if rep.msg.startswith(("NOREPLICAS", "TRYAGAIN", "LOADING")) \
+                    else "error"
             else:
                 status = "ok"
         except CONN_ERRORS as e:
