@@ -90,6 +90,7 @@ static struct {
     _Atomic int pending, lost;
     _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
     _Atomic int *reapplied;         /* [nshards]: the digest applied again */
+    int start_logged;               /* the startup phases were logged */
 } rc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int reconcile_pending(void) { return atomic_load(&rc.pending); }
@@ -504,7 +505,17 @@ void reconcile_step(void) {
     int before = atomic_load(&rc.pending);
     for (int s = 0; s < server.nshards; s++)
         if (rc.sh[s].active) decide(s, now);
-    if (before && !atomic_load(&rc.pending))
+    if (before && !atomic_load(&rc.pending)) {
         serverLog(LL_NOTICE, "Reconcile: every shard this node is primary of was checked against "
                   "its replicas%s", atomic_load(&rc.lost) ? "; some are refused (see above)" : "");
+        /* the phases of a (cold) start, once */
+        if (!rc.start_logged) {
+            rc.start_logged = 1;
+            double total = (double)(mstime() - server.start_ms) / 1e3;
+            serverLog(LL_NOTICE, "Startup: every shard this node is primary of is served %.3f s "
+                      "after the process started (pool recovery %.3f s, then cluster join and "
+                      "reconcile with the replicas %.3f s)", total, server.recovery_seconds,
+                      total - server.recovery_seconds);
+        }
+    }
 }

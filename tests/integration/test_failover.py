@@ -532,6 +532,10 @@ def test_rejoin_and_cold_start(mcl):
     wait_digests_agree(cl.nodes)
     log = cl.nodes[0].log_tail(300) + cl.nodes[1].log_tail(300) + cl.nodes[2].log_tail(300)
     assert "joins" in log or "caught-up" in log
+    # the cold start's phases are logged by every node
+    for nd in cl.nodes:
+        tail = nd.log_tail(60)
+        assert "Recovery:" in tail and "joined" in tail and "Startup: every shard" in tail, tail
 
 
 def test_randomized_faults(mcl):
