@@ -432,6 +432,48 @@ def test_manual_failover_needs_a_managed_cluster(cluster_factory):
     assert isinstance(rep, RespError) and "managed cluster" in rep.msg, rep
 
 
+def test_redis_py_cluster_client_follows_failover(mcl):
+    """redis-py's RedisCluster, unchanged, keeps working across a kill -9 of
+    a primary: it follows -MOVED and re-reads CLUSTER SLOTS after connection
+    errors, and every write it saw acknowledged reads back."""
+    import redis
+    import redis.exceptions as rex
+    cl = mcl
+    rc = cl.cluster_client(decode=True)
+    cm = cm_node(cl)
+    victim = next(i for i in (1, 2) if cl.nodes[i] is not cm)   # node 0 is the seed
+    acked = {}
+
+    def write(k, v, deadline):
+        while time.monotonic() < deadline:
+            try:
+                if rc.set(k, v):
+                    acked[k] = v
+                return
+            except (rex.ConnectionError, rex.TimeoutError, rex.ClusterDownError,
+                    rex.TryAgainError, rex.ClusterError, rex.ResponseError) as e:
+                if isinstance(e, rex.ResponseError) and not str(e).startswith(
+                        ("CLUSTERDOWN", "TRYAGAIN", "LOADING")):
+                    raise
+                time.sleep(0.05)
+        raise AssertionError("SET %s not acknowledged within the deadline" % k)
+
+    for i in range(200):
+        write("rp%d" % i, "a%d" % i, time.monotonic() + 30)
+    moved = [k for k in acked if slot_map(cl)[key_slot(k)] == cl.nodes[victim].port]
+    assert moved, "no key on the victim"
+    cl.kill9(victim)
+    t0 = time.monotonic()
+    for i in range(200):
+        write("rp%d" % i, "b%d" % i, t0 + 60)
+    assert len(acked) == 200
+    for k, v in acked.items():
+        assert rc.get(k) == v, k
+    # the client's map moved the victim's slots to the survivors
+    owner = rc.nodes_manager.get_node_from_slot(key_slot(moved[0]))
+    assert owner.port != cl.nodes[victim].port
+
+
 def test_kill_cm_under_load(mcl):
     cl = mcl
     ch = Checker(cl, seed=2)
