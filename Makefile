@@ -128,7 +128,13 @@ unit: $(UNIT_BIN) bench-unit
 fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
 
-integration: $(SERVER) $(CHECK_POOL) $(SHIM)
+# Node packages of the application tests (tests/apps/package-lock.json),
+# installed from the npm registry when missing or out of date.
+APPS_MODULES := tests/apps/node_modules/.package-lock.json
+$(APPS_MODULES): tests/apps/package.json tests/apps/package-lock.json
+	npm ci --prefix tests/apps --no-audit --no-fund
+
+integration: $(SERVER) $(CHECK_POOL) $(SHIM) $(APPS_MODULES)
 	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) $(PYTEST) tests/integration
 
 # Randomized kill -9 and power-loss cycles under load, each checked for every

@@ -11,6 +11,10 @@ BUILD_PKGS="gcc make pkg-config libhiredis-dev libevent-dev libpmem-dev
 TEST_PKGS="redis-server redis-tools python3 python3-redis python3-pytest
   zookeeper clang procps strace"
 PKGS="$BUILD_PKGS $TEST_PKGS"
+# Node.js and npm for the application tests (tests/apps): Debian's nodejs and
+# npm, unless a node with its own npm is installed already (NodeSource's
+# nodejs package bundles npm, and conflicts with Debian's npm).
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 
 missing() {
   local m=""

@@ -21,10 +21,12 @@ observation that returns nothing, or the value of a write that completed
 before such a known write began, is a violation: an acknowledged write was
 lost, or a read showed a value that a failover took back. (Sound, not
 complete: it never blames a correct history.)"""
+import json
 import os
 import random
 import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -472,6 +474,34 @@ def test_redis_py_cluster_client_follows_failover(mcl):
     # the client's map moved the victim's slots to the survivors
     owner = rc.nodes_manager.get_node_from_slot(key_slot(moved[0]))
     assert owner.port != cl.nodes[victim].port
+
+
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps")
+
+
+def test_ioredis_cluster_client_follows_failover(mcl):
+    """ioredis's Cluster (npm, tests/apps), unchanged, keeps writing across a
+    kill -9 of a primary, and reads back every write it saw acknowledged."""
+    if not os.path.isdir(os.path.join(APPS, "node_modules", "ioredis")):
+        pytest.fail("ioredis is not installed: run `npm ci --prefix tests/apps` (make does)")
+    cl = mcl
+    cm = cm_node(cl)
+    victim = next(i for i in (1, 2) if cl.nodes[i] is not cm)   # node 0 is the seed
+    p = subprocess.Popen(["node", os.path.join(APPS, "ioredis_failover.js"),
+                          str(cl.nodes[0].port), "100"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "phase1", p.stderr.read()
+        cl.kill9(victim)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    res = json.loads(out.strip().splitlines()[-1])
+    assert "fatal" not in res, (res, err)
+    assert res["acked"] == 100 and res["mismatch"] == [], res
 
 
 def test_kill_cm_under_load(mcl):
