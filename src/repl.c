@@ -596,7 +596,12 @@ void repl_config_changed(const cluster_config *old) {
         peers[p].next_try_us = 0;
     }
     /* shards we keep serving that got new peers: each new one gets a
-     * re-sync of the shard (a session's catch-up, if it has none yet) */
+     * re-sync of the shard (a session's catch-up, if it has none yet).
+     * So does a learner that became a backup: while it was a learner,
+     * writes did not wait for its acks, so a CommitVer could reach it
+     * before entries it covers (on other links), and its digest takes such
+     * late entries for duplicates. The re-sync replaces that copy; from it
+     * on, every write waits for the backup's ack before its CommitVer. */
     const cluster_config *cur = cluster_current();
     int self = cluster_self();
     int oself = -1;
@@ -604,8 +609,9 @@ void repl_config_changed(const cluster_config *old) {
         if (!strcmp(old->nodes[i].name, cluster_self_name())) oself = i;
     for (int sid = 0; old && oself >= 0 && sid < server.nshards; sid++) {
         if (old->primary[sid] != oself || cur->primary[sid] != self) continue;
-        uint64_t added = (cur->backups[sid] | cur->learners[sid]) &
-                         ~(old->backups[sid] | old->learners[sid]);
+        uint64_t added = ((cur->backups[sid] | cur->learners[sid]) &
+                          ~(old->backups[sid] | old->learners[sid])) |
+                         (cur->backups[sid] & old->learners[sid]);
         if (added) repl_resync_shard(sid, added);
     }
     server_wake_workers();
