@@ -6,6 +6,7 @@
 #   make asan       build with AddressSanitizer and run the tests against it
 #   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
 #   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
+#   make soak-resp  long-lived connections against one server for SOAK_SECONDS
 #   make bench      the benchmarks behind BENCHMARKS.md
 #
 # Every variant builds into build/<variant>/; the default variant's server is
@@ -48,7 +49,7 @@ BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long bench bench-unit clean
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak-resp bench bench-unit clean
 all: deps $(SERVER) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server $(if $(BENCH_SRC),utils/rowan-bench)
@@ -129,6 +130,15 @@ fuzz-long: deps
 	  tests/fuzz/fuzz-resp.c redis-compat/resp.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
+
+# The RESP soak (tests/soak/resp_soak.py) for longer than the 20 s that
+# `make test` runs: one server, long-lived connections sending random valid,
+# unknown, inline, empty and split requests, every reply checked, PING
+# liveness checks after every batch. SOAK_ARGS: e.g. --seed N --conns 8.
+SOAK_SECONDS ?= 600
+soak-resp: $(SERVER)
+	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/resp_soak.py \
+	  --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 bench-unit: $(BENCH_UNIT)
 	@echo "== $(BENCH_UNIT)"; $(BENCH_UNIT)

@@ -40,6 +40,8 @@
 #include "util.h"
 
 #define READ_CHUNK (16 * 1024)
+/* Spare query buffer room a connection keeps between requests. */
+#define QBUF_SPARE (64 * 1024)
 /* Compact the output buffer once this much of it has been sent. */
 #define OUT_COMPACT (64 * 1024)
 #define MAX_CMD_KEYS_STACK 64
@@ -109,16 +111,18 @@ static void client_flags(const client *c, char *buf) {
 void client_info_line(client *c, rbuf *out) {
     char line[1024], flags[8];
     time_t now = time(NULL);
+    size_t argv_mem = resp_parser_mem(&c->parser);   /* arrays the parser keeps */
     client_flags(c, flags);
     int n = snprintf(line, sizeof(line),
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d "
-        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=0 oll=0 "
-        "omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
+        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
+        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s "
+        "lib-ver=%s",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
-        c->qbuf.len, c->qbuf.cap - c->qbuf.len, c->qbuf.cap, c->out.b.cap,
-        c->qbuf.cap + c->out.b.cap + sizeof(client),
+        c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.cap,
+        c->qbuf.cap + argv_mem + c->out.b.cap + sizeof(client),
         c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
     rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
@@ -199,7 +203,7 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     c->ctime = c->last_interaction = time(NULL);
     rbuf_init(&c->qbuf);
     rbuf_init(&c->out.b);
-    resp_limits lim = {server.cfg.proto_max_bulk_len, 1024 * 1024, 64 * 1024};
+    resp_limits lim = {server.cfg.proto_max_bulk_len, 1024 * 1024, 64 * 1024, !c->authenticated};
     resp_parser_init(&c->parser, &lim);
     db_ctx_init(&c->x, w, w->id);
     c->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, read_cb, c);
@@ -397,18 +401,32 @@ static void client_call(client *c) {
     slowlog_maybe_add(c, dt);
 }
 
-/* Execute every complete command in the query buffer. */
+/* The parser's limits as of now: CONFIG SET proto-max-bulk-len applies to
+ * open connections too, and AUTH lifts the unauthenticated ones, as in
+ * Redis. */
+static void parser_limits(client *c) {
+    c->parser.lim.max_bulk_len =
+        __atomic_load_n(&server.cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
+    c->parser.lim.unauthenticated = !c->authenticated && !no_password();
+}
+
+/* Execute every complete command in the query buffer. What is left is at
+ * most one partial command, starting at offset 0; the query buffer then
+ * keeps room for the rest of a large bulk being received. Once it is empty
+ * (between requests) a buffer grown past QBUF_SPARE is freed, so a
+ * long-lived connection does not keep what its largest request needed.
+ * Never while a request is partly here: a large multibulk of small
+ * arguments would then be shrunk and regrown (copied) on every read. */
 static void client_process_input(client *c) {
-    size_t pos = 0;
+    size_t pos = 0, need = 0;
     /* blocking: a blocked client executes nothing until it is served. */
     while (pos < c->qbuf.len && !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) &&
            !blocking_is_blocked(c)) {
-        size_t used = 0, need = 0;
+        size_t used = 0;
+        parser_limits(c);
         int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
-        if (r == RESP_INCOMPLETE) {
-            if (need) rbuf_reserve(&c->qbuf, need);
-            break;
-        }
+        if (r == RESP_INCOMPLETE) break;
+        need = 0;
         if (r == RESP_ERROR) {
             resp_add_errorf(&c->out, "ERR %s", c->parser.err);
             c->flags |= CLIENT_CLOSE_AFTER_REPLY;
@@ -425,6 +443,8 @@ static void client_process_input(client *c) {
     }
     c->argc = 0;
     if (pos) rbuf_consume(&c->qbuf, pos);
+    if (need) rbuf_reserve(&c->qbuf, need);
+    else if (c->qbuf.len == 0) rbuf_trim(&c->qbuf, QBUF_SPARE);
     if (c->out.b.len > c->sent) worker_add_pending(c->w, c);
 }
 
@@ -463,6 +483,7 @@ static size_t sendable_end(const client *c) {
 static void compact_output(client *c) {
     if (c->sent == c->out.b.len && c->nheld == 0) {
         c->out.b.len = c->sent = 0;
+        rbuf_trim(&c->out.b, OUT_COMPACT);   /* what a large reply grew it to */
         return;
     }
     if (c->sent < OUT_COMPACT) return;

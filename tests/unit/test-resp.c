@@ -19,7 +19,7 @@
 #define LIT(s) s, sizeof(s) - 1
 
 static resp_limits default_limits(void) {
-    resp_limits lim = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024 };
+    resp_limits lim = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024, 0 };
     return lim;
 }
 
@@ -147,8 +147,23 @@ static void test_rbuf(void) {
     CHECK(memcmp(b.buf, "world", 5) == 0);
     for (int i = 0; i < 100000; i++) rbuf_append(&b, "x", 1);
     CHECK_EQ_LL(b.len, 100005);
+    /* trim: spare room beyond the limit goes back, contents stay */
+    size_t cap = b.cap;
+    rbuf_trim(&b, 1 << 20);                  /* within the limit: untouched */
+    CHECK_EQ_LL(b.cap, cap);
+    rbuf_consume(&b, 100000);
+    rbuf_trim(&b, 16);
+    CHECK_EQ_LL(b.len, 5);
+    CHECK_EQ_LL(b.cap, 21);
+    CHECK(memcmp(b.buf, "xxxxx", 5) == 0);
     rbuf_consume(&b, 1000000);
     CHECK_EQ_LL(b.len, 0);
+    rbuf_trim(&b, 64);                       /* 21 bytes: kept */
+    CHECK_EQ_LL(b.cap, 21);
+    rbuf_trim(&b, 8);                        /* an empty buffer over the limit is freed */
+    CHECK(b.buf == NULL && b.cap == 0);
+    rbuf_append(&b, "again", 5);
+    CHECK(memcmp(b.buf, "again", 5) == 0);
     rbuf_free(&b);
     CHECK(b.buf == NULL && b.len == 0);
 }
@@ -330,7 +345,7 @@ static void test_inline(void) {
      * the request waits until it is "too big". */
     static const char nul[] = "ab\0cd ef\nPING\n";
     static const char nul2[] = "PING\nab\0cd ef\nPING\naaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    resp_limits lim = default_limits(), small = { 5, 3, 16 };
+    resp_limits lim = default_limits(), small = { 5, 3, 16, 0 };
     check_stream_lim(nul, sizeof(nul) - 1, LIT("INCOMPLETE(14)"), &lim, __LINE__);
     check_stream_lim(nul2, sizeof(nul2) - 1,
                      LIT("1[4:PING];ERR(Protocol error: too big inline request)"), &small, __LINE__);
@@ -415,7 +430,7 @@ static void test_errors(void) {
 }
 
 static void test_limits(void) {
-    resp_limits lim = { 5, 3, 16 };
+    resp_limits lim = { 5, 3, 16, 0 };
 
     /* max_multibulk: 3 is fine, 4 is not. */
     CHECK_STREAM_LIM("*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", "3[1:a][1:b][1:c];INCOMPLETE(0)", &lim);
@@ -436,9 +451,21 @@ static void test_limits(void) {
     CHECK_STREAM_LIM("*1\r\n$000000000000001\r\n", "ERR(Protocol error: invalid bulk length)", &lim);
     CHECK_STREAM_LIM("*1\r\n$0000000000000001\r\n", "ERR(Protocol error: too big bulk count string)", &lim);
     /* A large count is not preallocated: only arguments present cost memory. */
-    resp_limits huge = { 512LL * 1024 * 1024, 2147483647LL, 64 * 1024 };
+    resp_limits huge = { 512LL * 1024 * 1024, 2147483647LL, 64 * 1024, 0 };
     CHECK_STREAM_LIM("*2147483647\r\n$1\r\na\r\n", "INCOMPLETE(20)", &huge);
     CHECK_STREAM_LIM("*2147483648\r\n", "ERR(Protocol error: invalid multibulk length)", &huge);
+    /* Before AUTH (a password is required): Redis's 10 arguments of at
+     * most 16384 bytes, each with its own text, after the general checks. */
+    resp_limits unauth = default_limits();
+    unauth.unauthenticated = 1;
+    CHECK_STREAM_LIM("*10\r\n$16384\r\n", "INCOMPLETE(13)", &unauth);
+    CHECK_STREAM_LIM("*11\r\n", "ERR(Protocol error: unauthenticated multibulk length)", &unauth);
+    CHECK_STREAM_LIM("*2147483648\r\n", "ERR(Protocol error: invalid multibulk length)", &unauth);
+    CHECK_STREAM_LIM("*1\r\n$16385\r\n", "ERR(Protocol error: unauthenticated bulk length)", &unauth);
+    CHECK_STREAM_LIM("*1\r\n$-1\r\n", "ERR(Protocol error: invalid bulk length)", &unauth);
+    CHECK_STREAM_LIM("GET a b c d e f g h i j k l\r\n",
+                     "13[3:GET][1:a][1:b][1:c][1:d][1:e][1:f][1:g][1:h][1:i][1:j][1:k][1:l];"
+                     "INCOMPLETE(0)", &unauth);    /* inline lines are bounded anyway */
     /* NULL or zero limits mean Redis's defaults. */
     resp_parser p;
     resp_parser_init(&p, NULL);
@@ -626,8 +653,40 @@ static void test_ldouble_format(void) {
     CHECK(strcmp(exact, "1") == 0);
 }
 
+/* A parser outlives its commands: what a huge one needed goes back when
+ * the next starts; a small one keeps its arrays (no realloc per command). */
+static void test_parser_memory(void) {
+    resp_parser p;
+    resp_limits lim = default_limits();
+    size_t used;
+    rbuf big;
+    rbuf_init(&big);
+    rbuf_append(&big, LIT("*100000\r\n"));
+    for (int i = 0; i < 100000; i++) rbuf_append(&big, LIT("$1\r\nx\r\n"));
+    resp_parser_init(&p, &lim);
+    CHECK_EQ_LL(resp_parse(&p, big.buf, big.len, &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(p.argc, 100000);
+    CHECK(resp_parser_mem(&p) >= 100000 * 2 * sizeof(size_t));
+    CHECK_EQ_LL(resp_parse(&p, LIT("*2\r\n$4\r\nECHO\r\n$1\r\ny\r\n"), &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(p.argc, 2);
+    size_t small = resp_parser_mem(&p);
+    CHECK(small <= 1024 * 2 * sizeof(size_t) + 128 * 1024);
+    CHECK_EQ_LL(resp_parse(&p, LIT("*1\r\n$4\r\nPING\r\n"), &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(resp_parser_mem(&p), small);
+    /* a large command still arriving keeps its arrays while it arrives */
+    CHECK_EQ_LL(resp_parse(&p, big.buf, big.len - 3, &used, NULL), RESP_INCOMPLETE);
+    size_t partial = resp_parser_mem(&p);
+    CHECK(partial >= 99999 * sizeof(size_t));
+    CHECK_EQ_LL(resp_parse(&p, big.buf, big.len, &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(p.argc, 100000);
+    CHECK_EQ_LL(used, big.len);
+    resp_parser_free(&p);
+    rbuf_free(&big);
+}
+
 int main(void) {
     test_rbuf();
+    test_parser_memory();
     test_multibulk_pipeline();
     test_multibulk_binary();
     test_multibulk_empty();
