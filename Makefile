@@ -33,7 +33,8 @@ CFLAGS  += -std=gnu11 $(OPT) $(WARN) $(SAN) -pthread -MMD -MP \
            -Isrc -Iredis-compat -Irdma -D_GNU_SOURCE
 LDFLAGS += $(SAN) -pthread
 # -lmlx5: rdma/transport_verbs.c queries mlx5dv for a striding (multi-packet) RQ.
-LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lm
+# -lcrypto: HMAC-SHA256 of the peer handshake (src/peer_auth.c).
+LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lcrypto -lzookeeper_mt -lm
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 
 CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c) \

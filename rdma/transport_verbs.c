@@ -14,8 +14,18 @@
  * record (bad hello / term or config digest mismatch / unsupported mode /
  * out of resources) and link_open fails with that reason. An accepted
  * connection's reply private data (struct vb_accept) carries the receive
- * buffer size (the largest message), the ack mode, and the address and rkey
- * of the receiver's 1-byte READ target.
+ * buffer size (the largest message), the ack mode, the address and rkey
+ * of the receiver's 1-byte READ target, and the peer handshake's challenge.
+ *
+ * Authentication (src/peer_auth.c, the same handshake as the TCP backend's):
+ * the private-data hello above is only a cheap early check of the
+ * configuration; nothing is trusted on it. The receiver's challenge travels
+ * in the accept record; the sender's FIRST SEND on the QP is its handshake
+ * response (which repeats the hello, now under the MAC), and the receiver's
+ * first SEND back is its proof. The receiver lands nothing from a QP before
+ * that response verified (and drops what follows a failed one), and the
+ * sender counts no ack before the proof verified. A link that has not
+ * authenticated within VB_AUTH_TIMEOUT_MS is disconnected.
  *
  * ---- Sender (a worker's event loop) ----
  * Each link has its own PD, CQ and completion channel; the channel's fd and
@@ -117,6 +127,7 @@
 
 #include "blog.h"
 #include "log.h"
+#include "peer_auth.h"
 #include "server.h"
 #include "transport.h"
 #include "transport_verbs.h"
@@ -126,12 +137,15 @@
 #define VB_ACCEPT_MAGIC 0x3142525643574f52ULL /* "ROWCVRB1" */
 #define VB_REJECT_MAGIC 0x314a525643574f52ULL /* "ROWCVRJ1" */
 #define VB_ACK_MAGIC    0x314b434143574f52ULL /* "ROWCACK1" */
-#define VB_VERSION      1
+#define VB_VERSION      2   /* 2: the accept record carries the handshake challenge */
 
 enum { VB_ACK_SEND = 0, VB_ACK_READ = 1 };
-enum { VB_REJ_BAD_HELLO = 1, VB_REJ_CONFIG = 2, VB_REJ_MODE = 3, VB_REJ_RESOURCES = 4 };
+enum { VB_REJ_BAD_HELLO = 1, VB_REJ_CONFIG = 2, VB_REJ_MODE = 3, VB_REJ_RESOURCES = 4,
+       VB_REJ_NO_SECRET = 5 };
 
-/* Accept reply (REP private data; 32 bytes fit IB's 196 and iWARP's 512). */
+#define VB_AUTH_TIMEOUT_MS 5000
+
+/* Accept reply (REP private data; 64 bytes fit IB's 196 and iWARP's 512). */
 struct vb_accept {
     uint64_t magic;
     uint32_t version;
@@ -139,7 +153,14 @@ struct vb_accept {
     uint32_t msg_max;     /* receive buffer size: largest span per SEND */
     uint32_t flush_rkey;  /* READ target */
     uint64_t flush_addr;
+    uint8_t challenge[PAUTH_CHALLENGE_LEN]; /* the peer handshake's */
 };
+
+/* Receive buffers for what a receiver sends a sender: acks, and first the
+ * handshake's proof (or refusal). */
+#define VB_CTL_MSG 64
+_Static_assert(PAUTH_REPLY_LEN <= VB_CTL_MSG && sizeof(struct vb_accept) == 64,
+               "verbs control messages");
 
 struct vb_reject {
     uint64_t magic;
@@ -159,6 +180,8 @@ static const char *vb_reject_str(uint32_t reason) {
                                "(stale or mismatched configuration)";
     case VB_REJ_MODE: return "replication mode not served by the verbs receiver";
     case VB_REJ_RESOURCES: return "receiver out of resources (see its log)";
+    case VB_REJ_NO_SECRET: return "the receiver takes no peers without a cluster secret "
+                                  "(see its log)";
     default: return "unknown reason";
     }
 }
@@ -263,10 +286,12 @@ struct vb_queued {
     uint8_t data[];
 };
 
-/* Registered per-link scratch: the READ's local target and the ack buffers. */
+/* Registered per-link scratch: the READ's local target, the receive
+ * buffers for the receiver's messages, and our handshake response. */
 struct vb_misc {
     uint8_t read_dst[64];
-    struct vb_ack acks[VB_ACK_RECVS];
+    uint8_t acks[VB_ACK_RECVS][VB_CTL_MSG];
+    uint8_t auth_out[PAUTH_MSG_MAX];
 };
 
 struct repl_link {
@@ -287,6 +312,7 @@ struct repl_link {
     uint64_t posted;      /* messages posted to the send queue */
     uint64_t completed;   /* highest READ completion (implies all before) */
     uint64_t acked;       /* last count given to on_ack */
+    pauth auth;           /* acks count only once it is done */
     struct vb_queued *qhead, *qtail;
     int qp_created, connected, down, closing, in_cb;
     char why[200];
@@ -345,7 +371,7 @@ static void vb_set_down(repl_link *l, const char *why) {
 }
 
 static int vb_post_ack_recv(repl_link *l, uint32_t i) {
-    struct ibv_sge sge = {.addr = (uintptr_t)&l->misc->acks[i], .length = sizeof(struct vb_ack),
+    struct ibv_sge sge = {.addr = (uintptr_t)l->misc->acks[i], .length = VB_CTL_MSG,
                           .lkey = l->misc_mr->lkey};
     struct ibv_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1}, *bad = NULL;
     return ibv_post_recv(l->id->qp, &wr, &bad);
@@ -420,17 +446,36 @@ static int vb_process_cq(repl_link *l) {
             }
             if (wc[i].opcode == IBV_WC_RDMA_READ) {
                 if (wc[i].wr_id > l->completed) l->completed = wc[i].wr_id;
-                if (l->ack_mode == VB_ACK_READ && l->completed > best) best = l->completed;
             } else if (wc[i].opcode == IBV_WC_RECV) {
                 uint32_t k = (uint32_t)wc[i].wr_id;
-                struct vb_ack a = k < VB_ACK_RECVS ? l->misc->acks[k] : (struct vb_ack){0, 0};
-                uint64_t n_acked = le64toh(a.acked);
-                if (k >= VB_ACK_RECVS || wc[i].byte_len != sizeof(a) ||
-                    le64toh(a.magic) != VB_ACK_MAGIC || n_acked > l->posted) {
-                    vb_set_down(l, "protocol error: malformed ack from the receiver");
+                if (k >= VB_ACK_RECVS) {
+                    vb_set_down(l, "protocol error: unknown receive completion");
                     break;
                 }
-                if (n_acked > best) best = n_acked;
+                if (!pauth_done(&l->auth)) {
+                    /* the receiver's first message: its proof */
+                    char why[256];
+                    uint8_t none[PAUTH_MSG_MAX];
+                    size_t nonelen = 0;
+                    if (wc[i].byte_len != PAUTH_REPLY_LEN ||
+                        pauth_feed(&l->auth, l->misc->acks[k], PAUTH_REPLY_LEN, none, &nonelen, why,
+                                   sizeof(why)) <= 0) {
+                        vb_set_down(l, wc[i].byte_len != PAUTH_REPLY_LEN
+                                           ? "protocol error: the receiver did not answer our "
+                                             "handshake" : why);
+                        break;
+                    }
+                } else {
+                    struct vb_ack a;
+                    memcpy(&a, l->misc->acks[k], sizeof(a));
+                    uint64_t n_acked = le64toh(a.acked);
+                    if (wc[i].byte_len != sizeof(a) || le64toh(a.magic) != VB_ACK_MAGIC ||
+                        n_acked > l->posted) {
+                        vb_set_down(l, "protocol error: malformed ack from the receiver");
+                        break;
+                    }
+                    if (n_acked > best) best = n_acked;
+                }
                 int rc = vb_post_ack_recv(l, k);
                 if (rc) {
                     char why[160];
@@ -440,6 +485,10 @@ static int vb_process_cq(repl_link *l) {
             }
         }
     }
+    /* READ mode: a READ's completion is its message's ack, once the
+     * receiver proved who it is */
+    if (l->ack_mode == VB_ACK_READ && pauth_done(&l->auth) && l->completed > best)
+        best = l->completed;
     vb_drain_queue(l);
     if (best > l->acked && !l->closing) {
         l->acked = best;
@@ -499,6 +548,30 @@ static void vb_on_cm(evutil_socket_t fd, short what, void *arg) {
     }
 }
 
+/* Answer the receiver's challenge: our handshake response is the first
+ * SEND on the QP (unsignaled; the next signaled READ retires it), so it
+ * precedes every message. */
+static int vb_send_response(repl_link *l, const uint8_t challenge[PAUTH_CHALLENGE_LEN], char *err,
+                            size_t errlen) {
+    size_t outlen = 0;
+    if (pauth_feed(&l->auth, challenge, PAUTH_CHALLENGE_LEN, l->misc->auth_out, &outlen, err,
+                   errlen) <= 0)
+        return -1;
+    struct ibv_sge sge = {.addr = (uintptr_t)l->misc->auth_out, .length = (uint32_t)outlen,
+                          .lkey = l->misc_mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof(wr));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    int rc = ibv_post_send(l->id->qp, &wr, &bad);
+    if (rc) {
+        snprintf(err, errlen, "ibv_post_send (handshake): %s", strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
 static repl_link *vb_open(struct event_base *base, const char *host, int port,
                           const repl_hello *hello, const repl_link_cbs *cbs, int timeout_ms,
                           char *err, size_t errlen) {
@@ -554,7 +627,7 @@ static repl_link *vb_open(struct event_base *base, const char *host, int port,
     qa.send_cq = l->cq;
     qa.recv_cq = l->cq;
     qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = 2 * l->sq_msgs;
+    qa.cap.max_send_wr = 2 * l->sq_msgs + 1; /* + the handshake response */
     qa.cap.max_recv_wr = VB_ACK_RECVS;
     qa.cap.max_send_sge = 1;
     qa.cap.max_recv_sge = 1;
@@ -571,6 +644,7 @@ static repl_link *vb_open(struct event_base *base, const char *host, int port,
 
     uint8_t pd_hello[32];
     hello_encode(pd_hello, hello);
+    pauth_client_begin(&l->auth, pd_hello, sizeof(pd_hello));
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof(cp));
     cp.private_data = pd_hello;
@@ -609,8 +683,10 @@ static repl_link *vb_open(struct event_base *base, const char *host, int port,
     l->flush_addr = le64toh(acc.flush_addr);
     if (le64toh(acc.magic) != VB_ACCEPT_MAGIC || le32toh(acc.version) != VB_VERSION ||
         l->msg_max < LOG_ALIGN || l->msg_max % LOG_ALIGN || l->msg_max > (1u << 20) ||
-        l->ack_mode > VB_ACK_READ)
-        FAIL("protocol error: the peer's accept record is missing or malformed");
+        l->ack_mode > VB_ACK_READ || l->msg_max < PAUTH_MSG_MAX)
+        FAIL("protocol error: the peer's accept record is missing or malformed (another "
+             "Rowan version?)");
+    if (vb_send_response(l, acc.challenge, e2, sizeof(e2)) != 0) goto fail;
     l->ring = aligned_alloc(4096, (size_t)l->sq_msgs * l->msg_max);
     if (!l->ring) FAIL("out of memory");
     l->ring_mr = ibv_reg_mr(l->pd, l->ring, (size_t)l->sq_msgs * l->msg_max, 0);
@@ -697,12 +773,16 @@ struct rx_link {
     struct rdma_cm_id *id;
     uint32_t qp_num;
     struct ibv_mr *ack_mr;
-    struct vb_ack *ack_buf;
+    uint8_t *ack_buf;       /* VB_CTL_MSG bytes: the handshake reply, then acks */
     uint64_t landed;     /* messages of this connection landed in the b-log */
     uint64_t persisted;  /* ... and persisted (blog_persist) */
     uint64_t ack_sent;
     int ack_inflight, broken;
     uint16_t node, sender;
+    pauth auth;             /* nothing lands before it is done */
+    uint8_t hello[32];      /* the connect request's (unauthenticated) hello */
+    int refused;            /* handshake failed: disconnect once the refusal is out */
+    int64_t deadline_ms;    /* of the handshake */
 };
 
 struct rx_pending { uint32_t buf, len; uint64_t uid; };
@@ -788,11 +868,9 @@ static void rx_post_bufs(void) {
     rx.nrepost = 0;
 }
 
-static void rx_send_ack(struct rx_link *k) {
-    if (k->broken || k->ack_inflight || k->persisted <= k->ack_sent) return;
-    k->ack_buf->magic = htole64(VB_ACK_MAGIC);
-    k->ack_buf->acked = htole64(k->persisted);
-    struct ibv_sge sge = {.addr = (uintptr_t)k->ack_buf, .length = sizeof(struct vb_ack),
+/* SEND the first len bytes of k's control buffer (at most one in flight). */
+static int rx_post_ctl(struct rx_link *k, size_t len) {
+    struct ibv_sge sge = {.addr = (uintptr_t)k->ack_buf, .length = (uint32_t)len,
                           .lkey = k->ack_mr->lkey};
     struct ibv_send_wr wr, *bad = NULL;
     memset(&wr, 0, sizeof(wr));
@@ -804,13 +882,49 @@ static void rx_send_ack(struct rx_link *k) {
     int rc = ibv_post_send(k->id->qp, &wr, &bad);
     if (rc) {
         char why[120];
-        snprintf(why, sizeof(why), "ibv_post_send (ack): %s", strerror(rc));
+        snprintf(why, sizeof(why), "ibv_post_send (control): %s", strerror(rc));
         rx_break(k, why);
-        return;
+        return -1;
     }
     k->ack_inflight = 1;
+    return 0;
+}
+
+static void rx_send_ack(struct rx_link *k) {
+    if (k->broken || k->ack_inflight || k->persisted <= k->ack_sent) return;
+    struct vb_ack a = {htole64(VB_ACK_MAGIC), htole64(k->persisted)};
+    memcpy(k->ack_buf, &a, sizeof(a));
+    if (rx_post_ctl(k, sizeof(a)) != 0) return;
     k->ack_sent = k->persisted;
     rx.st.acks_sent++;
+}
+
+/* Check a link's first message, its handshake response; send the proof
+ * (or a refusal, after which the link is disconnected). 0 if the link is
+ * now authenticated. */
+static int rx_authenticate(struct rx_link *k, const uint8_t *msg, size_t len) {
+    char why[256];
+    size_t outlen = 0;
+    long n = pauth_feed(&k->auth, msg, len, k->ack_buf, &outlen, why, sizeof(why));
+    if (n > 0 && ((size_t)n != len || k->auth.hello_len != sizeof(k->hello) ||
+                  memcmp(k->auth.hello, k->hello, sizeof(k->hello)) != 0)) {
+        snprintf(why, sizeof(why), "its authenticated hello differs from its connect request's");
+        k->auth.state = PAUTH_FAILED;
+        n = -1;
+        outlen = 0;
+    }
+    if (n > 0) {
+        if (rx_post_ctl(k, outlen) != 0) return -1;
+        serverLog(LL_VERBOSE, "verbs: link from node %u sender %u authenticated", k->node, k->sender);
+        return 0;
+    }
+    pauth_refused_addr(rdma_get_peer_addr(k->id), n == 0 ? "a truncated handshake response" : why);
+    k->refused = 1;
+    if (!outlen || rx_post_ctl(k, outlen) != 0) {
+        k->broken = 1;
+        rdma_disconnect(k->id);
+    }
+    return -1;
 }
 
 /* Drain the CQ into the pending FIFO (receives) and ack bookkeeping. */
@@ -839,13 +953,21 @@ static void rx_process_cq(void) {
                 struct rx_link *k = rx_find_uid(w->wr_id & ~RX_WR_ACK);
                 if (!k) continue;
                 k->ack_inflight = 0;
-                if (w->status != IBV_WC_SUCCESS) rx_break(k, ibv_wc_status_str(w->status));
+                if (k->refused && !k->broken) { /* the refusal is out: now disconnect */
+                    k->broken = 1;
+                    rdma_disconnect(k->id);
+                } else if (w->status != IBV_WC_SUCCESS) {
+                    rx_break(k, ibv_wc_status_str(w->status));
+                }
             }
         }
     }
 }
 
-/* Copy pending messages into the b-log, in arrival order. */
+/* Copy pending messages into the b-log, in arrival order. Only messages of
+ * authenticated links land: a link's first message is its handshake
+ * response; what arrives from a refused or vanished link is dropped (none
+ * of it was acked). */
 static int rx_land(void) {
     int landed = 0;
     while (rx.pcount) {
@@ -854,6 +976,13 @@ static int rx_land(void) {
         size_t len = p->len > VERBS_MSG_MAX ? VERBS_MSG_MAX : p->len;
         size_t span = log_entry_span(len);
         struct rx_link *k = p->uid ? rx_find_uid(p->uid) : NULL;
+        if (k && (!pauth_done(&k->auth) || k->refused)) {
+            if (!k->refused) rx_authenticate(k, buf, len);
+            k = NULL;
+            len = 0;
+        } else if (!k) {
+            len = 0;
+        }
         if (len > 0) {
             if (span > len) memset(buf + len, 0, span - len);
             if (!blog_land(buf, span)) {
@@ -1037,8 +1166,18 @@ static int rx_on_connect(struct rdma_cm_event *ev) {
     k->uid = ++rx.next_uid;
     k->node = h.node;
     k->sender = h.sender;
-    k->ack_buf = aligned_alloc(64, 64);
-    if (k->ack_buf) k->ack_mr = ibv_reg_mr(rx.pd, k->ack_buf, 64, 0);
+    memcpy(k->hello, ev->param.conn.private_data, sizeof(k->hello));
+    k->deadline_ms = now_ms() + VB_AUTH_TIMEOUT_MS;
+    struct vb_accept acc;
+    memset(&acc, 0, sizeof(acc));
+    if (pauth_server_begin(&k->auth, acc.challenge, err, sizeof(err)) != 0) {
+        pauth_refused_addr(rdma_get_peer_addr(id), err);
+        rx_reject(id, VB_REJ_NO_SECRET);
+        free(k);
+        return 1;
+    }
+    k->ack_buf = aligned_alloc(64, VB_CTL_MSG);
+    if (k->ack_buf) k->ack_mr = ibv_reg_mr(rx.pd, k->ack_buf, VB_CTL_MSG, 0);
     struct ibv_qp_init_attr qa;
     memset(&qa, 0, sizeof(qa));
     qa.send_cq = rx.cq;
@@ -1057,8 +1196,6 @@ static int rx_on_connect(struct rdma_cm_event *ev) {
         return 1;
     }
     k->qp_num = id->qp->qp_num;
-    struct vb_accept acc;
-    memset(&acc, 0, sizeof(acc));
     acc.magic = htole64(VB_ACCEPT_MAGIC);
     acc.version = htole32(VB_VERSION);
     acc.ack_mode = htole32(VB_ACK_SEND);
@@ -1086,7 +1223,8 @@ static int rx_on_connect(struct rdma_cm_event *ev) {
         return 1;
     }
     rx.st.accepted++;
-    serverLog(LL_NOTICE, "verbs: link from node %u sender %u accepted", h.node, h.sender);
+    serverLog(LL_VERBOSE, "verbs: link from node %u sender %u connected; authenticating", h.node,
+              h.sender);
     return 0;
 }
 
@@ -1121,6 +1259,18 @@ static void rx_cm_events(void) {
                       k->sender, rdma_event_str(t));
             rx_link_free(k);
         }
+    }
+}
+
+/* Disconnect links whose handshake is overdue. */
+static void rx_expire_handshakes(void) {
+    int64_t now = now_ms();
+    for (int i = 0; i < rx.nlinks; i++) {
+        struct rx_link *k = rx.links[i];
+        if (k->broken || pauth_done(&k->auth) || now < k->deadline_ms) continue;
+        pauth_refused_addr(rdma_get_peer_addr(k->id), "no handshake in time");
+        k->broken = 1;
+        rdma_disconnect(k->id);
     }
 }
 
@@ -1193,6 +1343,7 @@ int verbs_receiver_poll(int timeout_ms) {
         ibv_req_notify_cq(rx.cq, 0);
     }
     rx_process_cq();
+    rx_expire_handshakes();
     int landed = rx_land();
     rx_post_bufs();
     if (landed) {

@@ -32,6 +32,8 @@ typedef struct held_reply {
 #define CLIENT_CLOSE_AFTER_REPLY (1 << 0)  /* QUIT, protocol error */
 #define CLIENT_CLOSE_ASAP        (1 << 1)  /* CLIENT KILL, output limit, etc. */
 #define CLIENT_PROTECTED_DENY    (1 << 2)
+#define CLIENT_READ_PAUSED       (1 << 3)  /* output back-pressure: socket not read */
+#define CLIENT_INPUT_LEFT        (1 << 4)  /* paused with commands left in qbuf */
 
 typedef struct client {
     uint64_t id;
@@ -57,13 +59,22 @@ typedef struct client {
     /* output */
     resp_out out;
     size_t sent;            /* bytes of out.b already written */
+    time_t obuf_soft_since; /* output over its soft limit since (0: it is not) */
     held_reply *held;       /* FIFO of held replies */
     int nheld, capheld, headheld;
     db_ctx x;
+    /* cluster fencing (member.h): the lease epoch the last command ran
+     * under, and whether the lease was valid then */
+    uint64_t lease_epoch;
+    int lease_valid_exec;
     /* bookkeeping */
     time_t ctime;           /* connection time (seconds) */
     time_t last_interaction;
     long long tot_cmds;
+    _Atomic size_t mem;     /* buffer bytes counted in server.clients_mem */
+    _Atomic int no_evict;   /* CLIENT NO-EVICT on: maxmemory-clients spares it */
+    size_t evicting;        /* registry lock: mem counted as being evicted */
+    const struct rcommand *refused; /* the command refused at an argument header */
     struct client *prev, *next;   /* worker's client list */
     /* transactions and pub/sub: private to multi.c / pubsub.c, NULL when unused */
     struct multi_state *mstate;
@@ -81,6 +92,19 @@ void client_info_line(client *c, rbuf *out);
 void client_set_name(client *c, const char *name, size_t len);
 /* Number of connected clients. */
 int client_count(void);
+
+/* Output limits (client-output-buffer-limit, client-output-buffer-max).
+ * Output added to c outside its own command (pub/sub messages) is framed
+ * by these two, as client_call frames a command: prepare sets the limit
+ * resp.c enforces on c->out; check closes c, dropping its output, when it
+ * overflowed or passed its class's hard or soft limit, as Redis does.
+ * check returns 1 if c is being closed. Owner worker thread only. */
+void client_out_prepare(client *c);
+int client_out_check(client *c);
+/* Write what c may send now, without waiting, once a good amount is
+ * pending: pub/sub delivery writes a long inbox as it goes, as Redis's
+ * replies would have left between its event loop rounds. */
+void client_out_write_some(client *c);
 
 /* The dispatcher's routing (networking.c), shared with EXEC (multi.c):
  * append to ids the shard id of each key cmd names in argv (at most argc

@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "multi.h"
+#include "t_cluster.h"
 #include "clean.h"
 #include "commands.h"
 #include "server.h"
@@ -304,7 +305,9 @@ void execCommand(client *c) {
     nids = shard_ids_normalize(ids, nids);
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
 
-    if (!watches_intact(c, m)) {
+    if (cluster_recheck(c)) {
+        /* cluster: the slot stopped being ours (or servable) since MULTI */
+    } else if (!watches_intact(c, m)) {
         resp_add_null_array(&c->out);
     } else {
         const struct rcommand *exec_cmd = c->cmd;

@@ -15,7 +15,19 @@
  *
  * The global client registry (a list per worker, guarded by one mutex) exists
  * for CLIENT LIST / CLIENT KILL, which look at other workers' clients. Only
- * the owning worker frees a client, and it does so under that mutex. */
+ * the owning worker frees a client, and it does so under that mutex.
+ *
+ * Memory per client is bounded four ways (see "limits" below):
+ *   - an argument no write could store is refused at its bulk header and
+ *     never buffered (refuse_big_arg);
+ *   - output limits: every command and pub/sub delivery runs with
+ *     c->out.limit set (client_out_prepare), so resp.c drops what would pass
+ *     the hard limit, then client_out_check applies Redis's hard/soft rules
+ *     and closes the client, dropping its output;
+ *   - back-pressure: a client with OUT_BACKPRESSURE bytes pending runs no
+ *     more commands and is not read until it takes its replies;
+ *   - maxmemory-clients: the sum of all clients' buffers, enforced by
+ *     evicting the biggest clients (clients_evict). */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -37,18 +49,32 @@
 #include "server.h"
 #include "shard.h"
 #include "worker.h"
+#include "cluster.h"
+#include "member.h"
 #include "util.h"
 
 #define READ_CHUNK (16 * 1024)
-/* Spare query buffer room a connection keeps between requests. */
-#define QBUF_SPARE (64 * 1024)
 /* Compact the output buffer once this much of it has been sent. */
 #define OUT_COMPACT (64 * 1024)
+/* Back-pressure: a client with this much output unsent (held replies
+ * included) runs no further commands and is not read from until it has
+ * taken some of it. */
+#define OUT_BACKPRESSURE (256 * 1024)
+/* Output limits count unsent bytes beyond this many, as Redis's count its
+ * reply list but not its 16 KB reply buffer: a small limit closes a client
+ * whose output piles up, not one that got one ordinary reply. */
+#define OUT_UNCOUNTED (16 * 1024)
+/* maxmemory-clients is never taken below this (Redis's floor), so a
+ * misconfiguration cannot cut everyone off. */
+#define CLIENTS_MEM_MIN (128 * 1024)
 #define MAX_CMD_KEYS_STACK 64
 
 static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Buffer bytes of clients marked for eviction and not yet freed. */
+static _Atomic long long clients_evicting;
 
 static void client_free(client *c);
+static void client_mem_update(client *c);
 static void read_cb(evutil_socket_t fd, short what, void *arg);
 static void write_cb(evutil_socket_t fd, short what, void *arg);
 
@@ -80,6 +106,7 @@ static void registry_add(worker *w, client *c) {
 
 static void registry_remove(worker *w, client *c) {
     pthread_mutex_lock(&clients_lock);
+    if (c->evicting) atomic_fetch_sub(&clients_evicting, (long long)c->evicting);
     if (c->prev) c->prev->next = c->next;
     else w->clients = c->next;
     if (c->next) c->next->prev = c->prev;
@@ -98,12 +125,14 @@ void client_set_name(client *c, const char *name, size_t len) {
     free(old);
 }
 
-/* CLIENT LIST's flags field: b blocked, x in MULTI, P subscriber, N none. */
+/* CLIENT LIST's flags field: b blocked, x in MULTI, P subscriber, e
+ * no-evict, N none. */
 static void client_flags(const client *c, char *buf) {
     char *p = buf;
     if (blocking_is_blocked(c)) *p++ = 'b';
     if (multi_active(c)) *p++ = 'x';
     if (pubsub_channel_count(c) + pubsub_pattern_count(c) > 0) *p++ = 'P';
+    if (atomic_load(&c->no_evict)) *p++ = 'e';
     if (p == buf) *p++ = 'N';
     *p = 0;
 }
@@ -121,8 +150,8 @@ void client_info_line(client *c, rbuf *out) {
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
-        c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.cap,
-        c->qbuf.cap + argv_mem + c->out.b.cap + sizeof(client),
+        c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
+        atomic_load(&c->mem),
         c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
     rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
@@ -172,6 +201,26 @@ static const char *protected_msg =
 
 static int no_password(void) { return !server.cfg.requirepass || !server.cfg.requirepass[0]; }
 
+/* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN: no write
+ * can store it, so a command that stores its arguments (CMD_DENYOOM: SET,
+ * APPEND, HSET, SADD...) is refused at the argument's header and its bytes
+ * are dropped as they arrive instead of being buffered only to be refused
+ * (a 400 MB SET costs no memory). A client that still has to authenticate
+ * is answered NOAUTH the same way (one that must give a password never gets
+ * here: the parser's unauthenticated limit stops it at 16384 bytes). Every
+ * other command (PUBLISH, ECHO, lookups) takes the argument, as Redis does,
+ * up to proto-max-bulk-len. */
+static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
+    client *c = ctx;
+    const struct rcommand *cmd = command_lookup(name, nlen);
+    if (!cmd) return NULL;
+    c->refused = cmd;
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) return ERR_NOAUTH;
+    if (cmd->flags & CMD_DENYOOM) return db_too_big_error;
+    c->refused = NULL;
+    return NULL;
+}
+
 void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     if (atomic_load(&server.connected_clients) >= server.cfg.maxclients) {
         atomic_fetch_add(&server.stat.rejected_conn, 1);
@@ -199,11 +248,14 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     if (getsockname(fd, (struct sockaddr *)&ls, &lslen) == 0)
         sockaddr_string((struct sockaddr *)&ls, c->laddr, sizeof(c->laddr));
     c->authenticated = no_password();
-    c->out.proto = 2;
     c->ctime = c->last_interaction = time(NULL);
     rbuf_init(&c->qbuf);
-    rbuf_init(&c->out.b);
-    resp_limits lim = {server.cfg.proto_max_bulk_len, 1024 * 1024, 64 * 1024, !c->authenticated};
+    resp_out_init(&c->out, 2);
+    resp_limits lim = {
+        .max_bulk_len = server.cfg.proto_max_bulk_len, .max_multibulk = 1024 * 1024,
+        .max_inline = 64 * 1024, .max_arg = DB_MAX_ARG_LEN, .arg_check = refuse_big_arg,
+        .arg_check_ctx = c, .unauthenticated = !c->authenticated,
+    };
     resp_parser_init(&c->parser, &lim);
     db_ctx_init(&c->x, w, w->id);
     c->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, read_cb, c);
@@ -212,6 +264,7 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     atomic_fetch_add(&server.connected_clients, 1);
     atomic_fetch_add(&server.stat.numconnections, 1);
     registry_add(w, c);
+    client_mem_update(c);
 }
 
 /* ---------------- dispatch ---------------- */
@@ -354,7 +407,24 @@ static int check_command(client *c) {
     return 0;
 }
 
-static void client_call(client *c) {
+/* cluster: does c hold replies computed under a lease that has run out
+ * since? They must never leave (the node may have been replaced meanwhile;
+ * member.h), so the connection closes instead: their outcome is unknown
+ * to the client, as after a crash. */
+static int lease_stale(const client *c) {
+    return c->lease_valid_exec && (c->nheld || c->sent < c->out.b.len) && cluster_managed() &&
+           (c->lease_epoch != member_lease_epoch() || !member_lease_valid());
+}
+
+static void call_command(client *c) {
+    if (lease_stale(c)) {
+        c->flags |= CLIENT_CLOSE_ASAP;
+        return;
+    }
+    if (cluster_managed()) {
+        c->lease_epoch = member_lease_epoch();
+        c->lease_valid_exec = member_lease_valid();
+    }
     c->cmd = command_lookup(c->argv[0], c->argvlen[0]);
     size_t reply_start = c->out.b.len;
     if (check_command(c) != 0) {
@@ -386,7 +456,8 @@ static void client_call(client *c) {
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
     db_ctx_reset(&c->x);
     int64_t t0 = monotonic_us();
-    cmd->proc(c);
+    /* cluster: checked again under the locks (EXEC does it under its own) */
+    if (!nids || cmd->proc == execCommand || !cluster_recheck(c)) cmd->proc(c);
     int64_t dt = monotonic_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
     if (ids != stack) free(ids);
@@ -410,23 +481,70 @@ static void parser_limits(client *c) {
     c->parser.lim.unauthenticated = !c->authenticated && !no_password();
 }
 
-/* Execute every complete command in the query buffer. What is left is at
- * most one partial command, starting at offset 0; the query buffer then
- * keeps room for the rest of a large bulk being received. Once it is empty
- * (between requests) a buffer grown past QBUF_SPARE is freed, so a
- * long-lived connection does not keep what its largest request needed.
- * Never while a request is partly here: a large multibulk of small
- * arguments would then be shrunk and regrown (copied) on every read. */
+/* One command, within c's output limits. */
+static void client_call(client *c) {
+    client_out_prepare(c);
+    call_command(c);
+    client_out_check(c);
+}
+
+/* A command refused at an argument header (refuse_big_arg): its bytes are
+ * gone, it gets its error like any rejected command (and, inside MULTI,
+ * makes EXEC fail as Redis does for commands refused while queueing). */
+static void reply_refused(client *c) {
+    client_out_prepare(c);
+    resp_add_error(&c->out, c->parser.refusal);
+    if (c->refused) atomic_fetch_add(&((struct rcommand *)c->refused)->rejected_calls, 1);
+    c->refused = NULL;
+    multi_flag_error(c);
+    client_out_check(c);
+}
+
+static size_t unsent(const client *c) { return c->out.b.len - c->sent; }
+static int out_backlogged(const client *c) { return unsent(c) >= OUT_BACKPRESSURE; }
+static int closing(const client *c) {
+    return (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) || atomic_load(&c->killed);
+}
+
+/* Output back-pressure: stop reading c; commands still in its query buffer
+ * wait there (CLIENT_INPUT_LEFT). */
+static void pause_reading(client *c) {
+    if (c->qbuf.len) c->flags |= CLIENT_INPUT_LEFT;
+    if (c->flags & CLIENT_READ_PAUSED) return;
+    c->flags |= CLIENT_READ_PAUSED;
+    event_del(c->ev_read);
+}
+
+/* c took enough of its output: read again, running what was left first. */
+static void resume_reading(client *c) {
+    if (!(c->flags & CLIENT_READ_PAUSED) || out_backlogged(c)) return;
+    c->flags &= ~CLIENT_READ_PAUSED;
+    event_add(c->ev_read, NULL);
+    if (c->flags & CLIENT_INPUT_LEFT) event_active(c->ev_read, EV_READ, 0);
+}
+
+/* Execute every complete command in the query buffer, until c's unsent
+ * output reaches OUT_BACKPRESSURE: then the rest waits and c is not read
+ * until it takes its replies. So a client that pipelines without reading
+ * holds at most that much output (plus one command's reply) and a query
+ * buffer of one read, however many commands it sends. What is left is at
+ * most one partial command, at offset 0, with room reserved for the rest
+ * of a large bulk being received. */
 static void client_process_input(client *c) {
     size_t pos = 0, need = 0;
     /* blocking: a blocked client executes nothing until it is served. */
-    while (pos < c->qbuf.len && !(c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) &&
-           !blocking_is_blocked(c)) {
+    while (pos < c->qbuf.len && !closing(c) && !blocking_is_blocked(c) && !out_backlogged(c)) {
         size_t used = 0;
         parser_limits(c);
         int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
+        pos += used;
         if (r == RESP_INCOMPLETE) break;
         need = 0;
+        if (r == RESP_DROPPED) continue;   /* bytes of a refused command */
+        if (r == RESP_REFUSED) {
+            reply_refused(c);
+            continue;
+        }
         if (r == RESP_ERROR) {
             resp_add_errorf(&c->out, "ERR %s", c->parser.err);
             c->flags |= CLIENT_CLOSE_AFTER_REPLY;
@@ -434,7 +552,6 @@ static void client_process_input(client *c) {
                       c->parser.err, (unsigned long long)c->id, c->addr);
             break;
         }
-        pos += used;
         if (c->parser.argc == 0) continue;
         c->argc = c->parser.argc;
         c->argv = c->parser.argv;
@@ -444,8 +561,10 @@ static void client_process_input(client *c) {
     c->argc = 0;
     if (pos) rbuf_consume(&c->qbuf, pos);
     if (need) rbuf_reserve(&c->qbuf, need);
-    else if (c->qbuf.len == 0) rbuf_trim(&c->qbuf, QBUF_SPARE);
-    if (c->out.b.len > c->sent) worker_add_pending(c->w, c);
+    c->flags &= ~CLIENT_INPUT_LEFT;
+    if (out_backlogged(c) && !closing(c)) pause_reading(c);
+    if (c->out.b.len > c->sent || (c->flags & CLIENT_CLOSE_ASAP)) worker_add_pending(c->w, c);
+    client_mem_update(c);
 }
 
 /* blocking: entry points for blocking.c (re-run a blocked client's command,
@@ -455,6 +574,13 @@ void blocking_client_resume(client *c) { client_process_input(c); }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
+    if (atomic_load(&c->killed)) return;   /* freed at the end of this round */
+    /* Commands left when back-pressure paused c run before the socket is
+     * read again, so the query buffer never grows while they wait. */
+    if (c->flags & CLIENT_INPUT_LEFT) {
+        client_process_input(c);
+        if (c->flags & (CLIENT_INPUT_LEFT | CLIENT_READ_PAUSED)) return;
+    }
     rbuf_reserve(&c->qbuf, READ_CHUNK);
     ssize_t n = read(fd, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
     if (n <= 0) {
@@ -468,6 +594,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
     if ((long long)c->qbuf.len > server.cfg.client_query_buffer_limit) {
         serverLog(LL_WARNING, "Closing client that reached max query buffer length: id=%llu addr=%s "
                   "qbuf=%zu", (unsigned long long)c->id, c->addr, c->qbuf.len);
+        atomic_fetch_add(&server.stat.qbuf_limit_disconnections, 1);
         client_free(c);
         return;
     }
@@ -483,7 +610,6 @@ static size_t sendable_end(const client *c) {
 static void compact_output(client *c) {
     if (c->sent == c->out.b.len && c->nheld == 0) {
         c->out.b.len = c->sent = 0;
-        rbuf_trim(&c->out.b, OUT_COMPACT);   /* what a large reply grew it to */
         return;
     }
     if (c->sent < OUT_COMPACT) return;
@@ -540,7 +666,19 @@ static void held_expire(client *c) {
 }
 
 int client_flush(client *c) {
+    if (lease_stale(c)) {
+        serverLog(LL_VERBOSE, "Closing client id=%llu addr=%s: its replies were computed under "
+                  "a lease that expired", (unsigned long long)c->id, c->addr);
+        client_free(c);
+        return 0;
+    }
     int64_t limit = server.cfg.replication_timeout * 1000;
+    /* Killed (CLIENT KILL, output limits, eviction): its output is dropped,
+     * as Redis drops a client's output when it closes it asynchronously. */
+    if (atomic_load(&c->killed)) {
+        client_free(c);
+        return 0;
+    }
     while (c->nheld) {
         if (deps_durable(&c->held[c->headheld])) held_pop(c);
         else if (limit > 0 && monotonic_us() - c->held[c->headheld].since_us > limit)
@@ -553,10 +691,13 @@ int client_flush(client *c) {
     }
     int unsent = c->sent < c->out.b.len;
     compact_output(c);
+    client_out_prepare(c);   /* the limit follows sent (blocking timeouts reply outside a call) */
     if (!unsent && (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP))) {
         client_free(c);
         return 0;
     }
+    resume_reading(c);
+    client_mem_update(c);
     if (c->nheld) return 1;
     /* Unsent but not held means the socket is full: the write event finishes. */
     worker_remove_pending(c->w, c);
@@ -566,6 +707,141 @@ int client_flush(client *c) {
 static void write_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
     if (client_flush(c) == 1) worker_add_pending(c->w, c);
+}
+
+/* ---------------- limits ---------------- */
+
+/* Redis's classes for client-output-buffer-limit. Rowan has no Redis
+ * replicas (its replication has its own links), so a client is normal or,
+ * while it has subscriptions, pubsub. */
+static int out_class(const client *c) {
+    return pubsub_channel_count(c) + pubsub_pattern_count(c) > 0 ? OBUF_PUBSUB : OBUF_NORMAL;
+}
+
+static size_t client_out_hard_limit(int cls) {
+    long long hard = __atomic_load_n(&server.cfg.obuf_limits[cls].hard, __ATOMIC_RELAXED);
+    long long cap = __atomic_load_n(&server.cfg.client_output_buffer_max, __ATOMIC_RELAXED);
+    if (hard <= 0 || (cap > 0 && cap < hard)) hard = cap;
+    return hard > 0 ? (size_t)hard : 0;
+}
+
+/* c's output as its limits see it: unsent bytes (held replies included:
+ * they cannot be dropped) beyond OUT_UNCOUNTED. */
+static size_t out_used(const client *c) {
+    return unsent(c) > OUT_UNCOUNTED ? unsent(c) - OUT_UNCOUNTED : 0;
+}
+
+/* resp.c stops c->out where out_used would pass the hard limit: no
+ * append takes c's output past it. */
+void client_out_prepare(client *c) {
+    size_t hard = client_out_hard_limit(out_class(c));
+    c->out.limit = hard ? c->sent + OUT_UNCOUNTED + hard : 0;
+}
+
+/* Close c at the end of this round, without sending what it has pending. */
+static void close_soon(client *c) {
+    c->out.overflow = 1;   /* nothing more is added to its output */
+    atomic_store(&c->killed, 1);
+    atomic_store(&c->w->kill_pending, 1);
+}
+
+/* Redis's checkClientOutputBufferLimits and its close: the hard limit
+ * (or client-output-buffer-max) at once, the soft limit once it has been
+ * exceeded for more than its seconds, an overflowed reply at once. */
+int client_out_check(client *c) {
+    if (atomic_load(&c->killed)) return 1;
+    int cls = out_class(c);
+    size_t used = out_used(c), hard = client_out_hard_limit(cls);
+    long long soft = __atomic_load_n(&server.cfg.obuf_limits[cls].soft, __ATOMIC_RELAXED);
+    long long secs = __atomic_load_n(&server.cfg.obuf_limits[cls].soft_seconds, __ATOMIC_RELAXED);
+    int hit = c->out.overflow || (hard && used >= hard);
+    if (soft > 0 && used >= (size_t)soft) {
+        time_t now = time(NULL);
+        if (c->obuf_soft_since == 0) c->obuf_soft_since = now;
+        else if (now - c->obuf_soft_since > secs) hit = 1;
+    } else {
+        c->obuf_soft_since = 0;
+    }
+    if (!hit) return 0;
+    rbuf info;
+    rbuf_init(&info);
+    client_info_line(c, &info);
+    rbuf_append(&info, "", 1);
+    serverLog(LL_WARNING, "Client %s scheduled to be closed ASAP for overcoming of output buffer "
+              "limits.", info.buf);
+    rbuf_free(&info);
+    atomic_fetch_add(&server.stat.obuf_limit_disconnections, 1);
+    close_soon(c);
+    return 1;
+}
+
+/* What maxmemory-clients counts for c: its buffers. (Queued MULTI commands
+ * and undelivered pub/sub messages are not counted.) */
+static size_t client_mem(const client *c) {
+    return sizeof(*c) + c->qbuf.cap + c->out.b.cap + resp_parser_mem(&c->parser) +
+           (size_t)c->capheld * sizeof(held_reply);
+}
+
+static void client_mem_update(client *c) {
+    size_t now = client_mem(c), old = atomic_load(&c->mem);
+    if (now == old) return;
+    atomic_store(&c->mem, now);
+    atomic_fetch_add(&server.clients_mem, (long long)now - (long long)old);
+}
+
+/* maxmemory-clients in bytes, 0 = off. A percentage is of maxmemory, which
+ * Rowan does not have (0): off, as in Redis when maxmemory is 0. */
+static long long clients_mem_limit(void) {
+    long long v = __atomic_load_n(&server.cfg.maxmemory_clients, __ATOMIC_RELAXED);
+    if (v <= 0) return 0;
+    return v < CLIENTS_MEM_MIN ? CLIENTS_MEM_MIN : v;
+}
+
+static long long clients_mem_over(long long limit) {
+    return atomic_load(&server.clients_mem) - atomic_load(&clients_evicting) - limit;
+}
+
+/* The biggest client that may be evicted (registry lock held). */
+static client *biggest_evictable(void) {
+    client *big = NULL;
+    for (int i = 0; i < server.nworkers; i++)
+        for (client *c = server.workers[i]->clients; c; c = c->next)
+            if (!atomic_load(&c->killed) && !atomic_load(&c->no_evict) &&
+                (!big || atomic_load(&c->mem) > atomic_load(&big->mem)))
+                big = c;
+    return big;
+}
+
+/* Redis evicts from its biggest memory bucket down; this evicts the
+ * biggest client first, then the next, until the rest fit. A marked
+ * client's memory counts as gone until its worker frees it, so several
+ * workers running this at once never evict more than needed. */
+void clients_evict(void) {
+    long long limit = clients_mem_limit();
+    if (limit == 0 || clients_mem_over(limit) <= 0) return;
+    pthread_mutex_lock(&clients_lock);
+    while (clients_mem_over(limit) > 0) {
+        client *c = biggest_evictable();
+        if (!c) break;
+        rbuf info;
+        rbuf_init(&info);
+        client_info_line(c, &info);
+        rbuf_append(&info, "", 1);
+        serverLog(LL_NOTICE, "Evicting client: %s", info.buf);
+        rbuf_free(&info);
+        c->evicting = atomic_load(&c->mem);
+        atomic_fetch_add(&clients_evicting, (long long)c->evicting);
+        atomic_fetch_add(&server.stat.evicted_clients, 1);
+        client_kill_async(c);
+    }
+    pthread_mutex_unlock(&clients_lock);
+}
+
+void client_out_write_some(client *c) {
+    if (unsent(c) < OUT_COMPACT || atomic_load(&c->killed)) return;
+    if (write_out(c) != 0) close_soon(c);   /* a dead socket: freed at the round's end */
+    compact_output(c);
+    client_out_prepare(c);   /* sent moved */
 }
 
 /* ---------------- teardown ---------------- */
@@ -587,6 +863,7 @@ static void client_free(client *c) {
     resp_parser_free(&c->parser);
     db_ctx_free(&c->x);
     free(c->name);
+    atomic_fetch_sub(&server.clients_mem, (long long)atomic_load(&c->mem));
     atomic_fetch_sub(&server.connected_clients, 1);
     free(c);
 }
@@ -601,16 +878,32 @@ void clients_reap_killed(worker *w) {
     }
 }
 
+/* Give back the buffers an idle client no longer needs (Redis's
+ * clientsCronResizeQueryBuffer / OutputBuffer): capacity never shrinks
+ * otherwise, and one big request or reply would count against
+ * maxmemory-clients for the rest of the connection. An empty query buffer
+ * holds no parser state (the parser keeps offsets into it only while bytes
+ * are pending, and a refused command's offsets restart at 0); the parser's
+ * own arrays go between commands (resp_parser_trim). */
+static void shrink_buffers(client *c) {
+    if (c->qbuf.len == 0 && c->qbuf.cap > 2 * READ_CHUNK) rbuf_free(&c->qbuf);
+    if (c->out.b.len == 0 && c->out.b.cap > OUT_COMPACT) rbuf_free(&c->out.b);
+    resp_parser_trim(&c->parser);
+    client_mem_update(c);
+}
+
 void clients_cron(worker *w) {
-    if (server.cfg.timeout <= 0) return;
     time_t now = time(NULL);
     client *c = w->clients, *next;
     for (; c; c = next) {
         next = c->next;
-        if (now - c->last_interaction > server.cfg.timeout && c->nheld == 0 &&
-            !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
-            c->sent == c->out.b.len)
+        if (server.cfg.timeout > 0 && now - c->last_interaction > server.cfg.timeout &&
+            c->nheld == 0 && !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
+            c->sent == c->out.b.len) {
             client_free(c);
+            continue;
+        }
+        shrink_buffers(c);
     }
 }
 

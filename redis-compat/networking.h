@@ -13,8 +13,11 @@ void client_accept(struct worker *w, int fd, struct sockaddr *sa, int salen);
 int client_flush(client *c);
 /* Close clients other threads marked with client_kill_async. */
 void clients_reap_killed(struct worker *w);
-/* Periodic work: idle timeouts. */
+/* Periodic work: idle timeouts, shrinking idle buffers. */
 void clients_cron(struct worker *w);
+/* maxmemory-clients: while the clients' buffers together exceed it, close
+ * the biggest clients (any worker's; safe from any worker thread). */
+void clients_evict(void);
 void clients_free_all(struct worker *w);
 void worker_remove_pending(struct worker *w, client *c);
 

@@ -68,13 +68,23 @@ typedef struct pubsub_client {
     char **pats; size_t *patlens; int npat, cappat;
     rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3 */
     int queued;            /* on its worker's delivery list */
+    int inbox_full;        /* a message was dropped: the inbox reached the limit */
 } pubsub_client;
+
+/* An inbox taken out of the registry for delivery. */
+typedef struct taken_inbox {
+    client *c;
+    rbuf msgs;
+    int full;
+} taken_inbox;
 
 /* Per worker: clients with something in their inbox. */
 typedef struct delivery {
     client **v;
     int n, cap;
     _Atomic int pending;
+    taken_inbox *taken;    /* owner only: pubsub_deliver's scratch */
+    int captaken;
 } delivery;
 
 static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -283,20 +293,37 @@ static const char *inbox_get(const char **p, size_t *len) {
 }
 
 /* One message for subscriber sub, published by pub (ps_lock held). Sets
- * wake[worker id] when another worker must be woken. */
+ * wake[worker id] when another worker must be woken.
+ *
+ * Output limits: a subscriber is in the pubsub class of
+ * client-output-buffer-limit. Written at once, the message is checked like
+ * any output (the subscriber is closed if it passed its limits); delivered
+ * from the inbox, likewise, at delivery. The inbox itself only holds what
+ * was published during one round of the subscriber's worker, which may lag
+ * behind the publisher's: it is bounded by client-output-buffer-max, not by
+ * the class limit, so a subscriber that reads is not closed because its
+ * worker was late. A message that would take an inbox past that is dropped
+ * and the owner closes the subscriber at delivery. */
 static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
                     size_t clen, const char *msg, size_t mlen, char *wake) {
     if (sub->w == pub->w && sub != pub) {
+        client_out_prepare(sub);
         write_message(sub, pat, plen, ch, clen, msg, mlen);
+        client_out_check(sub);
         worker_add_pending(sub->w, sub);
         return;
     }
     pubsub_client *ps = sub->ps;
-    char kind = pat ? 'p' : 'm';
-    rbuf_append(&ps->inbox, &kind, 1);
-    inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
-    inbox_put(&ps->inbox, ch, clen);
-    inbox_put(&ps->inbox, msg, mlen);
+    long long cap = __atomic_load_n(&server.cfg.client_output_buffer_max, __ATOMIC_RELAXED);
+    if (cap > 0 && ps->inbox.len + 13 + plen + clen + mlen > (unsigned long long)cap)
+        ps->inbox_full = 1;
+    if (!ps->inbox_full) {
+        char kind = pat ? 'p' : 'm';
+        rbuf_append(&ps->inbox, &kind, 1);
+        inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
+        inbox_put(&ps->inbox, ch, clen);
+        inbox_put(&ps->inbox, msg, mlen);
+    }
     if (!ps->queued) {
         delivery *d = &deliveries[sub->w->id];
         if (d->n == d->cap) {
@@ -310,30 +337,52 @@ static void send_to(client *pub, client *sub, const char *pat, size_t plen, cons
     }
 }
 
+/* Write one taken inbox into c's output, within c's limits, writing to the
+ * socket as it goes. */
+static void deliver_inbox(client *c, const rbuf *msgs, int full) {
+    const char *p = msgs->buf, *end = msgs->buf + msgs->len;
+    client_out_prepare(c);
+    if (full) c->out.overflow = 1;
+    while (p < end && !c->out.overflow) {
+        char kind = *p++;
+        size_t plen, clen, mlen;
+        const char *pat = inbox_get(&p, &plen);
+        const char *ch = inbox_get(&p, &clen);
+        const char *msg = inbox_get(&p, &mlen);
+        write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
+        client_out_write_some(c);
+    }
+    client_out_check(c);
+}
+
 void pubsub_deliver(worker *w) {
     pthread_once(&deliveries_once, deliveries_init);
     delivery *d = &deliveries[w->id];
     if (!atomic_load(&d->pending)) return;
+    /* Take the inboxes under the lock (publishers start new ones) and write
+     * them after it: writing them out may write to sockets. Only this
+     * thread frees these clients, so they outlive the unlocked part. */
     pthread_mutex_lock(&ps_lock);
     atomic_store(&d->pending, 0);
-    for (int i = 0; i < d->n; i++) {
-        client *c = d->v[i];
-        pubsub_client *ps = c->ps;
-        const char *p = ps->inbox.buf, *end = ps->inbox.buf + ps->inbox.len;
-        while (p < end) {
-            char kind = *p++;
-            size_t plen, clen, mlen;
-            const char *pat = inbox_get(&p, &plen);
-            const char *ch = inbox_get(&p, &clen);
-            const char *msg = inbox_get(&p, &mlen);
-            write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
-        }
-        ps->inbox.len = 0;
+    int n = d->n;
+    if (n > d->captaken) {
+        d->captaken = n;
+        d->taken = realloc(d->taken, sizeof(taken_inbox) * (size_t)n);
+    }
+    for (int i = 0; i < n; i++) {
+        pubsub_client *ps = d->v[i]->ps;
+        d->taken[i] = (taken_inbox){ d->v[i], ps->inbox, ps->inbox_full };
+        rbuf_init(&ps->inbox);
+        ps->inbox_full = 0;
         ps->queued = 0;
-        worker_add_pending(w, c);
     }
     d->n = 0;
     pthread_mutex_unlock(&ps_lock);
+    for (int i = 0; i < n; i++) {
+        deliver_inbox(d->taken[i].c, &d->taken[i].msgs, d->taken[i].full);
+        rbuf_free(&d->taken[i].msgs);
+        worker_add_pending(w, d->taken[i].c);
+    }
 }
 
 void pubsub_reset(client *c) {

@@ -35,6 +35,14 @@
  * count line are skipped without being checked to be "\r\n", and a NUL
  * byte hides a line's end (see find_line_end()).
  *
+ * Refusing at the header: a bulk header announcing more than lim.max_arg
+ * bytes is shown to lim.arg_check with the command's name. If it refuses,
+ * resp_parse returns RESP_REFUSED right there (the caller can answer before
+ * the argument arrives) and the parser goes on through the rest of the
+ * command in "discarding" mode: headers are still parsed and checked, but
+ * every byte is handed back to the caller (RESP_DROPPED) as soon as it is
+ * parsed. Nothing of it is ever held.
+ *
  * The "line too long" errors (too big mbulk count string / bulk count string
  * / inline request) are decided from the position of the terminator rather
  * than from how many bytes happened to be buffered: a line whose terminator
@@ -47,7 +55,9 @@
  * REPLY ENCODING
  *
  * resp_add_* append one reply (or an aggregate header) to a resp_out in the
- * connection's protocol version. RESP3-only types degrade to their RESP2
+ * connection's protocol version. Each checks the whole piece against the
+ * buffer's limit first: over it, the piece is dropped and `overflow` set
+ * (see resp.h), so no command can push a buffer past its limit. RESP3-only types degrade to their RESP2
  * equivalents exactly as Redis does (map -> flat array, null -> $-1 or *-1,
  * double -> bulk string, bool -> integer). */
 #include "resp.h"
@@ -128,16 +138,6 @@ void rbuf_appendf(rbuf *b, const char *fmt, ...) {
     b->len += (size_t)n;
 }
 
-void rbuf_trim(rbuf *b, size_t spare) {
-    if (b->cap - b->len <= spare) return;
-    if (b->len == 0) {
-        rbuf_free(b);
-        return;
-    }
-    b->cap = b->len + spare;
-    b->buf = resp_realloc(b->buf, b->cap);
-}
-
 void rbuf_consume(rbuf *b, size_t n) {
     if (n >= b->len) {
         b->len = 0;
@@ -151,7 +151,7 @@ void rbuf_consume(rbuf *b, size_t n) {
 
 /* Internal result of parse_count(): the count line is done and arguments
  * follow. Never returned to the caller. */
-#define RESP_CONTINUE 2
+#define RESP_CONTINUE 3
 
 /* Forget everything about the current command. The arrays stay allocated
  * for the next one. */
@@ -160,6 +160,9 @@ static void parser_reset(resp_parser *p) {
     p->mb_remaining = 0;
     p->bulk_len = -1;
     p->pos = 0;
+    p->discarding = 0;
+    p->skip_left = 0;
+    p->refusal = NULL;
     p->argc = 0;
     p->arena.len = 0;
 }
@@ -195,7 +198,8 @@ size_t resp_parser_mem(const resp_parser *p) {
 
 /* Between commands: give back what a large one left (the previous
  * command's argv is invalid from here on anyway). */
-static void parser_trim(resp_parser *p) {
+void resp_parser_trim(resp_parser *p) {
+    if (p->in_multibulk) return;
     if (p->argv_cap > RESP_KEEP_ARGS) {
         free(p->argv);
         free(p->argvlen);
@@ -311,6 +315,22 @@ static int parse_count(resp_parser *p, const char *buf, size_t len, size_t *used
     return RESP_CONTINUE;
 }
 
+/* A bulk header announced an argument longer than lim.max_arg: let
+ * lim.arg_check look at the command name (argument 0, complete by now).
+ * If it refuses, the rest of the command is dropped as it arrives instead
+ * of being buffered (see parse_args). Returns RESP_REFUSED or
+ * RESP_CONTINUE. */
+static int check_big_arg(resp_parser *p, const char *buf) {
+    size_t off0;
+    memcpy(&off0, p->arena.buf, sizeof(off0));
+    const char *why = p->lim.arg_check(p->lim.arg_check_ctx, buf + off0, p->argvlen[0]);
+    if (why == NULL) return RESP_CONTINUE;
+    p->discarding = 1;
+    p->refusal = why;
+    p->skip_left = (unsigned long long)p->bulk_len + 2;
+    return RESP_REFUSED;
+}
+
 /* The "$<len>\r\n" line at p->pos. Returns RESP_CONTINUE with p->bulk_len
  * set, or RESP_INCOMPLETE / RESP_ERROR. */
 static int parse_bulk_header(resp_parser *p, const char *buf, size_t len) {
@@ -331,6 +351,8 @@ static int parse_bulk_header(resp_parser *p, const char *buf, size_t len) {
         return proto_error(p, "unauthenticated bulk length");
     p->bulk_len = n;
     p->pos = cr + 2;
+    if (p->discarding) p->skip_left = (unsigned long long)n + 2;
+    else if (n > p->lim.max_arg && p->lim.arg_check && p->argc > 0) return check_big_arg(p, buf);
     return RESP_CONTINUE;
 }
 
@@ -359,13 +381,48 @@ static int finish_multibulk(resp_parser *p, const char *buf, size_t *used) {
     return RESP_COMMAND;
 }
 
+/* Hand every byte of a refused command parsed so far back to the caller:
+ * RESP_DROPPED with *used, or RESP_INCOMPLETE if there were none. Offsets
+ * restart at the caller's next buffer. */
+static int drop_parsed(resp_parser *p, size_t *used) {
+    *used = p->pos;
+    p->pos = 0;
+    return *used ? RESP_DROPPED : RESP_INCOMPLETE;
+}
+
+/* Drop the payload of the current bulk of a refused command: whatever of
+ * it is in buf now. Returns 1 when the bulk is done, 0 when more is to
+ * come: nothing of a refused command is ever kept, so a 400 MB argument
+ * costs no memory. */
+static int discard_bulk(resp_parser *p, size_t len) {
+    size_t avail = len - p->pos;
+    size_t take = (unsigned long long)avail < p->skip_left ? avail : (size_t)p->skip_left;
+    p->pos += take;
+    p->skip_left -= take;
+    return p->skip_left == 0;
+}
+
 /* Collect the arguments of a multibulk whose count line is already parsed,
- * resuming wherever the previous call stopped. */
+ * resuming wherever the previous call stopped. While discarding, every
+ * return hands back all bytes parsed so far (a partial header stays: it is
+ * not parsed yet). */
 static int parse_args(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need) {
     while (p->mb_remaining > 0) {
         if (p->bulk_len < 0) {
             int r = parse_bulk_header(p, buf, len);
+            if (r == RESP_REFUSED) {
+                *used = p->pos;
+                p->pos = 0;
+                return r;
+            }
+            if (r == RESP_INCOMPLETE && p->discarding) return drop_parsed(p, used);
             if (r != RESP_CONTINUE) return r;
+        }
+        if (p->discarding) {
+            if (!discard_bulk(p, len)) return drop_parsed(p, used);
+            p->bulk_len = -1;
+            p->mb_remaining--;
+            continue;
         }
         /* Payload plus the two bytes that end it. Compared in unsigned
          * arithmetic: bulk_len may be near LLONG_MAX with a huge limit. */
@@ -379,6 +436,11 @@ static int parse_args(resp_parser *p, const char *buf, size_t len, size_t *used,
         p->pos += (size_t)want;
         p->bulk_len = -1;
         p->mb_remaining--;
+    }
+    if (p->discarding) {
+        int r = drop_parsed(p, used);
+        parser_reset(p);
+        return r;
     }
     return finish_multibulk(p, buf, used);
 }
@@ -523,7 +585,7 @@ int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t
 
     if (!p->in_multibulk) {
         p->argc = 0;
-        parser_trim(p);
+        resp_parser_trim(p);
         if (len == 0) return RESP_INCOMPLETE;
         if (buf[0] != '*') return parse_inline(p, buf, len, used);
         int r = parse_count(p, buf, len, used);
@@ -531,6 +593,7 @@ int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t
     }
     return parse_args(p, buf, len, used, need);
 }
+
 
 /* ====================== reply encoding ====================== */
 
@@ -549,50 +612,94 @@ static size_t fmt_ll(char *dst, long long v) {
     return k;
 }
 
-/* "<type><v>\r\n": integers and every length/count header. */
-static void add_prefixed_ll(resp_out *o, char type, long long v) {
-    char line[32];
+void resp_out_init(resp_out *o, int proto) {
+    rbuf_init(&o->b);
+    o->proto = proto;
+    o->overflow = 0;
+    o->limit = 0;
+}
+
+/* Do n more bytes fit under o->limit? Once a reply overflowed, nothing
+ * more is appended at all: the stream already lacks part of a reply, and
+ * the owner closes the connection. */
+static int out_room(resp_out *o, size_t n) {
+    if (o->overflow) return 0;
+    if (o->limit && (n > o->limit || o->b.len > o->limit - n)) {
+        o->overflow = 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* Append bytes the caller already checked with out_room. */
+static void out_put(resp_out *o, const void *p, size_t n) {
+    rbuf_append(&o->b, p, n);
+}
+
+int resp_out_fits(resp_out *o, unsigned long long n, size_t each) {
+    if (o->overflow) return 0;
+    if (o->limit == 0 || each == 0) return 1;
+    size_t room = o->limit > o->b.len ? o->limit - o->b.len : 0;
+    if (n <= room / each) return 1;
+    o->overflow = 1;
+    return 0;
+}
+
+/* "<type><v>\r\n" into line (32 bytes): integers and every length/count
+ * header. Returns its length. */
+static size_t fmt_prefixed_ll(char *line, char type, long long v) {
     size_t n;
 
     line[0] = type;
     n = 1 + fmt_ll(line + 1, v);
     line[n++] = '\r';
     line[n++] = '\n';
-    rbuf_append(&o->b, line, n);
+    return n;
 }
 
-/* Append s with CR and LF turned into spaces, so a message can never end
- * the line early and inject protocol. */
-static void add_line_text(resp_out *o, const char *s) {
+static void add_prefixed_ll(resp_out *o, char type, long long v) {
+    char line[32];
+    size_t n = fmt_prefixed_ll(line, type, v);
+    if (out_room(o, n)) out_put(o, line, n);
+}
+
+/* "<lead>s\r\n" with CR and LF in s turned into spaces, so a message can
+ * never end the line early and inject protocol. */
+static void add_line(resp_out *o, char lead, const char *s) {
     size_t n = strlen(s);
     char *dst;
 
-    rbuf_reserve(&o->b, n);
+    if (!out_room(o, n + 3)) return;
+    rbuf_reserve(&o->b, n + 3);
     dst = o->b.buf + o->b.len;
-    for (size_t i = 0; i < n; i++) dst[i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
-    o->b.len += n;
+    dst[0] = lead;
+    for (size_t i = 0; i < n; i++) dst[i + 1] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+    dst[n + 1] = '\r';
+    dst[n + 2] = '\n';
+    o->b.len += n + 3;
+}
+
+/* A constant piece of protocol ("+OK\r\n", "$-1\r\n"...). */
+static void add_const(resp_out *o, const char *s, size_t n) {
+    if (out_room(o, n)) out_put(o, s, n);
 }
 
 void resp_add_raw(resp_out *o, const void *p, size_t n) {
-    rbuf_append(&o->b, p, n);
+    if (out_room(o, n)) out_put(o, p, n);
 }
 
 /* Status text is normally a constant, but sanitising it costs nothing and
  * means a status built from user data cannot break the stream either. */
 void resp_add_simple(resp_out *o, const char *s) {
-    rbuf_append(&o->b, "+", 1);
-    add_line_text(o, s);
-    rbuf_append(&o->b, "\r\n", 2);
+    add_line(o, '+', s);
 }
 
 void resp_add_ok(resp_out *o) {
-    rbuf_append(&o->b, "+OK\r\n", 5);
+    add_const(o, "+OK\r\n", 5);
 }
 
 void resp_add_error(resp_out *o, const char *msg) {
-    rbuf_append(&o->b, "-", 1);
-    add_line_text(o, msg);
-    rbuf_append(&o->b, "\r\n", 2);
+    add_line(o, '-', msg);
 }
 
 void resp_add_errorf(resp_out *o, const char *fmt, ...) {
@@ -623,11 +730,26 @@ void resp_add_int(resp_out *o, long long v) {
     add_prefixed_ll(o, ':', v);
 }
 
+/* "<type><len>\r\n<lead><p>\r\n": a bulk string (lead "") or a RESP3
+ * verbatim string (lead "txt:"), all of it or nothing. */
+static void add_blob(resp_out *o, char type, const char *lead, size_t leadlen, const void *p,
+                     size_t n) {
+    char line[32];
+    size_t hn = fmt_prefixed_ll(line, type, (long long)(n + leadlen));
+
+    if (n > SIZE_MAX - hn - leadlen - 2 || !out_room(o, hn + leadlen + n + 2)) {
+        o->overflow = 1;
+        return;
+    }
+    rbuf_reserve(&o->b, hn + leadlen + n + 2);
+    out_put(o, line, hn);
+    out_put(o, lead, leadlen);
+    out_put(o, p, n);
+    out_put(o, "\r\n", 2);
+}
+
 void resp_add_bulk(resp_out *o, const void *p, size_t n) {
-    add_prefixed_ll(o, '$', (long long)n);
-    rbuf_reserve(&o->b, n + 2);
-    rbuf_append(&o->b, p, n);
-    rbuf_append(&o->b, "\r\n", 2);
+    add_blob(o, '$', "", 0, p, n);
 }
 
 void resp_add_bulkstr(resp_out *o, const char *s) {
@@ -640,26 +762,19 @@ void resp_add_bulkll(resp_out *o, long long v) {
 }
 
 void resp_add_verbatim(resp_out *o, const char *p, size_t n) {
-    if (o->proto < 3) {
-        resp_add_bulk(o, p, n);
-        return;
-    }
     /* RESP3 verbatim: the payload starts with a 3-letter format and ':'. */
-    add_prefixed_ll(o, '=', (long long)n + 4);
-    rbuf_reserve(&o->b, n + 6);
-    rbuf_append(&o->b, "txt:", 4);
-    rbuf_append(&o->b, p, n);
-    rbuf_append(&o->b, "\r\n", 2);
+    if (o->proto < 3) add_blob(o, '$', "", 0, p, n);
+    else add_blob(o, '=', "txt:", 4, p, n);
 }
 
 void resp_add_null(resp_out *o) {
-    if (o->proto >= 3) rbuf_append(&o->b, "_\r\n", 3);
-    else rbuf_append(&o->b, "$-1\r\n", 5);
+    if (o->proto >= 3) add_const(o, "_\r\n", 3);
+    else add_const(o, "$-1\r\n", 5);
 }
 
 void resp_add_null_array(resp_out *o) {
-    if (o->proto >= 3) rbuf_append(&o->b, "_\r\n", 3);
-    else rbuf_append(&o->b, "*-1\r\n", 5);
+    if (o->proto >= 3) add_const(o, "_\r\n", 3);
+    else add_const(o, "*-1\r\n", 5);
 }
 
 void resp_add_array(resp_out *o, long long n) {
@@ -717,17 +832,19 @@ void resp_add_double(resp_out *o, double d) {
     int n = fmt_double(num, sizeof(num), d);
 
     if (o->proto >= 3) {
-        rbuf_append(&o->b, ",", 1);
-        rbuf_append(&o->b, num, (size_t)n);
-        rbuf_append(&o->b, "\r\n", 2);
+        char line[72];
+        line[0] = ',';
+        memcpy(line + 1, num, (size_t)n);
+        memcpy(line + 1 + n, "\r\n", 2);
+        add_const(o, line, (size_t)n + 3);
     } else {
         resp_add_bulk(o, num, (size_t)n);
     }
 }
 
 void resp_add_bool(resp_out *o, int v) {
-    if (o->proto >= 3) rbuf_append(&o->b, v ? "#t\r\n" : "#f\r\n", 4);
-    else rbuf_append(&o->b, v ? ":1\r\n" : ":0\r\n", 4);
+    if (o->proto >= 3) add_const(o, v ? "#t\r\n" : "#f\r\n", 4);
+    else add_const(o, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
 /* INCRBYFLOAT's reply: "%.17Lf" with the trailing zeros (and then a

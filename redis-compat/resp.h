@@ -39,18 +39,27 @@ void rbuf_append(rbuf *b, const void *p, size_t n);
 void rbuf_appendf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Drop the first n bytes. */
 void rbuf_consume(rbuf *b, size_t n);
-/* Give back capacity beyond len + spare (an empty buffer is freed), so a
- * buffer once grown for a large request or reply does not stay that
- * large. A no-op while the spare room is at most `spare`. */
-void rbuf_trim(rbuf *b, size_t spare);
 
 /* ---------------- request parser ---------------- */
-enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_ERROR = -1 };
+enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_REFUSED = 2, RESP_DROPPED = 3,
+       RESP_ERROR = -1 };
+
+/* Refuse a command at the header of an argument longer than
+ * resp_limits.max_arg: name/nlen is the command's first argument (already
+ * complete). Returns the error text (without '-') to refuse it, or NULL to
+ * take the argument as usual. */
+typedef const char *(*resp_arg_check_fn)(void *ctx, const char *name, size_t nlen);
 
 typedef struct resp_limits {
     long long max_bulk_len;     /* proto-max-bulk-len, default 512 MiB */
     long long max_multibulk;    /* 1024*1024 (Redis 7 allows INT_MAX) */
     size_t max_inline;          /* PROTO_INLINE_MAX_SIZE, 64 KiB */
+    /* Optional: a bulk header announcing more than max_arg bytes (for any
+     * argument after the first) is shown to arg_check, which may refuse the
+     * command before its bytes arrive. NULL: never. */
+    long long max_arg;
+    resp_arg_check_fn arg_check;
+    void *arg_check_ctx;
     /* A password is required and the client has not given it: as Redis,
      * at most 10 arguments of at most 16384 bytes ("unauthenticated
      * multibulk length" / "unauthenticated bulk length"), so a stranger
@@ -65,6 +74,9 @@ typedef struct resp_parser {
     long long mb_remaining;
     long long bulk_len;     /* -1 when expecting a '$' line */
     size_t pos;             /* bytes of the buffer already parsed for this command */
+    int discarding;         /* the command was refused: its bytes are dropped */
+    unsigned long long skip_left; /* discarding: bytes of the current bulk (+CRLF) to drop */
+    const char *refusal;    /* discarding: arg_check's text */
     /* the command: argv[i] points into the caller's buffer (multibulk) or into
      * the parser's arena (inline); valid until the next resp_parse call */
     int argc, argv_cap;
@@ -81,6 +93,11 @@ void resp_parser_free(resp_parser *p);
  * when the next command starts (see resp.c), so a long-lived connection
  * does not keep it. */
 size_t resp_parser_mem(const resp_parser *p);
+/* Between commands: give back what one large command made the parser
+ * allocate (resp_parse does it when the next command starts; an idle
+ * connection's cron may do it sooner). A no-op while a command is partly
+ * parsed. Invalidates the previous command's argv. */
+void resp_parser_trim(resp_parser *p);
 /* Parse one command from buf[0..len). Returns:
  *   RESP_COMMAND    p->argc/argv/argvlen describe it; *used bytes of buf were
  *                   consumed (the caller drops them after executing it).
@@ -89,16 +106,43 @@ size_t resp_parser_mem(const resp_parser *p);
  *                   (with more appended) next time: the parser remembers how
  *                   far it got. *need (if non-NULL) is a hint of how many
  *                   bytes are still missing for the current bulk, or 0.
+ *   RESP_REFUSED    lim.arg_check refused the command at the header of a
+ *                   long argument; p->refusal is its text (the whole error,
+ *                   e.g. "ERR ..."). The caller drops the *used bytes parsed
+ *                   so far and calls again: the connection goes on.
+ *   RESP_DROPPED    *used more bytes of a refused command were parsed; the
+ *                   caller drops them and calls again with the rest. (The
+ *                   rest of the command is dropped as it arrives, never
+ *                   kept; after its last byte, parsing goes on as usual.)
  *   RESP_ERROR      p->err holds Redis's message (without "-ERR ").
  */
 int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need);
 
 /* ---------------- reply encoding ---------------- */
+/* A reply buffer. `limit` (0: none) is the length b may reach: an append
+ * that would take it further is dropped whole and sets `overflow`, so a
+ * reply can never grow memory past the limit, however many elements a
+ * command tries to add. The owner decides what an overflow means (the
+ * connection layer closes the client, as Redis does when a client passes
+ * its output buffer limit). */
 typedef struct resp_out {
     rbuf b;
     int proto;   /* 2 or 3 */
+    int overflow;
+    size_t limit;
 } resp_out;
 
+/* Would n more elements of at least `each` bytes fit under o->limit? If
+ * not, sets o->overflow and returns 0: a command about to emit a reply
+ * whose size it knows a lower bound of (SRANDMEMBER with a count) stops
+ * before building any of it. */
+int resp_out_fits(resp_out *o, unsigned long long n, size_t each);
+/* No bulk string reply is shorter than "$0\r\n\r\n": a lower bound for
+ * resp_out_fits. */
+#define RESP_MIN_BULK 6
+
+/* An empty reply buffer of protocol proto, without a limit. */
+void resp_out_init(resp_out *o, int proto);
 void resp_add_raw(resp_out *o, const void *p, size_t n);
 void resp_add_simple(resp_out *o, const char *s);           /* +s */
 void resp_add_ok(resp_out *o);                              /* +OK */

@@ -35,6 +35,7 @@
 #include "cluster.h"
 #include "commands.h"
 #include "hash.h"
+#include "member.h"
 #include "multi.h"
 #include "server.h"
 #include "shard.h"
@@ -82,25 +83,97 @@ static int route_command(void *arg, const struct rcommand *cmd, int argc,
     return cross;
 }
 
+static int queued_write(void *arg, const struct rcommand *cmd, int argc,
+                        const char *const *argv, const size_t *argvlen) {
+    (void)argc, (void)argv, (void)argvlen;
+    if (cmd->flags & CMD_WRITE) *(int *)arg = 1;
+    return 0;
+}
+
+/* Does the command (EXEC: one of its queued commands) write? */
+static int writes(client *c) {
+    if (c->cmd->proc != execCommand) return (c->cmd->flags & CMD_WRITE) != 0;
+    int w = 0;
+    multi_foreach_queued(c, queued_write, &w);
+    return w;
+}
+
+/* The slot the command addresses (EXEC: its queued commands), -1 when it
+ * names no key, -2 when its keys are in several slots. */
+static int command_slot(client *c) {
+    route r = {-1};
+    int cross = c->cmd->proc == execCommand ? multi_foreach_queued(c, route_command, &r)
+                                            : route_command(&r, c->cmd, c->argc, c->argv, c->argvlen);
+    return cross ? -2 : r.slot;
+}
+
+/* Reply the error for a slot this node does not serve, and return 1; 0 when
+ * it serves it. Another node's primary slot: -MOVED. Ours, but not
+ * servable yet (reconcile.h): -TRYAGAIN, which clients retry; or never
+ * (no replica holds its history): -CLUSTERDOWN. */
+static int refuse_slot(client *c, int slot) {
+    shard *s = shard_of_slot((unsigned)slot);
+    int primary = cluster_primary_of(s->id);
+    if (cluster_managed()) {
+        /* fencing (member.h): without a lease this node may already have
+         * been replaced; it knows no better than the client where to go */
+        if (!member_lease_valid()) {
+            resp_add_error(&c->out, "CLUSTERDOWN The cluster is down: this node holds no lease "
+                                    "from the configuration manager");
+            return 1;
+        }
+        if (primary < 0 || !cluster_is_member(primary)) {
+            resp_add_errorf(&c->out, "CLUSTERDOWN Hash slot %d is not served: no live replica "
+                            "of shard %d", slot, s->id);
+            return 1;
+        }
+    }
+    if (primary != cluster_self()) {
+        const cluster_node *n = cluster_node_at(primary);
+        resp_add_errorf(&c->out, "MOVED %d %s:%d", slot, n->host, n->port);
+        return 1;
+    }
+    /* min-replicas-to-write: a shard left with too few backups takes no
+     * write (its data would live on fewer nodes than asked for) */
+    if (writes(c) && __builtin_popcountll(cluster_backups_of(s->id)) <
+                         server.cfg.min_replicas_to_write &&
+        cluster_replicas() > 1) {
+        resp_add_error(&c->out, "NOREPLICAS Not enough good replicas to write.");
+        return 1;
+    }
+    int avail = atomic_load(&s->avail);
+    if (avail == SHARD_SERVING) return 0;
+    if (avail == SHARD_RECONCILING)
+        resp_add_errorf(&c->out, "TRYAGAIN Hash slot %d: shard %d is being checked against its "
+                        "replicas after a restart; try again", slot, s->id);
+    else
+        resp_add_errorf(&c->out, "CLUSTERDOWN Hash slot %d is not served: no replica holds the "
+                        "whole history of shard %d (see the server log)", slot, s->id);
+    return 1;
+}
+
+/* Redis: a refused EXEC discards the transaction; a refused command inside
+ * MULTI makes EXEC abort. */
+static void refused(client *c) {
+    if (c->cmd->proc == execCommand) multi_reset(c);
+    else multi_flag_error(c);
+}
+
 int cluster_redirect(client *c) {
     if (!cluster_enabled()) return 0;
-    int is_exec = c->cmd->proc == execCommand;
-    route r = {-1};
-    int cross = is_exec ? multi_foreach_queued(c, route_command, &r)
-                        : route_command(&r, c->cmd, c->argc, c->argv, c->argvlen);
-    if (cross) {
-        resp_add_error(&c->out, ERR_CROSSSLOT);
-    } else {
-        if (r.slot < 0) return 0;
-        int primary = cluster_primary_of(shard_of_slot((unsigned)r.slot)->id);
-        if (primary == cluster_self()) return 0;
-        const cluster_node *n = cluster_node_at(primary);
-        resp_add_errorf(&c->out, "MOVED %d %s:%d", r.slot, n->host, n->port);
-    }
-    /* Redis: a refused EXEC discards the transaction; a refused command
-     * inside MULTI makes EXEC abort. */
-    if (is_exec) multi_reset(c);
-    else multi_flag_error(c);
+    int slot = command_slot(c);
+    if (slot == -1) return 0;
+    if (slot == -2) resp_add_error(&c->out, ERR_CROSSSLOT);
+    else if (!refuse_slot(c, slot)) return 0;
+    refused(c);
+    return 1;
+}
+
+int cluster_recheck(client *c) {
+    if (!cluster_enabled()) return 0;
+    int slot = command_slot(c);
+    if (slot < 0 || !refuse_slot(c, slot)) return 0;
+    refused(c);
     return 1;
 }
 

@@ -13,6 +13,11 @@
  * of (-MOVED slot host:port), reply that error, flag the open transaction
  * (or discard it, for EXEC) and return 1: the command must not run. */
 int cluster_redirect(client *c);
+/* The same check again once the command's shard locks are held (EXEC:
+ * the shards of its queued commands), so that what is checked cannot
+ * change before the command runs: the shard's role and state only change
+ * under its lock. 1 with the error replied: the command must not run. */
+int cluster_recheck(client *c);
 
 void clusterCommand(client *c);
 void askingCommand(client *c);

@@ -480,10 +480,14 @@ static void hrandfield_count(client *c, long long count, int withvalues) {
     size_t size = dict_size(h->d);
     int flat = withvalues && c->out.proto == 2;
     if (count < 0) {
-        /* Repeats allowed: independent draws. */
+        /* Repeats allowed: independent draws, as many as the client asks
+         * for; bounded by its output limit as SRANDMEMBER's are. */
         long long n = -count;
+        if (!resp_out_fits(&c->out, (unsigned long long)n, RESP_MIN_BULK * (withvalues ? 2 : 1)))
+            return;
         resp_add_array(&c->out, flat ? n * 2 : n);
-        for (long long i = 0; i < n; i++) add_pair(c, dict_random(h->d, rnd64()), withvalues);
+        for (long long i = 0; i < n && !c->out.overflow; i++)
+            add_pair(c, dict_random(h->d, rnd64()), withvalues);
         return;
     }
     if ((unsigned long long)count >= size) {

@@ -56,8 +56,7 @@ static int call_capture(client *c, const char *name, int argc, const char **argv
     tmp.argv = argv;
     tmp.argvlen = argvlen;
     tmp.cmd = cmd;
-    rbuf_init(&tmp.out.b);
-    tmp.out.proto = 2;
+    resp_out_init(&tmp.out, 2);
     cmd->proc(&tmp);
     c->x = tmp.x;
     *reply = tmp.out.b;

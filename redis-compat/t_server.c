@@ -51,6 +51,7 @@
 #include "config.h"
 #include "db.h"
 #include "index.h"
+#include "member.h"
 #include "pool.h"
 #include "resp.h"
 #include "server.h"
@@ -605,6 +606,9 @@ static void info_memory(rbuf *b)
     rbuf_appendf(b, "used_memory_peak:%lld\r\nused_memory_peak_human:%s\r\n", peak, h3);
     rbuf_appendf(b, "total_system_memory:%lld\r\ntotal_system_memory_human:%s\r\n", total, h4);
     rbuf_appendf(b, "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n");
+    /* What maxmemory-clients counts: every client's buffers. */
+    rbuf_appendf(b, "mem_clients_slaves:0\r\nmem_clients_normal:%lld\r\n",
+                 (long long)atomic_load(&server.clients_mem));
     rbuf_appendf(b, "mem_fragmentation_ratio:%.2f\r\n", used ? (double)rss / (double)used : 0.0);
     rbuf_appendf(b, "mem_allocator:libc\r\n");
 }
@@ -656,13 +660,18 @@ static void info_stats(rbuf *b)
     rbuf_appendf(b, "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n");
     rbuf_appendf(b, "expired_keys:%lld\r\n", stat_get(&server.stat.expiredkeys));
     rbuf_appendf(b, "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n");
-    rbuf_appendf(b, "evicted_keys:0\r\nevicted_clients:0\r\n");
+    rbuf_appendf(b, "evicted_keys:0\r\nevicted_clients:%lld\r\n",
+                 stat_get(&server.stat.evicted_clients));
     rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
     rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
     rbuf_appendf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
     rbuf_appendf(b, "latest_fork_usec:0\r\ntotal_forks:0\r\n");
     rbuf_appendf(b, "unexpected_error_replies:%lld\r\n", stat_get(&server.stat.unexpected_errors));
     rbuf_appendf(b, "total_error_replies:%lld\r\n", t.errors);
+    rbuf_appendf(b, "client_query_buffer_limit_disconnections:%lld\r\n",
+                 stat_get(&server.stat.qbuf_limit_disconnections));
+    rbuf_appendf(b, "client_output_buffer_limit_disconnections:%lld\r\n",
+                 stat_get(&server.stat.obuf_limit_disconnections));
 }
 
 static void info_replication(rbuf *b)
@@ -802,6 +811,7 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
     rbuf_appendf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
     rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
+    member_info(b);
     repl_info(b);
 }
 
@@ -1266,6 +1276,14 @@ static void client_onoff(client *c)
     else resp_add_error(&c->out, ERR_SYNTAX);
 }
 
+/* CLIENT NO-EVICT on|off: maxmemory-clients never evicts this client. */
+static void client_no_evict(client *c)
+{
+    client_onoff(c);
+    if (arg_is(c, 2, "on")) atomic_store(&c->no_evict, 1);
+    else if (arg_is(c, 2, "off")) atomic_store(&c->no_evict, 0);
+}
+
 static void client_reply(client *c)
 {
     if (arg_is(c, 2, "on")) resp_add_ok(&c->out);
@@ -1337,7 +1355,7 @@ static const subcommand client_subs[] = {
     { "list", -2, client_list },
     { "info", 2, client_info },
     { "kill", -3, client_kill },
-    { "no-evict", 3, client_onoff },
+    { "no-evict", 3, client_no_evict },
     { "no-touch", 3, client_onoff },
     { "reply", 3, client_reply },
     { "pause", -3, client_pause },

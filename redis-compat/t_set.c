@@ -467,8 +467,13 @@ void srandmemberCommand(client *c) {
     }
     size_t size = ssize(s);
     if (count < 0) {
+        /* Repeats allowed: the reply's size is the client's to choose, not
+         * bounded by the set. One over the client's output limit closes
+         * the client before any of it is built, as its output limit would
+         * part way through (see resp_out_fits). */
+        if (!resp_out_fits(&c->out, (unsigned long long)-count, RESP_MIN_BULK)) return;
         resp_add_array(&c->out, -count);
-        for (long long i = 0; i < -count; i++) {
+        for (long long i = 0; i < -count && !c->out.overflow; i++) {
             const dict_entry *e = dict_random(s->d, rnd64());
             resp_add_bulk(&c->out, e->key, e->klen);
         }

@@ -73,11 +73,18 @@ static void reply_invalid_expire(client *c) {
     resp_add_errorf(&c->out, "ERR invalid expire time in '%s' command", c->cmd->name);
 }
 
-/* Redis refuses to build strings longer than proto-max-bulk-len. */
+/* Redis refuses to build strings longer than proto-max-bulk-len. A string
+ * that cannot fit one log entry with its key is refused here too, before
+ * the new value is built: db_set would refuse it anyway, after SETRANGE
+ * had filled hundreds of megabytes with zeroes. */
 static int check_string_length(client *c, unsigned long long size, unsigned long long append) {
     unsigned long long max = (unsigned long long)server.cfg.proto_max_bulk_len;
     if (append > max || size > max - append) {
         resp_add_error(&c->out, "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+        return -1;
+    }
+    if (size + append + c->argvlen[1] > DB_MAX_ARG_LEN) {
+        resp_add_error(&c->out, db_too_big_error);
         return -1;
     }
     return 0;

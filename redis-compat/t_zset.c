@@ -1356,9 +1356,12 @@ static void zrandmember_count(client *c, long long l, int withscores) {
     size_t size = zset_len(z);
 
     if (!uniq) {
-        /* Repeats allowed: count independent draws. */
+        /* Repeats allowed: count independent draws, bounded by the
+         * client's output limit as SRANDMEMBER's are. (A score is at least
+         * 4 bytes: ",0\r\n".) */
+        if (!resp_out_fits(&c->out, count, RESP_MIN_BULK + (withscores ? 4 : 0))) return;
         resp_add_array(&c->out, (long long)(withscores && !pairs ? count * 2 : count));
-        for (unsigned long long i = 0; i < count; i++) {
+        for (unsigned long long i = 0; i < count && !c->out.overflow; i++) {
             dict_entry *e = dict_random(z->d, rnd64());
             reply_member_score(c, e->key, e->klen, e->score, withscores);
         }

@@ -18,6 +18,16 @@
  *    field is the segment sequence counter when it was written, and every
  *    segment that existed then has a smaller seq. Once all of those are
  *    freed the record has nothing left to shadow and is dropped.
+ *    A record that came from another node (a backup's b-log, or an rpc-mode
+ *    backup log: segments owned by OWNER_CONTROL) carries the PRIMARY's
+ *    sequence counter, which says nothing about this pool's segments: such
+ *    a record is always copied the first time, its copy stamped with our
+ *    own counter. (Its segment is committed, so the record has been
+ *    applied: every older version of the key is in a segment that exists
+ *    now, all of which are older than the copy's stamp.)
+ *  - the end record of a shard's latest re-sync (a FLUSHDB flagged
+ *    LOG_F_RESYNC) is live while it is the latest (db.c); older ones are
+ *    deletion records like the others.
  *
  * When: only under space pressure, i.e. when fewer than clean_target() free
  * segments remain. Cleaning costs CPU and device bandwidth (copies, and
@@ -67,6 +77,7 @@ static pthread_mutex_t clean_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct clean_job {
     uint32_t seg;
+    int foreign;               /* a segment of replicated entries (OWNER_CONTROL) */
     uint64_t oldest_other;     /* smallest seq of any other non-free segment */
     int failed;
     uint64_t copied;
@@ -92,14 +103,27 @@ static uint64_t copy_entry(const log_entry *e) {
     return off;
 }
 
+/* Is e a re-sync end record that is its shard's latest (live, db.c)? */
+static int live_resync_end(const log_entry *e, uint64_t ref) {
+    if (e->type != LOG_FLUSHDB || !(e->flags & LOG_F_RESYNC) || e->shard >= server.nshards)
+        return 0;
+    shard *s = &server.shards[e->shard];
+    shard_lock(s);
+    int live = db_ref_is_live(s, ref, e);
+    shard_unlock(s);
+    return live;
+}
+
 static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
     if (job->failed) return;
-    if (e->type == LOG_DEL || e->type == LOG_FLUSHDB) {
+    if ((e->type == LOG_DEL || e->type == LOG_FLUSHDB) && !live_resync_end(e, ref)) {
         /* A kept deletion record counts as live in its new segment, or a
          * segment of nothing but records would be picked again at once and
          * copied forever. */
-        if (job->oldest_other < e->aux) {
-            uint64_t off = copy_entry(e);
+        if (job->foreign || job->oldest_other < e->aux) {
+            log_entry copy = *e;
+            if (job->foreign) copy.aux = pool_seq_now(server.pool);
+            uint64_t off = copy_entry(&copy);
             if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
                                    (int64_t)log_entry_len(e->klen, e->vlen));
             else job->failed = 1;
@@ -107,7 +131,7 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         return;
     }
     if (e->type != LOG_SET && e->type != LOG_DBMAP && e->type != LOG_COLL_OP &&
-        e->type != LOG_SNAPSHOT) return;
+        e->type != LOG_SNAPSHOT && e->type != LOG_FLUSHDB) return;
     if (e->shard >= server.nshards) return;
     shard *s = &server.shards[e->shard];
     shard_lock(s);
@@ -136,7 +160,8 @@ static void clean_visit(void *arg, uint64_t off, const log_entry *e) {
 
 int clean_segment(uint32_t seg) {
     pthread_mutex_lock(&clean_mutex);
-    clean_job job = {.seg = seg, .oldest_other = oldest_other_seq(seg)};
+    clean_job job = {.seg = seg, .oldest_other = oldest_other_seq(seg),
+                     .foreign = pool_seg_meta(server.pool, seg).owner == OWNER_CONTROL};
     seg_scan_report rep = {0};
     seg_scan(seg, clean_visit, &job, &rep);
     /* The copies must be durable before the only other copy disappears. */

@@ -28,7 +28,7 @@
  * readers of server.cfg everywhere else. A mutex serialises the config
  * commands among themselves. Readers are not locked: numeric fields are
  * stored with atomic stores (word-sized, never torn), and a string option
- * that can change at run time (requirepass) never frees its old value --
+ * that can change at run time (requirepass, cluster-secret) never frees its old value --
  * another thread may still be comparing against it -- it is retired to a list
  * instead. Immutable strings are only ever replaced before the workers start.
  */
@@ -59,7 +59,9 @@ enum opt_type {
     T_LL,       /* long long */
     T_MEM,      /* long long: a size with redis.conf units (1gb, 64mb) */
     T_ENUM,     /* int: one of a list of names */
-    T_STR       /* char * */
+    T_STR,      /* char * */
+    T_PCTMEM,   /* long long: a size, or "N%" stored as -N (maxmemory-clients) */
+    T_OBUF      /* struct obuf_limit[OBUF_CLASSES]: client-output-buffer-limit */
 };
 
 #define OPT_IMMUTABLE (1u << 0)  /* CONFIG SET refuses it */
@@ -108,9 +110,14 @@ static const struct option options[] = {
     { "tcp-keepalive", T_INT, CFG(tcp_keepalive), 0, 0, INT_MAX, "300", NULL, NULL },
     /* security and limits */
     { "requirepass", T_STR, CFG(requirepass), 0, 0, 0, "", NULL, NULL },
+    { "cluster-secret", T_STR, CFG(cluster_secret), 0, 0, 0, "", NULL, NULL },
     { "maxclients", T_INT, CFG(maxclients), 0, 1, INT_MAX, "10000", NULL, NULL },
     { "proto-max-bulk-len", T_MEM, CFG(proto_max_bulk_len), 0, 1 * MB, LLONG_MAX, "512mb", NULL, NULL },
     { "client-query-buffer-limit", T_MEM, CFG(client_query_buffer_limit), 0, 1 * MB, LLONG_MAX, "1gb", NULL, NULL },
+    { "client-output-buffer-limit", T_OBUF, CFG(obuf_limits), OPT_MULTIARG, 0, 0,
+      "normal 0 0 0 replica 256mb 64mb 60 pubsub 32mb 8mb 60", NULL, NULL },
+    { "client-output-buffer-max", T_MEM, CFG(client_output_buffer_max), 0, 0, LLONG_MAX, "1gb", NULL, NULL },
+    { "maxmemory-clients", T_PCTMEM, CFG(maxmemory_clients), 0, -100, LLONG_MAX, "0", NULL, NULL },
     /* process */
     { "daemonize", T_BOOL, CFG(daemonize), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
     { "pidfile", T_STR, CFG(pidfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
@@ -133,6 +140,13 @@ static const struct option options[] = {
     { "replication-timeout", T_LL, CFG(replication_timeout), 0, 1, LLONG_MAX, "5000", NULL, NULL },
     { "replication-mode", T_ENUM, CFG(replication_mode), OPT_IMMUTABLE, 0, 0, "rowan", repl_mode_names, NULL },
     { "replication-transport", T_ENUM, CFG(replication_transport), OPT_IMMUTABLE, 0, 0, "tcp", repl_transport_names, NULL },
+    /* managed cluster */
+    { "zookeeper", T_STR, CFG(zookeeper), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "cluster-name", T_STR, CFG(cluster_name), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "cluster-lease-ms", T_LL, CFG(cluster_lease_ms), OPT_IMMUTABLE, 20, 600000, "200", NULL, NULL },
+    { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
+    { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
+    { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 
@@ -172,7 +186,8 @@ static void snapshot_configured(void)
         const char *src = (const char *)&server.cfg + o->off;
         switch (o->type) {
         case T_BOOL: case T_INT: case T_ENUM: memcpy(dst, src, sizeof(int)); break;
-        case T_LL: case T_MEM: memcpy(dst, src, sizeof(long long)); break;
+        case T_LL: case T_MEM: case T_PCTMEM: memcpy(dst, src, sizeof(long long)); break;
+        case T_OBUF: memcpy(dst, src, sizeof(struct obuf_limit) * OBUF_CLASSES); break;
         case T_STR: {
             const char *v = *(char *const *)src;
             free(*(char **)dst);
@@ -189,120 +204,6 @@ static const struct option *opt_find(const char *name, size_t len)
     for (int i = 0; i < NOPTIONS; i++)
         if (strcaseeqlen(name, len, options[i].name)) return &options[i];
     return NULL;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Parsing, storing and rendering one value                                  */
-/* ------------------------------------------------------------------------ */
-
-/* Parse text into *v. On failure fills reason with Redis's CONFIG SET reason
- * text (the part after "... - ") and returns -1. */
-static int opt_parse(const struct option *o, const char *text, struct optval *v,
-                     char *reason, size_t rlen)
-{
-    long long n = 0;
-    v->s = NULL;
-    v->n = 0;
-    switch (o->type) {
-    case T_BOOL:
-        if (!strcasecmp(text, "yes")) n = 1;
-        else if (!strcasecmp(text, "no")) n = 0;
-        else { snprintf(reason, rlen, "argument must be 'yes' or 'no'"); return -1; }
-        v->n = n;
-        return 0;
-    case T_ENUM:
-        for (const struct enum_name *e = o->enums; e->name; e++)
-            if (!strcasecmp(text, e->name)) { v->n = e->value; return 0; }
-        {
-            size_t p = (size_t)snprintf(reason, rlen, "argument(s) must be one of the following: ");
-            for (const struct enum_name *e = o->enums; e->name && p < rlen; e++)
-                p += (size_t)snprintf(reason + p, rlen - p, "%s%s", e != o->enums ? ", " : "", e->name);
-        }
-        return -1;
-    case T_INT:
-    case T_LL:
-        if (!string2ll(text, strlen(text), &n)) {
-            snprintf(reason, rlen, "argument couldn't be parsed into an integer");
-            return -1;
-        }
-        break;
-    case T_MEM:
-        if (!memtoll(text, &n)) {
-            snprintf(reason, rlen, "argument must be a memory value");
-            return -1;
-        }
-        break;
-    case T_STR:
-        v->s = strdup(text);
-        if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
-        return 0;
-    }
-    if (n < o->min || n > o->max) {
-        snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
-        return -1;
-    }
-    v->n = o->clamp ? o->clamp(n) : n;
-    return 0;
-}
-
-static void retire_string(char *s)
-{
-    if (!s) return;
-    if (nretired == capretired) {
-        size_t cap = capretired ? capretired * 2 : 8;
-        char **r = realloc(retired, cap * sizeof(*r));
-        if (!r) return; /* leaking a few bytes beats a use-after-free */
-        retired = r;
-        capretired = cap;
-    }
-    retired[nretired++] = s;
-}
-
-/* Store a parsed value; takes ownership of v->s. runtime: other threads run. */
-static void opt_store(const struct option *o, struct optval *v, int runtime)
-{
-    void *f = field_ptr(o);
-    switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM:
-        __atomic_store_n((int *)f, (int)v->n, __ATOMIC_RELEASE);
-        break;
-    case T_LL: case T_MEM:
-        __atomic_store_n((long long *)f, v->n, __ATOMIC_RELEASE);
-        break;
-    case T_STR: {
-        char *old = __atomic_exchange_n((char **)f, v->s, __ATOMIC_ACQ_REL);
-        if (runtime) retire_string(old);
-        else free(old);
-        v->s = NULL;
-        break;
-    }
-    }
-}
-
-/* Current value as Redis's CONFIG GET shows it. Returns a pointer to a static
- * name, to the string field itself, or into buf. */
-static const char *opt_render(const struct option *o, char *buf, size_t blen)
-{
-    const void *f = shown_ptr(o);
-    switch (o->type) {
-    case T_BOOL:
-        return *(const int *)f ? "yes" : "no";
-    case T_ENUM:
-        for (const struct enum_name *e = o->enums; e->name; e++)
-            if (e->value == *(const int *)f) return e->name;
-        return "";
-    case T_INT:
-        snprintf(buf, blen, "%d", *(const int *)f);
-        return buf;
-    case T_LL: case T_MEM:
-        snprintf(buf, blen, "%lld", *(const long long *)f);
-        return buf;
-    case T_STR: {
-        const char *s = *(char *const *)f;
-        return s ? s : "";
-    }
-    }
-    return "";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -410,6 +311,223 @@ static int split_line(const char *line, struct words *ws)
     }
     rbuf_free(&b);
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* client-output-buffer-limit: "<class> <hard> <soft> <soft-seconds>" ...     */
+/* ------------------------------------------------------------------------ */
+
+/* Class names as CONFIG GET shows them (Redis 7 still says "slave"). */
+static const char *const obuf_class_names[OBUF_CLASSES] = { "normal", "slave", "pubsub" };
+
+static int obuf_class_by_name(const char *s)
+{
+    if (!strcasecmp(s, "normal")) return OBUF_NORMAL;
+    if (!strcasecmp(s, "slave") || !strcasecmp(s, "replica")) return OBUF_REPLICA;
+    if (!strcasecmp(s, "pubsub")) return OBUF_PUBSUB;
+    return -1;   /* "master" too: Redis refuses it here */
+}
+
+/* Apply text to lim (every class it names; the others keep their values),
+ * with Redis's checks and texts: all of it is checked before lim changes.
+ * The soft seconds are read like Redis reads them (strtoll, after the
+ * memory-value check). 0 ok, -1 with reason. */
+static int obuf_parse(const char *text, struct obuf_limit *lim, char *reason, size_t rlen)
+{
+    struct words ws = { 0, 0, NULL };
+    const char *why = NULL;
+    long long v;
+
+    if (split_line(text, &ws) < 0 || ws.n % 4)
+        why = "Wrong number of arguments in buffer limit configuration.";
+    for (int j = 0; j < ws.n && !why; j++) {
+        if (j % 4 == 0 && obuf_class_by_name(ws.w[j]) < 0)
+            why = "Invalid client class specified in buffer limit configuration.";
+        else if (j % 4 != 0 && !memtoll(ws.w[j], &v))
+            why = "Error in hard, soft or soft_seconds setting in buffer limit configuration.";
+    }
+    for (int j = 0; j + 3 < ws.n && !why; j += 4) {
+        struct obuf_limit *l = &lim[obuf_class_by_name(ws.w[j])];
+        memtoll(ws.w[j + 1], &l->hard);
+        memtoll(ws.w[j + 2], &l->soft);
+        l->soft_seconds = strtoll(ws.w[j + 3], NULL, 10);
+    }
+    words_free(&ws);
+    if (why) snprintf(reason, rlen, "%s", why);
+    return why ? -1 : 0;
+}
+
+/* The embedded defaults of client-output-buffer-limit. */
+static void obuf_defaults(const struct option *o, struct obuf_limit *lim)
+{
+    char reason[128];
+    memset(lim, 0, sizeof(struct obuf_limit) * OBUF_CLASSES);
+    obuf_parse(o->def, lim, reason, sizeof(reason));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parsing, storing and rendering one value                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Parse text into *v. On failure fills reason with Redis's CONFIG SET reason
+ * text (the part after "... - ") and returns -1. */
+static int opt_parse(const struct option *o, const char *text, struct optval *v,
+                     char *reason, size_t rlen)
+{
+    long long n = 0;
+    v->s = NULL;
+    v->n = 0;
+    switch (o->type) {
+    case T_BOOL:
+        if (!strcasecmp(text, "yes")) n = 1;
+        else if (!strcasecmp(text, "no")) n = 0;
+        else { snprintf(reason, rlen, "argument must be 'yes' or 'no'"); return -1; }
+        v->n = n;
+        return 0;
+    case T_ENUM:
+        for (const struct enum_name *e = o->enums; e->name; e++)
+            if (!strcasecmp(text, e->name)) { v->n = e->value; return 0; }
+        {
+            size_t p = (size_t)snprintf(reason, rlen, "argument(s) must be one of the following: ");
+            for (const struct enum_name *e = o->enums; e->name && p < rlen; e++)
+                p += (size_t)snprintf(reason + p, rlen - p, "%s%s", e != o->enums ? ", " : "", e->name);
+        }
+        return -1;
+    case T_INT:
+    case T_LL:
+        if (!string2ll(text, strlen(text), &n)) {
+            snprintf(reason, rlen, "argument couldn't be parsed into an integer");
+            return -1;
+        }
+        break;
+    case T_MEM:
+        if (!memtoll(text, &n)) {
+            snprintf(reason, rlen, "argument must be a memory value");
+            return -1;
+        }
+        break;
+    case T_PCTMEM:
+        /* Redis: a memory value ("" reads as 0), else "N%" stored as -N. */
+        if (*text && !memtoll(text, &n)) {
+            size_t l = strlen(text);
+            if (l < 2 || text[l - 1] != '%' || !string2ll(text, l - 1, &n) || n < 0) {
+                snprintf(reason, rlen, "argument must be a memory or percent value");
+                return -1;
+            }
+            n = -n;
+            if (n < o->min) {
+                snprintf(reason, rlen, "percentage argument must be less or equal to %lld", -o->min);
+                return -1;
+            }
+        }
+        break;
+    case T_OBUF: {
+        struct obuf_limit scratch[OBUF_CLASSES];
+        if (obuf_parse(text, scratch, reason, rlen) < 0) return -1;
+        v->s = strdup(text);   /* applied to the live limits by opt_store */
+        if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
+        return 0;
+    }
+    case T_STR:
+        v->s = strdup(text);
+        if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
+        return 0;
+    }
+    if (n < o->min || n > o->max) {
+        snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+        return -1;
+    }
+    v->n = o->clamp ? o->clamp(n) : n;
+    return 0;
+}
+
+static void retire_string(char *s)
+{
+    if (!s) return;
+    if (nretired == capretired) {
+        size_t cap = capretired ? capretired * 2 : 8;
+        char **r = realloc(retired, cap * sizeof(*r));
+        if (!r) return; /* leaking a few bytes beats a use-after-free */
+        retired = r;
+        capretired = cap;
+    }
+    retired[nretired++] = s;
+}
+
+/* Store a parsed value; takes ownership of v->s. runtime: other threads run. */
+static void opt_store(const struct option *o, struct optval *v, int runtime)
+{
+    void *f = field_ptr(o);
+    switch (o->type) {
+    case T_BOOL: case T_INT: case T_ENUM:
+        __atomic_store_n((int *)f, (int)v->n, __ATOMIC_RELEASE);
+        break;
+    case T_LL: case T_MEM: case T_PCTMEM:
+        __atomic_store_n((long long *)f, v->n, __ATOMIC_RELEASE);
+        break;
+    case T_OBUF: {
+        /* Only config_mu holders write the limits; readers load each
+         * number on its own (a class may briefly mix old and new values). */
+        struct obuf_limit *live = f, next[OBUF_CLASSES];
+        char reason[128];
+        memcpy(next, live, sizeof(next));
+        obuf_parse(v->s, next, reason, sizeof(reason));
+        for (int k = 0; k < OBUF_CLASSES; k++) {
+            __atomic_store_n(&live[k].hard, next[k].hard, __ATOMIC_RELEASE);
+            __atomic_store_n(&live[k].soft, next[k].soft, __ATOMIC_RELEASE);
+            __atomic_store_n(&live[k].soft_seconds, next[k].soft_seconds, __ATOMIC_RELEASE);
+        }
+        free(v->s);
+        v->s = NULL;
+        break;
+    }
+    case T_STR: {
+        char *old = __atomic_exchange_n((char **)f, v->s, __ATOMIC_ACQ_REL);
+        if (runtime) retire_string(old);
+        else free(old);
+        v->s = NULL;
+        break;
+    }
+    }
+}
+
+/* Current value as Redis's CONFIG GET shows it. Returns a pointer to a static
+ * name, to the string field itself, or into buf. */
+static const char *opt_render(const struct option *o, char *buf, size_t blen)
+{
+    const void *f = shown_ptr(o);
+    switch (o->type) {
+    case T_BOOL:
+        return *(const int *)f ? "yes" : "no";
+    case T_ENUM:
+        for (const struct enum_name *e = o->enums; e->name; e++)
+            if (e->value == *(const int *)f) return e->name;
+        return "";
+    case T_INT:
+        snprintf(buf, blen, "%d", *(const int *)f);
+        return buf;
+    case T_LL: case T_MEM:
+        snprintf(buf, blen, "%lld", *(const long long *)f);
+        return buf;
+    case T_PCTMEM: {
+        long long v = *(const long long *)f;
+        snprintf(buf, blen, v < 0 ? "%lld%%" : "%lld", v < 0 ? -v : v);
+        return buf;
+    }
+    case T_OBUF: {
+        const struct obuf_limit *l = f;
+        size_t p = 0;
+        for (int k = 0; k < OBUF_CLASSES && p < blen; k++)
+            p += (size_t)snprintf(buf + p, blen - p, "%s%s %lld %lld %lld", k ? " " : "",
+                                  obuf_class_names[k], l[k].hard, l[k].soft, l[k].soft_seconds);
+        return buf;
+    }
+    case T_STR: {
+        const char *s = *(char *const *)f;
+        return s ? s : "";
+    }
+    }
+    return "";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -683,7 +801,7 @@ void config_get_reply_multi(resp_out *out, int npat, const char *const *pats, co
     resp_add_map(out, count);
     for (int i = 0; i < NOPTIONS; i++) {
         if (!opt_matches(&options[i], npat, pats, plens)) continue;
-        char buf[32];
+        char buf[256];
         resp_add_bulkstr(out, options[i].name);
         resp_add_bulkstr(out, opt_render(&options[i], buf, sizeof(buf)));
     }
@@ -733,16 +851,23 @@ static void append_quoted(rbuf *b, const char *s)
     rbuf_append(b, "\"", 1);
 }
 
+/* A size as redis.conf writes it: with the largest unit that divides it. */
+static void fmt_mem(char *buf, size_t len, long long v)
+{
+    if (v != 0 && v % GB == 0) snprintf(buf, len, "%lldgb", v / GB);
+    else if (v != 0 && v % MB == 0) snprintf(buf, len, "%lldmb", v / MB);
+    else if (v != 0 && v % 1024 == 0) snprintf(buf, len, "%lldkb", v / 1024);
+    else snprintf(buf, len, "%lld", v);
+}
+
 /* Value in config-file syntax: sizes with units, strings quoted if needed. */
 static void render_conf_value(const struct option *o, rbuf *b)
 {
-    char buf[32];
-    if (o->type == T_MEM) {
-        long long v = *(const long long *)shown_ptr(o);
-        if (v != 0 && v % GB == 0) snprintf(buf, sizeof(buf), "%lldgb", v / GB);
-        else if (v != 0 && v % MB == 0) snprintf(buf, sizeof(buf), "%lldmb", v / MB);
-        else if (v != 0 && v % 1024 == 0) snprintf(buf, sizeof(buf), "%lldkb", v / 1024);
-        else snprintf(buf, sizeof(buf), "%lld", v);
+    char buf[256];
+    long long v = 0;
+    if (o->type == T_MEM || o->type == T_PCTMEM) v = *(const long long *)shown_ptr(o);
+    if (o->type == T_MEM || (o->type == T_PCTMEM && v >= 0)) {
+        fmt_mem(buf, sizeof(buf), v);
         rbuf_append(b, buf, strlen(buf));
         return;
     }
@@ -753,26 +878,23 @@ static void render_conf_value(const struct option *o, rbuf *b)
     else rbuf_append(b, s, strlen(s));
 }
 
-static void render_conf_line(const struct option *o, rbuf *b)
-{
-    rbuf_append(b, o->name, strlen(o->name));
-    rbuf_append(b, " ", 1);
-    render_conf_value(o, b);
-    rbuf_append(b, "\n", 1);
-}
-
 /* Is the option at its embedded default? (Typed comparison, so "1gb" in the
  * file and 1073741824 set at run time count as the same value.) */
 static int opt_is_default(const struct option *o)
 {
     char reason[256];
     struct optval v;
+    if (o->type == T_OBUF) {
+        struct obuf_limit def[OBUF_CLASSES];
+        obuf_defaults(o, def);
+        return memcmp(def, shown_ptr(o), sizeof(def)) == 0;
+    }
     if (opt_parse(o, o->def, &v, reason, sizeof(reason)) < 0) return 0;
     const void *f = shown_ptr(o);
     int same;
     switch (o->type) {
     case T_BOOL: case T_INT: case T_ENUM: same = *(const int *)f == (int)v.n; break;
-    case T_LL: case T_MEM: same = *(const long long *)f == v.n; break;
+    case T_LL: case T_MEM: case T_PCTMEM: same = *(const long long *)f == v.n; break;
     default: {
         const char *s = *(char *const *)f;
         same = strcmp(s ? s : "", v.s) == 0;
@@ -783,12 +905,53 @@ static int opt_is_default(const struct option *o)
     return same;
 }
 
-/* Build the new file text from the old one. */
+/* The most lines one option has in a config file. */
+#define MAX_CONF_LINES OBUF_CLASSES
+
+/* An option's lines in config-file syntax, and for each whether it differs
+ * from the default (only those are added to a file that lacks them).
+ * client-output-buffer-limit has one line per class, as in redis.conf
+ * (the replica class is written "replica", as Redis writes it); every
+ * other option has one line. Returns the number of lines. */
+static int conf_lines(const struct option *o, rbuf *lines, int *force)
+{
+    if (o->type != T_OBUF) {
+        rbuf_append(&lines[0], o->name, strlen(o->name));
+        rbuf_append(&lines[0], " ", 1);
+        render_conf_value(o, &lines[0]);
+        rbuf_append(&lines[0], "\n", 1);
+        force[0] = !opt_is_default(o);
+        return 1;
+    }
+    const struct obuf_limit *cur = shown_ptr(o);
+    struct obuf_limit def[OBUF_CLASSES];
+    obuf_defaults(o, def);
+    for (int k = 0; k < OBUF_CLASSES; k++) {
+        char hard[32], soft[32];
+        fmt_mem(hard, sizeof(hard), cur[k].hard);
+        fmt_mem(soft, sizeof(soft), cur[k].soft);
+        rbuf_appendf(&lines[k], "%s %s %s %s %lld\n", o->name,
+                     k == OBUF_REPLICA ? "replica" : obuf_class_names[k], hard, soft,
+                     cur[k].soft_seconds);
+        force[k] = memcmp(&cur[k], &def[k], sizeof(def[k])) != 0;
+    }
+    return OBUF_CLASSES;
+}
+
+/* Build the new file text from the old one, as Redis does: an option's
+ * lines replace its existing lines in the file in order (extra old lines
+ * vanish), and lines left over are appended if they differ from the
+ * default. */
 static void rewrite_text(char *old, rbuf *out)
 {
-    int done[NOPTIONS];
+    rbuf lines[NOPTIONS][MAX_CONF_LINES];
+    int nlines[NOPTIONS], used[NOPTIONS], force[NOPTIONS][MAX_CONF_LINES];
     int has_mark = 0;
-    memset(done, 0, sizeof(done));
+    for (int i = 0; i < NOPTIONS; i++) {
+        for (int k = 0; k < MAX_CONF_LINES; k++) rbuf_init(&lines[i][k]);
+        nlines[i] = conf_lines(&options[i], lines[i], force[i]);
+        used[i] = 0;
+    }
     char *p = old, *next;
     while (p && *p) {
         char *line = next_line(p, &next);
@@ -805,16 +968,21 @@ static void rewrite_text(char *old, rbuf *out)
             continue;
         }
         int idx = (int)(o - options);
-        if (!done[idx]) render_conf_line(o, out);  /* later duplicates vanish */
-        done[idx] = 1;
+        if (used[idx] < nlines[idx]) {
+            rbuf *l = &lines[idx][used[idx]++];
+            rbuf_append(out, l->buf, l->len);
+        }
     }
     for (int i = 0; i < NOPTIONS; i++) {
-        if (done[i] || opt_is_default(&options[i])) continue;
-        if (!has_mark) {
-            rbuf_append(out, REWRITE_MARK "\n", strlen(REWRITE_MARK) + 1);
-            has_mark = 1;
+        for (int k = used[i]; k < nlines[i]; k++) {
+            if (!force[i][k]) continue;
+            if (!has_mark) {
+                rbuf_append(out, REWRITE_MARK "\n", strlen(REWRITE_MARK) + 1);
+                has_mark = 1;
+            }
+            rbuf_append(out, lines[i][k].buf, lines[i][k].len);
         }
-        render_conf_line(&options[i], out);
+        for (int k = 0; k < MAX_CONF_LINES; k++) rbuf_free(&lines[i][k]);
     }
 }
 

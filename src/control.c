@@ -15,7 +15,17 @@
  * parses an entry beyond its header's lengths, never touches an index and
  * never takes a shard lock; the digest thread does all that afterwards.
  *
- * A link begins with a repl_hello (transport.h). A hello with another term,
+ * A link begins with the peer handshake (peer_auth.c): this side sends a
+ * fresh challenge as soon as it accepts, and nothing the peer sends is
+ * acted upon, let alone landed, until its response proved that it knows
+ * the cluster's secret. Before that a link reads at most one handshake
+ * message (PAUTH_MSG_MAX bytes), and a link still unauthenticated after
+ * CTL_AUTH_TIMEOUT_MS is closed, so silent or slow peers cost neither
+ * memory nor a slot for long; the thread never waits for any one peer.
+ * Refused peers are logged (rate-limited) and counted (INFO
+ * repl_auth_failures).
+ *
+ * The authenticated hello is a repl_hello (transport.h). A hello with another term,
  * another configuration digest, an unknown sender or the wrong mode is
  * refused (logged, closed): a node with a stale or different configuration
  * must not feed this b-log. A frame whose header is impossible (zero type,
@@ -26,6 +36,7 @@
  *
  * Ack wire format: 8 bytes, little endian, the cumulative count. The count
  * 0 is sent right after an accepted hello, so a sender knows it is in. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -40,9 +51,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "bus.h"
 #include "cluster.h"
 #include "control.h"
 #include "log.h"
+#include "peer_auth.h"
 #include "rpc_backup.h"
 #include "server.h"
 #include "syncer.h"
@@ -53,10 +66,13 @@
 #define CTL_MAX_LINKS 1024
 #define CTL_READ_BUDGET (4u << 20)   /* bytes read per link per round, for fairness */
 #define CTL_FLIGHTS 4                /* b-log flushes in flight (block storage) */
+#define CTL_AUTH_TIMEOUT_MS 5000     /* a peer's handshake must be done by then */
 
 typedef struct ctl_link {
     int fd;
-    int hello_ok;
+    int hello_ok;             /* authenticated, and its hello accepted */
+    pauth auth;
+    int64_t deadline_us;      /* of the handshake */
     int node, sender;
     uint8_t *buf;             /* unconsumed input */
     size_t len, cap;
@@ -71,6 +87,8 @@ static _Atomic int ctl_stopping;
 static int ctl_running;
 static ctl_link *links[CTL_MAX_LINKS];
 static _Atomic long long st_msgs, st_refused, st_links;
+static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_nodes asked to close */
+static _Atomic uint64_t drop_asked, drop_done;   /* requests made / handled (control_drop_nodes) */
 
 static void link_close(ctl_link *l, const char *why) {
     if (why)
@@ -100,7 +118,14 @@ static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
         snprintf(why, n, "not a Rowan replication hello");
         return -1;
     }
-    if (h->term != cluster_term() || h->config_digest != cluster_config_digest()) {
+    /* Static: one configuration, so term and digest must both match.
+     * Managed: terms move on while links stay up; what matters is that
+     * the sender belongs: a node outside the membership (one that was
+     * failed over, perhaps only paused) must not feed this b-log. Bus
+     * links are open to every node of the table (a returning node asks
+     * for its lease over them). */
+    int managed = cluster_managed();
+    if ((!managed && h->term != cluster_term()) || h->config_digest != cluster_config_digest()) {
         snprintf(why, n, "stale or different configuration (term %llu, digest %016llx; ours "
                  "term %llu, digest %016llx): check that every node has the same cluster-node "
                  "lines, shards and replicas",
@@ -110,6 +135,11 @@ static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
     }
     if (h->node >= cluster_nnodes() || h->node == cluster_self()) {
         snprintf(why, n, "unknown sender node %u", h->node);
+        return -1;
+    }
+    if (managed && h->sender != REPL_LINK_BUS && !cluster_is_member(h->node)) {
+        snprintf(why, n, "node %u is not a member of configuration term %llu", h->node,
+                 (unsigned long long)cluster_term());
         return -1;
     }
     if ((int)h->mode != server.cfg.replication_mode) {
@@ -122,22 +152,57 @@ static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
     return 0;
 }
 
+/* The handshake, then the hello, from the head of l's buffer: 0 = more
+ * bytes needed, n > 0 = accepted (n bytes consumed), -1 = refused with why
+ * (why empty: already reported). */
+static long link_greet(ctl_link *l, char *why, size_t whylen) {
+    uint8_t out[PAUTH_REPLY_LEN];
+    size_t outlen = 0;
+    long n = pauth_feed(&l->auth, l->buf, l->len, out, &outlen, why, whylen);
+    /* a refusal record is best effort: the link closes anyway */
+    int sent = outlen == 0 || tcp_send_all(l->fd, out, outlen) == 0;
+    if (n < 0) {
+        pauth_refused_fd(l->fd, why);
+        why[0] = '\0';
+        return -1;
+    }
+    if (n == 0) return 0;
+    if (!sent) {
+        snprintf(why, whylen, "peer went away");
+        return -1;
+    }
+    repl_hello h;
+    if (l->auth.hello_len != sizeof(h)) {
+        snprintf(why, whylen, "not a Rowan replication hello");
+        return -1;
+    }
+    memcpy(&h, l->auth.hello, sizeof(h));
+    if (hello_check(l, &h, why, whylen) != 0) return -1;
+    return n;
+}
+
 /* Land every complete message in l's buffer. -1 if the link must close
- * (why says why), 1 if it was handed to a worker (rpc mode). */
+ * (why says why, or is empty when that was reported already), 1 if it was
+ * handed to a worker (rpc mode). */
 static int land_frames(ctl_link *l, char *why, size_t whylen) {
     size_t pos = 0;
     if (!l->hello_ok) {
-        if (l->len < sizeof(repl_hello)) return 0;
-        repl_hello h;
-        memcpy(&h, l->buf, sizeof(h));
-        if (hello_check(l, &h, why, whylen) != 0) return -1;
+        long n = link_greet(l, why, whylen);
+        if (n <= 0) return (int)n;
         l->hello_ok = 1;
-        pos = sizeof(repl_hello);
+        pos = (size_t)n;
         if (send_ack(l, 0) != 0) {
             snprintf(why, whylen, "peer went away");
             return -1;
         }
         serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
+        if (l->sender == REPL_LINK_BUS) {
+            /* a cluster bus link: the bus thread serves it (bus.c) */
+            epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
+            bus_adopt(l->fd, l->node, l->buf + pos, l->len - pos);
+            l->fd = -1;
+            return 1;
+        }
         if (server.cfg.replication_mode == REPL_MODE_RPC) {
             /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
             epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
@@ -167,23 +232,46 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
     return 0;
 }
 
+/* Make room for what the next recv may bring: before the handshake is
+ * done at most one handshake message, so an unauthenticated peer never
+ * makes us buffer more than that. Returns how many bytes to ask for. */
+static size_t link_room(ctl_link *l) {
+    if (!l->hello_ok) {
+        if (!l->buf) {
+            l->cap = PAUTH_MSG_MAX;
+            l->buf = malloc(l->cap);
+        }
+        return PAUTH_MSG_MAX - l->len; /* > 0: a full message is always decided */
+    }
+    if (l->cap - l->len < 65536) {
+        l->cap = l->cap < 262144 ? 262144 : l->cap * 2;
+        l->buf = realloc(l->buf, l->cap);
+    }
+    return l->cap - l->len;
+}
+
+/* Close l after land_frames returned rc != 0: log why, unless it is empty
+ * (reported already) or the link went to a worker (rc > 0). */
+static void link_end(ctl_link *l, int rc, const char *why) {
+    link_close(l, rc < 0 && why[0] ? why : NULL);
+}
+
 /* Read what l has (up to the round's budget) and land it. */
 static void link_readable(ctl_link *l) {
     size_t got = 0;
     char why[512];
     while (got < CTL_READ_BUDGET) {
-        if (l->cap - l->len < 65536) {
-            l->cap = l->cap ? l->cap * 2 : 262144;
-            l->buf = realloc(l->buf, l->cap);
-        }
-        size_t want = l->cap - l->len;
+        size_t want = link_room(l);
         ssize_t n = recv(l->fd, l->buf + l->len, want, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) break;
         if (n <= 0) {
             /* land what arrived complete before the close, then go */
             int rc = land_frames(l, why, sizeof(why));
-            if (rc != 0) { link_close(l, rc < 0 ? why : NULL); return; }
+            if (rc != 0) {
+                link_end(l, rc, why);
+                return;
+            }
             if (l->dirty) {
                 blog_persist();
                 send_ack(l, l->landed); /* best effort: the peer may be gone */
@@ -195,7 +283,7 @@ static void link_readable(ctl_link *l) {
         got += (size_t)n;
         int rc = land_frames(l, why, sizeof(why));
         if (rc != 0) {
-            link_close(l, rc < 0 ? why : NULL);
+            link_end(l, rc, why);
             return;
         }
         /* A short read drained the socket (nearly always): skip the recv
@@ -221,6 +309,16 @@ static void accept_all(void) {
         ctl_link *l = calloc(1, sizeof(*l));
         l->fd = fd;
         l->node = l->sender = -1;
+        l->deadline_us = monotonic_us() + CTL_AUTH_TIMEOUT_MS * 1000LL;
+        uint8_t challenge[PAUTH_CHALLENGE_LEN];
+        char why[256];
+        if (pauth_server_begin(&l->auth, challenge, why, sizeof(why)) != 0 ||
+            tcp_send_all(fd, challenge, sizeof(challenge)) != 0) {
+            if (l->auth.state == PAUTH_FAILED) pauth_refused_fd(fd, why);
+            close(fd);
+            free(l);
+            continue;
+        }
         links[slot] = l;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
         epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
@@ -282,6 +380,22 @@ static void flush_start(void) {
     syncer_submit_to(0, &flights[slot].done, ctl_wake, NULL);
 }
 
+/* Close links whose handshake is overdue (checked at most every 100 ms). */
+static void expire_handshakes(void) {
+    static int64_t next_us;
+    int64_t now = monotonic_us();
+    if (now < next_us) return;
+    next_us = now + 100000;
+    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+        ctl_link *l = links[i];
+        if (!l || l->hello_ok || now < l->deadline_us) continue;
+        char why[64];
+        snprintf(why, sizeof(why), "no handshake within %d ms", CTL_AUTH_TIMEOUT_MS);
+        pauth_refused_fd(l->fd, why);
+        link_close(l, NULL);
+    }
+}
+
 static int verbs_on;   /* replication-transport verbs */
 
 /* Wait for the next round's events. Under load messages arrive every few
@@ -307,6 +421,27 @@ static int ctl_wait(struct epoll_event *evs, int max, int timeout_ms) {
     return n;
 }
 
+void control_drop_nodes(uint64_t nodes, int wait) {
+    if (!nodes) return;
+    atomic_fetch_or(&drop_mask, nodes);
+    uint64_t ticket = atomic_fetch_add(&drop_asked, 1) + 1;
+    if (wake_fd >= 0) ctl_wake(NULL);
+    /* the control thread handles requests at least every 100 ms */
+    while (wait && ctl_running && atomic_load(&drop_done) < ticket) usleep(200);
+}
+
+static void drop_requested(void) {
+    uint64_t asked = atomic_load(&drop_asked);
+    uint64_t m = atomic_exchange(&drop_mask, 0);
+    for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
+        ctl_link *l = links[i];
+        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(l, "dropped: its node left the "
+                                                                      "configuration, or a re-sync "
+                                                                      "was requested");
+    }
+    atomic_store(&drop_done, asked);
+}
+
 static void *control_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-control");
@@ -325,6 +460,8 @@ static void *control_main(void *arg) {
             } else link_readable(evs[i].data.ptr);
         }
         flush_complete();
+        drop_requested();
+        expire_handshakes();
         if (fl_count == CTL_FLIGHTS || atomic_load(&ctl_stopping)) continue;
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
             if (links[i] && links[i]->dirty) {
@@ -336,6 +473,34 @@ static void *control_main(void *arg) {
     return NULL;
 }
 
+/* Does one of bind's addresses (redis.conf syntax: "-" marks an optional
+ * one; "*" and 0.0.0.0 are every IPv4 address, "::" every IPv6 one) cover
+ * the address sa? */
+static int bind_allows(const struct sockaddr *sa) {
+    char *copy = strdup(server.cfg.bind ? server.cfg.bind : ""), *save = NULL;
+    int ok = 0;
+    for (char *a = strtok_r(copy, " ", &save); a && !ok; a = strtok_r(NULL, " ", &save)) {
+        if (a[0] == '-') a++;
+        if (sa->sa_family == AF_INET) {
+            struct in_addr in;
+            const struct in_addr *want = &((const struct sockaddr_in *)sa)->sin_addr;
+            ok = !strcmp(a, "*") || !strcmp(a, "0.0.0.0") ||
+                 (inet_pton(AF_INET, a, &in) == 1 && in.s_addr == want->s_addr);
+        } else if (sa->sa_family == AF_INET6) {
+            struct in6_addr in6;
+            const struct in6_addr *want = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+            ok = !strcmp(a, "::") || !strcmp(a, "::*") ||
+                 (inet_pton(AF_INET6, a, &in6) == 1 && !memcmp(&in6, want, sizeof(in6)));
+        }
+    }
+    free(copy);
+    return ok;
+}
+
+/* Listen on this node's replication address. Without a secret the port is
+ * only as private as bind makes the RESP port: an address bind does not
+ * allow is refused, rather than silently opening a port through which
+ * anyone could write to this node's backups (peer_auth.c). */
 static int listen_repl(const char *host, int port, char *err, size_t errlen) {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
@@ -344,6 +509,16 @@ static int listen_repl(const char *host, int port, char *err, size_t errlen) {
     int rc = getaddrinfo(host, portstr, &hints, &res);
     if (rc != 0) {
         snprintf(err, errlen, "replication address %s:%d: %s", host, port, gai_strerror(rc));
+        return -1;
+    }
+    int allowed = bind_allows(res->ai_addr);
+    pauth_set_open_without_secret(allowed);
+    if (!allowed && !strcmp(pauth_secret_source(), "none")) {
+        snprintf(err, errlen, "The replication port %s:%d is on an address that bind (%s) does "
+                 "not allow, and no cluster-secret or requirepass is set: anyone reaching it could "
+                 "write to this node's backups. Set cluster-secret (the same on every node), or "
+                 "add %s to bind", host, port, server.cfg.bind, host);
+        freeaddrinfo(res);
         return -1;
     }
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -385,8 +560,9 @@ int control_start(char *err, size_t errlen) {
     }
     ctl_running = 1;
     pthread_create(&ctl_thread, NULL, control_main, NULL);
-    serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s)",
-              me->host, me->repl_port, server.cfg.replication_mode ? "rpc" : "rowan");
+    serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s, peers "
+              "authenticate with: %s)", me->host, me->repl_port,
+              server.cfg.replication_mode ? "rpc" : "rowan", pauth_secret_source());
     return 0;
 }
 

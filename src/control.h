@@ -3,10 +3,16 @@
 #ifndef ROWAN_CONTROL_H
 #define ROWAN_CONTROL_H
 #include <stddef.h>
+#include <stdint.h>
 
 /* Listen on our replication port and start the thread (cluster mode). */
 int control_start(char *err, size_t errlen);
 void control_stop(void);
+/* Close every link from the nodes in mask `nodes` (any thread): nothing
+ * more of theirs lands (a node that left the configuration), or its
+ * sender starts a new session whose catch-up re-syncs what it sends us.
+ * wait: return once the control thread has done it. */
+void control_drop_nodes(uint64_t nodes, int wait);
 void control_get_stats(long long *msgs, long long *refused, long long *nlinks);
 
 #endif

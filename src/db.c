@@ -32,6 +32,7 @@
 #include "db_shard.h"
 #include "hash.h"
 #include "log.h"
+#include "member.h"
 #include "object.h"
 #include "pool.h"
 #include "server.h"
@@ -40,6 +41,9 @@
 #include "util.h"
 
 #define OOM_TEXT "OOM command not allowed when the storage pool is full"
+
+const char *db_too_big_error =
+    "ERR value too large: a key and its value must fit one 4 MiB log segment";
 
 /* Why the last pool-full refusal happened, for INFO. */
 static _Atomic int last_refusal = DB_REFUSED_NONE;
@@ -57,7 +61,7 @@ int db_last_refusal(void) { return atomic_load(&last_refusal); }
 const char *db_error_text(const db_ctx *x) {
     switch (x->refused) {
     case DB_REFUSED_TOO_BIG:
-        return "ERR value too large: a key and its value must fit one 4 MiB log segment";
+        return db_too_big_error;
     case DB_REFUSED_LIVE_DATA:
         return OOM_TEXT ": live data fills it; delete keys or use a larger pool-size";
     default:
@@ -140,10 +144,21 @@ static void dep_push(db_ctx *x, uint8_t kind, uint16_t id, uint64_t ver) {
 /* A read observed version ver of shard s. */
 static void dep_add(db_ctx *x, const shard *s, uint64_t ver) { dep_push(x, DEP_SHARD, s->id, ver); }
 
-/* A write went into this worker's accumulating batch. */
-static void dep_add_write(db_ctx *x) {
+/* A write of version ver of shard s went into this worker's accumulating
+ * batch. Standalone, the batch landing is enough: one fdatasync of the pool
+ * file (or pmem's persist-as-written) covers every earlier append of every
+ * worker, so when this entry is durable so is everything its effect was
+ * computed from. With replicas it is not: each worker has its own link to
+ * each backup, so another worker's older version of the same shard may
+ * still be in flight when this batch is acked. The reply must then also
+ * wait for the shard's watermark: otherwise a failover could keep this
+ * effect but lose one it was computed from (a list push on top of a lost
+ * push, a SUNIONSTORE of a lost SADD), and the reply would describe a
+ * state that never survives. */
+static void dep_add_write(db_ctx *x, const shard *s, uint64_t ver) {
     worker *w = x->w;
     dep_push(x, DEP_BATCH, (uint16_t)w->id, w->slots[w->acc].gen);
+    if (cluster_replicas() > 1) dep_add(x, s, ver);
 }
 
 /* ---------------- index glue ---------------- */
@@ -275,15 +290,25 @@ int db_apply_del(shard *s, unsigned pdb, const char *key, size_t klen) {
 
 typedef struct flush_ctx {
     unsigned pdb;      /* 0xffff: every db */
+    uint64_t below;    /* only keys whose version is below this */
     uint64_t *refs;
     size_t n, cap;
 } flush_ctx;
+
+/* The version of the entry (or collection) a reference stands for. */
+static uint64_t ref_version(uint64_t ref) {
+    if (ref_is_obj(ref)) return ref_obj(ref)->ver;
+    log_entry e;
+    log_entry_decode(ref_ptr(ref), &e);
+    return e.ver;
+}
 
 static int collect_db_ref(void *ctx, uint64_t ref) {
     flush_ctx *f = ctx;
     refinfo ri;
     ref_info(ref, &ri);
     if (f->pdb != 0xffff && ri.pdb != f->pdb) return 0;
+    if (ref_version(ref) >= f->below) return 0;
     if (f->n == f->cap) {
         f->cap = f->cap ? f->cap * 2 : 256;
         f->refs = realloc(f->refs, f->cap * sizeof(uint64_t));
@@ -292,8 +317,13 @@ static int collect_db_ref(void *ctx, uint64_t ref) {
     return 0;
 }
 
-void db_apply_flush(shard *s, unsigned pdb) {
-    flush_ctx f = {pdb, NULL, 0, 0};
+/* Remove every key of physical db pdb (0xffff: all) whose version is below
+ * ver. Replayed in version order (recovery, digest) every key present is
+ * older than the flush, so this is "remove everything"; the condition
+ * matters for a re-sync's end record, whose entries carry the same version
+ * as the record and may be applied before or after it. */
+void db_apply_flush(shard *s, unsigned pdb, uint64_t ver) {
+    flush_ctx f = {pdb, ver, NULL, 0, 0};
     index_foreach(s->idx, collect_db_ref, &f);
     for (size_t i = 0; i < f.n; i++) {
         refinfo ri;
@@ -301,6 +331,28 @@ void db_apply_flush(shard *s, unsigned pdb) {
         db_apply_del(s, ri.pdb, ri.key, ri.klen);
     }
     free(f.refs);
+}
+
+static void reset_dbmap(shard *s) {
+    if (s->dbmap_ref) live_add(s->dbmap_ref, -ref_bytes(s->dbmap_ref));
+    s->dbmap_ref = 0;
+    s->dbmap_ver = 0;
+    for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
+}
+
+/* The end of a re-sync at version ver (a LOG_FLUSHDB of every db flagged
+ * LOG_F_RESYNC, see log.h): the re-sync's entries, all at ver, are the
+ * shard's whole contents, so everything older goes, the db map included.
+ * The record stays live (it is the shard's latest re-sync) until a newer
+ * re-sync ends; recovery relies on finding it. */
+static void db_apply_resync_end(shard *s, uint64_t ref, const log_entry *e) {
+    db_apply_flush(s, 0xffff, e->ver);
+    if (s->dbmap_ver < e->ver) reset_dbmap(s);
+    if (e->ver < s->resync_ver) return;   /* an older re-sync replayed late */
+    if (s->resync_ref) live_add(s->resync_ref, -ref_bytes(s->resync_ref));
+    s->resync_ref = ref;
+    s->resync_ver = e->ver;
+    live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
 }
 
 void db_apply_dbmap(shard *s, uint64_t ref, uint64_t ver) {
@@ -393,7 +445,10 @@ void db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
     case LOG_COLL_OP:
     case LOG_SNAPSHOT: db_apply_obj(s, ref, e); break;
     case LOG_DEL: db_apply_del(s, e->db, e->key, e->klen); break;
-    case LOG_FLUSHDB: db_apply_flush(s, e->db); break;
+    case LOG_FLUSHDB:
+        if (e->flags & LOG_F_RESYNC) db_apply_resync_end(s, ref, e);
+        else db_apply_flush(s, e->db, e->ver);
+        break;
     case LOG_DBMAP: db_apply_dbmap(s, ref, e->ver); break;
     default: break;
     }
@@ -417,7 +472,7 @@ static int append_one(db_ctx *x, shard *s, log_entry *e) {
     log_writer_wrote(&w->tlog, off, len);
     worker_touch_shard(w, s->id);
     db_apply_entry(s, off, e);
-    dep_add_write(x);
+    dep_add_write(x, s, e->ver);
     return DB_OK;
 }
 
@@ -502,8 +557,8 @@ int db_batch_end(db_ctx *x) {
         uint64_t verdb = (e.ver & LOG_VER_MASK) | ((uint64_t)e.db << 48);
         memcpy(x->batch.buf + at + 8, &verdb, 8);
         worker_touch_shard(w, s->id);
+        dep_add_write(x, s, e.ver);
     }
-    dep_add_write(x);
     log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
                    .val = x->batch.buf, .vlen = (uint32_t)x->batch.len};
     log_entry_encode(log_writer_dst(&w->tlog, off, len), &g, 1);
@@ -813,7 +868,13 @@ static void unlock_if(shard *s, int locked) {
  * shards (applied by the digest thread), which KEYS, SCAN, DBSIZE,
  * RANDOMKEY, FLUSHALL/FLUSHDB and active expiry must never list, count,
  * flush or expire. Standalone: every shard. */
-static int client_shard(int i) { return !cluster_enabled() || cluster_is_primary(i); }
+/* Shards keyspace-wide commands see: in a cluster, those we serve as
+ * primary (never a backup copy, nor a shard still being reconciled). */
+static int client_shard(int i) {
+    return !cluster_enabled() ||
+           (cluster_is_primary(i) && atomic_load(&server.shards[i].avail) == SHARD_SERVING &&
+            member_lease_valid());
+}
 
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {
@@ -1019,10 +1080,10 @@ void db_shard_clear(shard *s) {
     index_clear(s->vidx);
     memset(s->dbkeys, 0, sizeof(s->dbkeys));
     memset(s->dbexpires, 0, sizeof(s->dbexpires));
-    if (s->dbmap_ref) live_add(s->dbmap_ref, -ref_bytes(s->dbmap_ref));
-    s->dbmap_ref = 0;
-    s->dbmap_ver = 0;
-    for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
+    reset_dbmap(s);
+    if (s->resync_ref) live_add(s->resync_ref, -ref_bytes(s->resync_ref));
+    s->resync_ref = 0;
+    s->resync_ver = 0;
 }
 
 void db_shard_read_dep(db_ctx *x, shard *s) { dep_add(x, s, s->next_ver - 1); }
@@ -1038,6 +1099,7 @@ static robj *obj_of_entry(shard *s, const log_entry *e) {
 
 int db_ref_is_live(shard *s, uint64_t ref, const log_entry *e) {
     if (e->type == LOG_DBMAP) return s->dbmap_ref == ref;
+    if (e->type == LOG_FLUSHDB) return (e->flags & LOG_F_RESYNC) && s->resync_ref == ref;
     if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
         robj *o = obj_of_entry(s, e);
         return o && obj_hist_find(o, ref) >= 0;
@@ -1053,6 +1115,8 @@ void db_relocate(shard *s, uint64_t old_ref, uint64_t new_ref, const log_entry *
     int64_t bytes = (int64_t)log_entry_len(e->klen, e->vlen);
     if (e->type == LOG_DBMAP) {
         s->dbmap_ref = new_ref;
+    } else if (e->type == LOG_FLUSHDB) {
+        s->resync_ref = new_ref;
     } else if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
         robj *o = obj_of_entry(s, e);
         int i = o ? obj_hist_find(o, old_ref) : -1;

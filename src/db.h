@@ -32,6 +32,7 @@
 #define ROWAN_DB_H
 #include <stddef.h>
 #include <stdint.h>
+#include "log.h"
 #include "resp.h"
 
 enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH };
@@ -52,6 +53,11 @@ int db_last_refusal(void);
                           * command not allowed when the storage pool is full:
                           * <why>", or a too-large entry */
 
+/* "ERR value too large: ..." for a key and value that cannot fit one entry. */
+extern const char *db_too_big_error;
+/* The longest argument any write could store: a log entry minus its header.
+ * A longer one can only be refused. */
+#define DB_MAX_ARG_LEN (LOG_MAX_ENTRY - LOG_HDR_SIZE)
 
 
 struct worker;

@@ -123,6 +123,7 @@ uint64_t db_shard_digest(shard *s, long long *nkeys) {
 
 typedef struct ex_ctx {
     shard *s;
+    uint64_t ver;
     db_export_fn fn;
     void *arg;
     rbuf out;    /* the encoded entry */
@@ -132,6 +133,7 @@ typedef struct ex_ctx {
 static void ex_emit(ex_ctx *x, log_entry *e) {
     e->flags = LOG_F_RESYNC;
     e->shard = x->s->id;
+    e->ver = x->ver;
     size_t len = log_entry_len(e->klen, e->vlen);
     x->out.len = 0;
     rbuf_reserve(&x->out, len);
@@ -145,7 +147,7 @@ static int ex_key(void *arg, uint64_t ref) {
         const robj *o = ref_obj(ref);
         x->snap.len = 0;
         obj_encode_snapshot(o, &x->snap);
-        log_entry e = {.type = LOG_SNAPSHOT, .db = o->db, .ver = o->ver, .key = o->key,
+        log_entry e = {.type = LOG_SNAPSHOT, .db = o->db, .key = o->key,
                        .klen = o->klen, .val = x->snap.buf, .vlen = (uint32_t)x->snap.len,
                        .expire_ms = o->expire_ms};
         ex_emit(x, &e);
@@ -153,7 +155,7 @@ static int ex_key(void *arg, uint64_t ref) {
         /* Re-encoded: ref may be a sub-entry of a LOG_GROUP. */
         log_entry cur;
         log_entry_decode(pool_ptr(server.pool, ref), &cur);
-        log_entry e = {.type = LOG_SET, .db = cur.db, .ver = cur.ver, .key = cur.key,
+        log_entry e = {.type = LOG_SET, .db = cur.db, .key = cur.key,
                        .klen = cur.klen, .val = cur.val, .vlen = cur.vlen,
                        .expire_ms = cur.expire_ms};
         ex_emit(x, &e);
@@ -161,15 +163,15 @@ static int ex_key(void *arg, uint64_t ref) {
     return 0;
 }
 
-void db_shard_export(shard *s, db_export_fn fn, void *arg) {
-    ex_ctx x = {.s = s, .fn = fn, .arg = arg};
+void db_shard_export(shard *s, uint64_t ver, db_export_fn fn, void *arg) {
+    ex_ctx x = {.s = s, .ver = ver, .fn = fn, .arg = arg};
     rbuf_init(&x.out);
     rbuf_init(&x.snap);
     int identity = 1;
     for (int d = 0; d < SHARD_MAX_DBS; d++)
         if (s->dbmap[d] != d) identity = 0;
     if (!identity) {
-        log_entry e = {.type = LOG_DBMAP, .ver = s->dbmap_ver, .key = "",
+        log_entry e = {.type = LOG_DBMAP, .key = "",
                        .val = (const char *)s->dbmap, .vlen = (uint32_t)sizeof(s->dbmap)};
         ex_emit(&x, &e);
     }

@@ -35,17 +35,20 @@ uint64_t db_shard_digest(struct shard *s, long long *nkeys);
 typedef void (*db_export_fn)(void *arg, const void *entry, size_t len);
 
 /* Emit the shard's current state, caller holding the shard lock: first its
- * LOG_DBMAP when the db map is not the identity (all SHARD_MAX_DBS entries,
- * at the map's version), then one entry per key, in index order: LOG_SET
- * for a string (value, expiry), LOG_SNAPSHOT for a collection (the
- * compaction encoding, with the collection's expiry in the header). Each
- * carries flag LOG_F_RESYNC, the shard's id, the key's physical db and its
- * current version. Applying every entry with db_apply_entry to a cleared
- * shard gives the same db_shard_digest. Expired-but-present keys are
- * exported too. A collection whose snapshot does not fit one log segment
- * (LOG_MAX_ENTRY) still gets its one entry: len is then > LOG_MAX_ENTRY and
- * the caller must notice (no log accepts such an entry). */
-void db_shard_export(struct shard *s, db_export_fn fn, void *arg);
+ * LOG_DBMAP when the db map is not the identity, then one entry per key,
+ * in index order: LOG_SET for a string (value, expiry), LOG_SNAPSHOT for a
+ * collection (the compaction encoding, with the collection's expiry in the
+ * header). Each carries flag LOG_F_RESYNC, the shard's id, the key's
+ * physical db and version `ver`: a re-sync stamps its whole snapshot with
+ * one version no write of the shard has (see log.h, "Re-sync"), so that
+ * its end record at the same version can drop everything older. Applying
+ * every entry with db_apply_entry, then that end record, gives the same
+ * db_shard_digest whatever the shard held before. Expired-but-present keys
+ * are exported too. A collection whose snapshot does not fit one log
+ * segment (LOG_MAX_ENTRY) still gets its one entry: len is then >
+ * LOG_MAX_ENTRY and the caller must notice (no log accepts such an
+ * entry). */
+void db_shard_export(struct shard *s, uint64_t ver, db_export_fn fn, void *arg);
 
 /* Drop every key of the shard from memory, caller holding the lock: index
  * and volatile index, collection objects, per-db key and expiry counts, the

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cluster.h"
+#include "control.h"
 #include "db.h"
 #include "db_shard.h"
 #include "digest.h"
@@ -39,12 +40,18 @@ typedef struct dg_shard {
     dg_item *pend;
     size_t n, cap;
     uint64_t applied, commitver;
-    int resyncing;
+    uint64_t resync_ver;   /* the re-sync being received (log.h), 0 when none */
+    int64_t progress_us;   /* last time CommitVer moved or nothing was pending */
+    int stall_logged;
 } dg_shard;
 
 /* How often the digest looks for new b-log data. CommitVer markers come
  * every ~15 ms, so entries wait for them anyway. */
 #define DIGEST_POLL_MS 5
+/* Entries waiting this long for the primary's CommitVer make the shard
+ * count as stalled (INFO, one log line): its primary cannot commit them,
+ * usually because another replica of the shard is down. */
+#define DIGEST_STALL_MS 10000
 
 static pthread_t dg_thread;
 static int dg_running;
@@ -68,7 +75,7 @@ static dg_shard *sh;
 static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
 /* statistics */
 static _Atomic uint64_t st_pub, st_dig, st_applied, st_dropped, st_pending, st_corrupt,
-    st_resyncs, st_committed;
+    st_resyncs, st_committed, st_diverged, st_stalled;
 
 void digest_segment_started(uint32_t seg) {
     pthread_mutex_lock(&dg_mu);
@@ -151,16 +158,43 @@ static void apply_upto(int sid, uint64_t upto) {
 
 static dg_seg *cur_seg(void) { return &segs[cur_idx]; }
 
+/* Drop shard d's pending effects with version <= upto (a re-sync covers
+ * them). Later ones stay: they were written after its snapshot. */
+static void pend_drop_upto(dg_shard *d, uint64_t upto) {
+    size_t k = 0;
+    while (k < d->n && d->pend[k].ver <= upto) k++;
+    if (!k) return;
+    memmove(d->pend, d->pend + k, (d->n - k) * sizeof(dg_item));
+    d->n -= k;
+    atomic_fetch_sub(&st_pending, k);
+    atomic_fetch_add(&st_dropped, k);
+}
+
 /* An effect (top-level or inside a group) of shard e->shard at ref; g is
- * the b-log segment it is in (NULL: a per-worker backup log, rpc mode). */
+ * the b-log segment it is in (NULL: a per-worker backup log, rpc mode).
+ *
+ * The version rules, total:
+ *  - a re-sync's own entries (LOG_F_RESYNC at the re-sync's version) apply
+ *    at once: its end record decides what survives;
+ *  - an effect at or below what the shard already reflects (`applied`, or
+ *    the snapshot version of the re-sync being received) is covered by a
+ *    re-sync and dropped;
+ *  - any other effect waits for CommitVer, then applies in version order. */
+/* Do we take b-log entries of shard sid? As its backup, or as its primary
+ * while it fetches the shard from a replica (a re-sync only). */
+static int takes_shard(int sid, int resync) {
+    if (sid >= server.nshards) return 0;
+    return cluster_is_backup(sid) || (resync && atomic_load(&server.shards[sid].fetching));
+}
+
 static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
-    if (e->shard >= server.nshards || !cluster_is_backup(e->shard)) {
+    if (!takes_shard(e->shard, (e->flags & LOG_F_RESYNC) != 0)) {
         atomic_fetch_add(&st_dropped, 1);
         return;
     }
     dg_shard *d = &sh[e->shard];
     if (e->flags & LOG_F_RESYNC) {
-        if (!d->resyncing) {
+        if (!d->resync_ver || e->ver != d->resync_ver) {
             atomic_fetch_add(&st_dropped, 1);
             return;
         }
@@ -168,48 +202,72 @@ static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
         shard_lock(s);
         apply_one(s, ref);
         shard_unlock(s);
+        if (e->type == LOG_FLUSHDB) {   /* the end: everything <= ver is in */
+            atomic_fetch_add(&st_resyncs, 1);
+            atomic_store(&s->damaged, 0);   /* a whole new copy */
+            atomic_store(&s->fetching, 0);  /* a fetch is complete (reconcile.c) */
+            d->resync_ver = 0;
+            d->applied = e->ver;          /* reset, even if it was higher */
+            d->commitver = e->ver;
+            d->progress_us = monotonic_us();
+            apply_upto(e->shard, e->ver);
+        }
         return;
     }
-    if (e->ver <= d->applied) {
+    if (e->ver <= d->applied || (d->resync_ver && e->ver <= d->resync_ver)) {
         atomic_fetch_add(&st_dropped, 1);
         return;
     }
+    if (d->n == 0) d->progress_us = monotonic_us();
     pend_push(d, e->ver, ref);
     if (!g) return;
     if (!g->maxver) g->maxver = calloc((size_t)server.nshards, sizeof(uint64_t));
     if (e->ver > g->maxver[e->shard]) g->maxver[e->shard] = e->ver;
 }
 
-static void on_resync(const log_entry *e) {
+/* The primary's CommitVer went backwards: its versions no longer extend
+ * what this copy reflects (a primary that lost history, or a foreign one).
+ * Never apply on top of it: log it, count it, and drop the primary's links
+ * so that it starts a new session, whose catch-up re-syncs the shard. */
+static void on_diverged(int sid, uint64_t got) {
+    dg_shard *d = &sh[sid];
+    atomic_fetch_add(&st_diverged, 1);
+    serverLog(LL_WARNING, "Digest: shard %d diverged: its primary committed version %llu after "
+              "%llu; dropping its links so that it re-syncs this copy", sid,
+              (unsigned long long)got, (unsigned long long)d->commitver);
+    int p = cluster_primary_of(sid);
+    if (p >= 0) control_drop_nodes(1ULL << p, 0);
+}
+
+static void on_commitver(const log_entry *e) {
     if (e->shard >= server.nshards) return;
     dg_shard *d = &sh[e->shard];
-    shard *s = &server.shards[e->shard];
-    if (e->aux == 0) {           /* begin: the shard's contents are replaced */
-        atomic_fetch_sub(&st_pending, d->n);
-        d->n = 0;
-        d->applied = 0;
-        d->resyncing = 1;
-        shard_lock(s);
-        db_shard_clear(s);
-        shard_unlock(s);
-        atomic_fetch_add(&st_resyncs, 1);
+    if (d->resync_ver) return;            /* the re-sync's end sets it */
+    if (e->ver < d->commitver) {
+        on_diverged(e->shard, e->ver);
         return;
     }
-    d->resyncing = 0;            /* end: everything <= ver is in */
-    if (e->ver > d->commitver) d->commitver = e->ver;
+    if (e->ver == d->commitver) return;
+    d->commitver = e->ver;
+    d->progress_us = monotonic_us();
+    d->stall_logged = 0;
     apply_upto(e->shard, e->ver);
+}
+
+static void on_resync_begin(const log_entry *e) {
+    if (!takes_shard(e->shard, 1)) return;
+    dg_shard *d = &sh[e->shard];
+    pend_drop_upto(d, e->ver);
+    d->resync_ver = e->ver;
 }
 
 static void on_entry(const log_entry *e, uint64_t off, dg_seg *g) {
     switch (e->type) {
     case LOG_COMMITVER:
-        if (e->shard < server.nshards && e->ver > sh[e->shard].commitver) {
-            sh[e->shard].commitver = e->ver;
-            if (!sh[e->shard].resyncing) apply_upto(e->shard, e->ver);
-        }
+        on_commitver(e);
         break;
     case LOG_RESYNC:
-        on_resync(e);
+        on_resync_begin(e);
         break;
     case LOG_GROUP: {
         size_t pos = 0, sub_off;
@@ -220,6 +278,24 @@ static void on_entry(const log_entry *e, uint64_t off, dg_seg *g) {
     default:
         on_effect(e, off, g);
     }
+}
+
+/* Shards whose entries have waited too long for a CommitVer: counted for
+ * INFO, logged once per episode. */
+static void check_stalls(void) {
+    int64_t now = monotonic_us();
+    uint64_t stalled = 0;
+    for (int sid = 0; sid < server.nshards; sid++) {
+        dg_shard *d = &sh[sid];
+        if (!d->n || now - d->progress_us < (int64_t)DIGEST_STALL_MS * 1000) continue;
+        stalled++;
+        if (d->stall_logged) continue;
+        d->stall_logged = 1;
+        serverLog(LL_WARNING, "Digest: shard %d has %zu entries waiting %.1f s for its primary's "
+                  "commit (is a replica of the shard down?); this copy is behind", sid, d->n,
+                  (double)(now - d->progress_us) / 1e6);
+    }
+    atomic_store(&st_stalled, stalled);
 }
 
 /* ---- segments ---- */
@@ -291,12 +367,82 @@ static void adopt_announced(size_t upto) {
     pthread_mutex_unlock(&dg_mu);
 }
 
+typedef struct dg_job {
+    void (*fn)(void *);
+    void *arg;
+    struct dg_job *next;
+} dg_job;
+static dg_job *jobs;   /* under dg_mu */
+
+void digest_run(void (*fn)(void *), void *arg) {
+    dg_job *j = malloc(sizeof(*j));
+    j->fn = fn;
+    j->arg = arg;
+    pthread_mutex_lock(&dg_mu);
+    j->next = jobs;
+    jobs = j;
+    pthread_cond_signal(&dg_cv);
+    pthread_mutex_unlock(&dg_mu);
+}
+
+/* Run the queued jobs, oldest first (after the round's digesting). */
+static void run_jobs(void) {
+    pthread_mutex_lock(&dg_mu);
+    dg_job *j = jobs, *rev = NULL;
+    jobs = NULL;
+    pthread_mutex_unlock(&dg_mu);
+    while (j) {
+        dg_job *next = j->next;
+        j->next = rev;
+        rev = j;
+        j = next;
+    }
+    while (rev) {
+        dg_job *next = rev->next;
+        pthread_mutex_lock(&apply_mu);
+        rev->fn(rev->arg);
+        pthread_mutex_unlock(&apply_mu);
+        free(rev);
+        rev = next;
+    }
+}
+
+uint64_t digest_max_version(int sid) {
+    dg_shard *d = &sh[sid];
+    shard *s = &server.shards[sid];
+    shard_lock(s);
+    uint64_t v = s->next_ver - 1;
+    shard_unlock(s);
+    if (d->n && d->pend[d->n - 1].ver > v) v = d->pend[d->n - 1].ver;
+    return v;
+}
+
+uint64_t digest_committed(int sid) { return sh[sid].applied; }
+
+void digest_set_committed(int sid) {
+    dg_shard *d = &sh[sid];
+    shard *s = &server.shards[sid];
+    shard_lock(s);
+    uint64_t v = s->next_ver - 1;
+    shard_unlock(s);
+    pend_drop_upto(d, v);
+    d->resync_ver = 0;
+    d->applied = d->commitver = v;
+    d->progress_us = monotonic_us();
+}
+
+uint64_t digest_apply_all(int sid) {
+    dg_shard *d = &sh[sid];
+    if (d->n) apply_upto(sid, d->pend[d->n - 1].ver);
+    return digest_max_version(sid);
+}
+
 static void *digest_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-digest");
     while (!atomic_load(&dg_stopping)) {
         pthread_mutex_lock(&dg_mu);
-        if (!have_front || (cur_idx == front_idx && cur_pos == front_pos)) {
+        if (!jobs && (!have_front || (cur_idx == front_idx && cur_pos == front_pos))) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += DIGEST_POLL_MS * 1000000L;
@@ -307,7 +453,10 @@ static void *digest_main(void *arg) {
         size_t fidx = front_idx;
         uint32_t fpos = front_pos;
         pthread_mutex_unlock(&dg_mu);
-        if (!have) continue;
+        if (!have) {
+            run_jobs();
+            continue;
+        }
         adopt_announced(fidx + 1);
         while (cur_idx <= fidx) {
             uint32_t limit = cur_idx == fidx ? fpos : POOL_SEG_SIZE;
@@ -321,7 +470,10 @@ static void *digest_main(void *arg) {
             cur_pos = 0;
         }
         commit_segments();
+        check_stalls();
+        run_jobs();
     }
+    run_jobs();
     return NULL;
 }
 
@@ -359,4 +511,6 @@ void digest_get_stats(digest_stats *o) {
     o->corrupt = atomic_load(&st_corrupt);
     o->resyncs = atomic_load(&st_resyncs);
     o->segs_committed = atomic_load(&st_committed);
+    o->diverged = atomic_load(&st_diverged);
+    o->stalled_shards = atomic_load(&st_stalled);
 }

@@ -32,10 +32,31 @@ void digest_publish(uint32_t seg, uint32_t pos);
 struct log_entry;
 void digest_feed(const struct log_entry *e, uint64_t off);
 
+/* Run fn(arg) on the digest thread once it has digested everything the
+ * control thread published so far (any thread). */
+void digest_run(void (*fn)(void *arg), void *arg);
+/* Digest thread only (from a digest_run function): apply every pending
+ * effect of shard sid now, CommitVer or not -- for a copy about to be sent
+ * to a primary that lacks the shard's history (reconcile.c) -- and return
+ * the largest version this copy then reflects or holds. */
+uint64_t digest_apply_all(int sid);
+/* Digest thread only: the largest version of shard sid this node holds,
+ * applied or pending. */
+uint64_t digest_max_version(int sid);
+/* Digest thread only: the version up to which this copy of shard sid is
+ * committed (every version <= it of the current primary is applied here),
+ * 0 when unknown (nothing committed since this node started). */
+uint64_t digest_committed(int sid);
+/* Digest thread only: this node was the primary of shard sid and now
+ * backs it up: its copy is everything it served, all committed. */
+void digest_set_committed(int sid);
+
 typedef struct digest_stats {
     uint64_t published_bytes, digested_bytes; /* lag = published - digested */
     uint64_t applied, dropped, pending, corrupt, resyncs;
     uint64_t segs_committed;   /* b-log segments the digest committed */
+    uint64_t diverged;         /* CommitVer regressions seen (re-sync requested) */
+    uint64_t stalled_shards;   /* shards whose entries wait too long for CommitVer */
 } digest_stats;
 void digest_get_stats(digest_stats *out);
 

@@ -26,8 +26,9 @@
  *   LOG_DEL      key no longer exists. aux = pool_seq_now() when written, so
  *                the cleaner knows which older segments may still hold a
  *                version of the key that this tombstone must keep shadowing.
- *   LOG_FLUSHDB  every key of physical db `db` in this shard with a smaller
- *                version is gone. key empty. aux as LOG_DEL.
+ *   LOG_FLUSHDB  every key of physical db `db` (0xffff: every db) in this
+ *                shard with a smaller version is gone. key empty. aux as
+ *                LOG_DEL. With LOG_F_RESYNC it ends a re-sync (below).
  *   LOG_DBMAP    payload is the shard's logical->physical db map after a
  *                SWAPDB (u16 per logical db). key empty.
  *   LOG_GROUP    payload is `aux` sub-entries, each laid out exactly like an
@@ -40,6 +41,23 @@
  *   LOG_COLL_OP / LOG_SNAPSHOT  collection effects and snapshots (object.h).
  *   LOG_COMMITVER / LOG_RESYNC  replication markers, b-logs only (repl.h,
  *                digest.h); LOG_F_RESYNC marks a catch-up copy of state.
+ *
+ * Re-sync. A shard's whole contents can be replaced by a copy taken from
+ * another replica (a primary catching a backup up, or a primary fetching a
+ * shard whose history it lacks). The sender takes a version V that no
+ * write of the shard has, nor ever will (a fresh one from the shard's
+ * counter, above every version any replica holds) and sends:
+ *   LOG_RESYNC (aux 0, ver V)           begin: for the digest, not replayed;
+ *   one entry per key, flag LOG_F_RESYNC, ver V (LOG_SET, LOG_SNAPSHOT,
+ *                                       LOG_DBMAP);
+ *   LOG_FLUSHDB (db 0xffff, flag LOG_F_RESYNC, ver V)   end.
+ * The end record drops everything of the shard older than V, whatever
+ * order entries and record are applied in (all are at V), so recovery
+ * needs no notion of position. The shard's latest end record stays live
+ * (the cleaner keeps it), so recovery can tell a complete re-sync (entries
+ * at V and its end) from one a crash cut short (entries above the latest
+ * end): that copy is marked damaged and its partial entries are not
+ * applied.
  */
 #ifndef ROWAN_LOG_H
 #define ROWAN_LOG_H

@@ -19,7 +19,9 @@
 #include "commands.h"
 #include "config.h"
 #include "db.h"
+#include "member.h"
 #include "pool.h"
+#include "reconcile.h"
 #include "recovery.h"
 #include "repl.h"
 #include "server.h"
@@ -132,21 +134,27 @@ int main(int argc, char **argv) {
     server.nworkers = server.cfg.workers;
     shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
     char cerr[512];
-    if (cluster_setup(server.cfg.shards, server.cfg.replicas, cerr, sizeof(cerr)) != 0)
+    if (cluster_set_zookeeper(server.cfg.zookeeper, cerr, sizeof(cerr)) != 0 ||
+        cluster_set_name(server.cfg.cluster_name, cerr, sizeof(cerr)) != 0 ||
+        cluster_setup(server.cfg.shards, server.cfg.replicas, cerr, sizeof(cerr)) != 0)
         die("Bad cluster configuration: %s", cerr);
     db_init_indexes();
     types_register();
     char err[512];
     if (recovery_run(err, sizeof(err)) != 0) die("Recovery failed: %s", err);
+    if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
+    reconcile_init();
     clean_start();
     repl_init();
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
     if (repl_start(err, sizeof(err)) != 0) die("%s", err);
+    member_start();
     write_pidfile();
     serverLog(LL_NOTICE, "Server initialized");
     serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind, server.cfg.port);
     workers_start();
     workers_join();
+    member_stop();
     repl_stop();
     syncer_stop();
     clean_stop();

@@ -33,6 +33,7 @@ typedef struct rec_item {
     uint64_t ver;
     uint64_t ref;
     uint16_t shard;
+    uint8_t type, flags;
 } rec_item;
 
 typedef struct rec_state {
@@ -104,12 +105,12 @@ void seg_scan(uint32_t seg, seg_entry_fn fn, void *arg, seg_scan_report *rep) {
     }
 }
 
-static void rec_push(rec_state *st, uint16_t shard_id, uint64_t ver, uint64_t ref) {
+static void rec_push(rec_state *st, const log_entry *e, uint64_t ref) {
     if (st->n == st->cap) {
         st->cap = st->cap ? st->cap * 2 : 4096;
         st->items = realloc(st->items, st->cap * sizeof(rec_item));
     }
-    st->items[st->n++] = (rec_item){ver, ref, shard_id};
+    st->items[st->n++] = (rec_item){e->ver, ref, e->shard, e->type, e->flags};
 }
 
 /* Is this effect in the shard the current configuration maps its key to? */
@@ -139,13 +140,13 @@ static void rec_collect(void *arg, uint64_t off, const log_entry *e) {
     rec_state *st = arg;
     if (log_type_is_marker(e->type)) return; /* b-log bookkeeping, not effects */
     if (e->type != LOG_GROUP) {
-        if (shard_ok(st, e)) rec_push(st, e->shard, e->ver, off);
+        if (shard_ok(st, e)) rec_push(st, e, off);
         return;
     }
     size_t pos = 0, sub_off;
     log_entry sub;
     while (log_group_next(e, &pos, &sub, &sub_off))
-        if (shard_ok(st, &sub)) rec_push(st, sub.shard, sub.ver, off + sub_off);
+        if (shard_ok(st, &sub)) rec_push(st, &sub, off + sub_off);
 }
 
 static int cmp_item(const void *a, const void *b) {
@@ -155,17 +156,43 @@ static int cmp_item(const void *a, const void *b) {
     return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
+static int is_resync_end(const rec_item *it) {
+    return it->type == LOG_FLUSHDB && (it->flags & LOG_F_RESYNC);
+}
+
+/* Items are sorted by (shard, version). Re-syncs (log.h): a shard's
+ * entries flagged LOG_F_RESYNC count only at the version of its latest end
+ * record. Flagged entries above it belong to a re-sync a crash cut short:
+ * applying them would mix two states, so they are skipped and the copy is
+ * marked damaged (it must be re-synced before it is served or copied).
+ * Flagged entries below it were superseded by that end anyway. */
 static void replay(rec_state *st) {
-    for (size_t i = 0; i < st->n; i++) {
-        rec_item *it = &st->items[i];
-        shard *s = &server.shards[it->shard];
-        log_entry e;
-        log_entry_decode(pool_ptr(server.pool, it->ref), &e);
-        db_apply_entry(s, it->ref, &e);
-        if (it->ver >= s->next_ver) s->next_ver = it->ver + 1;
+    size_t i = 0;
+    while (i < st->n) {
+        uint16_t sid = st->items[i].shard;
+        shard *s = &server.shards[sid];
+        size_t end = i;
+        uint64_t last_end = 0;
+        for (; end < st->n && st->items[end].shard == sid; end++)
+            if (is_resync_end(&st->items[end])) last_end = st->items[end].ver;
+        for (; i < end; i++) {
+            rec_item *it = &st->items[i];
+            if (it->ver >= s->next_ver) s->next_ver = it->ver + 1;
+            if ((it->flags & LOG_F_RESYNC) && !is_resync_end(it) && it->ver != last_end) {
+                if (it->ver > last_end && !atomic_exchange(&s->damaged, 1))
+                    serverLog(LL_WARNING, "Recovery: shard %u holds part of a re-sync at version "
+                              "%llu that a crash cut short; this copy is marked damaged and "
+                              "must be re-synced from a replica", sid,
+                              (unsigned long long)it->ver);
+                continue;
+            }
+            log_entry e;
+            log_entry_decode(pool_ptr(server.pool, it->ref), &e);
+            db_apply_entry(s, it->ref, &e);
+        }
     }
-    for (int i = 0; i < server.nshards; i++) {
-        shard *s = &server.shards[i];
+    for (int k = 0; k < server.nshards; k++) {
+        shard *s = &server.shards[k];
         atomic_store(&s->durable_ver, s->next_ver - 1);
     }
 }

@@ -34,13 +34,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "bus.h"
 #include "cluster.h"
 #include "control.h"
 #include "db_shard.h"
 #include "digest.h"
 #include "le.h"
 #include "log.h"
+#include "peer_auth.h"
 #include "pool.h"
+#include "reconcile.h"
 #include "repl.h"
 #include "server.h"
 #include "shard.h"
@@ -52,13 +55,14 @@ enum { PEER_DOWN = 0, PEER_SYNCING = 1, PEER_LIVE = 2 };
 
 typedef struct repl_peer {
     _Atomic int state;
+    _Atomic int retire;             /* left our peers: the manager closes its stream */
     _Atomic uint64_t gen;
     _Atomic uint64_t caught_up;     /* stamp of the last acked catch-up */
     /* manager thread only */
     int fd;                         /* the manager's stream, -1 if none */
     uint64_t sent, acked;
     int64_t next_try_us;
-    int warned;
+    char warned[256];               /* the last failure logged, "" if none */
     uint64_t *commit_sent;          /* [nshards] last CommitVer sent */
 } repl_peer;
 
@@ -76,7 +80,10 @@ typedef struct repl_wstate {
 } repl_wstate;
 
 static int active;
-static uint64_t peers_mask;
+/* Peers our workers replicate to (backups and learners of the shards we
+ * are primary of), and those whose acks count (backups only): follow the
+ * configuration (repl_config_changed). */
+static _Atomic uint64_t peers_mask, ack_mask;
 static repl_peer peers[CLUSTER_MAX_NODES];
 static _Atomic uint64_t stamp_counter;
 static const transport_ops *tp;
@@ -87,14 +94,25 @@ static int mgr_running;
 #define LAT_BUCKETS 40
 static _Atomic uint64_t lat_hist[LAT_BUCKETS];
 static _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
+/* [nshards]: peers that must get a re-sync of the shard (repl_resync_shard) */
+static _Atomic uint64_t *resync_need;
 
 static uint64_t next_stamp(void) { return atomic_fetch_add(&stamp_counter, 1) + 1; }
 
 int repl_active(void) { return active; }
 
+/* Backups of the shards we are primary of. */
+static uint64_t backups_we_wait_for(void) {
+    uint64_t m = 0;
+    for (int s = 0; s < server.nshards; s++)
+        if (cluster_is_primary(s)) m |= cluster_backups_of(s);
+    return m;
+}
+
 void repl_init(void) {
-    peers_mask = cluster_peers_we_replicate_to();
-    active = cluster_enabled() && cluster_replicas() > 1;
+    atomic_store(&peers_mask, cluster_peers_we_replicate_to());
+    atomic_store(&ack_mask, backups_we_wait_for());
+    active = cluster_enabled() && (cluster_replicas() > 1 || cluster_managed());
     tp = server.cfg.replication_transport == REPL_TRANSPORT_VERBS ? &transport_verbs
                                                                     : &transport_tcp;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
@@ -103,7 +121,7 @@ void repl_init(void) {
     }
 }
 
-static void hello_fill(repl_hello *h, uint16_t sender) {
+void repl_hello_fill(repl_hello *h, uint16_t sender) {
     memset(h, 0, sizeof(*h));
     h->magic = REPL_HELLO_MAGIC;
     h->node = (uint16_t)cluster_self();
@@ -179,7 +197,7 @@ static void wl_sync(worker *w, int p) {
     if (l->link || st == PEER_DOWN || l->gen == g) return;
     const cluster_node *n = cluster_node_at(p);
     repl_hello h;
-    hello_fill(&h, (uint16_t)w->id);
+    repl_hello_fill(&h, (uint16_t)w->id);
     repl_link_cbs cbs = {wl_on_ack, wl_on_down, l};
     char err[256];
     l->gen = g;
@@ -191,18 +209,31 @@ static void wl_sync(worker *w, int p) {
 
 void repl_worker_round(worker *w) {
     if (!w->repl) return;
-    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        if ((peers_mask >> p) & 1) wl_sync(w, p);
+    uint64_t m = atomic_load(&peers_mask);
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        repl_wlink *l = &w->repl->links[p];
+        if ((m >> p) & 1) {
+            wl_sync(w, p);
+        } else if (l->link) {   /* no longer a peer of ours */
+            tp->link_close(l->link);
+            l->link = NULL;
+            l->gen = 0;
+        }
+    }
 }
 
-/* Peers that back up shard sid, or a group's shards. */
+/* Peers that back up (or learn) shard sid. */
+static uint64_t shard_peers(int sid) {
+    return sid < server.nshards ? cluster_backups_of(sid) | cluster_learners_of(sid) : 0;
+}
+
+/* Peers of an entry: its shard's, or a group's shards'. */
 static uint64_t entry_peers(const log_entry *e) {
-    if (e->type != LOG_GROUP) return e->shard < server.nshards ? cluster_backups_of(e->shard) : 0;
+    if (e->type != LOG_GROUP) return shard_peers(e->shard);
     uint64_t m = 0;
     size_t pos = 0, sub_off;
     log_entry sub;
-    while (log_group_next(e, &pos, &sub, &sub_off))
-        if (sub.shard < server.nshards) m |= cluster_backups_of(sub.shard);
+    while (log_group_next(e, &pos, &sub, &sub_off)) m |= shard_peers(sub.shard);
     return m;
 }
 
@@ -256,7 +287,9 @@ static int need_met(const repl_wlink *l, const repl_need *nd, uint64_t batch_sta
     uint64_t caught = atomic_load(&peers[p].caught_up);
     if (nd->miss && caught <= nd->miss) return 0;
     if (!nd->seq) return 1;
-    if (nd->gen == l->gen && l->link && !l->dead && l->acked >= nd->seq) return 1;
+    if (nd->gen == l->gen && l->gen == atomic_load(&peers[p].gen) && l->link && !l->dead &&
+        l->acked >= nd->seq)
+        return 1;
     return caught > batch_stamp;
 }
 
@@ -270,8 +303,20 @@ int repl_batch_replicated(worker *w, struct batch *b) {
     repl_wstate *ws = w->repl;
     if (!ws || !b->peers) return 1;
     int ok = 1;
+    uint64_t acks = atomic_load(&ack_mask);
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         if (!((b->peers >> p) & 1) || need_met(&ws->links[p], &b->need[p], b->stamp, p)) continue;
+        if (!((acks >> p) & 1)) {
+            /* Not a replica the configuration counts (a learner being
+             * caught up, or a node that left): the write does not wait for
+             * it. A learner that missed an effect must not stay live,
+             * though, or it would be reported caught up without it: its
+             * session starts over, with a full catch-up. */
+            uint64_t g = atomic_load(&peers[p].gen);
+            if (atomic_load(&peers[p].state) == PEER_LIVE && needs_catchup(&ws->links[p], &b->need[p]))
+                peer_down(p, g, "a learner missed an effect; catching it up again");
+            continue;
+        }
         ok = 0;
         /* Stuck on a peer whose catch-up is done (LIVE) and did not cover
          * this batch: its effects raced with that catch-up (applied after
@@ -305,9 +350,13 @@ static int mgr_connect(int p, char *err, size_t errlen) {
     int fd = tcp_connect_blocking(n->host, n->repl_port, 1000, err, errlen);
     if (fd < 0) return -1;
     repl_hello h;
-    hello_fill(&h, REPL_LINK_MANAGER);
+    repl_hello_fill(&h, REPL_LINK_MANAGER);
     uint8_t ack[8];
-    if (tcp_send_all(fd, &h, sizeof(h)) != 0 || tcp_recv_all(fd, ack, 8, 2000) != 0) {
+    if (pauth_client_run(fd, &h, sizeof(h), 2000, err, errlen) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (tcp_recv_all(fd, ack, 8, 2000) != 0) {
         snprintf(err, errlen, "the peer did not accept our hello (see its log)");
         close(fd);
         return -1;
@@ -359,11 +408,28 @@ static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
 
 static void mbuf_export_fn(void *arg, const void *entry, size_t len) { mbuf_add(arg, entry, len); }
 
-static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+static void mbuf_header_entry(mgr_buf *m, const log_entry *e) {
     uint8_t enc[LOG_HDR_SIZE];
-    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
-    size_t n = log_entry_encode(enc, &e, 1);
+    size_t n = log_entry_encode(enc, e, 1);
     mbuf_add(m, enc, n);
+}
+
+static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
+    log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
+    mbuf_header_entry(m, &e);
+}
+
+/* Append a re-sync of shard sh (its lock held) at a fresh version: begin
+ * marker, every key at that version, end record (log.h, "Re-sync").
+ * Returns the version. */
+static uint64_t mbuf_resync(mgr_buf *m, shard *sh) {
+    uint64_t v = shard_resync_version(sh);
+    mbuf_marker(m, LOG_RESYNC, sh->id, v, 0);
+    db_shard_export(sh, v, mbuf_export_fn, m);
+    log_entry end = {.type = LOG_FLUSHDB, .flags = LOG_F_RESYNC, .shard = sh->id, .db = 0xffff,
+                     .ver = v};
+    mbuf_header_entry(m, &end);
+    return v;
 }
 
 static int mgr_send(repl_peer *pe, mgr_buf *m) {
@@ -379,6 +445,14 @@ static void mgr_close(repl_peer *pe) {
     pe->fd = -1;
 }
 
+/* Do we push shard s to peer p (catch-up, CommitVer)? Only the shards we
+ * serve as primary: one still being reconciled (reconcile.h) may lack
+ * history, and its backups must not take it for the truth. */
+static int pushes_to(int s, int p) {
+    return cluster_is_primary(s) && cluster_mask_has(shard_peers(s), p) &&
+           atomic_load(&server.shards[s].avail) == SHARD_SERVING;
+}
+
 /* Bring peer p back: new session, catch-up of every shard it backs up for
  * us, LIVE. */
 static void mgr_session(int p) {
@@ -388,10 +462,12 @@ static void mgr_session(int p) {
     mgr_close(pe);
     int fd = mgr_connect(p, err, sizeof(err));
     if (fd < 0) {
-        if (!pe->warned)
+        /* once per distinct reason: a peer that was down and now refuses
+         * our handshake says so */
+        if (strcmp(pe->warned, err) != 0)
             serverLog(LL_WARNING, "Replication: cannot reach node %s at %s:%d (%s); retrying",
                       n->name, n->host, n->repl_port, err);
-        pe->warned = 1;
+        snprintf(pe->warned, sizeof(pe->warned), "%s", err);
         pe->next_try_us = monotonic_us() + 250000;
         return;
     }
@@ -407,17 +483,15 @@ static void mgr_session(int p) {
     mgr_buf m = {0};
     long long shards = 0, entries = 0, bytes = 0;
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        if (!pushes_to(s, p)) continue;
         shard *sh = &server.shards[s];
         shard_lock(sh);
-        uint64_t vsnap = sh->next_ver - 1;
-        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 0);
         uint64_t before = m.msgs;
-        db_shard_export(sh, mbuf_export_fn, &m);
-        entries += (long long)(m.msgs - before);
-        mbuf_marker(&m, LOG_RESYNC, (uint16_t)s, vsnap, 1);
+        uint64_t vsnap = mbuf_resync(&m, sh);
+        entries += (long long)(m.msgs - before - 2);
         shard_unlock(sh);
         pe->commit_sent[s] = vsnap;
+        atomic_fetch_and(&resync_need[s], ~(1ULL << p));   /* this catch-up is one */
         shards++;
         bytes += (long long)m.len;
         if (mgr_send(pe, &m) != 0) goto fail;
@@ -429,7 +503,7 @@ static void mgr_session(int p) {
     int st = PEER_SYNCING;
     if (!atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE))
         return;   /* a link failed meanwhile (DOWN): the next session starts over */
-    pe->warned = 0;
+    pe->warned[0] = '\0';
     atomic_fetch_add(&st_catchups, 1);
     atomic_fetch_add(&st_catchup_entries, entries);
     atomic_fetch_add(&st_catchup_bytes, bytes);
@@ -445,12 +519,120 @@ fail:
     pe->next_try_us = monotonic_us() + 250000;
 }
 
+void repl_resync_shard(int sid, uint64_t which) {
+    atomic_fetch_or(&resync_need[sid], which & atomic_load(&peers_mask));
+}
+
+int repl_resync_pending(int sid) { return resync_need && atomic_load(&resync_need[sid]) != 0; }
+
+/* Re-sync shard sid to peer p on its live session's stream (the shard is
+ * not served meanwhile, so nothing else of it is in flight). */
+static void mgr_resync_shard(int p, int sid) {
+    repl_peer *pe = &peers[p];
+    shard *sh = &server.shards[sid];
+    mgr_buf m = {0};
+    shard_lock(sh);
+    uint64_t v = mbuf_resync(&m, sh);
+    shard_unlock(sh);
+    uint64_t gen = atomic_load(&pe->gen);
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    if (mgr_send(pe, &m) != 0 || mgr_wait_acks(pe, pe->sent, wait_ms) != 0) {
+        peer_down(p, gen, "shard re-sync stream failed");
+        mgr_close(pe);
+    } else {
+        pe->commit_sent[sid] = v;
+        atomic_fetch_and(&resync_need[sid], ~(1ULL << p));
+        atomic_fetch_add(&st_catchup_entries, (long long)m.msgs);
+        atomic_fetch_add(&st_catchup_bytes, (long long)m.len);
+    }
+    free(m.b);
+}
+
+/* Shards waiting for a re-sync to live peers. */
+static void mgr_shard_resyncs(void) {
+    for (int sid = 0; sid < server.nshards; sid++) {
+        uint64_t need = atomic_load(&resync_need[sid]);
+        for (int p = 0; p < CLUSTER_MAX_NODES && need; p++) {
+            if (!cluster_mask_has(need, p)) continue;
+            need &= ~(1ULL << p);
+            if (atomic_load(&peers[p].state) == PEER_LIVE) mgr_resync_shard(p, sid);
+        }
+    }
+}
+
+int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
+    repl_peer pe = {.fd = -1};
+    pe.fd = mgr_connect(node, err, errlen);
+    if (pe.fd < 0) return -1;
+    shard *sh = &server.shards[sid];
+    mgr_buf m = {0};
+    shard_lock(sh);
+    if (sh->next_ver < vmin) sh->next_ver = vmin;
+    uint64_t v = mbuf_resync(&m, sh);
+    shard_unlock(sh);
+    int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    int rc = mgr_send(&pe, &m) == 0 && mgr_wait_acks(&pe, pe.sent, wait_ms) == 0 ? 0 : -1;
+    if (rc) snprintf(err, errlen, "the re-sync stream to the primary failed");
+    free(m.b);
+    mgr_close(&pe);
+    *vout = v;
+    return rc;
+}
+
+void repl_config_changed(const cluster_config *old) {
+    if (!active) return;
+    uint64_t before = atomic_load(&peers_mask), now = cluster_peers_we_replicate_to();
+    atomic_store(&ack_mask, backups_we_wait_for());
+    atomic_store(&peers_mask, now);
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        int was = cluster_mask_has(before, p), is = cluster_mask_has(now, p);
+        if (was == is) continue;
+        /* A peer that left, or one (re)joining with a session state from
+         * an earlier time: a new generation stops its old links counting,
+         * DOWN makes the manager start a session (is) or forget it (was). */
+        atomic_fetch_add(&peers[p].gen, 1);
+        atomic_store(&peers[p].state, PEER_DOWN);
+        atomic_store(&peers[p].retire, 1);
+        peers[p].next_try_us = 0;
+    }
+    /* shards we keep serving that got new peers: each new one gets a
+     * re-sync of the shard (a session's catch-up, if it has none yet) */
+    const cluster_config *cur = cluster_current();
+    int self = cluster_self();
+    int oself = -1;
+    for (int i = 0; old && i < old->nnodes; i++)
+        if (!strcmp(old->nodes[i].name, cluster_self_name())) oself = i;
+    for (int sid = 0; old && oself >= 0 && sid < server.nshards; sid++) {
+        if (old->primary[sid] != oself || cur->primary[sid] != self) continue;
+        uint64_t added = (cur->backups[sid] | cur->learners[sid]) &
+                         ~(old->backups[sid] | old->learners[sid]);
+        if (added) repl_resync_shard(sid, added);
+    }
+    server_wake_workers();
+}
+
+uint64_t repl_live_learners(void) {
+    uint64_t live = 0, pending = 0, m = atomic_load(&peers_mask);
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        if (cluster_mask_has(m, p) && atomic_load(&peers[p].state) == PEER_LIVE) live |= 1ULL << p;
+    uint64_t learners = 0;
+    for (int sid = 0; sid < server.nshards; sid++) {
+        if (!cluster_is_primary(sid) || atomic_load(&server.shards[sid].avail) != SHARD_SERVING)
+            continue;
+        learners |= cluster_learners_of(sid);
+        pending |= atomic_load(&resync_need[sid]);
+    }
+    return learners & live & ~pending;
+}
+
 /* Send <shard, CommitVer> for every shard whose watermark moved. */
 static void mgr_commitvers(int p) {
     repl_peer *pe = &peers[p];
     mgr_buf m = {0};
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_mask_has(cluster_backups_of(s), p)) continue;
+        /* never before a pending re-sync of the shard reached p: p would
+         * apply what it holds of the shard on top of a wrong base */
+        if (!pushes_to(s, p) || cluster_mask_has(atomic_load(&resync_need[s]), p)) continue;
         uint64_t v = atomic_load(&server.shards[s].durable_ver);
         if (v <= pe->commit_sent[s]) continue;
         mbuf_marker(&m, LOG_COMMITVER, (uint16_t)s, v, 0);
@@ -468,9 +650,13 @@ static void *mgr_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-repl");
     while (!atomic_load(&mgr_stopping)) {
+        reconcile_step();
+        mgr_shard_resyncs();
         int64_t now = monotonic_us();
+        uint64_t pm = atomic_load(&peers_mask);
         for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-            if (!((peers_mask >> p) & 1)) continue;
+            if (atomic_exchange(&peers[p].retire, 0)) mgr_close(&peers[p]);
+            if (!((pm >> p) & 1)) continue;
             int st = atomic_load(&peers[p].state);
             if (st == PEER_DOWN && now >= peers[p].next_try_us) mgr_session(p);
             else if (st == PEER_LIVE) mgr_commitvers(p);
@@ -483,6 +669,7 @@ static void *mgr_main(void *arg) {
 
 int repl_start(char *err, size_t errlen) {
     if (!cluster_enabled()) return 0;
+    if (bus_start(err, errlen) != 0) return -1;
     /* Every cluster node can be a backup: the control thread and digest
      * run even when k = 1 would make them idle. */
     digest_start();
@@ -490,6 +677,7 @@ int repl_start(char *err, size_t errlen) {
     if (!active) return 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
         peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
+    resync_need = calloc((size_t)server.nshards, sizeof(*resync_need));
     mgr_running = 1;
     pthread_create(&mgr_thread, NULL, mgr_main, NULL);
     return 0;
@@ -502,6 +690,7 @@ void repl_stop(void) {
         mgr_running = 0;
     }
     control_stop();
+    bus_stop();
     digest_stop();
 }
 
@@ -520,6 +709,10 @@ void repl_info(rbuf *o) {
     rbuf_appendf(o, "replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
     rbuf_appendf(o, "replication_transport:%s\r\n", tp ? tp->name : "tcp");
     rbuf_appendf(o, "replication_factor:%d\r\n", cluster_replicas());
+    int damaged = 0;
+    for (int s = 0; s < server.nshards; s++) damaged += atomic_load(&server.shards[s].damaged) != 0;
+    rbuf_appendf(o, "shards_reconciling:%d\r\nshards_lost:%d\r\nshards_damaged:%d\r\n",
+                 reconcile_pending(), reconcile_lost(), damaged);
     int live = 0, n = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         if (!((peers_mask >> p) & 1)) continue;
@@ -542,6 +735,8 @@ void repl_info(rbuf *o) {
                  atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
     rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
                  atomic_load(&server.stat.replication_timeouts));
+    rbuf_appendf(o, "repl_auth:%s\r\nrepl_auth_failures:%lld\r\n", pauth_secret_source(),
+                 pauth_failures());
     long long msgs = 0, refused = 0, links = 0;
     control_get_stats(&msgs, &refused, &links);
     rbuf_appendf(o, "blog_messages:%lld\r\nblog_bytes:%llu\r\nblog_refused:%lld\r\nblog_links:%lld\r\n", msgs,
@@ -550,11 +745,13 @@ void repl_info(rbuf *o) {
     digest_get_stats(&ds);
     rbuf_appendf(o, "digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"
                  "digest_dropped:%llu\r\ndigest_corrupt:%llu\r\ndigest_resyncs:%llu\r\n"
-                 "digest_committed_segments:%llu\r\n",
+                 "digest_committed_segments:%llu\r\ndigest_diverged:%llu\r\n"
+                 "digest_stalled_shards:%llu\r\n",
                  (unsigned long long)(ds.published_bytes - ds.digested_bytes),
                  (unsigned long long)ds.applied, (unsigned long long)ds.pending,
                  (unsigned long long)ds.dropped, (unsigned long long)ds.corrupt,
-                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed);
+                 (unsigned long long)ds.resyncs, (unsigned long long)ds.segs_committed,
+                 (unsigned long long)ds.diverged, (unsigned long long)ds.stalled_shards);
     /* durable-version lag of the shards we are primary of */
     uint64_t maxlag = 0;
     rbuf_appendf(o, "durable_lag_by_shard:");

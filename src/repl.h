@@ -60,6 +60,31 @@ void repl_batch_reset(struct worker *w, struct batch *b);
  * sessions. */
 void repl_worker_round(struct worker *w);
 
+/* The hello that opens every link of ours (transport.h), for sender
+ * (a worker id, REPL_LINK_MANAGER or REPL_LINK_BUS). */
+struct repl_hello;
+void repl_hello_fill(struct repl_hello *h, uint16_t sender);
+
+/* Peers `which` (a mask) must get a re-sync of shard sid, which is not served
+ * meanwhile (reconcile.c): the manager sends it on each one's live
+ * session. Any thread. */
+void repl_resync_shard(int sid, uint64_t which);
+/* Does some peer still wait for a re-sync of shard sid? */
+int repl_resync_pending(int sid);
+/* Send shard sid, as it is here, to node's control thread as a re-sync at
+ * a version >= vmin (blocking; any thread but a worker). 0 with *vout =
+ * that version once node acknowledged all of it, -1 with err. */
+int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen);
+
+/* The configuration changed (member.c, after publishing it; old is the
+ * previous one): peers follow it, and shards we keep serving re-sync the
+ * peers they gained. */
+struct cluster_config;
+void repl_config_changed(const struct cluster_config *old);
+/* Learners of the shards we serve whose sessions are live and caught up
+ * (to be reported to the CM, which then makes them backups). */
+uint64_t repl_live_learners(void);
+
 /* INFO # Rowan replication fields. */
 void repl_info(rbuf *out);
 

@@ -20,6 +20,9 @@ struct worker;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
+/* Redis's client classes for client-output-buffer-limit, in its order. */
+enum { OBUF_NORMAL = 0, OBUF_REPLICA = 1, OBUF_PUBSUB = 2, OBUF_CLASSES = 3 };
+
 struct rowan_config {
     char *conf_file;            /* absolute path of rowan.conf, or NULL */
     char *bind;                 /* space separated addresses */
@@ -31,10 +34,15 @@ struct rowan_config {
     int databases;
     int shards;                 /* shards in standalone mode */
     char *requirepass;          /* NULL or "" = no password */
+    char *cluster_secret;       /* peers' shared secret; "" = requirepass's (peer_auth.c) */
     int protected_mode;
     int maxclients;
     long long proto_max_bulk_len;
     long long client_query_buffer_limit;
+    /* client-output-buffer-limit, by class (OBUF_*); 0 = no limit */
+    struct obuf_limit { long long hard, soft, soft_seconds; } obuf_limits[OBUF_CLASSES];
+    long long client_output_buffer_max; /* unsent output any client may have; 0 = no ceiling */
+    long long maxmemory_clients;        /* bytes; < 0: -percent of maxmemory; 0 = off */
     int clean_threshold;        /* percent live below which a segment is cleaned */
     int hz;
     int timeout;                /* idle client timeout, seconds, 0 = never */
@@ -52,6 +60,13 @@ struct rowan_config {
     long long replication_timeout; /* ms a write may wait for its replicas */
     int replication_mode;       /* REPL_MODE_* */
     int replication_transport;  /* REPL_TRANSPORT_* */
+    /* managed cluster (cluster.h, member.c, cm.c) */
+    char *zookeeper;            /* host:port[,host:port]; "" = static/standalone */
+    char *cluster_name;         /* znodes under /rowan/<name> */
+    long long cluster_lease_ms; /* how long a node serves without the CM's renewal */
+    long long zookeeper_session_timeout; /* ms */
+    int cluster_init_nodes;     /* the first configuration waits for this many nodes */
+    int min_replicas_to_write;  /* backups a shard needs to take writes */
 };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
@@ -76,6 +91,9 @@ struct rowan_stats {
     _Atomic long long recovery_corrupt_entries;
     _Atomic long long unexpected_errors;
     _Atomic long long replication_timeouts; /* held replies failed with NOREPLICAS */
+    _Atomic long long evicted_clients;      /* closed by maxmemory-clients */
+    _Atomic long long qbuf_limit_disconnections; /* client-query-buffer-limit */
+    _Atomic long long obuf_limit_disconnections; /* client-output-buffer-limit / -max */
 };
 
 struct rowan_server {
@@ -92,6 +110,7 @@ struct rowan_server {
     char run_id[41];
     _Atomic int shutdown_asap;
     _Atomic int connected_clients;
+    _Atomic long long clients_mem;      /* buffers of every client (maxmemory-clients) */
     _Atomic uint64_t next_client_id;
     char executable[4096];
     double recovery_seconds;

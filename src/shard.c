@@ -91,14 +91,28 @@ static uint64_t shard_watermark(const shard *s) {
     return lowest ? lowest - 1 : s->next_ver - 1;
 }
 
-int shard_worker_landed(shard *s, int wid, int slot) {
-    shard_lock(s);
-    s->pend[wid * SHARD_SLOTS + slot] = 0;
+/* Move the watermark up to what the pending slots allow (lock held). */
+static int shard_advance(shard *s) {
     uint64_t before = atomic_load(&s->durable_ver);
     uint64_t now = shard_watermark(s);
     if (now > before) atomic_store_explicit(&s->durable_ver, now, memory_order_release);
-    shard_unlock(s);
     return now > before;
+}
+
+/* The version has no effect to wait for, so the watermark may pass it at
+ * once (a read of a missing key depends on next_ver - 1). */
+uint64_t shard_resync_version(shard *s) {
+    uint64_t v = s->next_ver++;
+    shard_advance(s);
+    return v;
+}
+
+int shard_worker_landed(shard *s, int wid, int slot) {
+    shard_lock(s);
+    s->pend[wid * SHARD_SLOTS + slot] = 0;
+    int moved = shard_advance(s);
+    shard_unlock(s);
+    return moved;
 }
 
 uint64_t shard_durable_lag(shard *s) {

@@ -48,7 +48,31 @@ typedef struct shard {
     uint64_t dbmap_ver;
     long long dbkeys[SHARD_MAX_DBS];  /* keys per physical db, under lock */
     long long dbexpires[SHARD_MAX_DBS];
+    /* The latest completed re-sync of this copy (a replica's catch-up, or a
+     * primary's fetch from a replica): its end record is kept live so that
+     * recovery can tell a complete re-sync from one a crash cut short. */
+    uint64_t resync_ref;              /* pool offset of that end record, 0 if none */
+    uint64_t resync_ver;              /* its version */
+    /* This copy may lack effects: recovery found damage that may have
+     * held some of them, or a re-sync was cut short. Such a copy is never
+     * served nor used as the source of another replica; a complete
+     * re-sync clears the flag. */
+    _Atomic int damaged;
+    /* Whether a shard this node is primary of may be served (SHARD_*):
+     * changed under the lock, read under it by the dispatcher. */
+    _Atomic int avail;
+    /* A re-sync of this PRIMARY shard from a replica is expected (its
+     * digest applies it although we are not a backup of it): the
+     * fetching version floor while set, 0 otherwise (reconcile.c). */
+    _Atomic uint64_t fetching;
 } shard;
+
+/* shard.avail */
+enum {
+    SHARD_SERVING = 0,       /* served */
+    SHARD_RECONCILING = 1,   /* being checked against its replicas, or fetched */
+    SHARD_LOST = 2           /* no replica holds its whole history: refused */
+};
 
 void shard_init_all(int nshards, int nworkers, int databases);
 /* Shard of a key (by its hash slot) / of a slot. */
@@ -64,6 +88,10 @@ int shard_held_by_me(const shard *s);
 /* Allocate the next version for worker wid's batch in slot; caller holds the
  * lock. */
 uint64_t shard_next_version(shard *s, int wid, int slot);
+/* A version for a re-sync of the shard's contents (log.h, "Re-sync"):
+ * taken from the same counter, so no write ever has it. Caller holds the
+ * lock. Nothing waits on it: it never enters the durable watermark. */
+uint64_t shard_resync_version(shard *s);
 /* Worker wid's batch in slot is durable. Takes the lock. Returns 1 if the
  * watermark moved. */
 int shard_worker_landed(shard *s, int wid, int slot);

@@ -18,9 +18,13 @@
  *   - Acks are cumulative: the receiver reports "the first n messages of this
  *     link are persisted in my b-log" (n counts from 1 per connection). A
  *     sender never waits for an ack: it keeps serving and is called back.
- *   - A connection starts with a repl_hello. The receiver refuses a hello
- *     whose term or configuration digest differ from its own (a stale or
- *     mismatched configuration), closing the link; the sender reports that.
+ *   - A connection starts with the peer handshake (peer_auth.h): the
+ *     receiver's challenge, the sender's response carrying its repl_hello
+ *     under a MAC keyed by the cluster secret, the receiver's proof. Nothing
+ *     is landed before the response verified, and no ack counts before the
+ *     proof did. The receiver then refuses a hello whose term or
+ *     configuration digest differ from its own (a stale or mismatched
+ *     configuration), closing the link; the sender reports that.
  *   - A broken link is reported once through on_down and is then dead; the
  *     replication layer (repl.c) decides when to reconnect and how the peer
  *     catches up. Messages queued on a dead link are lost, never retried
@@ -35,8 +39,10 @@ struct event_base;
 
 #define REPL_HELLO_MAGIC  0x314c50524e574f52ULL  /* "ROWNRPL1" */
 #define REPL_LINK_MANAGER 0xffff                 /* sender id of the catch-up stream */
+#define REPL_LINK_BUS     0xfffe                 /* sender id of a cluster bus link (bus.h) */
 
-/* First 32 bytes a sender writes on a new connection (little endian). */
+/* The hello a sender presents in its handshake response (32 bytes, little
+ * endian). */
 typedef struct repl_hello {
     uint64_t magic;
     uint16_t node;        /* sender's node index in the configuration */

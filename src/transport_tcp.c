@@ -8,7 +8,13 @@
  * arrive as 8-byte cumulative counts on the same connection; only the
  * newest complete one matters. Connecting is asynchronous too (non-blocking
  * connect with a timer for connect-timeout), so a dead peer costs a worker
- * nothing but a failed link. */
+ * nothing but a failed link.
+ *
+ * A link opens with the peer handshake (peer_auth.c): the receiver's
+ * challenge comes first; our response (which carries the hello) is put in
+ * front of whatever was queued meanwhile, and nothing is written before it.
+ * Acks count only after the receiver's proof verified, so a receiver that
+ * does not know the cluster secret can never make a write look replicated. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -23,11 +29,15 @@
 #include <event2/event.h>
 #include "le.h"
 #include "log.h"
+#include "peer_auth.h"
 #include "transport.h"
 
 struct repl_link {
     int fd;
     int connected, dead;
+    int can_write;            /* our handshake response is queued first */
+    pauth auth;
+    struct evbuffer *hs;      /* handshake bytes received, not consumed */
     struct event *rd, *wr, *timer;
     struct evbuffer *out;
     uint64_t sent;
@@ -75,7 +85,40 @@ static void tcp_on_write(evutil_socket_t fd, short what, void *arg) {
         }
         l->connected = 1;
     }
-    tcp_write_some(l);
+    if (l->can_write) tcp_write_some(l);
+}
+
+/* Feed received bytes to the handshake; once it is done, what followed
+ * them stays in l->hs. 1 = done, 0 = not yet, -1 = the link went down. */
+static int tcp_handshake(repl_link *l, const uint8_t *p, size_t n) {
+    char why[256];
+    evbuffer_add(l->hs, p, n);
+    int rc = pauth_feed_evbuffer(&l->auth, l->hs, l->out, why, sizeof(why));
+    if (rc < 0) {
+        tcp_down(l, why);
+        return -1;
+    }
+    if (!l->can_write && l->auth.state != PAUTH_CLIENT_WAIT_CHALLENGE) {
+        /* our response is at the front now: the peer spoke, we are connected */
+        l->can_write = l->connected = 1;
+        tcp_write_some(l);
+        if (l->dead) return -1;
+    }
+    return rc;
+}
+
+/* Take ack bytes; returns 1 with *latest set if an ack completed. */
+static int tcp_take_acks(repl_link *l, const uint8_t *p, size_t n, uint64_t *latest) {
+    int have = 0;
+    for (size_t i = 0; i < n; i++) {
+        l->ackbuf[l->acklen++] = p[i];
+        if (l->acklen == 8) {
+            *latest = le_get_u64(l->ackbuf);
+            l->acklen = 0;
+            have = 1;
+        }
+    }
+    return have;
 }
 
 static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
@@ -90,14 +133,17 @@ static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
                                  "see its log)" : strerror(errno));
             return;
         }
-        int have_ack = 0;
         uint64_t latest = 0;
-        for (ssize_t i = 0; i < n; i++) {
-            l->ackbuf[l->acklen++] = buf[i];
-            if (l->acklen == 8) {
-                latest = le_get_u64(l->ackbuf);
-                l->acklen = 0;
-                have_ack = 1;
+        int have_ack = 0;
+        if (pauth_done(&l->auth)) {
+            have_ack = tcp_take_acks(l, buf, (size_t)n, &latest);
+        } else {
+            int rc = tcp_handshake(l, buf, (size_t)n);
+            if (rc < 0) return;
+            if (rc == 1) { /* acks may follow the handshake in the same read */
+                size_t left = evbuffer_get_length(l->hs);
+                have_ack = tcp_take_acks(l, evbuffer_pullup(l->hs, (ev_ssize_t)left), left, &latest);
+                evbuffer_drain(l->hs, left);
             }
         }
         if (have_ack) {
@@ -110,7 +156,10 @@ static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
 }
 
 static void tcp_on_timeout(evutil_socket_t fd, short what, void *arg) {
-    tcp_down(arg, "connect timed out");
+    repl_link *l = arg;
+    tcp_down(l, pauth_done(&l->auth) ? "the peer did not accept our hello in time"
+             : l->connected ? "no handshake from the peer in time (is it a Rowan node?)"
+                            : "connect timed out");
 }
 
 /* Resolve host:port and start a non-blocking connect (TCP_NODELAY). Returns
@@ -156,10 +205,11 @@ static repl_link *tcp_open(struct event_base *base, const char *host, int port,
     l->connected = connected;
     l->cbs = *cbs;
     l->out = evbuffer_new();
+    l->hs = evbuffer_new();
     l->rd = event_new(base, fd, EV_READ | EV_PERSIST, tcp_on_read, l);
     l->wr = event_new(base, fd, EV_WRITE, tcp_on_write, l);
     l->timer = evtimer_new(base, tcp_on_timeout, l);
-    evbuffer_add(l->out, hello, sizeof(*hello));
+    pauth_client_begin(&l->auth, hello, sizeof(*hello));
     event_add(l->rd, NULL);
     event_add(l->wr, NULL);
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -176,7 +226,7 @@ static uint64_t tcp_send(repl_link *l, const void *entry, size_t len) {
 }
 
 static void tcp_flush(repl_link *l) {
-    if (!l->dead && l->connected) tcp_write_some(l);
+    if (!l->dead && l->connected && l->can_write) tcp_write_some(l);
 }
 
 static void tcp_close(repl_link *l) {
@@ -184,6 +234,7 @@ static void tcp_close(repl_link *l) {
     event_free(l->wr);
     event_free(l->timer);
     evbuffer_free(l->out);
+    evbuffer_free(l->hs);
     close(l->fd);
     free(l);
 }

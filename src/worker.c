@@ -245,6 +245,7 @@ static void worker_before_sleep(worker *w) {
     worker_handover(w);
     moved |= worker_launch(w);
     if (moved) wake_waiting_workers(w);
+    clients_evict();   /* maxmemory-clients: before output goes to evicted clients */
     worker_flush_clients(w);
     if (atomic_exchange(&w->kill_pending, 0)) clients_reap_killed(w);
 }

@@ -10,7 +10,8 @@
  *     the final error or "incomplete" state with the bytes left and the
  *     `need` hint -- must be byte-identical. This is what catches a parser
  *     that keeps a pointer, or miscounts, across RESP_INCOMPLETE.
- *  2. Per-call contracts: used is 0 unless a command was returned, a command
+ *  2. Per-call contracts: used is 0 unless a command was returned (or a
+ *     refused command's bytes were dropped: at least one), a command
  *     consumes at least one byte and no more than it was given, argv lies in
  *     the buffer (multibulk) or the arena (inline), errors carry one of the
  *     documented texts, and no result but RESP_INCOMPLETE appears before
@@ -20,9 +21,13 @@
  *     last "\r\n"). An inline line is re-split by a reference splitter
  *     written the way Redis's sdssplitargs() walks a C string, and must give
  *     the same arguments or the same "unbalanced quotes" verdict.
- *  4. Three limit sets: Redis's defaults, tiny limits that put every
- *     "too big"/"invalid length" path within reach of short inputs, and
- *     the defaults for a client that has not authenticated.
+ *  4. Four limit sets: Redis's defaults, tiny limits that put every
+ *     "too big"/"invalid length" path within reach of short inputs,
+ *     tiny limits with an arg_check that refuses commands whose name starts
+ *     with an odd byte, so refused commands are dropped (RESP_REFUSED, then
+ *     RESP_DROPPED handing back their bytes) in every feeding mode with the
+ *     same transcript, and the defaults for a client that has not
+ *     authenticated.
  *  5. Replies: a pseudo-random reply tree (all resp_add_* helpers, strings
  *     taken from the input) is encoded as RESP2 and as RESP3 and read back
  *     by a small independent reply reader that checks every element against
@@ -38,10 +43,14 @@
  *     through ONE parser the way networking.c does it: pieces appended at
  *     random sizes, every complete command taken at an advancing offset,
  *     the consumed prefix dropped once per round, room reserved for a bulk
- *     still arriving, the buffer freed once empty. Every command must come
- *     out exactly as generated, in order; the stream then ends with an
- *     invalid request that must get its exact error; and the parser must
- *     give back what the large commands made it allocate (resp_parser_mem).
+ *     still arriving, and now and then (the cron) an empty buffer freed and
+ *     the parser trimmed. Every command must come out exactly as generated,
+ *     in order; the stream then ends with an invalid request that must get
+ *     its exact error; and the parser must give back what the large
+ *     commands made it allocate (resp_parser_mem). The same stream goes
+ *     through a second parser whose arg_check refuses long arguments of
+ *     odd-named commands: exactly those must come out refused (their bytes
+ *     dropped), everything else as before.
  *     This is where state left between commands (counters, offsets after
  *     the buffer moved, a bulk length parsed across reads) would show.
  *
@@ -310,10 +319,21 @@ static int known_error(const char *e) {
  * command's bytes, which the caller still has at buf). */
 static void check_result(resp_parser *p, int r, const char *buf, size_t len, size_t used,
                          size_t need, const resp_limits *lim, rbuf *log, int oracle) {
-    ENSURE(r == RESP_COMMAND || r == RESP_INCOMPLETE || r == RESP_ERROR, "bad return value");
+    ENSURE(r == RESP_COMMAND || r == RESP_INCOMPLETE || r == RESP_ERROR || r == RESP_REFUSED ||
+           r == RESP_DROPPED, "bad return value");
+    if (r == RESP_DROPPED) {
+        ENSURE(lim->arg_check && used >= 1 && used <= len, "bad RESP_DROPPED");
+        return;
+    }
     if (r == RESP_INCOMPLETE) {
         ENSURE(used == 0, "used != 0 on RESP_INCOMPLETE");
         ENSURE(need <= (size_t)lim->max_bulk_len + 2, "need beyond any bulk");
+        return;
+    }
+    if (r == RESP_REFUSED) {
+        ENSURE(lim->arg_check && used <= len && p->refusal && strcmp(p->refusal, "ERR refused") == 0,
+               "bad refusal");
+        log_str(log, "REFUSED;");
         return;
     }
     if (r == RESP_ERROR) {
@@ -380,8 +400,9 @@ static void feed_whole(const uint8_t *data, size_t size, const resp_limits *lim,
     for (;;) {
         r = resp_parse(&p, buf + off, size - off, &used, &need);
         check_result(&p, r, buf + off, size - off, used, need, lim, log, 1);
-        if (r != RESP_COMMAND) break;
+        if (r == RESP_ERROR) break;
         off += used;
+        if (r == RESP_INCOMPLETE) break;
     }
     errored = (r == RESP_ERROR);
     log_final(log, errored, size - off, need);
@@ -451,6 +472,12 @@ static void fail_mismatch(const char *mode, const rbuf *a, const rbuf *b) {
     fprintf(stderr, "fuzz-resp: whole:  %.*s\n", (int)(a->len > 2000 ? 2000 : a->len), a->buf);
     fprintf(stderr, "fuzz-resp: %s: %.*s\n", mode, (int)(b->len > 2000 ? 2000 : b->len), b->buf);
     fail("transcripts differ between feeding modes", mode);
+}
+
+/* arg_check for the third limit set: refuses names starting with an odd
+ * byte, so inputs reach both outcomes. */
+static const char *refuse_odd(void *ctx, const char *name, size_t nlen) {
+    return nlen && ((unsigned char)name[0] & 1) ? "ERR refused" : NULL;
 }
 
 static void check_parser(const uint8_t *data, size_t size, const resp_limits *lim) {
@@ -789,10 +816,8 @@ static void check_replies(const uint8_t *data, size_t size) {
     src = data;
     srclen = size;
     nexp = 0;
-    rbuf_init(&o2.b);
-    rbuf_init(&o3.b);
-    o2.proto = 2;
-    o3.proto = 3;
+    resp_out_init(&o2, 2);
+    resp_out_init(&o3, 3);
     for (int i = 0; i < top && nexp < MAX_EXPECT - 1; i++) gen_value(&o2, &o3, 0);
     for (int proto = 2; proto <= 3; proto++) {
         reader rd = { proto == 2 ? o2.b.buf : o3.b.buf, proto == 2 ? o2.b.len : o3.b.len, 0, proto, 0 };
@@ -857,8 +882,7 @@ static void check_roundtrip(const uint8_t *data, size_t size) {
     log_argv(&want, argc, ptrs, lens);
 
     /* As a multibulk request built with the reply helpers. */
-    rbuf_init(&o.b);
-    o.proto = 2;
+    resp_out_init(&o, 2);
     resp_add_array(&o, argc);
     for (int i = 0; i < argc; i++) resp_add_bulk(&o, args[i], lens[i]);
     resp_parser_init(&p, NULL);
@@ -1002,8 +1026,28 @@ static void gen_log(const gen_cmd *g, rbuf *log) {
     }
 }
 
-/* Append one generated command to stream and its transcript to want. */
-static void gen_command(rbuf *stream, rbuf *want) {
+/* The refusing connection's arg_check: refuse_odd for arguments longer
+ * than this. */
+#define STREAM_MAX_ARG 100
+
+static void blog_refused(rbuf *log) {
+    int m = -2;
+    rbuf_append(log, &m, sizeof(m));
+}
+
+/* Would a multibulk g be refused under refuse_odd and STREAM_MAX_ARG? At
+ * its first argument after the name longer than that, if the name starts
+ * with an odd byte. */
+static int gen_refused(const gen_cmd *g) {
+    if (g->argc < 2 || g->len[0] == 0 || !((unsigned char)g->bytes.buf[0] & 1)) return 0;
+    for (int i = 1; i < g->argc; i++)
+        if (g->len[i] > STREAM_MAX_ARG) return 1;
+    return 0;
+}
+
+/* Append one generated command to stream, its transcript to want, and
+ * its transcript for a connection refusing long arguments to want_ref. */
+static void gen_command(rbuf *stream, rbuf *want, rbuf *want_ref) {
     gen_cmd g = {.argc = 0};
     rbuf_init(&g.bytes);
     unsigned kind = gbyte() % 10;
@@ -1051,6 +1095,8 @@ static void gen_command(rbuf *stream, rbuf *want) {
         rbuf_append(stream, e, strlen(e));
     }
     gen_log(&g, want);
+    if (kind <= 5 && gen_refused(&g)) blog_refused(want_ref);
+    else gen_log(&g, want_ref);
     rbuf_free(&g.bytes);
     free(g.len);
 }
@@ -1066,7 +1112,9 @@ static const char *const stream_bad[][2] = {
 };
 
 /* Feed stream to one parser as networking.c's client_process_input does,
- * logging every command; returns 1 if it ended in an error. */
+ * logging every command and refusal, and as its cron does now and then
+ * between reads, give back an empty query buffer and let the parser trim
+ * (a no-op mid-command); returns 1 if it ended in an error. */
 static int feed_connection(resp_parser *p, const rbuf *stream, rbuf *log) {
     rbuf q;
     size_t fed = 0;
@@ -1084,78 +1132,109 @@ static int feed_connection(resp_parser *p, const rbuf *stream, rbuf *log) {
         size_t pos = 0, used, need = 0;
         while (pos < q.len) {
             int rc = resp_parse(p, q.buf + pos, q.len - pos, &used, &need);
+            ENSURE(used <= q.len - pos, "used out of range");
+            pos += used;
             if (rc == RESP_INCOMPLETE) break;
             need = 0;
+            if (rc == RESP_DROPPED) continue;
+            if (rc == RESP_REFUSED) {
+                blog_refused(log);
+                continue;
+            }
             if (rc == RESP_ERROR) {
                 ENSURE(known_error(p->err), "unknown error text");
                 blog_error(log, p->err);
                 errored = 1;
                 break;
             }
-            ENSURE(used >= 1 && used <= q.len - pos, "used out of range");
+            ENSURE(used >= 1, "a command of no bytes");
             blog_argv(log, p->argc, p->argv, p->argvlen);
-            pos += used;
         }
         if (pos) rbuf_consume(&q, pos);
         if (need) rbuf_reserve(&q, need);
-        else if (q.len == 0) rbuf_trim(&q, 64 * 1024);
+        if ((gbyte() & 7) == 0) {            /* the cron */
+            if (q.len == 0 && q.cap > 32 * 1024) rbuf_free(&q);
+            resp_parser_trim(p);
+        }
     }
     rbuf_free(&q);
     return errored;
 }
 
-static void check_stream(const uint8_t *data, size_t size) {
-    static const resp_limits lim = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024, 0 };
-    rbuf stream, want, got;
+/* One generated stream through one parser; fails unless the transcript
+ * is want. */
+static void run_stream(const rbuf *stream, const resp_limits *lim, const rbuf *want, int bad,
+                       const char *mode) {
     resp_parser p;
-    gsrc = data;
-    gsrclen = size;
-    gpos = 0;
-    rbuf_init(&stream);
-    rbuf_init(&want);
+    rbuf got;
     rbuf_init(&got);
-    /* Huge commands (70,000 arguments, a 1 MB one) in one stream of 16:
-     * they cost most of the time. */
-    gbig = rnd_below(16) == 0;
-    int ncmds = 1 + (int)(size / 8 < 64 ? size / 8 : 64);
-    for (int i = 0; i < ncmds && stream.len < (gbig ? 1u << 20 : 64u << 10); i++)
-        gen_command(&stream, &want);
-    unsigned b = gbyte() % (sizeof(stream_bad) / sizeof(stream_bad[0]) + 1);
-    if (b > 0) {    /* 0: the stream ends cleanly */
-        rbuf_append(&stream, stream_bad[b - 1][0], strlen(stream_bad[b - 1][0]));
-        blog_error(&want, stream_bad[b - 1][1]);
-    }
-    resp_parser_init(&p, &lim);
-    int errored = feed_connection(&p, &stream, &got);
-    if (got.len != want.len || memcmp(got.buf, want.buf, want.len) != 0) {
+    resp_parser_init(&p, lim);
+    int errored = feed_connection(&p, stream, &got);
+    if (got.len != want->len || memcmp(got.buf, want->buf, want->len) != 0) {
         size_t at = 0;
-        while (at < want.len && at < got.len && want.buf[at] == got.buf[at]) at++;
+        while (at < want->len && at < got.len && want->buf[at] == got.buf[at]) at++;
         fprintf(stderr, "fuzz-resp: stream of %zu bytes: transcripts (%zu and %zu bytes) "
-                "differ from byte %zu\n", stream.len, want.len, got.len, at);
-        fail("a long-lived parser returned other commands than were sent", "stream");
+                "differ from byte %zu\n", stream->len, want->len, got.len, at);
+        fail("a long-lived parser returned other commands than were sent", mode);
     }
-    ENSURE(errored == (b > 0), "stream verdict");
+    ENSURE(errored == bad, "stream verdict");
     /* The next command starts: what the large ones needed is given back. */
     size_t used, need;
     ENSURE(resp_parse(&p, "", 0, &used, &need) == RESP_INCOMPLETE, "empty buffer");
     ENSURE(resp_parser_mem(&p) <= 1024 * 2 * sizeof(size_t) + 128 * 1024,
            "parser keeps what its largest command needed");
     resp_parser_free(&p);
+    rbuf_free(&got);
+}
+
+static void check_stream(const uint8_t *data, size_t size) {
+    static const resp_limits plain = { .max_bulk_len = 512LL * 1024 * 1024,
+                                       .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024 };
+    static const resp_limits refusing = { .max_bulk_len = 512LL * 1024 * 1024,
+                                          .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024,
+                                          .max_arg = STREAM_MAX_ARG, .arg_check = refuse_odd };
+    rbuf stream, want, want_ref;
+    gsrc = data;
+    gsrclen = size;
+    gpos = 0;
+    rbuf_init(&stream);
+    rbuf_init(&want);
+    rbuf_init(&want_ref);
+    /* Huge commands (70,000 arguments, a 1 MB one) in one stream of 16:
+     * they cost most of the time. */
+    gbig = rnd_below(16) == 0;
+    int ncmds = 1 + (int)(size / 8 < 64 ? size / 8 : 64);
+    for (int i = 0; i < ncmds && stream.len < (gbig ? 1u << 20 : 64u << 10); i++)
+        gen_command(&stream, &want, &want_ref);
+    unsigned b = gbyte() % (sizeof(stream_bad) / sizeof(stream_bad[0]) + 1);
+    if (b > 0) {    /* 0: the stream ends cleanly */
+        rbuf_append(&stream, stream_bad[b - 1][0], strlen(stream_bad[b - 1][0]));
+        blog_error(&want, stream_bad[b - 1][1]);
+        blog_error(&want_ref, stream_bad[b - 1][1]);
+    }
+    run_stream(&stream, &plain, &want, b > 0, "stream");
+    run_stream(&stream, &refusing, &want_ref, b > 0, "stream refusing long arguments");
     rbuf_free(&stream);
     rbuf_free(&want);
-    rbuf_free(&got);
+    rbuf_free(&want_ref);
 }
 
 /* ---------------- entry point ---------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static const resp_limits defaults = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024, 0 };
-    static const resp_limits tiny = { 40, 6, 24, 0 };
-    static const resp_limits unauth = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024, 1 };
+    static const resp_limits defaults = { .max_bulk_len = 512LL * 1024 * 1024,
+                                          .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024 };
+    static const resp_limits tiny = { .max_bulk_len = 40, .max_multibulk = 6, .max_inline = 24 };
+    static const resp_limits refusing = { .max_bulk_len = 40, .max_multibulk = 6, .max_inline = 24,
+                                          .max_arg = 3, .arg_check = refuse_odd };
+    static const resp_limits unauth = { .max_bulk_len = 512LL * 1024 * 1024,
+                                        .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024,
+                                        .unauthenticated = 1 };
 
     rnd_state = hash_bytes(data, size);
     check_parser(data, size, &defaults);
     check_parser(data, size, &tiny);
+    check_parser(data, size, &refusing);
     check_parser(data, size, &unauth);
     check_stream(data, size);
     check_replies(data, size);

@@ -887,13 +887,13 @@ class ClusterNode(Server):
 class Cluster:
     """N nodes started by utils/rowan-cluster in a fresh temp dir."""
 
-    def __init__(self, n, k=None, base_port=None, options=None):
+    def __init__(self, n, k=None, base_port=None, options=None, zookeeper=False):
         self.dir = tempfile.mkdtemp(prefix="rowan-cluster-", dir=tmp_root())
         self.binary = os.environ.get("ROWAN_SERVER", DEFAULT_BINARY)
         self.base_port = base_port or free_base_port(n)
         argv = [sys.executable, CLUSTER_SCRIPT, "start", str(n)] + ([str(k)] if k else []) + [
             "--base-port", str(self.base_port), "--dir", self.dir, "--server", self.binary,
-            "--pool-size", "64mb", "--workers", "2"]
+            "--pool-size", "64mb", "--workers", "2"] + (["--zookeeper"] if zookeeper else [])
         for name, val in (options or {}).items():
             argv += ["--opt", "%s=%s" % (name, val)]
         self.start_output = self.script(argv[2:], check=False)
@@ -978,13 +978,14 @@ def free_base_port(n):
 
 @pytest.fixture
 def cluster_factory(request, target):
-    """make(n, k=None, options={...}) -> Cluster; stopped at teardown. Rowan only."""
+    """make(n, k=None, options={...}, zookeeper=False) -> Cluster; stopped at
+    teardown (its ZooKeeper too, for a managed one). Rowan only."""
     if target != "rowan":
         pytest.skip("clusters are Rowan's (utils/rowan-cluster)")
     made = []
 
-    def make(n, k=None, options=None):
-        cl = Cluster(n, k, options=options)
+    def make(n, k=None, options=None, zookeeper=False):
+        cl = Cluster(n, k, options=options, zookeeper=zookeeper)
         made.append(cl)
         for nd in cl.nodes:
             _register(request, nd)

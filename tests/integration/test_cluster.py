@@ -13,7 +13,7 @@ import subprocess
 import pytest
 import redis
 
-from conftest import NSLOTS, RespClient, RespError, key_slot
+from conftest import NSLOTS, RespClient, RespError, key_slot, wait_for
 
 pytestmark = pytest.mark.rowan_only("a Rowan cluster started by utils/rowan-cluster")
 
@@ -316,6 +316,10 @@ def test_node_restart_keeps_data(cl3):
     cl3.kill9(2)
     cl3.restart(2)
     r2 = cl3.client(2, decode=True)
+    # a restarted primary first checks its shards against their replicas
+    # (-TRYAGAIN meanwhile, src/reconcile.h), then serves them
+    assert wait_for(lambda: r2.info("rowan").get("shards_reconciling") == 0, timeout=20.0), \
+        r2.info("rowan").get("shards_reconciling")
     mine = [k for k in keys if owner[key_slot(k)] == 2]
     assert mine and r2.mget(mine[:1]) == mine[:1]
     assert r2.dbsize() == len(mine)

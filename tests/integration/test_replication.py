@@ -432,7 +432,10 @@ class Writer(threading.Thread):
         try:
             node, rep = self.router.call(keys[0], *args)
             if isinstance(rep, RespError):
-                status = "fail" if rep.msg.startswith("NOREPLICAS") else "error"
+                # NOREPLICAS: a replica did not persist it in time (outcome
+                # unknown); TRYAGAIN: a restarted primary still checks the
+                # shard against its replicas (not run; unknown is safe).
+                status = "fail" if rep.msg.startswith(("NOREPLICAS", "TRYAGAIN")) else "error"
             else:
                 status = "ok"
         except CONN_ERRORS as e:
@@ -547,10 +550,12 @@ def peer_states(node):
 
 
 def wait_all_live(cl, timeout=LIVE_TIMEOUT):
-    """Every node reports every peer live."""
+    """Every node reports every peer live and serves every shard it is
+    primary of (none still being reconciled after a restart)."""
     def all_live():
         try:
             return all(set(peer_states(nd).values()) == {"live"} and len(peer_states(nd)) == 2
+                       and nd.info("rowan")["rowan"].get("shards_reconciling") == "0"
                        for nd in cl.nodes)
         except (OSError, AssertionError, ConnectionClosed):
             return False

@@ -83,7 +83,7 @@ def test_embedded_defaults(server_factory):
     d = as_dict(server_factory().resp().call("CONFIG", "GET", "*"))
     expect = {
         "protected-mode": "yes", "tcp-backlog": "511", "timeout": "0", "tcp-keepalive": "300",
-        "requirepass": "", "maxclients": "10000", "proto-max-bulk-len": "536870912",
+        "requirepass": "", "cluster-secret": "", "maxclients": "10000", "proto-max-bulk-len": "536870912",
         "client-query-buffer-limit": "1073741824", "daemonize": "no", "pidfile": "",
         "loglevel": "notice", "databases": "16", "hz": "10",
         "slowlog-log-slower-than": "10000", "slowlog-max-len": "128",

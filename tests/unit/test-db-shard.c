@@ -11,12 +11,15 @@
  *      member, a zset score, the order of a list) changes the digest, and
  *      changing it back gives the digest back (other versions, other log
  *      offsets, same contents); -0 and 0 as a score digest the same;
- *   2. the export's entries carry LOG_F_RESYNC, the shard, and the keys'
- *      versions; the db map is among them;
+ *   2. the export's entries carry LOG_F_RESYNC, the shard, and the version
+ *      the export was given; the db map is among them;
  *   3. db_shard_clear leaves no key (counts, index) and the shard's live
  *      bytes go away, leaving an empty shard's digest;
  *   4. the exported entries, written into a log and applied with
- *      db_apply_entry, give the same digest, counts and versions;
+ *      db_apply_entry, give the same digest and counts, every key at the
+ *      export's version; applied on top of OTHER contents followed by the
+ *      re-sync's end record (a LOG_FLUSHDB flagged LOG_F_RESYNC at that
+ *      version), in either order, they give the same digest too;
  *   5. the same contents written in another order (hash fields, set
  *      members, keys reversed, and straight into the logical dbs instead of
  *      through SWAPDB) give the same digest.
@@ -321,19 +324,51 @@ static uint64_t ver_of(int db, const char *k) {
     return found ? v.ver : 0;
 }
 
+/* Write entry bytes into a real log, then apply them (as the digest does). */
+static void apply_bytes(log_writer *lw, const void *bytes, size_t len) {
+    uint64_t off = log_writer_reserve(lw, len, 0);
+    CHECK(off != 0);
+    memcpy(log_writer_dst(lw, off, len), bytes, len);
+    log_writer_wrote(lw, off, len);
+    log_entry e;
+    CHECK(log_entry_check(pool_ptr(server.pool, off), len, &e) == len);
+    db_apply_entry(S(), off, &e);
+}
+
+/* The entries of ex re-stamped with version v (a re-sync sent later). */
+static void restamp(exported *ex, uint64_t v) {
+    for (int i = 0; i < ex->n; i++) {
+        log_entry e;
+        CHECK(log_entry_check(ex->e[i], ex->len[i], &e) == ex->len[i]);
+        e.ver = v;
+        char *b = malloc(ex->len[i]);
+        CHECK(log_entry_encode(b, &e, 1) == ex->len[i]);
+        free(ex->e[i]);
+        ex->e[i] = b;
+    }
+}
+
+/* The re-sync end record at v (log.h). */
+static void apply_end(log_writer *lw, uint64_t v) {
+    char b[LOG_HDR_SIZE];
+    log_entry end = {.type = LOG_FLUSHDB, .flags = LOG_F_RESYNC, .shard = SID, .db = 0xffff,
+                     .ver = v, .key = "", .val = ""};
+    apply_bytes(lw, b, log_entry_encode(b, &end, 1));
+}
+
 static void test_export_clear_apply(uint64_t want, long long want_n) {
     shard *s = S();
     long long keys[SHARD_MAX_DBS], exps[SHARD_MAX_DBS];
     memcpy(keys, s->dbkeys, sizeof keys);
     memcpy(exps, s->dbexpires, sizeof exps);
-    uint64_t vstr = ver_of(0, K("str", 1)), vgrp = ver_of(0, K("grp", 1));
-    uint64_t vhash = ver_of(0, K("hash", 0)), vmoved = ver_of(1, K("moved", 0));
-    CHECK(vstr && vgrp && vhash && vmoved);
+    CHECK(ver_of(0, K("str", 1)) && ver_of(0, K("hash", 0)));
 
     exported ex = {0};
     shard_lock(s);
-    db_shard_export(s, collect, &ex);
+    uint64_t v = shard_resync_version(s);
+    db_shard_export(s, v, collect, &ex);
     shard_unlock(s);
+    CHECK(v > 0 && v == s->next_ver - 1);
     CHECK_EQ_LL(ex.n, want_n + 1);   /* + the db map */
     int dbmaps = 0;
     for (int i = 0; i < ex.n; i++) {
@@ -341,7 +376,7 @@ static void test_export_clear_apply(uint64_t want, long long want_n) {
         CHECK(log_entry_check(ex.e[i], ex.len[i], &e) == ex.len[i]);
         CHECK(e.flags == LOG_F_RESYNC);
         CHECK(e.shard == SID);
-        CHECK(e.ver > 0 && e.ver < s->next_ver);
+        CHECK_EQ_LL(e.ver, v);
         CHECK(e.type == LOG_SET || e.type == LOG_SNAPSHOT || e.type == LOG_DBMAP);
         dbmaps += e.type == LOG_DBMAP;
     }
@@ -371,31 +406,44 @@ static void test_export_clear_apply(uint64_t want, long long want_n) {
     log_writer lw;
     log_writer_init(&lw, server.pool, OWNER_CONTROL, 0);
     shard_lock(s);
-    for (int i = 0; i < ex.n; i++) {
-        uint64_t off = log_writer_reserve(&lw, ex.len[i], 0);
-        CHECK(off != 0);
-        memcpy(log_writer_dst(&lw, off, ex.len[i]), ex.e[i], ex.len[i]);
-        log_writer_wrote(&lw, off, ex.len[i]);
-        log_entry e;
-        CHECK(log_entry_check(pool_ptr(server.pool, off), ex.len[i], &e) == ex.len[i]);
-        db_apply_entry(s, off, &e);
-        free(ex.e[i]);
-    }
+    for (int i = 0; i < ex.n; i++) apply_bytes(&lw, ex.e[i], ex.len[i]);
     shard_unlock(s);
-    log_writer_sync(&lw);
-    log_writer_free(&lw);
-    free(ex.e);
-    free(ex.len);
     CHECK(digest(&n) == want);
     CHECK_EQ_LL(n, want_n);
     CHECK(memcmp(keys, s->dbkeys, sizeof keys) == 0);
     CHECK(memcmp(exps, s->dbexpires, sizeof exps) == 0);
     CHECK(s->dbmap[0] == 1 && s->dbmap[1] == 0);
-    CHECK_EQ_LL(ver_of(0, K("str", 1)), vstr);
-    CHECK_EQ_LL(ver_of(0, K("grp", 1)), vgrp);
-    CHECK_EQ_LL(ver_of(0, K("hash", 0)), vhash);
-    CHECK_EQ_LL(ver_of(1, K("moved", 0)), vmoved);
+    CHECK_EQ_LL(ver_of(0, K("str", 1)), v);
+    CHECK_EQ_LL(ver_of(0, K("hash", 0)), v);
+    CHECK_EQ_LL(ver_of(1, K("moved", 0)), v);
     CHECK(live_bytes() > others);
+
+    /* On top of other contents (changed values, an extra key in a third db,
+     * the db map undone), a later re-sync of the same snapshot gives the
+     * snapshot back, whether its end record comes before or after its
+     * entries; the end record is the shard's live one. */
+    for (int order = 0; order < 2; order++) {
+        shard_lock(s);
+        sset(0, K("str", 1), "changed", 0);
+        sset(7, K("extra", 0), "x", 0);
+        hset(0, K("hash", 0), "f9", "new");
+        uint64_t v2 = shard_resync_version(s);
+        restamp(&ex, v2);
+        if (order == 0) apply_end(&lw, v2);
+        for (int i = 0; i < ex.n; i++) apply_bytes(&lw, ex.e[i], ex.len[i]);
+        if (order == 1) apply_end(&lw, v2);
+        shard_unlock(s);
+        CHECK(digest(&n) == want);
+        CHECK_EQ_LL(n, want_n);
+        CHECK_EQ_LL(s->resync_ver, v2);
+        CHECK(s->resync_ref != 0);
+        CHECK(memcmp(keys, s->dbkeys, sizeof keys) == 0);
+    }
+    for (int i = 0; i < ex.n; i++) free(ex.e[i]);
+    free(ex.e);
+    free(ex.len);
+    log_writer_sync(&lw);
+    log_writer_free(&lw);
 }
 
 int main(void) {

@@ -19,7 +19,8 @@
 #define LIT(s) s, sizeof(s) - 1
 
 static resp_limits default_limits(void) {
-    resp_limits lim = { 512LL * 1024 * 1024, 1024 * 1024, 64 * 1024, 0 };
+    resp_limits lim = { .max_bulk_len = 512LL * 1024 * 1024, .max_multibulk = 1024 * 1024,
+                        .max_inline = 64 * 1024 };
     return lim;
 }
 
@@ -39,6 +40,9 @@ static void log_command(rbuf *log, const resp_parser *p) {
     rbuf_append(log, ";", 1);
 }
 
+/* The largest query buffer the last run_stream held. */
+static size_t run_peak;
+
 /* Run stream through a parser fed in chunks of `chunk` bytes (0 = all at
  * once). When `move` is set the query buffer is copied to a new exact-size
  * allocation before each call and the old one is scribbled on and freed.
@@ -54,10 +58,12 @@ static rbuf run_stream(const char *stream, size_t len, const resp_limits *lim,
     rbuf_init(&q);
     rbuf_init(&log);
     if (chunk == 0) chunk = len ? len : 1;
+    run_peak = 0;
     while (!done && fed < len) {
         size_t n = (len - fed < chunk) ? len - fed : chunk;
         rbuf_append(&q, stream + fed, n);
         fed += n;
+        if (q.len > run_peak) run_peak = q.len;
         for (;;) {
             size_t used = 12345, need = 0, buflen = q.len;
             char *buf = q.buf;
@@ -74,14 +80,21 @@ static rbuf run_stream(const char *stream, size_t len, const resp_limits *lim,
                 rbuf_append(&log, p.err, strlen(p.err));
                 rbuf_append(&log, ")", 1);
                 done = 1;
-            } else if (used != 0) {
+            } else if (r == RESP_REFUSED) {
+                rbuf_append(&log, "REFUSED(", 8);
+                rbuf_append(&log, p.refusal, strlen(p.refusal));
+                rbuf_append(&log, ");", 2);
+                rbuf_consume(&q, used);
+            } else if (r == RESP_DROPPED && lim->arg_check && used > 0) {
+                rbuf_consume(&q, used);
+            } else if (used != 0 || r == RESP_DROPPED) {
                 rbuf_append(&log, "BADUSED", 7);
             }
             if (move && buflen) {
                 memset(buf, 'Z', buflen);
                 free(buf);
             }
-            if (r != RESP_COMMAND) break;
+            if (r == RESP_INCOMPLETE || r == RESP_ERROR) break;
         }
     }
     if (!done) {
@@ -147,23 +160,8 @@ static void test_rbuf(void) {
     CHECK(memcmp(b.buf, "world", 5) == 0);
     for (int i = 0; i < 100000; i++) rbuf_append(&b, "x", 1);
     CHECK_EQ_LL(b.len, 100005);
-    /* trim: spare room beyond the limit goes back, contents stay */
-    size_t cap = b.cap;
-    rbuf_trim(&b, 1 << 20);                  /* within the limit: untouched */
-    CHECK_EQ_LL(b.cap, cap);
-    rbuf_consume(&b, 100000);
-    rbuf_trim(&b, 16);
-    CHECK_EQ_LL(b.len, 5);
-    CHECK_EQ_LL(b.cap, 21);
-    CHECK(memcmp(b.buf, "xxxxx", 5) == 0);
     rbuf_consume(&b, 1000000);
     CHECK_EQ_LL(b.len, 0);
-    rbuf_trim(&b, 64);                       /* 21 bytes: kept */
-    CHECK_EQ_LL(b.cap, 21);
-    rbuf_trim(&b, 8);                        /* an empty buffer over the limit is freed */
-    CHECK(b.buf == NULL && b.cap == 0);
-    rbuf_append(&b, "again", 5);
-    CHECK(memcmp(b.buf, "again", 5) == 0);
     rbuf_free(&b);
     CHECK(b.buf == NULL && b.len == 0);
 }
@@ -345,7 +343,7 @@ static void test_inline(void) {
      * the request waits until it is "too big". */
     static const char nul[] = "ab\0cd ef\nPING\n";
     static const char nul2[] = "PING\nab\0cd ef\nPING\naaaaaaaaaaaaaaaaaaaaaaaaaaa";
-    resp_limits lim = default_limits(), small = { 5, 3, 16, 0 };
+    resp_limits lim = default_limits(), small = { .max_bulk_len = 5, .max_multibulk = 3, .max_inline = 16 };
     check_stream_lim(nul, sizeof(nul) - 1, LIT("INCOMPLETE(14)"), &lim, __LINE__);
     check_stream_lim(nul2, sizeof(nul2) - 1,
                      LIT("1[4:PING];ERR(Protocol error: too big inline request)"), &small, __LINE__);
@@ -430,7 +428,7 @@ static void test_errors(void) {
 }
 
 static void test_limits(void) {
-    resp_limits lim = { 5, 3, 16, 0 };
+    resp_limits lim = { .max_bulk_len = 5, .max_multibulk = 3, .max_inline = 16 };
 
     /* max_multibulk: 3 is fine, 4 is not. */
     CHECK_STREAM_LIM("*3\r\n$1\r\na\r\n$1\r\nb\r\n$1\r\nc\r\n", "3[1:a][1:b][1:c];INCOMPLETE(0)", &lim);
@@ -451,7 +449,8 @@ static void test_limits(void) {
     CHECK_STREAM_LIM("*1\r\n$000000000000001\r\n", "ERR(Protocol error: invalid bulk length)", &lim);
     CHECK_STREAM_LIM("*1\r\n$0000000000000001\r\n", "ERR(Protocol error: too big bulk count string)", &lim);
     /* A large count is not preallocated: only arguments present cost memory. */
-    resp_limits huge = { 512LL * 1024 * 1024, 2147483647LL, 64 * 1024, 0 };
+    resp_limits huge = { .max_bulk_len = 512LL * 1024 * 1024, .max_multibulk = 2147483647LL,
+                         .max_inline = 64 * 1024 };
     CHECK_STREAM_LIM("*2147483647\r\n$1\r\na\r\n", "INCOMPLETE(20)", &huge);
     CHECK_STREAM_LIM("*2147483648\r\n", "ERR(Protocol error: invalid multibulk length)", &huge);
     /* Before AUTH (a password is required): Redis's 10 arguments of at
@@ -480,8 +479,7 @@ static void test_limits(void) {
 /* Run `stmt` on a fresh resp_out of protocol `proto` and compare bytes. */
 #define CHECK_REPLY(proto_, stmt, want) do { \
     resp_out o; \
-    rbuf_init(&o.b); \
-    o.proto = (proto_); \
+    resp_out_init(&o, proto_); \
     stmt; \
     int _ok = (o.b.len == sizeof(want) - 1 && memcmp(o.b.buf, want, o.b.len) == 0); \
     CHECK(_ok); \
@@ -513,8 +511,7 @@ static void test_replies(void) {
     /* A long formatted error takes the heap path. */
     {
         resp_out o;
-        rbuf_init(&o.b);
-        o.proto = 2;
+        resp_out_init(&o, 2);
         char big[1000];
         memset(big, 'x', sizeof(big) - 1);
         big[sizeof(big) - 1] = '\0';
@@ -560,8 +557,7 @@ static void test_replies(void) {
 
 static void check_double(double d, const char *want, int line) {
     resp_out o;
-    rbuf_init(&o.b);
-    o.proto = 3;
+    resp_out_init(&o, 3);
     resp_add_double(&o, d);
     size_t wl = strlen(want);
     int ok = o.b.len == wl + 3 && o.b.buf[0] == ',' && memcmp(o.b.buf + 1, want, wl) == 0 &&
@@ -606,8 +602,7 @@ static void test_double_format(void) {
         memcpy(&d, &x, sizeof(d));
         if (isnan(d)) continue;
         resp_out o;
-        rbuf_init(&o.b);
-        o.proto = 3;
+        resp_out_init(&o, 3);
         resp_add_double(&o, d);
         rbuf_append(&o.b, "", 1);
         char *end;
@@ -677,11 +672,115 @@ static void test_parser_memory(void) {
     CHECK_EQ_LL(resp_parse(&p, big.buf, big.len - 3, &used, NULL), RESP_INCOMPLETE);
     size_t partial = resp_parser_mem(&p);
     CHECK(partial >= 99999 * sizeof(size_t));
+    resp_parser_trim(&p);                    /* the cron, mid-command: nothing */
+    CHECK_EQ_LL(resp_parser_mem(&p), partial);
     CHECK_EQ_LL(resp_parse(&p, big.buf, big.len, &used, NULL), RESP_COMMAND);
     CHECK_EQ_LL(p.argc, 100000);
     CHECK_EQ_LL(used, big.len);
+    CHECK(p.argv[99999] == big.buf + big.len - 3 && p.argvlen[99999] == 1);
+    resp_parser_trim(&p);                    /* the cron, between commands */
+    CHECK(resp_parser_mem(&p) <= small);
     resp_parser_free(&p);
     rbuf_free(&big);
+}
+
+/* arg_check for the tests: refuses SET, takes anything else. */
+static int arg_checks;
+static const char *refuse_set(void *ctx, const char *name, size_t nlen) {
+    arg_checks++;
+    return nlen == 3 && memcmp(name, "SET", 3) == 0 ? "ERR too big" : NULL;
+}
+
+static void test_refused(void) {
+    resp_limits lim = default_limits();
+    lim.max_arg = 4;
+    lim.arg_check = refuse_set;
+
+    /* Up to max_arg bytes nothing is asked. */
+    arg_checks = 0;
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$4\r\nabcd\r\n",
+                     "3[3:SET][1:k][4:abcd];INCOMPLETE(0)", &lim);
+    CHECK_EQ_LL(arg_checks, 0);
+    /* Longer: the whole command goes (the arguments after the long one
+     * too), one refusal, and the next command parses as usual. */
+    CHECK_STREAM_LIM("*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nabcde\r\n$6\r\nabcdef\r\n"
+                     "*1\r\n$4\r\nPING\r\n",
+                     "REFUSED(ERR too big);1[4:PING];INCOMPLETE(0)", &lim);
+    CHECK_STREAM_LIM("*2\r\n$3\r\nSET\r\n$5\r\nabcde\r\n*2\r\n$3\r\nSET\r\n$5\r\nvwxyz\r\n",
+                     "REFUSED(ERR too big);REFUSED(ERR too big);INCOMPLETE(0)", &lim);
+    /* arg_check lets other commands keep long arguments. */
+    CHECK_STREAM_LIM("*2\r\n$4\r\nECHO\r\n$5\r\nabcde\r\n", "2[4:ECHO][5:abcde];INCOMPLETE(0)",
+                     &lim);
+    /* The first argument (the name) is not offered. */
+    arg_checks = 0;
+    CHECK_STREAM_LIM("*1\r\n$5\r\nabcde\r\n", "1[5:abcde];INCOMPLETE(0)", &lim);
+    CHECK_EQ_LL(arg_checks, 0);
+    /* The headers of a refused command are still checked: a bad one is a
+     * protocol error, as it would be otherwise. */
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n$x\r\n",
+                     "REFUSED(ERR too big);ERR(Protocol error: invalid bulk length)", &lim);
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n*\r\n",
+                     "REFUSED(ERR too big);ERR(Protocol error: expected '$', got '*')", &lim);
+    /* The refusal comes with the header, before the argument; the refused
+     * bytes are gone, only a partial header stays. */
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\n", "REFUSED(ERR too big);INCOMPLETE(0)", &lim);
+    CHECK_STREAM_LIM("*3\r\n$3\r\nSET\r\n$5\r\nabcde\r\n$1",
+                     "REFUSED(ERR too big);INCOMPLETE(2)", &lim);
+
+    /* A refused 100000-byte argument fed 1000 bytes at a time is never
+     * held: the buffer stays at one piece (without arg_check, it takes all
+     * of it). */
+    static const char head[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$100000\r\n";
+    static const char tail[] = "\r\n*1\r\n$4\r\nPING\r\n";
+    size_t n = sizeof(head) - 1 + 100000 + sizeof(tail) - 1;
+    char *stream = malloc(n);
+    memcpy(stream, head, sizeof(head) - 1);
+    memset(stream + sizeof(head) - 1, 'x', 100000);
+    memcpy(stream + sizeof(head) - 1 + 100000, tail, sizeof(tail) - 1);
+    rbuf log = run_stream(stream, n, &lim, 1000, 0);
+    CHECK(strcmp(log.buf, "REFUSED(ERR too big);1[4:PING];INCOMPLETE(0)") == 0);
+    CHECK(run_peak <= 1000 + sizeof(head));
+    rbuf_free(&log);
+    resp_limits plain = default_limits();
+    log = run_stream(stream, n, &plain, 1000, 0);
+    CHECK(run_peak >= 100000);
+    rbuf_free(&log);
+    free(stream);
+}
+
+/* resp_out's limit: an append past it is dropped whole and sets overflow;
+ * nothing is appended after an overflow. */
+static void test_out_limit(void) {
+    resp_out o;
+    resp_out_init(&o, 2);
+    o.limit = 20;
+    resp_add_bulk(&o, "0123456789", 10);           /* 17 bytes */
+    CHECK_EQ_LL(o.b.len, 17);
+    CHECK(!o.overflow);
+    resp_add_bulk(&o, "ab", 2);                     /* 8 more: over */
+    CHECK_EQ_LL(o.b.len, 17);
+    CHECK(o.overflow);
+    resp_add_int(&o, 1);                            /* 4 would fit, but no */
+    CHECK_EQ_LL(o.b.len, 17);
+    rbuf_free(&o.b);
+
+    resp_out_init(&o, 3);
+    o.limit = 17;
+    resp_add_bulk(&o, "0123456789", 10);           /* exactly up to the limit */
+    CHECK_EQ_LL(o.b.len, 17);
+    CHECK(!o.overflow);
+    rbuf_free(&o.b);
+
+    /* resp_out_fits: a lower bound on what is coming. */
+    resp_out_init(&o, 2);
+    CHECK(resp_out_fits(&o, 1ULL << 62, RESP_MIN_BULK));   /* no limit */
+    o.limit = 600;
+    CHECK(resp_out_fits(&o, 100, RESP_MIN_BULK));
+    CHECK(!o.overflow);
+    CHECK(!resp_out_fits(&o, 101, RESP_MIN_BULK));
+    CHECK(o.overflow);
+    CHECK(!resp_out_fits(&o, 1, 1));                         /* stays overflowed */
+    rbuf_free(&o.b);
 }
 
 int main(void) {
@@ -695,7 +794,9 @@ int main(void) {
     test_inline_unbalanced();
     test_errors();
     test_limits();
+    test_refused();
     test_replies();
+    test_out_limit();
     test_double_format();
     test_ldouble_format();
     return UNIT_DONE("test-resp");

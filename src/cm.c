@@ -1,0 +1,598 @@
+/* cm.c -- the configuration manager (see cm.h for what it decides).
+ *
+ * State. The CM thread owns the configuration it last committed (cfg, and
+ * the znode version it has) and decides everything on it. Bus handlers
+ * (lease requests, catch-up reports, failover requests) run on the bus
+ * thread and only record facts in atomics the CM thread reads on its next
+ * tick: when a node last got a lease, when a non-member last asked for
+ * one, which learners their primaries report caught up, who asked for a
+ * failover. A tick computes at most one new configuration from those
+ * facts, writes it with compare-and-set, and pushes it.
+ *
+ * Timing. A tick every cluster-lease-ms / 8. A member that renewed with
+ * this CM is failed once its last grant + the lease + a margin (a tenth of
+ * a lease) has passed; one that never renewed with this CM (it became CM
+ * after a crash of the previous one, or the whole cluster is starting) is
+ * given CM_JOIN_GRACE first: nodes of a cold start come up at different
+ * moments, and any lease the previous CM granted has ended by then. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bus.h"
+#include "cluster.h"
+#include "cm.h"
+#include "le.h"
+#include "member.h"
+#include "resp.h"
+#include "server.h"
+#include "zk.h"
+
+#define CM_JOIN_GRACE_US 3000000
+
+static struct {
+    char root[200];
+    pthread_t thread;
+    int running;
+    _Atomic int stopping;
+    char my_path[400];             /* our election znode */
+    uint64_t my_session;
+    _Atomic int active;
+    int64_t active_since;
+    cluster_config *cfg;           /* CM thread: what we committed or read */
+    int version;                   /* its znode version */
+    _Atomic uint64_t term;         /* cfg's term, for the bus handlers */
+    _Atomic uint64_t members;      /* cfg's members, for the bus handlers */
+    _Atomic int64_t last_grant[CLUSTER_MAX_NODES];
+    _Atomic int64_t last_seen[CLUSTER_MAX_NODES];   /* any lease request */
+    /* caught[p] bit n: primary p reported learner n caught up, at term caught_term[p] */
+    _Atomic uint64_t caught[CLUSTER_MAX_NODES];
+    _Atomic uint64_t caught_term[CLUSTER_MAX_NODES];
+    _Atomic uint64_t failover_wanted;  /* nodes that asked for CLUSTER FAILOVER */
+    _Atomic long long commits, failovers, joins, handovers;
+    int64_t last_failover_us;      /* kill..commit, last failover: detect, write (INFO) */
+    int64_t last_detect_us, last_write_us;
+} cm;
+
+static int64_t lease_us(void) { return server.cfg.cluster_lease_ms * 1000; }
+
+int cm_active(void) { return atomic_load(&cm.active); }
+
+/* Has ZooKeeper confirmed our session recently enough to grant leases? */
+static int zk_fresh(void) { return monotonic_us() - zk_alive_us() < lease_us() / 2; }
+
+/* ---------------- facts from the bus ---------------- */
+
+int cm_lease_request(int node, uint64_t term, uint64_t *term_out) {
+    *term_out = 0;
+    if (node < 0 || node >= CLUSTER_MAX_NODES || !atomic_load(&cm.active)) return 0;
+    int64_t now = monotonic_us();
+    atomic_store(&cm.last_seen[node], now);
+    uint64_t t = atomic_load(&cm.term);
+    *term_out = t;
+    if (term != t || !cluster_mask_has(atomic_load(&cm.members), node) || !zk_fresh()) return 0;
+    atomic_store(&cm.last_grant[node], now);
+    return 1;
+}
+
+static void on_lease(bus_req *r, int node, const uint8_t *p, size_t n) {
+    uint64_t term = n >= 8 ? le_get_u64(p) : 0, t = 0;
+    uint8_t out[9];
+    out[8] = (uint8_t)cm_lease_request(node, term, &t);
+    le_put_u64(out, t);
+    bus_reply(r, out, sizeof(out));
+}
+
+void cm_caughtup(int node, uint64_t term, uint64_t learners) {
+    if (node < 0 || node >= CLUSTER_MAX_NODES) return;
+    atomic_store(&cm.caught[node], learners);
+    atomic_store(&cm.caught_term[node], term);
+}
+
+static void on_caughtup(bus_req *r, int node, const uint8_t *p, size_t n) {
+    if (n >= 16) cm_caughtup(node, le_get_u64(p), le_get_u64(p + 8));
+    bus_reply(r, NULL, 0);
+}
+
+int cm_failover_request(int node, int force, char *err, size_t errlen) {
+    (void)force;
+    if (!atomic_load(&cm.active)) {
+        snprintf(err, errlen, "ERR this node is not the configuration manager any more; retry");
+        return -1;
+    }
+    atomic_fetch_or(&cm.failover_wanted, 1ULL << node);
+    return 0;
+}
+
+static void on_failover(bus_req *r, int node, const uint8_t *p, size_t n) {
+    char err[256];
+    if (cm_failover_request(node, n >= 10 ? p[9] : 0, err, sizeof(err)) == 0) bus_reply(r, NULL, 0);
+    else bus_reply_error(r, err);
+}
+
+/* ---------------- committing ---------------- */
+
+static void path_of(char *out, size_t n, const char *rel) { snprintf(out, n, "%s/%s", cm.root, rel); }
+
+static void push(const cluster_config *c) {
+    size_t len;
+    char *text = cluster_config_encode(c, &len);
+    for (int i = 0; i < c->nnodes; i++) {
+        if (!strcmp(c->nodes[i].name, cluster_self_name())) continue;
+        bus_call(i, BUS_CONFIG, text, len, 1000, NULL, NULL);
+    }
+    member_offer(cluster_config_copy(c));
+    free(text);
+}
+
+static void adopt_read(cluster_config *c, int version) {
+    cluster_config_free(cm.cfg);
+    cm.cfg = c;
+    cm.version = version;
+    atomic_store(&cm.term, c->term);
+    atomic_store(&cm.members, c->members);
+}
+
+/* Read the configuration znode; 0 ok (cm.cfg set), 1 absent, -1 error. */
+static int reread(void) {
+    char path[256], *data = NULL, err[256];
+    size_t len = 0;
+    int version = 0;
+    path_of(path, sizeof(path), "config");
+    int rc = zk_get(path, 0, &data, &len, &version);
+    if (rc == ZK_NONODE) return 1;
+    if (rc != ZK_OK) return -1;
+    cluster_config *c = cluster_config_decode(data, len, err, sizeof(err));
+    free(data);
+    if (!c) {
+        serverLog(LL_WARNING, "CM: the configuration znode is unusable: %s", err);
+        return -1;
+    }
+    adopt_read(c, version);
+    return 0;
+}
+
+/* Write c as the next term (compare-and-set). 0 committed (c owned), -1
+ * lost the race or failed (c freed; cm.cfg re-read). */
+static int commit(cluster_config *c, const char *why) {
+    c->term = cm.cfg->term + 1;
+    size_t len;
+    char *text = cluster_config_encode(c, &len), path[256];
+    path_of(path, sizeof(path), "config");
+    int version = 0;
+    int64_t t0 = monotonic_us();
+    int rc = zk_set(path, text, len, cm.version, &version);
+    free(text);
+    cm.last_write_us = monotonic_us() - t0;
+    if (rc != ZK_OK) {
+        serverLog(LL_WARNING, "CM: committing term %llu (%s) failed: %s",
+                  (unsigned long long)c->term, why, zk_errstr(rc));
+        cluster_config_free(c);
+        reread();
+        return -1;
+    }
+    adopt_read(c, version);
+    atomic_fetch_add(&cm.commits, 1);
+    serverLog(LL_NOTICE, "CM: committed configuration term %llu: %s (ZooKeeper write %.1f ms)",
+              (unsigned long long)c->term, why, (double)cm.last_write_us / 1000);
+    push(c);
+    return 0;
+}
+
+/* ---------------- decisions ---------------- */
+
+static int replicas_of(const cluster_config *c, int s) {
+    return (c->primary[s] >= 0 && cluster_mask_has(c->members, c->primary[s])) +
+           __builtin_popcountll((c->backups[s] | c->learners[s]) & c->members);
+}
+
+static int primaries_of(const cluster_config *c, int node) {
+    int n = 0;
+    for (int s = 0; s < c->nshards; s++) n += c->primary[s] == node;
+    return n;
+}
+
+static int copies_of(const cluster_config *c, int node) {
+    int n = 0;
+    for (int s = 0; s < c->nshards; s++)
+        n += c->primary[s] == node || cluster_mask_has(c->backups[s] | c->learners[s], node);
+    return n;
+}
+
+/* The first backup of shard s after its primary, in ring order; -1. */
+static int first_backup(const cluster_config *c, int s, uint64_t among) {
+    int p = c->primary[s] < 0 ? 0 : c->primary[s];
+    for (int j = 1; j <= c->nnodes; j++) {
+        int i = (p + j) % c->nnodes;
+        if (cluster_mask_has(c->backups[s] & among, i)) return i;
+    }
+    return -1;
+}
+
+/* Shards with fewer than k copies get learners: members that hold no copy
+ * of the shard, fewest copies first. Returns how many were added. */
+static int add_learners(cluster_config *c) {
+    int added = 0;
+    for (int s = 0; s < c->nshards; s++) {
+        if (c->primary[s] < 0 || !cluster_mask_has(c->members, c->primary[s])) continue;
+        while (replicas_of(c, s) < c->k) {
+            int best = -1, bestn = 0;
+            for (int i = 0; i < c->nnodes; i++) {
+                if (!cluster_mask_has(c->members, i) || c->primary[s] == i ||
+                    cluster_mask_has(c->backups[s] | c->learners[s], i))
+                    continue;
+                int n = copies_of(c, i);
+                if (best < 0 || n < bestn) best = i, bestn = n;
+            }
+            if (best < 0) break;
+            c->learners[s] |= 1ULL << best;
+            added++;
+        }
+    }
+    return added;
+}
+
+/* Remove failed members: promote a surviving backup for the shards they
+ * were primary of (fewest primaries first), drop them from backup and
+ * learner sets. A shard none of whose replicas survives keeps its replica
+ * set (all out of the membership): it is unavailable until one of them
+ * returns (see joins). */
+static int fail_nodes(cluster_config *c, uint64_t failed, char *why, size_t whylen) {
+    int promoted = 0, lost = 0;
+    c->members &= ~failed;
+    for (int s = 0; s < c->nshards; s++) {
+        uint64_t survivors = c->backups[s] & c->members;
+        int p = c->primary[s];
+        if (p >= 0 && cluster_mask_has(failed, p)) {
+            if (!survivors) {
+                lost++;
+                continue;
+            }
+            int best = -1, bestn = 0;
+            for (int j = 1; j <= c->nnodes; j++) {
+                int i = (p + j) % c->nnodes;
+                if (!cluster_mask_has(survivors, i)) continue;
+                int n = primaries_of(c, i);
+                if (best < 0 || n < bestn) best = i, bestn = n;
+            }
+            c->primary[s] = (int16_t)best;
+            c->backups[s] &= ~(1ULL << best);
+            promoted++;
+        }
+        if (c->primary[s] >= 0 && cluster_mask_has(c->members, c->primary[s])) {
+            c->backups[s] &= c->members;
+            c->learners[s] &= c->members;
+        }
+    }
+    int learners = add_learners(c);
+    int off = 0;
+    for (int i = 0; i < c->nnodes; i++)
+        if (cluster_mask_has(failed, i))
+            off += snprintf(why + off, whylen - (size_t)off, "%s%s", off ? "," : "node ", c->nodes[i].name);
+    snprintf(why + off, whylen - (size_t)off, " failed; %d shards promoted, %d learners added%s",
+             promoted, learners, lost ? ", some shards lost every replica" : "");
+    return promoted;
+}
+
+/* A returning node: a member again, primary of the shards only it can
+ * bring back (it was a replica and no member is), a learner where copies
+ * are missing. */
+static void join_node(cluster_config *c, int n) {
+    c->members |= 1ULL << n;
+    for (int s = 0; s < c->nshards; s++) {
+        int p = c->primary[s];
+        if (p >= 0 && cluster_mask_has(c->members & ~(1ULL << n), p)) continue;
+        uint64_t holders = (p >= 0 ? 1ULL << p : 0) | c->backups[s];
+        if (!cluster_mask_has(holders, n)) continue;
+        /* no member holds this shard; n was one of its replicas */
+        c->primary[s] = (int16_t)n;
+        c->backups[s] &= c->members & ~(1ULL << n);
+        c->learners[s] &= c->members;
+    }
+    add_learners(c);
+}
+
+/* Learners whose primaries reported them caught up in this term. */
+static int promote_learners(cluster_config *c) {
+    int moved = 0;
+    for (int s = 0; s < c->nshards; s++) {
+        int p = c->primary[s];
+        if (p < 0 || !c->learners[s] || atomic_load(&cm.caught_term[p]) != c->term) continue;
+        uint64_t ready = c->learners[s] & atomic_load(&cm.caught[p]);
+        if (!ready) continue;
+        c->learners[s] &= ~ready;
+        c->backups[s] |= ready;
+        moved++;
+    }
+    return moved;
+}
+
+/* CLUSTER FAILOVER: node n takes the shards it is the first backup of. */
+static int handover_to(cluster_config *c, int n) {
+    int moved = 0;
+    for (int s = 0; s < c->nshards; s++) {
+        int p = c->primary[s];
+        if (p < 0 || !cluster_mask_has(c->members, p)) continue;
+        if (first_backup(c, s, c->members) != n) continue;
+        c->backups[s] &= ~(1ULL << n);
+        c->backups[s] |= 1ULL << p;
+        c->primary[s] = (int16_t)n;
+        moved++;
+    }
+    return moved;
+}
+
+/* Spread primaries evenly over the members that hold copies: move shards
+ * from the node with the most primaries to a backup of them with the
+ * fewest, while the difference is two or more. Only when nothing is being
+ * caught up. */
+static int rebalance(cluster_config *c) {
+    for (int s = 0; s < c->nshards; s++)
+        if (c->learners[s] || c->primary[s] < 0 || !cluster_mask_has(c->members, c->primary[s]))
+            return 0;
+    int moved = 0;
+    for (int round = 0; round < c->nshards; round++) {
+        int hi = -1, lo = -1, hin = 0, lon = 0;
+        for (int i = 0; i < c->nnodes; i++) {
+            if (!cluster_mask_has(c->members, i)) continue;
+            int n = primaries_of(c, i);
+            if (hi < 0 || n > hin) hi = i, hin = n;
+            if (lo < 0 || n < lon) lo = i, lon = n;
+        }
+        if (hi < 0 || hin - lon < 2) break;
+        int done = 0;
+        for (int s = 0; s < c->nshards && !done; s++) {
+            if (c->primary[s] != hi || !cluster_mask_has(c->backups[s], lo)) continue;
+            c->backups[s] &= ~(1ULL << lo);
+            c->backups[s] |= 1ULL << hi;
+            c->primary[s] = (int16_t)lo;
+            moved++;
+            done = 1;
+        }
+        if (!done) break;
+    }
+    return moved;
+}
+
+/* Registered nodes missing from the table are added (out of the
+ * membership: they join when they ask for a lease). */
+static int add_registered(cluster_config *c) {
+    char path[256], **names = NULL;
+    int n = 0, added = 0;
+    path_of(path, sizeof(path), "nodes");
+    if (zk_children(path, 1, &names, &n) != ZK_OK) return 0;
+    for (int i = 0; i < n; i++) {
+        int known = 0;
+        for (int j = 0; j < c->nnodes; j++) known |= !strcmp(c->nodes[j].name, names[i]);
+        if (known) continue;
+        char child[512], *data = NULL, host[256];
+        int port = 0, rport = 0;
+        snprintf(child, sizeof(child), "%s/%s", path, names[i]);
+        if (zk_get(child, 0, &data, NULL, NULL) == ZK_OK &&
+            sscanf(data, "%255s %d %d", host, &port, &rport) == 3) {
+            cluster_node nd;
+            memset(&nd, 0, sizeof(nd));
+            snprintf(nd.name, sizeof(nd.name), "%s", names[i]);
+            snprintf(nd.host, sizeof(nd.host), "%s", host);
+            nd.port = port;
+            nd.repl_port = rport;
+            if (cluster_config_node(c, &nd) >= 0) added++;
+        }
+        free(data);
+    }
+    zk_free_names(names, n);
+    return added;
+}
+
+/* The first configuration: every registered node a member. */
+static int bootstrap(void) {
+    char path[256], **names = NULL;
+    int n = 0;
+    path_of(path, sizeof(path), "nodes");
+    if (zk_children(path, 1, &names, &n) != ZK_OK) return -1;
+    zk_free_names(names, n);
+    int want = server.cfg.cluster_init_nodes > 0 ? server.cfg.cluster_init_nodes : cluster_replicas();
+    if (n < want) return -1;
+    cluster_config *c = cluster_config_new(server.nshards);
+    c->k = cluster_replicas();
+    add_registered(c);
+    c->members = c->nnodes == 64 ? ~0ULL : (1ULL << c->nnodes) - 1;
+    if (c->k > c->nnodes) c->k = c->nnodes;
+    cluster_config_spread(c);
+    c->term = 1;
+    size_t len;
+    char *text = cluster_config_encode(c, &len);
+    path_of(path, sizeof(path), "config");
+    int rc = zk_create(path, text, len, 0, NULL, 0);
+    free(text);
+    cluster_config_free(c);
+    if (rc != ZK_OK && rc != ZK_EXISTS) return -1;
+    if (rc == ZK_OK)
+        serverLog(LL_NOTICE, "CM: created the first configuration of cluster %s: %d nodes, %d "
+                  "shards, %d replicas each", cluster_name(), n, server.nshards, cluster_replicas());
+    return reread() == 0 ? 0 : -1;
+}
+
+/* ---------------- the tick ---------------- */
+
+static void tick(void) {
+    int64_t now = monotonic_us();
+    cluster_config *cur = cm.cfg;
+    cluster_config *c = cluster_config_copy(cur);
+    char why[512] = "";
+    int changed = 0;
+    /* 1. failures */
+    uint64_t failed = 0;
+    int64_t margin = lease_us() / 10 > 5000 ? lease_us() / 10 : 5000;
+    for (int i = 0; i < c->nnodes; i++) {
+        if (!cluster_mask_has(c->members, i) || !strcmp(c->nodes[i].name, cluster_self_name()))
+            continue;
+        int64_t g = atomic_load(&cm.last_grant[i]);
+        int64_t deadline = g ? g + lease_us() + margin : cm.active_since + CM_JOIN_GRACE_US;
+        if (now > deadline) failed |= 1ULL << i;
+    }
+    if (failed) {
+        int64_t t0 = now;
+        fail_nodes(c, failed, why, sizeof(why));
+        cm.last_detect_us = t0;
+        if (commit(c, why) == 0) {
+            atomic_fetch_add(&cm.failovers, 1);
+            cm.last_failover_us = monotonic_us();
+        }
+        return;
+    }
+    /* 2. nodes that registered, and nodes that came back */
+    if (add_registered(c)) {
+        snprintf(why, sizeof(why), "new nodes registered");
+        changed = 1;
+    }
+    for (int i = 0; i < c->nnodes; i++) {
+        if (cluster_mask_has(c->members, i)) continue;
+        int64_t seen = atomic_load(&cm.last_seen[i]);
+        if (!seen || now - seen > lease_us()) continue;
+        join_node(c, i);
+        /* its last grant is from before it left: count from now */
+        atomic_store(&cm.last_grant[i], now);
+        atomic_fetch_add(&cm.joins, 1);
+        snprintf(why, sizeof(why), "node %s joins (learner of the shards that lack copies)",
+                 c->nodes[i].name);
+        changed = 1;
+    }
+    if (!changed && add_learners(c)) {
+        snprintf(why, sizeof(why), "learners added where copies are missing");
+        changed = 1;
+    }
+    /* 3. learners caught up */
+    if (!changed && promote_learners(c)) {
+        snprintf(why, sizeof(why), "caught-up learners become backups");
+        changed = 1;
+    }
+    /* 4. CLUSTER FAILOVER */
+    uint64_t want = atomic_exchange(&cm.failover_wanted, 0);
+    for (int i = 0; i < c->nnodes && !changed; i++) {
+        if (!cluster_mask_has(want, i)) continue;
+        int moved = handover_to(c, i);
+        if (moved) {
+            atomic_fetch_add(&cm.handovers, 1);
+            snprintf(why, sizeof(why), "manual failover: node %s takes over %d shards",
+                     c->nodes[i].name, moved);
+            changed = 1;
+        }
+    }
+    /* 5. rebalance */
+    if (!changed) {
+        int moved = rebalance(c);
+        if (moved) {
+            atomic_fetch_add(&cm.handovers, 1);
+            snprintf(why, sizeof(why), "rebalance: %d primaries handed over", moved);
+            changed = 1;
+        }
+    }
+    if (changed) commit(c, why);
+    else cluster_config_free(c);
+}
+
+/* ---------------- election ---------------- */
+
+/* Are we the lowest candidate? Also (re)creates our candidacy when the
+ * session changed (an expired session took the ephemeral znode). */
+static int elected(void) {
+    char path[256], **names = NULL;
+    int n = 0;
+    path_of(path, sizeof(path), "cm");
+    uint64_t sess = zk_session_id();
+    if (sess != cm.my_session || !cm.my_path[0]) {
+        char prefix[300];
+        snprintf(prefix, sizeof(prefix), "%s/n-", path);
+        const char *name = cluster_self_name();
+        if (zk_create(prefix, name, strlen(name), ZK_EPHEMERAL | ZK_SEQUENTIAL, cm.my_path,
+                      sizeof(cm.my_path)) != ZK_OK) {
+            cm.my_path[0] = 0;
+            return 0;
+        }
+        cm.my_session = sess;
+    }
+    if (zk_children(path, 1, &names, &n) != ZK_OK) return atomic_load(&cm.active);
+    const char *mine = strrchr(cm.my_path, '/') + 1;
+    int lowest = n > 0 && !strcmp(names[0], mine), present = 0;
+    for (int i = 0; i < n; i++) present |= !strcmp(names[i], mine);
+    zk_free_names(names, n);
+    if (!present) cm.my_path[0] = 0;   /* lost with a session: run again */
+    return lowest;
+}
+
+static void become_cm(void) {
+    for (int i = 0; i < CLUSTER_MAX_NODES; i++) {
+        atomic_store(&cm.last_grant[i], 0);
+        atomic_store(&cm.caught_term[i], 0);
+    }
+    int rc;
+    while ((rc = reread()) == 1 && !atomic_load(&cm.stopping)) {
+        if (bootstrap() == 0) break;
+        zk_wait(0, 100);
+    }
+    if (!cm.cfg) return;
+    cm.active_since = monotonic_us();
+    atomic_store(&cm.active, 1);
+    serverLog(LL_NOTICE, "CM: this node is the configuration manager (term %llu, %d members)",
+              (unsigned long long)cm.cfg->term, __builtin_popcountll(cm.cfg->members));
+    push(cm.cfg);
+}
+
+static void *cm_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "rowan-cm");
+    int tick_ms = (int)(server.cfg.cluster_lease_ms / 8);
+    if (tick_ms < 2) tick_ms = 2;
+    uint64_t seen = 0;
+    int64_t last_check = 0;
+    while (!atomic_load(&cm.stopping)) {
+        seen = zk_wait(seen, tick_ms);
+        int64_t now = monotonic_us();
+        if (now - last_check > 100000 || !atomic_load(&cm.active)) {
+            last_check = now;
+            int e = elected();
+            if (!e && atomic_load(&cm.active)) {
+                atomic_store(&cm.active, 0);
+                serverLog(LL_WARNING, "CM: this node lost the election; no longer the CM");
+            }
+            if (e && !atomic_load(&cm.active)) become_cm();
+        }
+        if (!atomic_load(&cm.active)) continue;
+        /* stay in touch with ZooKeeper (zk_fresh), and follow a change
+         * made by anyone else (there should be none) */
+        if (reread() < 0 && !zk_fresh()) continue;
+        tick();
+    }
+    return NULL;
+}
+
+void cm_start(const char *root) {
+    snprintf(cm.root, sizeof(cm.root), "%s", root);
+    bus_register(BUS_LEASE, on_lease);
+    bus_register(BUS_CAUGHTUP, on_caughtup);
+    bus_register(BUS_FAILOVER, on_failover);
+    cm.running = 1;
+    pthread_create(&cm.thread, NULL, cm_main, NULL);
+}
+
+void cm_stop(void) {
+    if (!cm.running) return;
+    atomic_store(&cm.stopping, 1);
+    zk_poke();
+    pthread_join(cm.thread, NULL);
+    cm.running = 0;
+    if (cm.my_path[0]) zk_delete(cm.my_path, -1);
+    cluster_config_free(cm.cfg);
+    cm.cfg = NULL;
+}
+
+void cm_info(rbuf *o) {
+    rbuf_appendf(o, "cm_active:%d\r\n", atomic_load(&cm.active));
+    if (!atomic_load(&cm.active)) return;
+    rbuf_appendf(o, "cm_commits:%lld\r\ncm_failovers:%lld\r\ncm_joins:%lld\r\ncm_handovers:%lld\r\n"
+                 "cm_last_zk_write_usec:%lld\r\n",
+                 atomic_load(&cm.commits), atomic_load(&cm.failovers), atomic_load(&cm.joins),
+                 atomic_load(&cm.handovers), (long long)cm.last_write_us);
+}

@@ -1,0 +1,459 @@
+/* reconcile.c -- a primary's shards are checked against their replicas
+ * before they are served (see reconcile.h for the rule and its argument).
+ *
+ * The work is split by thread:
+ *   - the replication manager thread runs reconcile_step every round: it
+ *     asks peers (BUS_SHARDINFO, one call per peer covering every shard it
+ *     backs up and we still check), folds their answers into per-shard
+ *     state, decides, starts fetches (BUS_FETCH) and settles shards;
+ *   - bus callbacks only store answers (under rc.mu) for the next step;
+ *   - on the answering node, the bus handler hands the question to the
+ *     digest thread (digest_run), which first digests everything landed,
+ *     so an answer covers every entry this node has acknowledged; a fetch
+ *     applies the shard's pending effects there and sends the re-sync from
+ *     a thread of its own (it waits for the requester's acks).
+ *
+ * Answers (BUS_SHARDINFO response), per shard asked: u16 shard, u8 flags
+ * (RC_DAMAGED: the copy may lack effects; RC_HERE: this node holds a copy
+ * at all, i.e. is a backup of it), u64 largest version held, u64 version
+ * up to which the copy is committed (digest_committed).
+ *
+ * Settling a shard: each backup whose committed version already covers
+ * the settled copy's largest version holds exactly that copy (it applied
+ * every version up to it, and holds none above); every other backup gets
+ * a re-sync of the shard (repl_resync_shard) before the shard is served,
+ * so no write of ours lands on a copy that differs from ours. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "bus.h"
+#include "cluster.h"
+#include "digest.h"
+#include "le.h"
+#include "reconcile.h"
+#include "repl.h"
+#include "server.h"
+#include "shard.h"
+
+#define RC_DAMAGED 0x1
+#define RC_HERE    0x2
+#define RC_ANSWER  19            /* bytes per shard in a SHARDINFO answer */
+#define RC_RETRY_US 250000
+#define RC_ASK_TIMEOUT_MS 5000
+#define RC_FETCH_TIMEOUT_MS 600000
+
+typedef struct rc_shard {
+    int active;              /* still being checked */
+    int settling;            /* decided: waiting for its backups' re-syncs */
+    uint64_t answered;       /* backups that answered */
+    uint64_t committed_at[CLUSTER_MAX_NODES];  /* each backup's committed version */
+    uint64_t best_ver;       /* best undamaged copy among the answers */
+    int best_node;           /* -1: none yet */
+    uint64_t max_any;        /* largest version any answer held */
+    int fetching;            /* a BUS_FETCH is in flight or being applied */
+    int fetch_done;          /* its response came (status in fetch_status) */
+    int fetch_status;
+    uint64_t fetch_ver;
+} rc_shard;
+
+typedef struct rc_peer {
+    int asking;              /* a SHARDINFO call is in flight */
+    int warned;
+    int64_t next_try_us;
+    uint8_t *answer;         /* a reply waiting for the manager (under rc.mu) */
+    size_t alen;
+    int failed;              /* the last call failed (under rc.mu) */
+} rc_peer;
+
+static struct {
+    pthread_mutex_t mu;
+    rc_shard *sh;
+    rc_peer peers[CLUSTER_MAX_NODES];
+    _Atomic int pending, lost;
+    _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
+} rc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+int reconcile_pending(void) { return atomic_load(&rc.pending); }
+int reconcile_lost(void) { return atomic_load(&rc.lost); }
+
+/* ---------------- answering (any node) ---------------- */
+
+typedef struct info_job {
+    bus_req *req;
+    int n;
+    uint16_t ids[];
+} info_job;
+
+static void info_run(void *arg) {
+    info_job *j = arg;
+    uint8_t *out = malloc((size_t)j->n * RC_ANSWER + 1), *p = out;
+    for (int i = 0; i < j->n; i++) {
+        int sid = j->ids[i];
+        shard *s = &server.shards[sid];
+        uint8_t flags = (atomic_load(&s->damaged) ? RC_DAMAGED : 0) |
+                        (cluster_is_backup(sid) ? RC_HERE : 0);
+        le_put_u16(p, (uint16_t)sid);
+        p[2] = flags;
+        le_put_u64(p + 3, digest_max_version(sid));
+        le_put_u64(p + 11, digest_committed(sid));
+        p += RC_ANSWER;
+    }
+    bus_reply(j->req, out, (size_t)j->n * RC_ANSWER);
+    free(out);
+    free(j);
+}
+
+static void on_shardinfo(bus_req *r, int node, const uint8_t *p, size_t n) {
+    (void)node;
+    int cnt = (int)(n / 2);
+    info_job *j = malloc(sizeof(*j) + sizeof(uint16_t) * (size_t)(cnt ? cnt : 1));
+    j->req = r;
+    j->n = 0;
+    for (int i = 0; i < cnt; i++) {
+        uint16_t sid = le_get_u16(p + 2 * i);
+        if (sid < server.nshards) j->ids[j->n++] = sid;
+    }
+    digest_run(info_run, j);
+}
+
+typedef struct fetch_job {
+    bus_req *req;
+    int node, sid;
+    uint64_t vmin;
+} fetch_job;
+
+static void *fetch_send_main(void *arg) {
+    fetch_job *j = arg;
+    pthread_setname_np(pthread_self(), "rowan-fetch");
+    char err[256];
+    uint64_t v = 0;
+    int64_t t0 = monotonic_us();
+    if (repl_send_resync(j->node, j->sid, j->vmin, &v, err, sizeof(err)) != 0) {
+        serverLog(LL_WARNING, "Reconcile: sending shard %d to node %s failed: %s", j->sid,
+                  cluster_node_at(j->node)->name, err);
+        bus_reply_error(j->req, err);
+    } else {
+        serverLog(LL_NOTICE, "Reconcile: sent shard %d to its primary %s (version %llu, %.3f s)",
+                  j->sid, cluster_node_at(j->node)->name, (unsigned long long)v,
+                  (double)(monotonic_us() - t0) / 1e6);
+        uint8_t b[8];
+        le_put_u64(b, v);
+        bus_reply(j->req, b, 8);
+    }
+    free(j);
+    return NULL;
+}
+
+/* Digest thread: everything this node holds of the shard becomes its
+ * state, then a thread sends it (it waits for the requester's acks). */
+static void fetch_run(void *arg) {
+    fetch_job *j = arg;
+    digest_apply_all(j->sid);
+    pthread_t t;
+    if (pthread_create(&t, NULL, fetch_send_main, j) != 0) {
+        bus_reply_error(j->req, "cannot start a thread");
+        free(j);
+        return;
+    }
+    pthread_detach(t);
+}
+
+static void on_fetch(bus_req *r, int node, const uint8_t *p, size_t n) {
+    if (n < 10) {
+        bus_reply_error(r, "malformed fetch");
+        return;
+    }
+    int sid = le_get_u16(p);
+    if (sid >= server.nshards || cluster_primary_of(sid) != node) {
+        bus_reply_error(r, "the asker is not the shard's primary");
+        return;
+    }
+    if (atomic_load(&server.shards[sid].damaged)) {
+        bus_reply_error(r, "this copy of the shard is damaged");
+        return;
+    }
+    fetch_job *j = malloc(sizeof(*j));
+    *j = (fetch_job){r, node, sid, le_get_u64(p + 2)};
+    digest_run(fetch_run, j);
+}
+
+/* ---------------- asking (the primary) ---------------- */
+
+void reconcile_init(void) {
+    bus_register(BUS_SHARDINFO, on_shardinfo);
+    bus_register(BUS_FETCH, on_fetch);
+    if (!cluster_enabled() || (cluster_replicas() < 2 && !cluster_managed())) return;
+    rc.sh = calloc((size_t)server.nshards, sizeof(rc_shard));
+    rc.activate = calloc((size_t)server.nshards, sizeof(*rc.activate));
+    int n = 0;
+    for (int s = 0; s < server.nshards; s++) {
+        if (!cluster_is_primary(s) || !cluster_backups_of(s)) continue;
+        rc.sh[s] = (rc_shard){.active = 1, .best_node = -1};
+        atomic_store(&server.shards[s].avail, SHARD_RECONCILING);
+        n++;
+    }
+    atomic_store(&rc.pending, n);
+    if (n)
+        serverLog(LL_NOTICE, "Reconcile: %d shards wait for their replicas to confirm this node "
+                  "holds their whole history before they are served", n);
+}
+
+/* Digest thread: a promoted shard's copy takes in everything this node
+ * holds of it (its pending effects, committed or not), then the manager
+ * may check it against the other replicas. */
+static void promote_run(void *arg) {
+    int sid = (int)(intptr_t)arg;
+    digest_apply_all(sid);
+    atomic_store(&rc.activate[sid], 1);
+}
+
+void reconcile_begin(const uint16_t *ids, int n) {
+    if (!rc.sh) return;
+    for (int i = 0; i < n; i++) digest_run(promote_run, (void *)(intptr_t)ids[i]);
+}
+
+/* Shards whose promotion reached the manager: checked from scratch. */
+static void activate_promoted(void) {
+    for (int s = 0; s < server.nshards; s++) {
+        if (!atomic_exchange(&rc.activate[s], 0)) continue;
+        if (!cluster_is_primary(s)) continue;   /* a newer configuration took it away */
+        if (!rc.sh[s].active) atomic_fetch_add(&rc.pending, 1);
+        rc.sh[s] = (rc_shard){.active = 1, .best_node = -1};
+    }
+}
+
+static void info_cb(void *arg, int status, const uint8_t *p, size_t n) {
+    rc_peer *pe = arg;
+    pthread_mutex_lock(&rc.mu);
+    pe->asking = 0;
+    if (status == BUS_OK) {
+        free(pe->answer);
+        pe->answer = malloc(n + 1);
+        memcpy(pe->answer, p, n);
+        pe->alen = n;
+    } else {
+        pe->failed = 1;
+    }
+    pthread_mutex_unlock(&rc.mu);
+}
+
+/* Shards peer p must still answer for (ids into buf, u16 each). */
+static size_t unanswered(int p, uint8_t *buf) {
+    size_t n = 0;
+    for (int s = 0; s < server.nshards; s++) {
+        rc_shard *r = &rc.sh[s];
+        if (r->active && cluster_mask_has(cluster_backups_of(s), p) &&
+            !cluster_mask_has(r->answered, p)) {
+            le_put_u16(buf + 2 * n, (uint16_t)s);
+            n++;
+        }
+    }
+    return n;
+}
+
+static void ask_peers(int64_t now) {
+    uint8_t *buf = malloc((size_t)server.nshards * 2 + 2);
+    for (int p = 0; p < cluster_nnodes(); p++) {
+        rc_peer *pe = &rc.peers[p];
+        if (p == cluster_self() || now < pe->next_try_us) continue;
+        pthread_mutex_lock(&rc.mu);
+        int busy = pe->asking || pe->answer;
+        pthread_mutex_unlock(&rc.mu);
+        if (busy) continue;
+        size_t n = unanswered(p, buf);
+        if (!n) continue;
+        pthread_mutex_lock(&rc.mu);
+        pe->asking = 1;
+        pthread_mutex_unlock(&rc.mu);
+        bus_call(p, BUS_SHARDINFO, buf, n * 2, RC_ASK_TIMEOUT_MS, info_cb, pe);
+    }
+    free(buf);
+}
+
+static void fold_answer(int p, const uint8_t *a, size_t n) {
+    for (size_t off = 0; off + RC_ANSWER <= n; off += RC_ANSWER) {
+        int sid = le_get_u16(a + off);
+        uint8_t flags = a[off + 2];
+        uint64_t v = le_get_u64(a + off + 3);
+        if (sid >= server.nshards || !rc.sh[sid].active) continue;
+        rc_shard *r = &rc.sh[sid];
+        r->answered |= 1ULL << p;
+        r->committed_at[p] = (flags & RC_HERE) && !(flags & RC_DAMAGED) ? le_get_u64(a + off + 11) : 0;
+        if (v > r->max_any) r->max_any = v;
+        if ((flags & RC_HERE) && !(flags & RC_DAMAGED) && (r->best_node < 0 || v > r->best_ver)) {
+            r->best_ver = v;
+            r->best_node = p;
+        }
+    }
+}
+
+static void collect_answers(int64_t now) {
+    for (int p = 0; p < cluster_nnodes(); p++) {
+        rc_peer *pe = &rc.peers[p];
+        pthread_mutex_lock(&rc.mu);
+        uint8_t *a = pe->answer;
+        size_t n = pe->alen;
+        int failed = pe->failed;
+        pe->answer = NULL;
+        pe->failed = 0;
+        pthread_mutex_unlock(&rc.mu);
+        if (a) {
+            fold_answer(p, a, n);
+            free(a);
+            pe->warned = 0;
+        }
+        if (failed) {
+            pe->next_try_us = now + RC_RETRY_US;
+            if (!pe->warned)
+                serverLog(LL_WARNING, "Reconcile: node %s does not answer; the shards it backs up "
+                          "stay unserved until it confirms what it holds",
+                          cluster_node_at(p)->name);
+            pe->warned = 1;
+        }
+    }
+}
+
+/* The shard's copy here is decided: the backups that do not already hold
+ * exactly it are re-synced; it is served once they all are. */
+static void settle(int sid, const char *how) {
+    rc_shard *r = &rc.sh[sid];
+    shard *s = &server.shards[sid];
+    uint64_t top = s->next_ver - 1, b = cluster_backups_of(sid), need = 0;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++)
+        if (cluster_mask_has(b, p) && r->committed_at[p] < top) need |= 1ULL << p;
+    if (need) repl_resync_shard(sid, need);
+    r->settling = 1;
+    serverLog(LL_VERBOSE, "Reconcile: shard %d settled (%s); %d backups to re-sync", sid, how,
+              __builtin_popcountll(need));
+}
+
+/* A settled shard is served once no backup waits for its re-sync. */
+static void check_settled(int sid) {
+    if (repl_resync_pending(sid)) return;
+    shard *s = &server.shards[sid];
+    shard_lock(s);
+    atomic_store(&s->avail, SHARD_SERVING);
+    shard_unlock(s);
+    rc.sh[sid].active = 0;
+    rc.sh[sid].settling = 0;
+    atomic_fetch_sub(&rc.pending, 1);
+}
+
+static void lose(int sid) {
+    shard *s = &server.shards[sid];
+    shard_lock(s);
+    atomic_store(&s->avail, SHARD_LOST);
+    shard_unlock(s);
+    rc.sh[sid].active = 0;
+    atomic_fetch_sub(&rc.pending, 1);
+    atomic_fetch_add(&rc.lost, 1);
+    serverLog(LL_WARNING, "Reconcile: shard %d (slots %u-%u) is NOT served: this node's copy is "
+              "damaged and no replica holds an undamaged one. Its keys are refused with "
+              "-CLUSTERDOWN. Repair a copy with rowan-check-pool --fix (accepting the loss) and "
+              "restart its node.", sid, s->first_slot, s->last_slot);
+}
+
+static void fetch_cb(void *arg, int status, const uint8_t *p, size_t n) {
+    rc_shard *r = arg;
+    pthread_mutex_lock(&rc.mu);
+    r->fetch_status = status;
+    r->fetch_ver = status == BUS_OK && n >= 8 ? le_get_u64(p) : 0;
+    if (status == BUS_ERROR)
+        serverLog(LL_WARNING, "Reconcile: fetch refused: %.*s", (int)n, (const char *)p);
+    r->fetch_done = 1;
+    pthread_mutex_unlock(&rc.mu);
+}
+
+static void start_fetch(int sid, int64_t now) {
+    rc_shard *r = &rc.sh[sid];
+    uint64_t vmin = r->max_any;
+    uint64_t mine = server.shards[sid].next_ver;
+    if (mine > vmin) vmin = mine;
+    vmin++;
+    atomic_store(&server.shards[sid].fetching, vmin);
+    r->fetching = 1;
+    r->fetch_done = 0;
+    serverLog(LL_NOTICE, "Reconcile: shard %d: node %s holds version %llu, this node only %llu%s; "
+              "fetching the shard from it", sid, cluster_node_at(r->best_node)->name,
+              (unsigned long long)r->best_ver, (unsigned long long)(mine - 1),
+              atomic_load(&server.shards[sid].damaged) ? " (and its copy is damaged)" : "");
+    uint8_t b[10];
+    le_put_u16(b, (uint16_t)sid);
+    le_put_u64(b + 2, vmin);
+    (void)now;
+    bus_call(r->best_node, BUS_FETCH, b, sizeof(b), RC_FETCH_TIMEOUT_MS, fetch_cb, r);
+}
+
+/* A fetch finished: settled once our digest applied the whole re-sync;
+ * a failed one is tried again from the next answers. */
+static void check_fetch(int sid, int64_t now) {
+    rc_shard *r = &rc.sh[sid];
+    pthread_mutex_lock(&rc.mu);
+    int done = r->fetch_done, status = r->fetch_status;
+    pthread_mutex_unlock(&rc.mu);
+    if (!done) return;
+    if (status == BUS_OK) {
+        if (atomic_load(&server.shards[sid].fetching)) return;   /* digest still applying */
+        r->fetching = 0;
+        char how[96];
+        snprintf(how, sizeof(how), "fetched from node %s at version %llu",
+                 cluster_node_at(r->best_node)->name, (unsigned long long)r->fetch_ver);
+        serverLog(LL_NOTICE, "Reconcile: shard %d %s", sid, how);
+        settle(sid, how);
+        return;
+    }
+    /* ask everyone again: the source may be gone, another may do */
+    (void)now;
+    r->fetching = 0;
+    r->answered = 0;
+    r->best_node = -1;
+    r->best_ver = 0;
+}
+
+static void decide(int sid, int64_t now) {
+    rc_shard *r = &rc.sh[sid];
+    shard *s = &server.shards[sid];
+    if (!cluster_is_primary(sid)) {   /* a newer configuration gave it to another node */
+        r->active = 0;
+        atomic_fetch_sub(&rc.pending, 1);
+        return;
+    }
+    if (r->settling) {
+        check_settled(sid);
+        return;
+    }
+    if (r->fetching) {
+        check_fetch(sid, now);
+        return;
+    }
+    if ((r->answered & cluster_backups_of(sid)) != cluster_backups_of(sid)) return;
+    int damaged = atomic_load(&s->damaged);
+    uint64_t mine = s->next_ver - 1;
+    if (!damaged && (r->best_node < 0 || mine >= r->best_ver)) {
+        settle(sid, "this node's copy is the most recent");
+        return;
+    }
+    if (r->best_node < 0) {
+        lose(sid);
+        return;
+    }
+    start_fetch(sid, now);
+}
+
+void reconcile_step(void) {
+    if (!rc.sh) return;
+    activate_promoted();
+    if (!atomic_load(&rc.pending)) return;
+    int64_t now = monotonic_us();
+    collect_answers(now);
+    ask_peers(now);
+    int before = atomic_load(&rc.pending);
+    for (int s = 0; s < server.nshards; s++)
+        if (rc.sh[s].active) decide(s, now);
+    if (before && !atomic_load(&rc.pending))
+        serverLog(LL_NOTICE, "Reconcile: every shard this node is primary of was checked against "
+                  "its replicas%s", atomic_load(&rc.lost) ? "; some are refused (see above)" : "");
+}
