@@ -25,7 +25,8 @@
  *     the hard limit, then client_out_check applies Redis's hard/soft rules
  *     and closes the client, dropping its output;
  *   - back-pressure: a client with OUT_BACKPRESSURE bytes pending runs no
- *     more commands and is not read until it takes its replies;
+ *     more commands until it takes its replies (its socket is still read:
+ *     see client_process_input);
  *   - maxmemory-clients: the sum of all clients' buffers, enforced by
  *     evicting the biggest clients (clients_evict). */
 #include <errno.h>
@@ -57,8 +58,7 @@
 /* Compact the output buffer once this much of it has been sent. */
 #define OUT_COMPACT (64 * 1024)
 /* Back-pressure: a client with this much output unsent (held replies
- * included) runs no further commands and is not read from until it has
- * taken some of it. */
+ * included) runs no further commands until it has taken some of it. */
 #define OUT_BACKPRESSURE (256 * 1024)
 /* Output limits count unsent bytes beyond this many, as Redis's count its
  * reply list but not its 16 KB reply buffer: a small limit closes a client
@@ -506,30 +506,24 @@ static int closing(const client *c) {
     return (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) || atomic_load(&c->killed);
 }
 
-/* Output back-pressure: stop reading c; commands still in its query buffer
- * wait there (CLIENT_INPUT_LEFT). */
-static void pause_reading(client *c) {
-    if (c->qbuf.len) c->flags |= CLIENT_INPUT_LEFT;
-    if (c->flags & CLIENT_READ_PAUSED) return;
-    c->flags |= CLIENT_READ_PAUSED;
-    event_del(c->ev_read);
-}
-
-/* c took enough of its output: read again, running what was left first. */
-static void resume_reading(client *c) {
-    if (!(c->flags & CLIENT_READ_PAUSED) || out_backlogged(c)) return;
-    c->flags &= ~CLIENT_READ_PAUSED;
-    event_add(c->ev_read, NULL);
-    if (c->flags & CLIENT_INPUT_LEFT) event_active(c->ev_read, EV_READ, 0);
+/* c took enough of its output: run the commands back-pressure left, from
+ * the read event (as if its socket had more), not from before_sleep. */
+static void resume_commands(client *c) {
+    if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c))
+        event_active(c->ev_read, EV_READ, 0);
 }
 
 /* Execute every complete command in the query buffer, until c's unsent
- * output reaches OUT_BACKPRESSURE: then the rest waits and c is not read
- * until it takes its replies. So a client that pipelines without reading
- * holds at most that much output (plus one command's reply) and a query
- * buffer of one read, however many commands it sends. What is left is at
- * most one partial command, at offset 0, with room reserved for the rest
- * of a large bulk being received. */
+ * output reaches OUT_BACKPRESSURE: then the rest waits in the query buffer
+ * (CLIENT_INPUT_LEFT) until c takes its replies. So a client that
+ * pipelines without reading holds at most that much output (plus one
+ * command's reply) however many replies its commands make. Its socket is
+ * still read meanwhile (read_cb), up to client-query-buffer-limit: a client
+ * that writes its whole pipeline before reading a reply (redis-py,
+ * hiredis) is blocked in write() until we read, so a server that stopped
+ * reading it would wait for it for ever, and it for the server. What is
+ * left is at most one partial command, at offset 0, with room reserved for
+ * the rest of a large bulk being received. */
 static void client_process_input(client *c) {
     size_t pos = 0, need = 0;
     /* blocking: a blocked client executes nothing until it is served. */
@@ -562,8 +556,10 @@ static void client_process_input(client *c) {
     if (pos) rbuf_consume(&c->qbuf, pos);
     if (need) rbuf_reserve(&c->qbuf, need);
     c->flags &= ~CLIENT_INPUT_LEFT;
-    if (out_backlogged(c) && !closing(c)) pause_reading(c);
-    if (c->out.b.len > c->sent || (c->flags & CLIENT_CLOSE_ASAP)) worker_add_pending(c->w, c);
+    if (out_backlogged(c) && !closing(c) && c->qbuf.len) c->flags |= CLIENT_INPUT_LEFT;
+    else if (c->flags & CLIENT_INPUT_EOF) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    if (c->out.b.len > c->sent || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)))
+        worker_add_pending(c->w, c);
     client_mem_update(c);
 }
 
@@ -575,16 +571,21 @@ void blocking_client_resume(client *c) { client_process_input(c); }
 static void read_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
     if (atomic_load(&c->killed)) return;   /* freed at the end of this round */
-    /* Commands left when back-pressure paused c run before the socket is
-     * read again, so the query buffer never grows while they wait. */
-    if (c->flags & CLIENT_INPUT_LEFT) {
-        client_process_input(c);
-        if (c->flags & (CLIENT_INPUT_LEFT | CLIENT_READ_PAUSED)) return;
-    }
+    /* Commands back-pressure left run first (resume_commands woke us). */
+    if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c)) client_process_input(c);
+    if (c->flags & CLIENT_INPUT_EOF) return;
     rbuf_reserve(&c->qbuf, READ_CHUNK);
     ssize_t n = read(fd, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n == 0 && (c->flags & CLIENT_INPUT_LEFT)) {
+            /* The client wrote its last command (and shut its side down)
+             * before reading its replies: the commands it sent still run,
+             * then it is closed after their replies. */
+            c->flags |= CLIENT_INPUT_EOF;
+            event_del(c->ev_read);
+            return;
+        }
         client_free(c);
         return;
     }
@@ -696,7 +697,7 @@ int client_flush(client *c) {
         client_free(c);
         return 0;
     }
-    resume_reading(c);
+    resume_commands(c);
     client_mem_update(c);
     if (c->nheld) return 1;
     /* Unsent but not held means the socket is full: the write event finishes. */

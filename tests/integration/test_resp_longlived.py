@@ -8,12 +8,16 @@ earlier changes how its later requests are parsed or what they cost.
   open, and AUTH lifts Redis's limits for unauthenticated clients.
 * After all that, an out-of-range multibulk length is still refused at once
   on the same connection.
+* A pipeline written whole before any reply is read (redis-py's) is
+  served: the server never stops reading a client that is still writing;
+  and one whose writer then shuts its side down gets every reply.
 * A short run of tests/soak/resp_soak.py: long-lived connections sending
   random valid, unknown, inline, empty and split requests, checked reply by
   reply, with PING liveness checks after every batch (`make soak-resp` runs
   it for longer).
 """
 import os
+import socket
 import subprocess
 import sys
 
@@ -112,6 +116,47 @@ def test_unauthenticated_limits(server_factory, request_bytes, error):
     assert cn.call("AUTH", "secret") == "OK"
     assert cn.call("SET", "k", b"v" * 100000) == "OK"
     assert cn.call("DEL", *["k%d" % i for i in range(20)]) == 0
+
+
+@pytest.mark.parametrize("n,size", [(300, 100000), (20000, 1000), (100000, 100)])
+def test_pipeline_written_before_its_replies_are_read(server_factory, n, size):
+    """redis-py's pipeline (like hiredis's) writes every command before it
+    reads a reply. Here 30 MB, 20 MB and 13 MB of requests whose replies are
+    as large: the client is blocked in write() until the server reads it, so
+    a server that stopped reading it while its replies waited (output
+    back-pressure) would leave both waiting for ever. The socket timeout is
+    a liveness bound, not a timing."""
+    srv = server_factory()
+    r = srv.client(socket_timeout=60)
+    value = b"v" * size
+    pipe = r.pipeline(transaction=False)
+    for _ in range(n):
+        pipe.echo(value)
+    replies = pipe.execute()
+    assert len(replies) == n and all(v == value for v in replies)
+    assert r.ping()
+
+
+@pytest.mark.rowan_only("Redis frees a client at EOF, dropping replies it has not written yet")
+def test_pipeline_then_eof_gets_every_reply(server_factory):
+    """A client writes 20,000 ECHOs of 1 KB, shuts its side down, and only
+    then reads: the commands waiting behind back-pressure when the EOF
+    arrives still run, and every reply comes before the close."""
+    srv = server_factory()
+    n, value = 20000, b"e" * 1000
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+    sock.sendall(encode_command("ECHO", value) * n)
+    sock.shutdown(socket.SHUT_WR)
+    reply = b"$%d\r\n%s\r\n" % (len(value), value)
+    data = bytearray()
+    while True:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    sock.close()
+    assert len(data) == n * len(reply) and data[-len(reply):] == reply
+    assert srv.resp().call("PING") == "PONG"
 
 
 def test_resp_soak_short(server_factory, target, tmp_path):

@@ -18,14 +18,18 @@ as well as liveness. "Abuser" connections do the same for a while and then
 send one invalid request: an out-of-range multibulk length, a bad bulk
 length, a missing '$', unbalanced quotes, a line too long. Each must get
 Redis's exact protocol error after the replies to everything before it,
-then the close; the abuser then reconnects.
+then the close; the abuser then reconnects. "Pipeliner" connections write
+each batch whole before reading any reply, as redis-py's and hiredis's
+pipelines do, and now and then add hundreds of 64 KB ECHOs (megabytes of
+requests whose replies are as large): a server that stopped reading a
+client while its replies waited would leave it blocked in write().
 
 After every batch the connection must answer a PING, and a fresh
 connection must answer one too, each within --deadline seconds: a liveness
 bound, not a timing assertion. A failure prints what happened, saves the
 batch's bytes to a file for replay, and exits 1.
 
-  resp_soak.py [--seconds 20] [--conns 3] [--abusers 2] [--seed N]
+  resp_soak.py [--seconds 20] [--conns 3] [--abusers 2] [--pipeliners 1] [--seed N]
                [--server PATH | --port P [--redis-limits]] [--deadline 10]
                [--workers 2] [--pool-size 256mb] [--keep] [--outdir DIR]
 
@@ -142,8 +146,15 @@ class ReplyReader:
 # a connection with a deadline on everything
 # --------------------------------------------------------------------------
 class Conn:
-    def __init__(self, port, deadline):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=deadline)
+    def __init__(self, port, deadline, bufsize=None):
+        """bufsize: small kernel buffers on our side (set before connecting,
+        so no autotuning makes them large)."""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if bufsize:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, bufsize)
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, bufsize)
+        self.sock.settimeout(deadline)
+        self.sock.connect(("127.0.0.1", port))
         self.sock.setblocking(False)
         self.reader = ReplyReader()
         self.deadline = deadline
@@ -171,11 +182,12 @@ class Conn:
         self.reader.feed(data)
         return True
 
-    def exchange(self, pieces, nreplies, on_reply, limit):
+    def exchange(self, pieces, nreplies, on_reply, limit, read_while_sending=True):
         """Send pieces (bytes, pause in seconds after it) while reading
-        replies; return once all are sent and nreplies replies went to
-        on_reply. Raises Closed if the server closes first, SoakFailure if
-        it takes longer than `limit` seconds."""
+        replies (or, read_while_sending False, only once all are sent);
+        return once all are sent and nreplies replies went to on_reply.
+        Raises Closed if the server closes first, SoakFailure if it takes
+        longer than `limit` seconds."""
         end = time.monotonic() + limit
         got = 0
         i, off = 0, 0
@@ -195,10 +207,15 @@ class Conn:
             now = time.monotonic()
             if now > end:
                 raise SoakFailure("no progress within %.0f s: %d of %d replies, %d of %d "
-                                  "pieces sent" % (limit, got, nreplies, i, len(pieces)))
+                                  "pieces sent%s" % (limit, got, nreplies, i, len(pieces),
+                                  "" if read_while_sending or i == len(pieces) else
+                                  " (no reply is read before the last piece is sent: the "
+                                  "server stopped reading)"))
             want_write = i < len(pieces) and now >= pause_until
+            want_read = read_while_sending or i == len(pieces)
             wait = min(0.05, max(0.0, pause_until - now)) if i < len(pieces) else 0.2
-            r, w, _ = select.select([self.sock], [self.sock] if want_write else [], [], wait)
+            r, w, _ = select.select([self.sock] if want_read else [],
+                                    [self.sock] if want_write else [], [], wait)
             if r:
                 try:
                     self._read_some(0)
@@ -536,7 +553,7 @@ class Soak:
     def running(self):
         return self.failure is None and time.monotonic() < self.stop_at
 
-    def batch(self, conn, rng, m, abuse):
+    def batch(self, conn, rng, m, abuse, pipeliner, big):
         """One batch; on failure the SoakFailure carries the batch's bytes
         and which request the first missing reply belongs to."""
         n = rng.randrange(5, 60)
@@ -546,6 +563,12 @@ class Soak:
             reqs.append(req)
             checks.extend(cks)
             owner.extend([len(reqs) - 1] * len(cks))
+        if big:                                       # megabytes each way
+            v = os.urandom(64 * 1024)
+            for _ in range(rng.randrange(100, 400)):
+                reqs.append(multibulk(b"ECHO", v))
+                checks.append(expect_eq(v))
+                owner.append(len(reqs) - 1)
         reqs.append(multibulk(b"PING"))               # the liveness probe
         checks.append(expect_eq("PONG"))
         owner.append(len(reqs) - 1)
@@ -562,7 +585,8 @@ class Soak:
         limit = self.args.deadline + len(data) / 5e6   # transfer time on top of the bound
         try:
             try:
-                conn.exchange(cut(data, rng, True), len(checks), on_reply, limit)
+                conn.exchange(cut(data, rng, True), len(checks), on_reply, limit,
+                              read_while_sending=not pipeliner)
             except Closed:
                 raise SoakFailure("the server closed the connection with %d replies missing"
                                   % (len(checks) - done[0]))
@@ -591,7 +615,8 @@ class Soak:
         self.add("requests", len(reqs))
         self.add("bytes", len(data))
 
-    def conn_loop(self, cid, abuser):
+    def conn_loop(self, cid, kind):
+        abuser, pipeliner = kind == "abuser", kind == "pipeliner"
         rng = random.Random(self.args.seed * 1000 + cid)
         m = Model(b"soak%d" % cid)
         gen = nbatch = 0
@@ -602,9 +627,17 @@ class Soak:
                     conn = Conn(self.port, self.args.deadline)
                     gen += 1
                 abuse = abuser and rng.random() < 0.15
+                big = pipeliner and rng.random() < 0.15
+                if big:
+                    # A fresh connection with small buffers, so the big
+                    # pipeline cannot fit in what the kernels buffer (a
+                    # connection's buffers grow with use).
+                    conn.close()
+                    conn = Conn(self.port, self.args.deadline, bufsize=64 * 1024)
+                    gen += 1
                 nbatch += 1
                 try:
-                    self.batch(conn, rng, m, abuse)
+                    self.batch(conn, rng, m, abuse, pipeliner, big)
                 except SoakFailure as e:
                     self.fail("connection %d (generation %d, batch %d, seed %d): %s\n  at %s" %
                               (cid, gen, nbatch, self.args.seed, e, getattr(e, "detail", "?")),
@@ -674,6 +707,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--conns", type=int, default=3, help="long-lived connections")
+    ap.add_argument("--pipeliners", type=int, default=1,
+                    help="connections that write each batch before reading its replies")
     ap.add_argument("--abusers", type=int, default=2,
                     help="connections that end now and then with an invalid request")
     ap.add_argument("--seed", type=int, default=None)
@@ -690,8 +725,8 @@ def main():
     args = ap.parse_args()
     if args.seed is None:
         args.seed = int(os.environ.get("SOAK_SEED", random.randrange(1 << 30)))
-    print("resp_soak: seed %d, %d s, %d connections + %d abusers" %
-          (args.seed, args.seconds, args.conns, args.abusers), flush=True)
+    print("resp_soak: seed %d, %d s, %d connections + %d abusers + %d pipeliners" %
+          (args.seed, args.seconds, args.conns, args.abusers, args.pipeliners), flush=True)
 
     workdir = None
     server = None
@@ -702,8 +737,10 @@ def main():
                                    dir=os.environ.get("ROWAN_TEST_TMPDIR"))
         server, port = start_server(args, workdir)
     soak = Soak(args, port, server.pid if server else None)
-    threads = [threading.Thread(target=soak.conn_loop, args=(i, i >= args.conns), daemon=True)
-               for i in range(args.conns + args.abusers)]
+    kinds = (["normal"] * args.conns + ["abuser"] * args.abusers +
+             ["pipeliner"] * args.pipeliners)
+    threads = [threading.Thread(target=soak.conn_loop, args=(i, kind), daemon=True)
+               for i, kind in enumerate(kinds)]
     threads.append(threading.Thread(target=soak.pinger, args=(server,), daemon=True))
     for t in threads:
         t.start()
