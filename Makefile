@@ -1,12 +1,14 @@
 # Rowan build.
 #
-#   make            build src/rowan-server (and the tools)
+#   make            build src/rowan-server (and the tools: rowan-check-pool...)
 #   make run        build, then start the server on its embedded default
 #   make test       build and run every test (unit, fuzz, integration, crash)
 #   make asan       build with AddressSanitizer and run the tests against it
 #   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
 #   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
 #   make soak-resp  long-lived connections against one server for SOAK_SECONDS
+#   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
+#                   with the acknowledged-write checker
 #   make bench      the benchmarks behind BENCHMARKS.md
 #
 # Every variant builds into build/<variant>/; the default variant's server is
@@ -34,7 +36,9 @@ CFLAGS  += -std=gnu11 $(OPT) $(WARN) $(SAN) -pthread -MMD -MP \
 LDFLAGS += $(SAN) -pthread
 # -lmlx5: rdma/transport_verbs.c queries mlx5dv for a striding (multi-packet) RQ.
 # -lcrypto: HMAC-SHA256 of the peer handshake (src/peer_auth.c).
-LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lcrypto -lzookeeper_mt -lm
+# -lsystemd: sd_notify for `supervised systemd` (src/daemon.c).
+LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lcrypto -lzookeeper_mt \
+           -lsystemd -lm
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 
 CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c) \
@@ -49,13 +53,18 @@ BENCH_SRC := $(wildcard utils/rowan-bench*.c utils/bench/*.c)
 BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_UNIT := $(BUILD)/tests/bench/test-bench
+CHECK_POOL := $(BUILD)/rowan-check-pool
+SHIM     := $(BUILD)/tests/powerloss-shim.so
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak-resp bench bench-unit clean
-all: deps $(SERVER) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench \
+        bench-unit clean
+all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
-all: src/rowan-server $(if $(BENCH_SRC),utils/rowan-bench)
+all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
 src/rowan-server: $(SERVER)
 	ln -sf ../$(SERVER) $@
+utils/rowan-check-pool: $(CHECK_POOL)
+	ln -sf ../$(CHECK_POOL) $@
 utils/rowan-bench: $(BENCH_BIN)
 	ln -sf ../$(BENCH_BIN) $@
 endif
@@ -74,9 +83,19 @@ $(BUILD)/librowan.a: $(CORE_OBJ)
 $(SERVER): $(MAIN_OBJ) $(BUILD)/librowan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# rowan-check-pool: recovery's own scan over a pool file (utils/rowan-check-pool.c).
+$(CHECK_POOL): $(BUILD)/utils/rowan-check-pool.o $(BUILD)/librowan.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
 $(BUILD)/tests/test-%: $(BUILD)/tests/unit/test-%.o $(BUILD)/librowan.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS) -lhiredis
+
+# The power-loss shim (LD_PRELOAD into rowan-server, tests/powerloss/shim.c):
+# a test tool, never linked into the server; built without sanitizers.
+$(SHIM): tests/powerloss/shim.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -ldl
 
 # The fuzz driver always carries ASan+UBSan: a parser bug must crash loudly.
 $(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h
@@ -111,8 +130,14 @@ unit: $(UNIT_BIN) bench-unit
 fuzz: $(FUZZ_BIN)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
 
-integration: $(SERVER)
+integration: $(SERVER) $(CHECK_POOL) $(SHIM)
 	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) $(PYTEST) tests/integration
+
+# Randomized kill -9 and power-loss cycles under load, each checked for every
+# acknowledged write (tests/soak/run.py); prints cycles, writes checked, lost.
+SOAK_SECONDS ?= 600
+soak: all
+	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/run.py --seconds $(SOAK_SECONDS)
 
 # Reports go to stderr: the unit tests and the fuzzer fail on them, and the
 # integration conftest fails a test whose rowan-server printed one. Leak
@@ -134,9 +159,9 @@ fuzz-long: deps
 
 # The RESP soak (tests/soak/resp_soak.py) for longer than the 20 s that
 # `make test` runs: one server, long-lived connections sending random valid,
-# unknown, inline, empty and split requests, every reply checked, PING
-# liveness checks after every batch. SOAK_ARGS: e.g. --seed N --conns 8.
-SOAK_SECONDS ?= 600
+# unknown, inline, empty and split requests (some writing whole pipelines
+# before reading), every reply checked, PING liveness checks after every
+# batch. SOAK_SECONDS as for `make soak`; SOAK_ARGS: e.g. --seed N --conns 8.
 soak-resp: $(SERVER)
 	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/resp_soak.py \
 	  --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
@@ -157,6 +182,7 @@ bench: all
 	  /usr/bin/python3 utils/bench-replication $(BENCH_ARGS)
 
 clean:
-	rm -rf build src/rowan-server utils/rowan-bench
+	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool
 
--include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d
+-include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d \
+         $(BUILD)/utils/rowan-check-pool.d

@@ -89,7 +89,7 @@ static struct rcommand command_table[] = {
     ROW("swapdb", swapdbCommand, 3, W | F, 0, 0, 0, "server", "4.0.0", "Swaps two Redis databases."),
     /* server and connection */
     ROW("ping", pingCommand, -1, F | S, 0, 0, 0, "connection", "1.0.0", "Returns the server's liveliness response."),
-    ROW("echo", echoCommand, 2, F, 0, 0, 0, "connection", "1.0.0", "Returns the given string."),
+    ROW("echo", echoCommand, 2, F | L | S, 0, 0, 0, "connection", "1.0.0", "Returns the given string."),
     ROW("time", timeCommand, 1, F | L | S, 0, 0, 0, "server", "2.6.0", "Returns the server time."),
     ROW("shutdown", shutdownCommand, -1, A | L | S, 0, 0, 0, "server", "1.0.0", "Synchronously saves the database(s) to disk and shuts down the Redis server."),
     ROW("info", infoCommand, -1, L | S, 0, 0, 0, "server", "1.0.0", "Returns information and statistics about the server."),

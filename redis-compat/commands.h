@@ -72,6 +72,7 @@ void slowlog_maybe_add(client *c, long long duration_us);
 #define ERR_DBINDEX    "ERR DB index is out of range"
 #define ERR_NOAUTH     "NOAUTH Authentication required."
 #define ERR_WRONGPASS  "WRONGPASS invalid username-password pair or user is disabled."
+#define ERR_LOADING    "LOADING Redis is loading the dataset in memory"
 
 /* ---- argument helpers (reply with the Redis error and return -1 on bad input) ---- */
 int arg_is(client *c, int i, const char *lit);   /* case-insensitive equality */

@@ -407,6 +407,24 @@ static int check_command(client *c) {
     return 0;
 }
 
+/* May cmd run while the data set is still being recovered? Redis's rule is
+ * the LOADING flag (INFO, CONFIG, CLIENT, AUTH, HELLO, SELECT, MULTI...).
+ * Rowan also refuses those of them that read the data set, because the
+ * recovery thread is still building it without locks: WATCH (a key's
+ * version) and the container subcommands below. */
+static int allowed_while_loading(client *c) {
+    static const char *const reads_data[][2] = {
+        {"cluster", "countkeysinslot"}, {"cluster", "getkeysinslot"},
+        {"rowan", "digest"}, {"rowan", "shard"},
+    };
+    const struct rcommand *cmd = c->cmd;
+    if (!(cmd->flags & CMD_LOADING) || cmd->firstkey > 0) return 0;
+    for (size_t i = 0; i < sizeof(reads_data) / sizeof(reads_data[0]); i++)
+        if (!strcmp(cmd->name, reads_data[i][0]) && c->argc > 1 && arg_is(c, 1, reads_data[i][1]))
+            return 0;
+    return 1;
+}
+
 /* cluster: does c hold replies computed under a lease that has run out
  * since? They must never leave (the node may have been replaced meanwhile;
  * member.h), so the connection closes instead: their outcome is unknown
@@ -439,9 +457,18 @@ static void call_command(client *c) {
         atomic_fetch_add(&cmd->rejected_calls, 1);
         return;
     }
-    /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET.
-     * multi: inside MULTI the command is queued (+QUEUED), not run. */
-    if (pubsub_intercept(c) || multi_intercept(c)) return;
+    /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET. */
+    if (pubsub_intercept(c)) return;
+    /* Recovery still running: in Redis's order, after the pub/sub check and
+     * before MULTI queues the command (a refused one aborts the EXEC). */
+    if (server_loading() && !allowed_while_loading(c)) {
+        resp_add_error(&c->out, ERR_LOADING);
+        atomic_fetch_add(&cmd->rejected_calls, 1);
+        multi_flag_error(c);
+        return;
+    }
+    /* multi: inside MULTI the command is queued (+QUEUED), not run. */
+    if (multi_intercept(c)) return;
     /* multi, pubsub: RESET leaves MULTI, unwatches and unsubscribes. */
     if (cmd->proc == resetCommand) {
         multi_reset(c);

@@ -43,6 +43,7 @@
 
 #define ERR_CLUSTER_DISABLED "ERR This instance has cluster support disabled"
 #define ERR_CROSSSLOT "CROSSSLOT Keys in request don't hash to the same slot"
+#define ERR_NO_CONFIG "CLUSTERDOWN The cluster is down: this node has no cluster configuration yet"
 
 cmd_proc sortCommand, sortroCommand; /* rows in cmds_introspect.def */
 
@@ -113,7 +114,12 @@ static int command_slot(client *c) {
  * (no replica holds its history): -CLUSTERDOWN. */
 static int refuse_slot(client *c, int slot) {
     shard *s = shard_of_slot((unsigned)slot);
-    int primary = cluster_primary_of(s->id);
+    const cluster_config *cf = cluster_current();
+    if (!cf) {
+        resp_add_error(&c->out, ERR_NO_CONFIG);
+        return 1;
+    }
+    int primary = cf->primary[s->id];
     if (cluster_managed()) {
         /* fencing (member.h): without a lease this node may already have
          * been replaced; it knows no better than the client where to go */
@@ -122,20 +128,20 @@ static int refuse_slot(client *c, int slot) {
                                     "from the configuration manager");
             return 1;
         }
-        if (primary < 0 || !cluster_is_member(primary)) {
+        if (primary < 0 || !cluster_mask_has(cf->members, primary)) {
             resp_add_errorf(&c->out, "CLUSTERDOWN Hash slot %d is not served: no live replica "
                             "of shard %d", slot, s->id);
             return 1;
         }
     }
     if (primary != cluster_self()) {
-        const cluster_node *n = cluster_node_at(primary);
+        const cluster_node *n = &cf->nodes[primary];
         resp_add_errorf(&c->out, "MOVED %d %s:%d", slot, n->host, n->port);
         return 1;
     }
     /* min-replicas-to-write: a shard left with too few backups takes no
      * write (its data would live on fewer nodes than asked for) */
-    if (writes(c) && __builtin_popcountll(cluster_backups_of(s->id)) <
+    if (writes(c) && __builtin_popcountll(cf->backups[s->id]) <
                          server.cfg.min_replicas_to_write &&
         cluster_replicas() > 1) {
         resp_add_error(&c->out, "NOREPLICAS Not enough good replicas to write.");
@@ -184,21 +190,26 @@ void askingCommand(client *c) {
 
 /* ---------------- the slot map as Redis presents it ---------------- */
 
+/* Every presentation reads one configuration (cf), taken once per command:
+ * a reply never mixes two terms. Managed mode has none before the node
+ * joined (it is still loading), and shards may have no primary (no live
+ * replica): their slots are unassigned, as Redis shows them. */
 typedef struct slot_range {
     int start, end;      /* inclusive */
     int primary;
     uint64_t backups;
 } slot_range;
 
-/* Contiguous shards with the same primary (and backups), merged. Returns
- * how many; *out is malloc'd. */
-static int slot_ranges(slot_range **out) {
+/* Contiguous shards with the same primary (and backups), merged; shards
+ * without a primary left out. Returns how many; *out is malloc'd. */
+static int slot_ranges(const cluster_config *cf, slot_range **out) {
     slot_range *r = malloc(sizeof(slot_range) * (size_t)server.nshards);
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
         const shard *sh = &server.shards[s];
-        int p = cluster_primary_of(s);
-        uint64_t b = cluster_backups_of(s);
+        int p = cf->primary[s];
+        uint64_t b = cf->backups[s];
+        if (p < 0) continue;
         if (n && r[n - 1].primary == p && r[n - 1].backups == b &&
             r[n - 1].end + 1 == (int)sh->first_slot) {
             r[n - 1].end = (int)sh->last_slot;
@@ -211,8 +222,8 @@ static int slot_ranges(slot_range **out) {
 }
 
 /* The backups of a mask in ring order after primary p. */
-static int ring_backups(int p, uint64_t mask, int *out) {
-    int n = 0, nn = cluster_nnodes();
+static int ring_backups(const cluster_config *cf, int p, uint64_t mask, int *out) {
+    int n = 0, nn = cf->nnodes;
     for (int j = 1; j < nn; j++) {
         int i = (p + j) % nn;
         if (cluster_mask_has(mask, i)) out[n++] = i;
@@ -222,10 +233,14 @@ static int ring_backups(int p, uint64_t mask, int *out) {
 
 static int popcount64(uint64_t m) { return __builtin_popcountll(m); }
 
+/* Is node i part of the configuration's membership? Static mode: all are. */
+static int is_member(const cluster_config *cf, int i) {
+    return !cluster_managed() || cluster_mask_has(cf->members, i);
+}
+
 /* CLUSTER SLOTS node entry: host, port, id, and an empty map of the other
  * endpoints (Redis 7). */
-static void add_slots_node(client *c, int i) {
-    const cluster_node *n = cluster_node_at(i);
+static void add_slots_node(client *c, const cluster_node *n) {
     resp_add_array(&c->out, 4);
     resp_add_bulkstr(&c->out, n->host);
     resp_add_int(&c->out, n->port);
@@ -233,24 +248,24 @@ static void add_slots_node(client *c, int i) {
     resp_add_map(&c->out, 0);
 }
 
-static void cluster_slots(client *c) {
+static void cluster_slots(client *c, const cluster_config *cf) {
     slot_range *r;
-    int n = slot_ranges(&r);
+    int n = slot_ranges(cf, &r);
     int b[CLUSTER_MAX_NODES];
     resp_add_array(&c->out, n);
     for (int i = 0; i < n; i++) {
-        int nb = ring_backups(r[i].primary, r[i].backups, b);
+        int nb = ring_backups(cf, r[i].primary, r[i].backups, b);
         resp_add_array(&c->out, 3 + nb);
         resp_add_int(&c->out, r[i].start);
         resp_add_int(&c->out, r[i].end);
-        add_slots_node(c, r[i].primary);
-        for (int j = 0; j < nb; j++) add_slots_node(c, b[j]);
+        add_slots_node(c, &cf->nodes[r[i].primary]);
+        for (int j = 0; j < nb; j++) add_slots_node(c, &cf->nodes[b[j]]);
     }
     free(r);
 }
 
-static void add_shards_node(client *c, int i, const char *role) {
-    const cluster_node *n = cluster_node_at(i);
+static void add_shards_node(client *c, const cluster_config *cf, int i, const char *role) {
+    const cluster_node *n = &cf->nodes[i];
     resp_add_map(&c->out, 7);
     resp_add_bulkstr(&c->out, "id");
     resp_add_bulkstr(&c->out, n->id);
@@ -265,14 +280,14 @@ static void add_shards_node(client *c, int i, const char *role) {
     resp_add_bulkstr(&c->out, "replication-offset");
     resp_add_int(&c->out, 0);
     resp_add_bulkstr(&c->out, "health");
-    resp_add_bulkstr(&c->out, "online");
+    resp_add_bulkstr(&c->out, is_member(cf, i) ? "online" : "fail");
 }
 
 /* One shard per node that is primary of some slots: its slot ranges, then
  * the node (master) and its backups (replicas). */
-static void cluster_shards(client *c) {
+static void cluster_shards(client *c, const cluster_config *cf) {
     slot_range *r;
-    int n = slot_ranges(&r), nn = cluster_nnodes(), nshards = 0;
+    int n = slot_ranges(cf, &r), nn = cf->nnodes, nshards = 0;
     int b[CLUSTER_MAX_NODES];
     for (int p = 0; p < nn; p++)
         for (int i = 0; i < n; i++)
@@ -293,25 +308,29 @@ static void cluster_shards(client *c) {
             resp_add_int(&c->out, r[i].end);
         }
         resp_add_bulkstr(&c->out, "nodes");
-        int nb = ring_backups(p, backups, b);
+        int nb = ring_backups(cf, p, backups, b);
         resp_add_array(&c->out, 1 + nb);
-        add_shards_node(c, p, "master");
-        for (int j = 0; j < nb; j++) add_shards_node(c, b[j], "replica");
+        add_shards_node(c, cf, p, "master");
+        for (int j = 0; j < nb; j++) add_shards_node(c, cf, b[j], "replica");
     }
     free(r);
 }
 
 /* <id> <ip:port@cport> <flags> <master> <ping-sent> <pong-recv> <config-epoch>
- * <link-state> <slot> ... per node, every node a master (see the header). */
-static void cluster_nodes(client *c) {
+ * <link-state> <slot> ... per node, every node a master (see the header);
+ * a node outside the membership (failed, or not yet joined) is flagged
+ * fail and disconnected, as Redis shows a failed node. */
+static void cluster_nodes(client *c, const cluster_config *cf) {
     slot_range *r;
-    int n = slot_ranges(&r);
+    int n = slot_ranges(cf, &r), self = cluster_self();
     rbuf b;
     rbuf_init(&b);
-    for (int i = 0; i < cluster_nnodes(); i++) {
-        const cluster_node *nd = cluster_node_at(i);
-        rbuf_appendf(&b, "%s %s:%d@%d %s - 0 0 %llu connected", nd->id, nd->host, nd->port, nd->repl_port,
-                     i == cluster_self() ? "myself,master" : "master", (unsigned long long)cluster_term());
+    for (int i = 0; i < cf->nnodes; i++) {
+        const cluster_node *nd = &cf->nodes[i];
+        int up = is_member(cf, i);
+        rbuf_appendf(&b, "%s %s:%d@%d %smaster%s - 0 0 %llu %s", nd->id, nd->host, nd->port,
+                     nd->repl_port, i == self ? "myself," : "", up ? "" : ",fail",
+                     (unsigned long long)cf->term, up ? "connected" : "disconnected");
         for (int j = 0; j < n; j++) {
             if (r[j].primary != i) continue;
             if (r[j].start == r[j].end) rbuf_appendf(&b, " %d", r[j].start);
@@ -324,20 +343,31 @@ static void cluster_nodes(client *c) {
     free(r);
 }
 
-static void cluster_info(client *c) {
-    slot_range *r;
-    int n = slot_ranges(&r), size = 0;
+/* cluster_state is ok when every slot has a primary in the membership and
+ * (managed mode) this node holds a lease, as Redis says fail when a slot is
+ * not served or the node cannot reach the majority. */
+static void cluster_info(client *c, const cluster_config *cf) {
+    int assigned = 0, ok = 0;
     uint64_t masters = 0;
-    for (int i = 0; i < n; i++) masters |= 1ULL << r[i].primary;
-    size = popcount64(masters);
-    free(r);
-    unsigned long long term = (unsigned long long)cluster_term();
+    for (int s = 0; cf && s < server.nshards; s++) {
+        int p = cf->primary[s];
+        if (p < 0) continue;
+        int nslots = (int)(server.shards[s].last_slot - server.shards[s].first_slot + 1);
+        assigned += nslots;
+        if (is_member(cf, p)) {
+            ok += nslots;
+            masters |= 1ULL << p;
+        }
+    }
+    int state_ok = cf && ok == HASH_SLOTS && member_lease_valid();
+    unsigned long long term = cf ? (unsigned long long)cf->term : 0;
     rbuf b;
     rbuf_init(&b);
-    rbuf_appendf(&b, "cluster_state:ok\r\n");
-    rbuf_appendf(&b, "cluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\n", HASH_SLOTS, HASH_SLOTS);
-    rbuf_appendf(&b, "cluster_slots_pfail:0\r\ncluster_slots_fail:0\r\n");
-    rbuf_appendf(&b, "cluster_known_nodes:%d\r\ncluster_size:%d\r\n", cluster_nnodes(), size);
+    rbuf_appendf(&b, "cluster_state:%s\r\n", state_ok ? "ok" : "fail");
+    rbuf_appendf(&b, "cluster_slots_assigned:%d\r\ncluster_slots_ok:%d\r\n", assigned, ok);
+    rbuf_appendf(&b, "cluster_slots_pfail:0\r\ncluster_slots_fail:%d\r\n", assigned - ok);
+    rbuf_appendf(&b, "cluster_known_nodes:%d\r\ncluster_size:%d\r\n", cf ? cf->nnodes : 1,
+                 popcount64(masters));
     rbuf_appendf(&b, "cluster_current_epoch:%llu\r\ncluster_my_epoch:%llu\r\n", term, term);
     rbuf_appendf(&b, "cluster_stats_messages_sent:0\r\ncluster_stats_messages_received:0\r\n");
     rbuf_appendf(&b, "total_cluster_links_buffer_limit_exceeded:0\r\n");
@@ -414,6 +444,8 @@ static const char *const cluster_help[] = {
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "COUNTKEYSINSLOT <slot>",
     "    Return the number of keys in <slot>.",
+    "FAILOVER [FORCE|TAKEOVER]",
+    "    Take over the shards this node is the first backup of (managed cluster).",
     "GETKEYSINSLOT <slot> <count>",
     "    Return key names stored by current node in a slot.",
     "INFO",
@@ -436,20 +468,74 @@ static const char *const cluster_help[] = {
 };
 
 static void cluster_help_cmd(client *c) { reply_help(c, cluster_help); }
-static void cluster_myid(client *c) { resp_add_bulkstr(&c->out, cluster_node_at(cluster_self())->id); }
+static void cluster_myid(client *c) {
+    const cluster_node *me = cluster_self_node();
+    resp_add_bulkstr(&c->out, me ? me->id : cluster_node_at(cluster_self())->id);
+}
 static void cluster_keyslot(client *c) {
     resp_add_int(&c->out, (long long)hash_slot(c->argv[2], c->argvlen[2]));
 }
 
+/* The presentations, on one configuration; none yet: an error a cluster
+ * client takes as "ask another node". */
+static void with_config(client *c, void (*fn)(client *, const cluster_config *)) {
+    const cluster_config *cf = cluster_current();
+    if (!cf) resp_add_error(&c->out, ERR_NO_CONFIG);
+    else fn(c, cf);
+}
+static void cluster_slots_cmd(client *c) { with_config(c, cluster_slots); }
+static void cluster_shards_cmd(client *c) { with_config(c, cluster_shards); }
+static void cluster_nodes_cmd(client *c) { with_config(c, cluster_nodes); }
+static void cluster_info_cmd(client *c) { cluster_info(c, cluster_current()); }
+
+/* CLUSTER FAILOVER [FORCE|TAKEOVER]: a planned handover (managed mode) of
+ * the shards this node is the first backup of; as in Redis the reply is
+ * +OK once it is asked for, and the switch follows (CLUSTER NODES, INFO
+ * cluster_term show it). FORCE and TAKEOVER are accepted: the CM does
+ * the same either way, since it never needs the old primary's agreement. */
+static void cluster_failover(client *c) {
+    int force = 0;
+    if (c->argc == 3) {
+        if (arg_is(c, 2, "force")) force = 1;
+        else if (arg_is(c, 2, "takeover")) force = 2;
+        else {
+            resp_add_error(&c->out, "ERR syntax error");
+            return;
+        }
+    } else if (c->argc > 3) {
+        resp_add_error(&c->out, "ERR syntax error");
+        return;
+    }
+    if (!cluster_managed()) {
+        resp_add_error(&c->out, "ERR CLUSTER FAILOVER needs a managed cluster (zookeeper and "
+                                "cluster-name in rowan.conf): a static cluster has no "
+                                "configuration manager to move shards");
+        return;
+    }
+    const cluster_config *cf = cluster_current();
+    int self = cluster_self(), mine = 0;
+    for (int s = 0; cf && s < cf->nshards; s++)
+        mine += cf->primary[s] >= 0 && cluster_mask_has(cf->members, cf->primary[s]) &&
+                cluster_config_first_backup(cf, s, cf->members) == self;
+    if (!mine) {
+        resp_add_error(&c->out, "ERR You should send CLUSTER FAILOVER to a replica");
+        return;
+    }
+    char err[256];
+    if (member_request_failover(force, err, sizeof(err)) != 0) resp_add_error(&c->out, err);
+    else resp_add_ok(&c->out);
+}
+
 static const subcommand cluster_subs[] = {
-    {"slots", 2, cluster_slots},
-    {"shards", 2, cluster_shards},
-    {"nodes", 2, cluster_nodes},
+    {"slots", 2, cluster_slots_cmd},
+    {"shards", 2, cluster_shards_cmd},
+    {"nodes", 2, cluster_nodes_cmd},
     {"myid", 2, cluster_myid},
-    {"info", 2, cluster_info},
+    {"info", 2, cluster_info_cmd},
     {"keyslot", 3, cluster_keyslot},
     {"countkeysinslot", 3, cluster_countkeysinslot},
     {"getkeysinslot", 4, cluster_getkeysinslot},
+    {"failover", -2, cluster_failover},
     {"help", 2, cluster_help_cmd},
     {NULL, 0, NULL},
 };

@@ -49,6 +49,7 @@
 #include "commands.h"
 #include "blocking.h"
 #include "config.h"
+#include "daemon.h"
 #include "db.h"
 #include "index.h"
 #include "member.h"
@@ -562,7 +563,7 @@ static void info_server(rbuf *b)
     rbuf_appendf(b, "gcc_version:0.0.0\r\n");
 #endif
     rbuf_appendf(b, "process_id:%ld\r\n", (long)getpid());
-    rbuf_appendf(b, "process_supervised:no\r\n");
+    rbuf_appendf(b, "process_supervised:%s\r\n", daemon_supervised_name());
     rbuf_appendf(b, "run_id:%s\r\n", server.run_id);
     rbuf_appendf(b, "tcp_port:%d\r\n", server.cfg.port);
     rbuf_appendf(b, "server_time_usec:%lld\r\n", (long long)now_us);
@@ -613,15 +614,35 @@ static void info_memory(rbuf *b)
     rbuf_appendf(b, "mem_allocator:libc\r\n");
 }
 
+/* Redis's loading_* fields (genRedisInfoString), from recovery's progress
+ * in pool bytes (recovery.c). */
+static void info_loading(rbuf *b)
+{
+    uint64_t total = atomic_load(&server.loading_total_bytes);
+    uint64_t loaded = atomic_load(&server.loading_loaded_bytes);
+    if (loaded > total) loaded = total;
+    double perc = total ? 100.0 * (double)loaded / (double)total : 0.0;
+    long long elapsed = (long long)(time(NULL) - server.loading_start_time);
+    long long eta = elapsed <= 0 || !loaded ? 1 /* Redis's figure without enough info */
+                    : (long long)((double)elapsed * (double)(total - loaded) / (double)loaded);
+    rbuf_appendf(b, "loading_start_time:%lld\r\n", (long long)server.loading_start_time);
+    rbuf_appendf(b, "loading_total_bytes:%llu\r\n", (unsigned long long)total);
+    rbuf_appendf(b, "loading_loaded_bytes:%llu\r\n", (unsigned long long)loaded);
+    rbuf_appendf(b, "loading_loaded_perc:%.2f\r\n", perc);
+    rbuf_appendf(b, "loading_eta_seconds:%lld\r\n", eta);
+}
+
 static void info_persistence(rbuf *b)
 {
+    int loading = server_loading();
     rbuf_appendf(b, "# Persistence\r\n");
-    rbuf_appendf(b, "loading:0\r\nasync_loading:0\r\n");
+    rbuf_appendf(b, "loading:%d\r\nasync_loading:0\r\n", loading);
     rbuf_appendf(b, "rdb_changes_since_last_save:0\r\nrdb_bgsave_in_progress:0\r\n");
     rbuf_appendf(b, "rdb_last_save_time:%lld\r\n", (long long)server.start_time);
     rbuf_appendf(b, "rdb_last_bgsave_status:ok\r\nrdb_last_bgsave_time_sec:-1\r\n");
     rbuf_appendf(b, "aof_enabled:0\r\naof_rewrite_in_progress:0\r\naof_rewrite_scheduled:0\r\n");
     rbuf_appendf(b, "aof_last_bgrewrite_status:ok\r\naof_last_write_status:ok\r\n");
+    if (loading) info_loading(b);
     /* Rowan persists every write in its pool before acknowledging it. */
     rbuf_appendf(b, "rowan_persistence:pool-log\r\n");
     rbuf_appendf(b, "rowan_persist_method:%s\r\n",
@@ -705,7 +726,8 @@ static void info_cluster(rbuf *b)
 static void info_keyspace(rbuf *b)
 {
     rbuf_appendf(b, "# Keyspace\r\n");
-    for (int db = 0; db < server.cfg.databases; db++) {
+    /* Loading: recovery is building the keyspace; show none of it. */
+    for (int db = 0; db < server.cfg.databases && !server_loading(); db++) {
         long long keys = db_size(db);
         if (keys <= 0) continue;
         rbuf_appendf(b, "db%d:keys=%lld,expires=%lld,avg_ttl=0\r\n", db, keys, db_expires(db));
@@ -797,12 +819,15 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "rowan_version:%s\r\n", ROWAN_VERSION);
     rbuf_appendf(b, "workers:%d\r\nshards:%d\r\n", server.nworkers, server.nshards);
     info_rowan_pool(b);
-    rbuf_appendf(b, "durable_version_lag:%lld\r\n", durable_version_lag());
+    /* Loading: the shards and indexes are being rebuilt without locks; the
+     * figures read from them (and replication's, per shard) wait. */
+    int loading = server_loading();
+    if (!loading) rbuf_appendf(b, "durable_version_lag:%lld\r\n", durable_version_lag());
     rbuf_appendf(b, "held_replies:%lld\r\n", stat_get(&server.stat.held_replies));
     rbuf_appendf(b, "syncs:%lld\r\n", stat_get(&server.stat.syncs));
     rbuf_appendf(b, "oom_refused:%lld\r\n", stat_get(&server.stat.oom_refused));
     rbuf_appendf(b, "oom_last_reason:%s\r\n", db_refusal_name(db_last_refusal()));
-    rbuf_appendf(b, "index_memory:%lld\r\n", index_memory());
+    if (!loading) rbuf_appendf(b, "index_memory:%lld\r\n", index_memory());
     rbuf_appendf(b, "clean_threshold:%d\r\n", server.cfg.clean_threshold);
     rbuf_appendf(b, "clean_state:%s\r\n", clean_state_name(clean_state_now()));
     rbuf_appendf(b, "clean_segments:%lld\r\n", stat_get(&server.stat.clean_segments));
@@ -810,9 +835,15 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "recovered_entries:%lld\r\n", stat_get(&server.stat.recovered_entries));
     rbuf_appendf(b, "recovery_dropped_bytes:%lld\r\n", stat_get(&server.stat.recovery_dropped_bytes));
     rbuf_appendf(b, "recovery_corrupt_entries:%lld\r\n", stat_get(&server.stat.recovery_corrupt_entries));
-    rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
-    member_info(b);
-    repl_info(b);
+    rbuf_appendf(b, "recovery_accepted_losses:%lld\r\n", stat_get(&server.stat.recovery_accepted_losses));
+    rbuf_appendf(b, "recovery_accepted_loss_bytes:%lld\r\n",
+                 stat_get(&server.stat.recovery_accepted_loss_bytes));
+    rbuf_appendf(b, "damaged_shards:%lld\r\n", stat_get(&server.stat.damaged_shards));
+    if (!loading) {
+        rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
+        member_info(b);
+        repl_info(b);
+    }
 }
 
 #define SEC_DEFAULT  1  /* in INFO / INFO default */

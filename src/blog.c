@@ -49,15 +49,13 @@ uint64_t blog_land(const void *msg, size_t span) {
 }
 
 void blog_flush_begin(blog_flush *f) {
-    f->nsegs = log_writer_detach(&blog, f->segs);
-    f->seg = blog.seg;
-    f->pos = blog.pos;
+    log_writer_detach(&blog, &f->log);
     f->bytes = landed_bytes;
 }
 
 void blog_flush_end(const blog_flush *f) {
-    for (int i = 0; i < f->nsegs; i++) log_writer_sealed(&blog, (uint32_t)f->segs[i]);
-    if (f->seg >= 0) digest_publish((uint32_t)f->seg, f->pos);
+    log_writer_flushed(&blog, &f->log);
+    if (f->log.head >= 0) digest_publish((uint32_t)f->log.head, f->log.head_pos);
     atomic_store(&persisted_bytes, f->bytes);
 }
 

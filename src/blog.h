@@ -17,6 +17,7 @@
 #define ROWAN_BLOG_H
 #include <stddef.h>
 #include <stdint.h>
+#include "log.h"
 
 /* Set up the b-log writer (after recovery, before the control thread). */
 void blog_init(void);
@@ -36,10 +37,7 @@ void blog_persist(void);
  * begin notes what has landed so far; once a pool_sync_all that started
  * after begin has returned, end seals and publishes exactly that. */
 typedef struct blog_flush {
-    int32_t segs[8];
-    int nsegs;
-    int32_t seg;       /* frontier to publish (-1: none) */
-    uint32_t pos;
+    log_flush log;     /* segments to seal; its head is the frontier to publish */
     uint64_t bytes;
 } blog_flush;
 void blog_flush_begin(blog_flush *f);

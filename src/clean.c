@@ -166,6 +166,14 @@ int clean_segment(uint32_t seg) {
     seg_scan(seg, clean_visit, &job, &rep);
     /* The copies must be durable before the only other copy disappears. */
     log_writer_sync(&clean_log);
+    /* So must every entry that made the others dead: an overwrite, a
+     * deletion or a collection snapshot that a worker appended and applied,
+     * but whose group commit has not completed yet. Freeing first, a power
+     * loss could take both the old entry and its successor, i.e. an
+     * acknowledged value (found by the power-loss test). Each was written to
+     * the file before it was applied, so one device flush of the whole pool
+     * covers them all; on pmem they were persisted as written. */
+    pool_sync_all(server.pool);
     if (!job.failed) {
         pool_seg_free(server.pool, seg);
         atomic_fetch_add(&server.stat.clean_segments, 1);
@@ -329,13 +337,18 @@ void clean_wait_for_space(int timeout_ms) {
     }
 }
 
+static int clean_running;
+
 void clean_start(void) {
     log_writer_init(&clean_log, server.pool, OWNER_CLEAN, 0);
     clean_log.on_sealed = log_writer_commit_sealed;
     pthread_create(&clean_thread, NULL, clean_main, NULL);
+    clean_running = 1;
 }
 
 void clean_stop(void) {
+    if (!clean_running) return; /* a shutdown during loading: never started */
+    clean_running = 0;
     atomic_store(&clean_stopping, 1);
     clean_wake();
     pthread_join(clean_thread, NULL);

@@ -258,6 +258,15 @@ uint64_t cluster_peers_we_replicate_to(void) {
     return m;
 }
 
+int cluster_config_first_backup(const cluster_config *c, int s, uint64_t among) {
+    int p = c->primary[s] < 0 ? 0 : c->primary[s];
+    for (int j = 1; j <= c->nnodes; j++) {
+        int i = (p + j) % c->nnodes;
+        if (cluster_mask_has(c->backups[s] & among, i)) return i;
+    }
+    return -1;
+}
+
 uint64_t cluster_config_digest(void) {
     uint64_t h = 1469598103934665603ULL;
 #define MIX(p, n) do { const uint8_t *q_ = (const uint8_t *)(p); \

@@ -115,6 +115,9 @@ void cluster_config_free(cluster_config *c);
 /* The static map over the members: shard s has primary member s % M and
  * backups the next k-1 members in ring order (M = members, k <= M). */
 void cluster_config_spread(cluster_config *c);
+/* The backup of shard s (among the nodes of mask among) that takes it over
+ * first: the next one in ring order after its primary; -1 if none. */
+int cluster_config_first_backup(const cluster_config *c, int s, uint64_t among);
 /* Add a node to the table (or find it by name; its id is derived from the
  * name); its index, -1 if full. */
 int cluster_config_node(cluster_config *c, const cluster_node *n);

@@ -13,8 +13,11 @@
  * this CM is failed once its last grant + the lease + a margin (a tenth of
  * a lease) has passed; one that never renewed with this CM (it became CM
  * after a crash of the previous one, or the whole cluster is starting) is
- * given CM_JOIN_GRACE first: nodes of a cold start come up at different
- * moments, and any lease the previous CM granted has ended by then. */
+ * given two leases and the margin from the moment this CM took over when
+ * this node held a lease before (the previous CM died: its leases were
+ * granted while its ZooKeeper session was fresh, so they ended before its
+ * election znode vanished and this CM was elected), and CM_JOIN_GRACE
+ * otherwise: the nodes of a cold start come up at different moments. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -50,6 +53,8 @@ static struct {
     _Atomic uint64_t caught[CLUSTER_MAX_NODES];
     _Atomic uint64_t caught_term[CLUSTER_MAX_NODES];
     _Atomic uint64_t failover_wanted;  /* nodes that asked for CLUSTER FAILOVER */
+    int warm;                      /* we held a lease before becoming CM (not a cold start) */
+    int rebalance_due;             /* CM thread: learners became backups since the last rebalance */
     _Atomic long long commits, failovers, joins, handovers;
     int64_t last_failover_us;      /* kill..commit, last failover: detect, write (INFO) */
     int64_t last_detect_us, last_write_us;
@@ -200,16 +205,6 @@ static int copies_of(const cluster_config *c, int node) {
     return n;
 }
 
-/* The first backup of shard s after its primary, in ring order; -1. */
-static int first_backup(const cluster_config *c, int s, uint64_t among) {
-    int p = c->primary[s] < 0 ? 0 : c->primary[s];
-    for (int j = 1; j <= c->nnodes; j++) {
-        int i = (p + j) % c->nnodes;
-        if (cluster_mask_has(c->backups[s] & among, i)) return i;
-    }
-    return -1;
-}
-
 /* Shards with fewer than k copies get learners: members that hold no copy
  * of the shard, fewest copies first. Returns how many were added. */
 static int add_learners(cluster_config *c) {
@@ -314,7 +309,7 @@ static int handover_to(cluster_config *c, int n) {
     for (int s = 0; s < c->nshards; s++) {
         int p = c->primary[s];
         if (p < 0 || !cluster_mask_has(c->members, p)) continue;
-        if (first_backup(c, s, c->members) != n) continue;
+        if (cluster_config_first_backup(c, s, c->members) != n) continue;
         c->backups[s] &= ~(1ULL << n);
         c->backups[s] |= 1ULL << p;
         c->primary[s] = (int16_t)n;
@@ -429,7 +424,8 @@ static void tick(void) {
         if (!cluster_mask_has(c->members, i) || !strcmp(c->nodes[i].name, cluster_self_name()))
             continue;
         int64_t g = atomic_load(&cm.last_grant[i]);
-        int64_t deadline = g ? g + lease_us() + margin : cm.active_since + CM_JOIN_GRACE_US;
+        int64_t deadline = g ? g + lease_us() + margin
+                             : cm.active_since + (cm.warm ? 2 * lease_us() + margin : CM_JOIN_GRACE_US);
         if (now > deadline) failed |= 1ULL << i;
     }
     if (failed) {
@@ -467,9 +463,11 @@ static void tick(void) {
     if (!changed && promote_learners(c)) {
         snprintf(why, sizeof(why), "caught-up learners become backups");
         changed = 1;
+        cm.rebalance_due = 1;
     }
-    /* 4. CLUSTER FAILOVER */
-    uint64_t want = atomic_exchange(&cm.failover_wanted, 0);
+    /* 4. CLUSTER FAILOVER (kept for a later tick while something else
+     * changes the configuration) */
+    uint64_t want = changed ? 0 : atomic_exchange(&cm.failover_wanted, 0);
     for (int i = 0; i < c->nnodes && !changed; i++) {
         if (!cluster_mask_has(want, i)) continue;
         int moved = handover_to(c, i);
@@ -480,9 +478,11 @@ static void tick(void) {
             changed = 1;
         }
     }
-    /* 5. rebalance */
-    if (!changed) {
+    /* 5. rebalance, once nodes that came back hold their copies again;
+     * not at other times, so a manual failover's placement stays */
+    if (!changed && cm.rebalance_due) {
         int moved = rebalance(c);
+        cm.rebalance_due = moved > 0;
         if (moved) {
             atomic_fetch_add(&cm.handovers, 1);
             snprintf(why, sizeof(why), "rebalance: %d primaries handed over", moved);
@@ -534,6 +534,7 @@ static void become_cm(void) {
     }
     if (!cm.cfg) return;
     cm.active_since = monotonic_us();
+    cm.warm = member_ever_leased();
     atomic_store(&cm.active, 1);
     serverLog(LL_NOTICE, "CM: this node is the configuration manager (term %llu, %d members)",
               (unsigned long long)cm.cfg->term, __builtin_popcountll(cm.cfg->members));

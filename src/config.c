@@ -46,6 +46,7 @@
 
 #include "cluster.h"
 #include "config.h"
+#include "daemon.h"
 #include "server.h"
 #include "util.h"
 
@@ -72,6 +73,11 @@ struct enum_name { const char *name; int value; };
 static const struct enum_name loglevel_names[] = {
     { "debug", LL_DEBUG }, { "verbose", LL_VERBOSE },
     { "notice", LL_NOTICE }, { "warning", LL_WARNING }, { NULL, 0 }
+};
+
+static const struct enum_name supervised_names[] = {
+    { "no", SUPERVISED_NO }, { "upstart", SUPERVISED_UPSTART },
+    { "systemd", SUPERVISED_SYSTEMD }, { "auto", SUPERVISED_AUTO }, { NULL, 0 }
 };
 
 static const struct enum_name repl_mode_names[] = {
@@ -121,6 +127,7 @@ static const struct option options[] = {
     /* process */
     { "daemonize", T_BOOL, CFG(daemonize), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
     { "pidfile", T_STR, CFG(pidfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "supervised", T_ENUM, CFG(supervised), OPT_IMMUTABLE, 0, 0, "no", supervised_names, NULL },
     { "loglevel", T_ENUM, CFG(loglevel), 0, 0, 0, "notice", loglevel_names, NULL },
     { "logfile", T_STR, CFG(logfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
     { "databases", T_INT, CFG(databases), OPT_IMMUTABLE, 1, 256, "16", NULL, NULL },
@@ -130,7 +137,7 @@ static const struct option options[] = {
     /* storage: the pool is opened once, at start, from dir/pool-file */
     { "dir", T_STR, CFG(dir), OPT_IMMUTABLE, 0, 0, "./data", NULL, NULL },
     { "pool-file", T_STR, CFG(pool_file), OPT_IMMUTABLE, 0, 0, "rowan.pool", NULL, NULL },
-    { "pool-size", T_MEM, CFG(pool_size), OPT_IMMUTABLE, 8 * MB, LLONG_MAX, "1gb", NULL, NULL },
+    { "pool-size", T_MEM, CFG(pool_size), OPT_IMMUTABLE, 1, LLONG_MAX, "1gb", NULL, NULL }, /* minimum: db_min_pool_size */
     { "clean-threshold", T_INT, CFG(clean_threshold), 0, 0, 100, "75", NULL, NULL },
     /* threads and sharding */
     { "workers", T_INT, CFG(workers), OPT_IMMUTABLE, 0, 1024, "0", NULL, NULL },

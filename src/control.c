@@ -39,7 +39,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -54,6 +53,7 @@
 #include "bus.h"
 #include "cluster.h"
 #include "control.h"
+#include "listen.h"
 #include "log.h"
 #include "peer_auth.h"
 #include "rpc_backup.h"
@@ -497,48 +497,51 @@ static int bind_allows(const struct sockaddr *sa) {
     return ok;
 }
 
-/* Listen on this node's replication address. Without a secret the port is
- * only as private as bind makes the RESP port: an address bind does not
- * allow is refused, rather than silently opening a port through which
- * anyone could write to this node's backups (peer_auth.c). */
-static int listen_repl(const char *host, int port, char *err, size_t errlen) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *res = NULL;
-    char portstr[16];
-    snprintf(portstr, sizeof(portstr), "%d", port);
-    int rc = getaddrinfo(host, portstr, &hints, &res);
-    if (rc != 0) {
-        snprintf(err, errlen, "replication address %s:%d: %s", host, port, gai_strerror(rc));
+/* Bound early, before the pool is opened (control_listen), so that a port
+ * a running server listens on stops startup before anything else; listening
+ * starts with the thread, after recovery: until then peers are refused and
+ * retry (as before), rather than having their connections and hellos
+ * queued unanswered until they give up. */
+#define CTL_BACKLOG 128
+
+/* Without a secret the port is only as private as bind makes the RESP
+ * port: an address bind does not allow is refused, rather than silently
+ * opening a port through which anyone could write to this node's backups
+ * (peer_auth.c). */
+int control_listen(char *err, size_t errlen) {
+    const cluster_node *me = cluster_self_node();   /* known in static and managed mode */
+    char why[256];
+    listen_fd = bind_tcp(me->host, me->repl_port, why, sizeof(why));
+    if (listen_fd < 0) {
+        snprintf(err, errlen, "Could not create replication TCP listening socket %s:%d: %s",
+                 me->host, me->repl_port, why);
         return -1;
     }
-    int allowed = bind_allows(res->ai_addr);
+    struct sockaddr_storage ss;
+    socklen_t sslen = sizeof(ss);
+    int allowed = getsockname(listen_fd, (struct sockaddr *)&ss, &sslen) == 0 &&
+                  bind_allows((struct sockaddr *)&ss);
     pauth_set_open_without_secret(allowed);
     if (!allowed && !strcmp(pauth_secret_source(), "none")) {
         snprintf(err, errlen, "The replication port %s:%d is on an address that bind (%s) does "
                  "not allow, and no cluster-secret or requirepass is set: anyone reaching it could "
                  "write to this node's backups. Set cluster-secret (the same on every node), or "
-                 "add %s to bind", host, port, server.cfg.bind, host);
-        freeaddrinfo(res);
+                 "add %s to bind", me->host, me->repl_port, server.cfg.bind, me->host);
+        close(listen_fd);
+        listen_fd = -1;
         return -1;
     }
-    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 128) != 0) {
-        snprintf(err, errlen, "Could not listen on the replication port %s:%d: %s", host, port,
-                 strerror(errno));
-        if (fd >= 0) close(fd);
-        freeaddrinfo(res);
-        return -1;
-    }
-    freeaddrinfo(res);
-    return fd;
+    return 0;
 }
 
 int control_start(char *err, size_t errlen) {
-    const cluster_node *me = cluster_node_at(cluster_self());
-    listen_fd = listen_repl(me->host, me->repl_port, err, errlen);
-    if (listen_fd < 0) return -1;
+    const cluster_node *me = cluster_self_node();
+    if (listen_fd < 0 && control_listen(err, errlen) != 0) return -1;
+    if (listen(listen_fd, CTL_BACKLOG) != 0) {
+        snprintf(err, errlen, "replication port %s:%d: listen: %s", me->host, me->repl_port,
+                 strerror(errno));
+        return -1;
+    }
     ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
     epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev);
@@ -574,6 +577,7 @@ void control_stop(void) {
     for (int i = 0; i < CTL_MAX_LINKS; i++)
         if (links[i]) link_close(links[i], NULL);
     close(listen_fd);
+    listen_fd = -1;
     close(wake_fd);
     close(ep);
     ctl_running = 0;

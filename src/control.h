@@ -5,7 +5,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Listen on our replication port and start the thread (cluster mode). */
+/* Bind our replication port (cluster mode), before the pool is opened: a
+ * port another server listens on fails here. -1 with "Could not create
+ * replication TCP listening socket host:port: bind: Address already in use".
+ * The socket listens from control_start on. */
+int control_listen(char *err, size_t errlen);
+/* Start the thread on that socket (binding it first if control_listen was
+ * not called). */
 int control_start(char *err, size_t errlen);
 void control_stop(void);
 /* Close every link from the nodes in mask `nodes` (any thread): nothing

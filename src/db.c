@@ -88,8 +88,16 @@ static int refuse(db_ctx *x, size_t len) {
  * copy into. Ordinary writes leave DB_RESERVE_WRITE segments untouched. */
 #define DB_RESERVE_CLEAN 1
 #define DB_RESERVE_DEL   2
-static uint32_t db_reserve_write(void) { return (uint32_t)(DB_RESERVE_DEL + 1 + server.nworkers); }
+static uint32_t reserve_for(int nworkers) { return (uint32_t)(DB_RESERVE_DEL + 1 + nworkers); }
+static uint32_t db_reserve_write(void) { return reserve_for(server.nworkers); }
 uint32_t db_reserve_segments(void) { return db_reserve_write(); }
+/* The header segment, the reserve and a t-log head for each worker: with
+ * less, some worker is refused even its first segment and every write it
+ * takes fails. (A full head then waits for the cleaner, as in any full
+ * pool.) */
+uint64_t db_min_pool_size(int nworkers) {
+    return (1ull + reserve_for(nworkers) + (uint64_t)nworkers) * POOL_SEG_SIZE;
+}
 /* One segment of margin: a write may need a fresh segment for its entry. */
 int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }
 
@@ -409,8 +417,9 @@ static robj *obj_for_apply(shard *s, const log_entry *e, int type, uint64_t h) {
  * a large hash). */
 static __thread int applying_own_snapshot;
 
-/* A collection effect (LOG_COLL_OP) or snapshot (LOG_SNAPSHOT) at ref. */
-static void db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
+/* A collection effect (LOG_COLL_OP) or snapshot (LOG_SNAPSHOT) at ref.
+ * -1 when it does not fit the key's value (see db_apply_entry). */
+static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
     int type = e->vlen ? (uint8_t)e->val[0] : 0;
     uint64_t h = hash_key(e->db, e->key, e->klen);
     robj *o = obj_for_apply(s, e, type, h);
@@ -423,27 +432,20 @@ static void db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
     } else {
         bad = obj_apply_payload(o, e->val, e->vlen) != 0;
     }
-    if (bad) {
-        /* Checksummed but not understood: a bug or a newer format. Report
-         * it; the key keeps what the valid entries gave it. */
-        serverLog(LL_WARNING, "Malformed collection entry (type %d, shard %u, version %llu) "
-                  "ignored", type, s->id, (unsigned long long)e->ver);
-        atomic_fetch_add(&server.stat.recovery_corrupt_entries, 1);
-        if (!o) return;
-    }
+    if (bad && !o) return -1;
     set_obj_expire(s, o, h, e->expire_ms);
     obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
     if (e->type == LOG_SNAPSHOT) o->snap_bytes = log_entry_len(e->klen, e->vlen);
     live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
     o->ver = e->ver;
+    return bad ? -1 : 0;
 }
 
-/* Apply one decoded entry (top-level or sub-entry) found at ref. */
-void db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
+int db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
     switch (e->type) {
     case LOG_SET: db_apply_set(s, ref); break;
     case LOG_COLL_OP:
-    case LOG_SNAPSHOT: db_apply_obj(s, ref, e); break;
+    case LOG_SNAPSHOT: return db_apply_obj(s, ref, e);
     case LOG_DEL: db_apply_del(s, e->db, e->key, e->klen); break;
     case LOG_FLUSHDB:
         if (e->flags & LOG_F_RESYNC) db_apply_resync_end(s, ref, e);
@@ -452,6 +454,13 @@ void db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
     case LOG_DBMAP: db_apply_dbmap(s, ref, e->ver); break;
     default: break;
     }
+    return 0;
+}
+
+void db_report_refused(const shard *s, const log_entry *e) {
+    serverLog(LL_WARNING, "Malformed collection entry (type %d, shard %u, version %llu) ignored",
+              e->vlen ? (uint8_t)e->val[0] : 0, s->id, (unsigned long long)e->ver);
+    atomic_fetch_add(&server.stat.recovery_corrupt_entries, 1);
 }
 
 /* ---------------- appending entries ---------------- */
@@ -471,7 +480,7 @@ static int append_one(db_ctx *x, shard *s, log_entry *e) {
     log_entry_encode(log_writer_dst(&w->tlog, off, len), e, 1);
     log_writer_wrote(&w->tlog, off, len);
     worker_touch_shard(w, s->id);
-    db_apply_entry(s, off, e);
+    if (db_apply_entry(s, off, e) != 0) db_report_refused(s, e);
     dep_add_write(x, s, e->ver);
     return DB_OK;
 }
@@ -567,7 +576,8 @@ int db_batch_end(db_ctx *x) {
     while (batch_next(x, &pos, &e, &at)) {
         uint64_t ref = off + LOG_HDR_SIZE + at;
         log_entry_decode(pool_ptr(server.pool, ref), &e);
-        db_apply_entry(&server.shards[e.shard], ref, &e);
+        if (db_apply_entry(&server.shards[e.shard], ref, &e) != 0)
+            db_report_refused(&server.shards[e.shard], &e);
     }
     x->nbatch = 0;
     return DB_OK;

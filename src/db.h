@@ -168,6 +168,10 @@ int db_active_expire(db_ctx *x, long budget);
 /* Segments ordinary writes leave free, and whether the pool is down to them
  * (writes are then refused unless the cleaner makes room). */
 uint32_t db_reserve_segments(void);
+/* The smallest pool (bytes) a server with nworkers workers can write to:
+ * the one rule for `pool-size` (checked when the pool is created, and for
+ * an existing pool when it is opened). */
+uint64_t db_min_pool_size(int nworkers);
 int db_space_low(void);
 
 /* ---- for startup, recovery.c and clean.c ----
@@ -179,7 +183,15 @@ void db_init_indexes(void);
 /* Free every collection object and index (at shutdown, after the workers
  * stopped): the index holds tagged pointers no leak checker can follow. */
 void db_free_all(void);
-void db_apply_entry(struct shard *s, uint64_t ref, const struct log_entry *e);
+/* Apply one decoded entry (top-level or sub-entry) found at ref. Returns 0,
+ * or -1 when a collection effect or snapshot does not fit the key's value:
+ * checksummed but not understood (a bug or a newer format), or, replayed by
+ * recovery, an effect whose predecessors the cleaner reclaimed after a later
+ * deletion made them dead. It is ignored; the key keeps what the valid
+ * entries gave it. */
+int db_apply_entry(struct shard *s, uint64_t ref, const struct log_entry *e);
+/* Log and count (recovery_corrupt_entries) an entry db_apply_entry refused. */
+void db_report_refused(const struct shard *s, const struct log_entry *e);
 /* Does the index hold exactly ref for this entry's key? (cleaner liveness) */
 int db_ref_is_live(struct shard *s, uint64_t ref, const struct log_entry *e);
 /* Repoint the key's index items from old_ref to new_ref (cleaner). */

@@ -134,7 +134,7 @@ static void pend_push(dg_shard *d, uint64_t ver, uint64_t ref) {
 static void apply_one(shard *s, uint64_t ref) {
     log_entry e;
     log_entry_decode(pool_ptr(server.pool, ref), &e);
-    db_apply_entry(s, ref, &e);
+    if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
     if (e.ver >= s->next_ver) s->next_ver = e.ver + 1;
     atomic_fetch_add(&st_applied, 1);
 }

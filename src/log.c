@@ -25,6 +25,14 @@
  * persisted by log_writer_wrote, so a segment is sealed as soon as the
  * writer leaves it and sync has nothing to do.
  *
+ * Durable ends (pool.h): sealing records the end of the segment's log, and
+ * each completed sync or flush raises the open segment's recorded end to
+ * where the writer had got when it began. Recovery then knows that every
+ * byte before the end must parse, so damage to the last entries of a log is
+ * not mistaken for a torn tail. A flush that completes after the writer
+ * moved to another segment, or out of order, never lowers an end and never
+ * touches a segment that is no longer the same allocation (seq).
+ *
  * Contract: report each reservation with log_writer_wrote before reserving
  * again (offsets in different segments do not compare, so the dirty run is
  * tracked in reservation order), and never leave a reservation unwritten:
@@ -93,18 +101,24 @@ static uint64_t header_len(const uint8_t *s, size_t avail) {
     return total;
 }
 
-size_t log_entry_check(const void *src, size_t avail, log_entry *out) {
+size_t log_entry_header(const void *src, size_t avail, log_entry *out) {
     const uint8_t *s = src;
     if (avail < LOG_HDR_SIZE)
         return 0;
     uint64_t total = header_len(s, avail);
-    if (!total)
-        return 0;
-    if (crc32c(0, s + 4, total - 4) != le_get_u32(s + F_CRC))
+    if (total && out)
+        log_entry_decode(s, out);
+    return (size_t)total;
+}
+
+size_t log_entry_check(const void *src, size_t avail, log_entry *out) {
+    const uint8_t *s = src;
+    size_t total = log_entry_header(src, avail, NULL);
+    if (!total || crc32c(0, s + 4, total - 4) != le_get_u32(s + F_CRC))
         return 0;
     if (out)
         log_entry_decode(s, out);
-    return (size_t)total;
+    return total;
 }
 
 /* ---- groups ---- */
@@ -203,28 +217,46 @@ static void persist_dirty(log_writer *w) {
         return;
     int started = 0, last = 0;
     for (int i = 0; i < w->nclosed && !last; i++)
-        last = persist_seg_part(w, w->closed[i], &started);
+        last = persist_seg_part(w, w->closed[i].seg, &started);
     if (!last && w->seg >= 0)
         persist_seg_part(w, w->seg, &started);
     w->dirty_lo = w->dirty_hi = 0;
 }
 
-/* Mark seg USED and tell the owner; its bytes must be durable already. */
-static void seal_one(log_writer *w, uint32_t seg) {
-    pool_seg_set_state(w->p, seg, SEG_USED);
+/* Mark seg USED with the end of its log and tell the owner; its bytes must
+ * be durable already. */
+static void seal_one(log_writer *w, const log_seg_end *se) {
+    pool_seg_set_end(w->p, (uint32_t)se->seg, se->end);
+    pool_seg_set_state(w->p, (uint32_t)se->seg, SEG_USED);
     if (w->on_sealed)
-        w->on_sealed(w, seg);
+        w->on_sealed(w, (uint32_t)se->seg);
 }
 
-int log_writer_detach(log_writer *w, int32_t *closed) {
-    int n = w->nclosed;
-    memcpy(closed, w->closed, sizeof(int32_t) * (size_t)n);
+/* The first pos bytes of seg (allocated with seq) are durable: raise its
+ * recorded end, if it is still that open segment of ours. */
+static void raise_end(log_writer *w, int32_t seg, uint64_t seq, uint32_t pos) {
+    if (seg < 0)
+        return;
+    struct seg_meta m = pool_seg_meta(w->p, (uint32_t)seg);
+    if (m.state == SEG_USING && m.seq == seq && pos > m.end)
+        pool_seg_set_end(w->p, (uint32_t)seg, pos);
+}
+
+void log_writer_detach(log_writer *w, log_flush *f) {
+    f->nclosed = w->nclosed;
+    memcpy(f->closed, w->closed, sizeof(log_seg_end) * (size_t)w->nclosed);
+    f->head = w->seg;
+    f->head_pos = w->pos;
+    f->head_seq = w->seg >= 0 ? pool_seg_meta(w->p, (uint32_t)w->seg).seq : 0;
     w->nclosed = 0;
     w->dirty_lo = w->dirty_hi = 0;
-    return n;
 }
 
-void log_writer_sealed(log_writer *w, uint32_t seg) { seal_one(w, seg); }
+void log_writer_flushed(log_writer *w, const log_flush *f) {
+    for (int i = 0; i < f->nclosed; i++)
+        seal_one(w, &f->closed[i]);
+    raise_end(w, f->head, f->head_seq, f->head_pos);
+}
 
 void log_writer_commit_sealed(log_writer *w, uint32_t seg) {
     pool_seg_set_state(w->p, seg, SEG_COMMITTED);
@@ -232,12 +264,11 @@ void log_writer_commit_sealed(log_writer *w, uint32_t seg) {
 
 void log_writer_sync(log_writer *w) {
     persist_dirty(w);
-    int n = w->nclosed;
-    w->nclosed = 0; /* cleared first: a reentrant sync from on_sealed is a no-op */
-    int32_t sealed[8];
-    memcpy(sealed, w->closed, sizeof(int32_t) * (size_t)n);
-    for (int i = 0; i < n; i++)
-        seal_one(w, (uint32_t)sealed[i]);
+    /* what detach would hand a syncer, flushed at once: closed[] is cleared
+     * first, so a reentrant sync from on_sealed is a no-op */
+    log_flush f;
+    log_writer_detach(w, &f);
+    log_writer_flushed(w, &f);
 }
 
 /* Leave the current segment. On pmem its entries are durable already, so it
@@ -247,19 +278,17 @@ void log_writer_sync(log_writer *w) {
 static void close_current(log_writer *w) {
     if (w->seg < 0)
         return;
-    if (pool_is_pmem(w->p)) {
-        uint32_t seg = (uint32_t)w->seg;
-        w->seg = -1;
-        w->pos = 0;
-        seal_one(w, seg);
-        return;
-    }
-    int cap = (int)(sizeof w->closed / sizeof w->closed[0]);
-    if (w->nclosed == cap)
+    /* a full closed[] is synced while the current segment is still current,
+     * so its dirty part is persisted with the rest */
+    if (!pool_is_pmem(w->p) && w->nclosed == LOG_MAX_CLOSED)
         log_writer_sync(w);
-    w->closed[w->nclosed++] = w->seg;
+    log_seg_end se = {w->seg, w->pos};
     w->seg = -1;
     w->pos = 0;
+    if (pool_is_pmem(w->p))
+        seal_one(w, &se);
+    else
+        w->closed[w->nclosed++] = se;
 }
 
 uint64_t log_writer_reserve(log_writer *w, size_t len, int64_t keep_free) {

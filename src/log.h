@@ -41,6 +41,10 @@
  *   LOG_COLL_OP / LOG_SNAPSHOT  collection effects and snapshots (object.h).
  *   LOG_COMMITVER / LOG_RESYNC  replication markers, b-logs only (repl.h,
  *                digest.h); LOG_F_RESYNC marks a catch-up copy of state.
+ *   LOG_LOSS     a damaged region whose loss was accepted (rowan-check-pool
+ *                --fix): it spans exactly the damaged bytes, so the log parses
+ *                through it; its payload says what was lost (recovery.h).
+ *                Never travels, never indexed.
  *
  * Re-sync. A shard's whole contents can be replaced by a copy taken from
  * another replica (a primary catching a backup up, or a primary fetching a
@@ -86,6 +90,7 @@ enum log_type {
     LOG_SNAPSHOT = 8,
     LOG_RESYNC = 9,      /* replication marker: catch-up of `shard` at version
                           * `ver` begins (aux 0) or ends (aux 1) */
+    LOG_LOSS = 10,       /* an accepted loss (recovery.h) */
     LOG_TYPE_MAX
 };
 
@@ -121,6 +126,9 @@ void log_entry_decode(const void *src, log_entry *out);
  * (type known, lengths fit in avail and in LOG_MAX_ENTRY) and crc matches.
  * Returns total_len (>0) and fills *out, or 0 if this is not a valid entry. */
 size_t log_entry_check(const void *src, size_t avail, log_entry *out);
+/* The same without the crc: does the header at src look like an entry's?
+ * For reading what a damaged region held; nothing in it may be trusted. */
+size_t log_entry_header(const void *src, size_t avail, log_entry *out);
 /* Iterate a LOG_GROUP's sub-entries: *pos starts at 0; returns 1 and fills
  * *sub (and *sub_off, the byte offset of the sub-entry from the group's start)
  * while there are more, 0 at the end or on a malformed group. */
@@ -130,7 +138,26 @@ int log_group_next(const log_entry *group, size_t *pos, log_entry *sub, size_t *
  * A log_writer appends entries to a chain of segments it owns. One thread
  * owns a writer; there is no locking inside. On a non-pmem pool, appended
  * bytes are durable only after log_writer_sync(); on pmem each append is
- * persisted as it is written. */
+ * persisted as it is written. Whenever bytes become durable the writer
+ * records it in the segment's meta entry (pool.h, `end`): a segment is
+ * sealed with the end of its log, the open one's end is raised. */
+#define LOG_MAX_CLOSED 8
+typedef struct log_seg_end {
+    int32_t seg;
+    uint32_t end;         /* bytes of its log */
+} log_seg_end;
+
+/* What one flush of a writer covers (log_writer_detach): the segments left
+ * since the previous one, each with the end of its log, and how far the
+ * segment being written had got. */
+typedef struct log_flush {
+    log_seg_end closed[LOG_MAX_CLOSED];
+    int nclosed;
+    int32_t head;         /* the writer's segment at detach, -1 if none */
+    uint32_t head_pos;    /* bytes of it written at detach */
+    uint64_t head_seq;    /* its allocation seq: is it still that segment? */
+} log_flush;
+
 typedef struct log_writer {
     pool *p;
     enum seg_owner owner;
@@ -139,7 +166,7 @@ typedef struct log_writer {
     uint32_t pos;         /* next free byte inside the current segment */
     uint64_t dirty_lo;    /* pool range appended but not yet synced */
     uint64_t dirty_hi;
-    int32_t closed[8];    /* segments filled since the last sync, not yet synced */
+    log_seg_end closed[LOG_MAX_CLOSED]; /* segments filled since the last sync */
     int nclosed;
     uint32_t keep_free;   /* pool_seg_alloc's keep_free for this writer */
     /* Called for each filled segment after it has been synced; may be NULL.
@@ -177,15 +204,18 @@ void *log_writer_dst(log_writer *w, uint64_t off, size_t len);
  * to it as soon as this returns. */
 void log_writer_wrote(log_writer *w, uint64_t off, size_t len);
 /* Make everything appended so far durable (group commit). Cheap when nothing
- * is dirty. Seals (USING->USED, then on_sealed) segments filled meanwhile. */
+ * is dirty. Seals (USING->USED, then on_sealed) segments filled meanwhile
+ * and records how far the current one is durable. */
 void log_writer_sync(log_writer *w);
 /* Hand the writer's unsynced state to an external persister (the
- * group-commit syncer): copies the segments filled since the last sync into
- * closed (at most 8) and returns their number, and forgets the dirty range.
- * The caller must make everything written so far durable (pool_sync_all)
- * and then call log_writer_sealed on each returned segment. */
-int log_writer_detach(log_writer *w, int32_t *closed);
-void log_writer_sealed(log_writer *w, uint32_t seg);
+ * group-commit syncer): fills f with the segments filled since the last
+ * sync and the current position, and forgets the dirty range. The caller
+ * must make everything written so far durable (pool_sync_all) and then call
+ * log_writer_flushed(w, f), which seals those segments and records the
+ * position (unless the segment has moved on since). Flushes may complete
+ * out of order. */
+void log_writer_detach(log_writer *w, log_flush *f);
+void log_writer_flushed(log_writer *w, const log_flush *f);
 /* An on_sealed callback for logs whose entries are on every replica once
  * sealed (t-logs: sealed when their batch landed; clean logs; rpc-mode
  * backup logs, indexed as they land): the segment is COMMITTED at once

@@ -1,14 +1,26 @@
-/* main.c -- rowan-server's entry point: configure, recover, serve, stop.
+/* main.c -- rowan-server's entry point: configure, listen, load, serve, stop.
  *
  *   rowan-server [rowan.conf] [--option value ...]
  *
- * Startup order matters: the pool is recovered completely (indexes, shard
- * versions) before any listener exists, so no client can observe a partial
- * state; the cleaner starts after recovery, because it relies on the live
- * byte counts recovery computes. Signals are handled by a dedicated thread
- * with sigwait, since a signal handler may not touch libevent. */
+ * Startup order matters:
+ *   1. configuration, checked whole (cluster lines included);
+ *   2. supervised / daemonize: fork() only works before any thread exists;
+ *   3. the listening sockets (client port, replication port): a port in use
+ *      or a bad `bind` address stops startup before the pool is touched,
+ *      whatever the `dir`; then the pidfile;
+ *   4. the pool, shards and workers; the workers start serving at once, in
+ *      loading mode: every command that would read the data set is answered
+ *      -LOADING (Redis's reply while it loads), INFO shows the progress;
+ *   5. recovery rebuilds the data set; loading ends when it returns, so no
+ *      client can observe a partial state; connections accepted meanwhile
+ *      simply go on;
+ *   6. the cleaner (it relies on the live byte counts recovery computes) and
+ *      replication start; the server is ready (READY=1 under systemd).
+ * Signals are handled by a dedicated thread with sigwait, since a signal
+ * handler may not touch libevent. */
 #include <errno.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +30,8 @@
 #include "cluster.h"
 #include "commands.h"
 #include "config.h"
+#include "control.h"
+#include "daemon.h"
 #include "db.h"
 #include "member.h"
 #include "pool.h"
@@ -30,13 +44,35 @@
 #include "util.h"
 #include "worker.h"
 
-static void die(const char *fmt, const char *msg) {
-    serverLog(LL_WARNING, fmt, msg);
-    fprintf(stderr, fmt, msg);
-    fputc('\n', stderr);
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    serverLog(LL_WARNING, "%s", msg);
+    fprintf(stderr, "%s\n", msg);
     exit(1);
 }
 
+static void usage(void) {
+    printf("Usage: ./rowan-server [/path/to/rowan.conf] [options]\n"
+           "       ./rowan-server -v or --version\n"
+           "       ./rowan-server -h or --help\n"
+           "\n"
+           "Examples:\n"
+           "       ./rowan-server (run the server with default conf)\n"
+           "       ./rowan-server /etc/rowan/rowan.conf\n"
+           "       ./rowan-server --port 7777\n"
+           "       ./rowan-server --port 7777 --dir /var/lib/rowan --pool-size 8gb\n"
+           "       ./rowan-server /etc/rowan/rowan.conf --loglevel verbose\n"
+           "       ./rowan-server /etc/rowan/rowan.conf --daemonize yes --pidfile /run/rowan.pid\n"
+           "\n"
+           "Options are rowan.conf's, written --name value (rowan.conf documents each).\n");
+}
+
+/* mkdir -p; 0, or -1 with errno set. */
 static int mkdir_p(const char *path) {
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s", path);
@@ -46,7 +82,14 @@ static int mkdir_p(const char *path) {
         if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
         *p = '/';
     }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(tmp, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
 static void configure(int argc, char **argv) {
@@ -55,7 +98,7 @@ static void configure(int argc, char **argv) {
     int start = 1;
     if (argc > 1 && strncmp(argv[1], "--", 2) != 0) {
         char *abs = realpath(argv[1], NULL);
-        if (!abs) die("Can't open the config file '%s'", argv[1]);
+        if (!abs) die("Can't open the config file '%s': %s", argv[1], strerror(errno));
         server.cfg.conf_file = abs;
         if (config_load_file(abs, err, sizeof(err)) != 0) die("Bad config file: %s", err);
         start = 2;
@@ -65,15 +108,48 @@ static void configure(int argc, char **argv) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         server.cfg.workers = n > 0 ? (int)n : 1;
     }
-    if (server.cfg.databases > SHARD_MAX_DBS) die("databases must be at most %s", "256");
+    if (server.cfg.databases > SHARD_MAX_DBS) die("databases must be at most %d", SHARD_MAX_DBS);
+    shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
+    if (cluster_set_zookeeper(server.cfg.zookeeper, err, sizeof(err)) != 0 ||
+        cluster_set_name(server.cfg.cluster_name, err, sizeof(err)) != 0 ||
+        cluster_setup(server.cfg.shards, server.cfg.replicas, err, sizeof(err)) != 0)
+        die("Bad cluster configuration: %s", err);
+}
+
+/* Bind every port this server listens on (see the file comment, step 3). */
+static void open_listeners(void) {
+    char err[512];
+    if (workers_listen(err, sizeof(err)) != 0) {
+        serverLog(LL_WARNING, "Warning: %s", err);
+        fprintf(stderr, "%s\n", err);
+        die("Failed listening on port %d (tcp), aborting.", server.cfg.port);
+    }
+    if (cluster_enabled() && control_listen(err, sizeof(err)) != 0) die("%s", err);
 }
 
 static void open_pool(void) {
     char err[512], path[4096];
-    if (mkdir_p(server.cfg.dir) != 0) die("Can't create dir '%s'", server.cfg.dir);
     snprintf(path, sizeof(path), "%s/%s", server.cfg.dir, server.cfg.pool_file);
-    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, err, sizeof(err));
+    /* The one rule for the pool's size (db_min_pool_size): checked on
+     * pool-size before a new pool (or its dir) is created, on an existing
+     * pool's own size once it is open (it may come from a run with fewer
+     * workers). */
+    uint64_t need = db_min_pool_size(server.cfg.workers);
+    struct stat st;
+    if (stat(path, &st) != 0 && (uint64_t)server.cfg.pool_size < need)
+        die("pool-size %lld is too small: with %d workers a pool needs at least %llu bytes "
+            "(%llumb)", server.cfg.pool_size, server.cfg.workers, (unsigned long long)need,
+            (unsigned long long)(need >> 20));
+    if (mkdir_p(server.cfg.dir) != 0) die("Can't create dir '%s': %s", server.cfg.dir, strerror(errno));
+    /* A truncated pool is opened for salvage: recovery decides what to do. */
+    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, POOL_OPEN_SALVAGE, err,
+                            sizeof(err));
     if (!server.pool) die("Can't open the pool: %s", err);
+    if (pool_size(server.pool) < need)
+        die("The pool %s has %llu bytes: with %d workers a pool needs at least %llu bytes "
+            "(%llumb); start with fewer workers", path,
+            (unsigned long long)pool_size(server.pool), server.cfg.workers,
+            (unsigned long long)need, (unsigned long long)(need >> 20));
     serverLog(LL_NOTICE, "Pool %s: %llu bytes, %u segments, %s", path,
               (unsigned long long)pool_size(server.pool), pool_nsegs(server.pool),
               pool_is_pmem(server.pool) ? "persistent memory (pmem_persist)"
@@ -109,12 +185,17 @@ static void start_signal_thread(void) {
     pthread_detach(t);
 }
 
-static void write_pidfile(void) {
-    if (!server.cfg.pidfile || !server.cfg.pidfile[0]) return;
-    FILE *fp = fopen(server.cfg.pidfile, "w");
-    if (!fp) return;
-    fprintf(fp, "%d\n", (int)getpid());
-    fclose(fp);
+/* Step 5, the loading phase: from loading_begin the workers serve, in
+ * loading mode (-LOADING), until loading_end. Recovery runs in between. */
+static void loading_begin(void) {
+    server.loading_start_time = time(NULL);
+    atomic_store(&server.loading, 1);
+    workers_start();
+}
+
+static void loading_end(void) {
+    /* Release: a worker that sees loading 0 sees the whole data set. */
+    atomic_store_explicit(&server.loading, 0, memory_order_release);
 }
 
 int main(int argc, char **argv) {
@@ -122,7 +203,13 @@ int main(int argc, char **argv) {
         printf("Rowan server v=%s (Redis protocol %s)\n", ROWAN_VERSION, ROWAN_REDIS_COMPAT_VERSION);
         return 0;
     }
+    if (argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        usage();
+        return 0;
+    }
     configure(argc, argv);
+    int supervised = daemon_supervise();
+    if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();
     server.start_time = time(NULL);
     server.start_ms = mstime();
@@ -130,37 +217,53 @@ int main(int argc, char **argv) {
     make_run_id();
     serverLog(LL_NOTICE, "Rowan %s starting, pid=%d, %d workers, %d shards", ROWAN_VERSION,
               (int)getpid(), server.cfg.workers, server.cfg.shards);
+    open_listeners();
+    daemon_pidfile_write();
     open_pool();
     server.nworkers = server.cfg.workers;
-    shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
-    char cerr[512];
-    if (cluster_set_zookeeper(server.cfg.zookeeper, cerr, sizeof(cerr)) != 0 ||
-        cluster_set_name(server.cfg.cluster_name, cerr, sizeof(cerr)) != 0 ||
-        cluster_setup(server.cfg.shards, server.cfg.replicas, cerr, sizeof(cerr)) != 0)
-        die("Bad cluster configuration: %s", cerr);
     db_init_indexes();
     types_register();
-    char err[512];
-    if (recovery_run(err, sizeof(err)) != 0) die("Recovery failed: %s", err);
-    if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
-    reconcile_init();
-    clean_start();
     repl_init();
+    char err[2048];   /* recovery names each damaged region */
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
-    if (repl_start(err, sizeof(err)) != 0) die("%s", err);
-    member_start();
-    write_pidfile();
-    serverLog(LL_NOTICE, "Server initialized");
-    serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind, server.cfg.port);
-    workers_start();
+    daemon_started();
+    loading_begin();
+    int rc = recovery_run(err, sizeof(err));
+    if (rc < 0) die("Recovery failed: %s", err);
+    if (rc == 0) {
+        /* Before anything is served: the cluster membership (managed mode),
+         * the shards that must first be checked against their replicas
+         * (they answer -TRYAGAIN, reconcile.h), the cleaner (it relies on
+         * the live byte counts recovery computed). */
+        if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
+        reconcile_init();
+        clean_start();
+    }
+    if (rc == 1) {
+        loading_end();
+        serverLog(LL_WARNING, "Recovery interrupted by the shutdown request; nothing was served");
+    } else {
+        /* Replication and the membership run before loading ends: a write
+         * served earlier would be acknowledged by a node whose links to its
+         * backups do not exist yet. */
+        if (repl_start(err, sizeof(err)) != 0) die("%s", err);
+        member_start();
+        loading_end();
+        serverLog(LL_NOTICE, "Server initialized");
+        serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
+                  server.cfg.port);
+        daemon_notify("STATUS=Ready to accept connections\n");
+        daemon_notify("READY=1\n");
+    }
     workers_join();
+    daemon_notify("STOPPING=1\n");
     member_stop();
     repl_stop();
     syncer_stop();
     clean_stop();
     db_free_all();
     pool_close(server.pool);
-    if (server.cfg.pidfile && server.cfg.pidfile[0]) unlink(server.cfg.pidfile);
+    daemon_pidfile_remove();
     serverLog(LL_WARNING, "Rowan is now ready to exit, bye bye...");
     return 0;
 }

@@ -430,11 +430,13 @@ int member_request_failover(int force, char *err, size_t errlen) {
         free(resp);
         return 0;
     }
-    snprintf(err, errlen, "%s", st == BUS_ERROR ? (char *)resp : "ERR the configuration manager "
-             "did not answer");
+    if (st == BUS_ERROR && resp) snprintf(err, errlen, "%.*s", (int)rlen, (const char *)resp);
+    else snprintf(err, errlen, "ERR the configuration manager did not answer");
     free(resp);
     return -1;
 }
+
+int member_ever_leased(void) { return atomic_load(&mb.lease_until) != 0; }
 
 void member_info(rbuf *o) {
     if (!cluster_managed()) return;

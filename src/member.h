@@ -44,6 +44,8 @@ int member_lease_valid(void);
 /* Bumped each time this node's lease runs out (workers close the clients
  * holding replies computed under the old lease). */
 uint64_t member_lease_epoch(void);
+/* Has this process held a lease (from any CM) since it started? */
+int member_ever_leased(void);
 /* The node the CM runs on (-1 unknown). */
 int member_cm_node(void);
 /* Ask the CM for a planned handover of the shards this node is the first

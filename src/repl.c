@@ -669,6 +669,11 @@ static void *mgr_main(void *arg) {
 
 int repl_start(char *err, size_t errlen) {
     if (!cluster_enabled()) return 0;
+    /* The peers again: in managed mode the configuration is known only
+     * since member_join, after repl_init ran (with none, every write would
+     * be acknowledged without a backup). */
+    atomic_store(&peers_mask, cluster_peers_we_replicate_to());
+    atomic_store(&ack_mask, backups_we_wait_for());
     if (bus_start(err, errlen) != 0) return -1;
     /* Every cluster node can be a backup: the control thread and digest
      * run even when k = 1 would make them idle. */

@@ -57,8 +57,7 @@ struct rpcb {
     int dirty;             /* appended since the last flush was launched */
     int syncing;
     _Atomic int done;
-    int32_t segs[8];
-    int nsegs;
+    log_flush flush;       /* what the running flush covers of the log */
     pthread_mutex_t mu;    /* guards inbox */
     rpcb_inbox_item *inbox;
 };
@@ -209,8 +208,7 @@ void rpcb_worker_round(worker *w) {
     if (b->syncing && atomic_load(&b->done)) {
         for (rpcb_conn *c = b->conns; c; c = c->next)
             if (!c->dead && c->sync_upto) send_ack(c, c->sync_upto);
-        for (int i = 0; i < b->nsegs; i++) log_writer_sealed(&b->log, (uint32_t)b->segs[i]);
-        b->nsegs = 0;
+        log_writer_flushed(&b->log, &b->flush);
         b->syncing = 0;
     }
     if (!b->syncing && b->dirty) {
@@ -221,7 +219,7 @@ void rpcb_worker_round(worker *w) {
             for (rpcb_conn *c = b->conns; c; c = c->next)
                 if (!c->dead && c->sync_upto) send_ack(c, c->sync_upto);
         } else {
-            b->nsegs = log_writer_detach(&b->log, b->segs);
+            log_writer_detach(&b->log, &b->flush);
             atomic_store(&b->done, 0);
             b->syncing = 1;
             syncer_submit(w, &b->done);

@@ -32,7 +32,7 @@ int64_t monotonic_us(void) {
 void serverLog(int level, const char *fmt, ...) {
     if (level < server.cfg.loglevel) return;
     static const char marks[] = ".-*#";
-    char msg[1024], tbuf[64];
+    char msg[2048], tbuf[64];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);

@@ -50,8 +50,9 @@ struct rowan_config {
     int tcp_backlog;
     int loglevel;
     char *logfile;              /* "" = stdout */
-    char *pidfile;
+    char *pidfile;              /* "" = none (daemonized: DAEMON_DEFAULT_PIDFILE) */
     int daemonize;
+    int supervised;             /* SUPERVISED_* (daemon.h) */
     long long slowlog_log_slower_than;
     long long slowlog_max_len;
     /* cluster and replication (cluster.h; cluster-node/cluster-self lines
@@ -88,7 +89,10 @@ struct rowan_stats {
     _Atomic long long clean_bytes_copied;
     _Atomic long long recovered_entries;
     _Atomic long long recovery_dropped_bytes;
-    _Atomic long long recovery_corrupt_entries;
+    _Atomic long long recovery_corrupt_entries; /* damaged regions skipped */
+    _Atomic long long recovery_accepted_losses; /* LOG_LOSS entries (rowan-check-pool --fix) */
+    _Atomic long long recovery_accepted_loss_bytes;
+    _Atomic long long damaged_shards;     /* shards marked damaged by recovery (cluster) */
     _Atomic long long unexpected_errors;
     _Atomic long long replication_timeouts; /* held replies failed with NOREPLICAS */
     _Atomic long long evicted_clients;      /* closed by maxmemory-clients */
@@ -114,6 +118,11 @@ struct rowan_server {
     _Atomic uint64_t next_client_id;
     char executable[4096];
     double recovery_seconds;
+    /* Loading (recovery): set while the workers answer -LOADING; the
+     * progress is in pool bytes (see recovery.c), for INFO persistence. */
+    _Atomic int loading;
+    time_t loading_start_time;
+    _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
 };
 
 extern struct rowan_server server;
@@ -127,6 +136,13 @@ int64_t ustime(void);
 int64_t monotonic_us(void);
 
 
+
+/* Is the data set still being recovered? While it is, nothing may read it:
+ * clients get -LOADING and the workers touch no shard. Acquire: once it
+ * reads 0, everything recovery built is visible. */
+static inline int server_loading(void) {
+    return atomic_load_explicit(&server.loading, memory_order_acquire);
+}
 
 /* Ask every worker to stop (SHUTDOWN, SIGTERM): safe from any thread. */
 void server_request_shutdown(void);

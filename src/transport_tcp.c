@@ -309,7 +309,8 @@ long repl_frame_span(const uint8_t *p, size_t avail, char *why, size_t whylen) {
     memcpy(&klen, p + 16, 4);
     memcpy(&vlen, p + 20, 4);
     uint64_t len = (uint64_t)LOG_HDR_SIZE + klen + vlen;
-    if (p[4] == 0 || p[4] >= LOG_TYPE_MAX || len > LOG_MAX_ENTRY) {
+    /* LOG_LOSS never travels: only rowan-check-pool writes one, in place */
+    if (p[4] == 0 || p[4] >= LOG_TYPE_MAX || p[4] == LOG_LOSS || len > LOG_MAX_ENTRY) {
         snprintf(why, whylen, "malformed message header (type %u, length %llu)", p[4],
                  (unsigned long long)len);
         return -1;

@@ -1,8 +1,11 @@
 /* worker.c -- worker threads and the group commit that gates replies.
  *
- * Each worker runs its own libevent base and accepts on its own
- * SO_REUSEPORT listener, so the kernel spreads connections over workers and
- * no request is ever handed between threads.
+ * Each worker runs its own libevent base. The client port has one listening
+ * socket per `bind` address (listen.c: no SO_REUSEPORT, so a second server
+ * on the port fails instead of taking half the connections); worker 0
+ * accepts on all of them and hands each new connection to the next worker
+ * in turn, before anything is read from it, so no request is ever handed
+ * between threads.
  *
  * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
  * event (reading and executing commands), then before_sleep():
@@ -18,8 +21,15 @@
  * A reply is only written in step 4 and only once its versions are at or
  * below the watermarks, so no reply ever leaves ahead of its data.
  *
- * Cross-thread signals (wakeups, CLIENT KILL, SHUTDOWN) use event_active on
- * the worker's wake event; libevent's pthread support makes that safe. */
+ * Loading: the workers run (and accept) while recovery rebuilds the data
+ * set, so the port answers at once; until server_loading() turns 0 the
+ * dispatcher refuses what would read the data set (-LOADING) and the loop
+ * skips everything that touches shards (expiry, blocking, replication,
+ * group commit: nothing was written).
+ *
+ * Cross-thread signals (wakeups, handed connections, CLIENT KILL, SHUTDOWN)
+ * use event_active on the worker's events; libevent's pthread support makes
+ * that safe. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -33,6 +43,7 @@
 #include <event2/thread.h>
 #include "worker.h"
 #include "clean.h"
+#include "listen.h"
 #include "server.h"
 #include "shard.h"
 #include "client.h"
@@ -134,9 +145,11 @@ static int batch_land(worker *w, int slot) {
         moved |= shard_worker_landed(&server.shards[b->shards[i]], w->id, slot);
         b->mark[b->shards[i]] = 0;
     }
-    for (int i = 0; i < b->nsegs; i++) log_writer_sealed(&w->tlog, (uint32_t)b->segs[i]);
+    /* seal the segments its flush covered, record how far the t-log is durable */
+    log_writer_flushed(&w->tlog, &b->flush);
+    b->flush = (log_flush){.head = -1};
     repl_batch_reset(w, b);
-    b->nshards = b->nsegs = 0;
+    b->nshards = 0;
     if (b->syncing) w->nsyncing--;
     b->syncing = 0;
     publish_landed(w);
@@ -181,7 +194,7 @@ static int worker_launch(worker *w) {
         log_writer_sync(&w->tlog);
         atomic_store(&b->done, 1);
     } else {
-        b->nsegs = log_writer_detach(&w->tlog, b->segs);
+        log_writer_detach(&w->tlog, &b->flush);
         atomic_store(&b->done, 0);
         syncer_submit(w, &b->done);
     }
@@ -233,18 +246,21 @@ static void worker_handover(worker *w) {
 }
 
 static void worker_before_sleep(worker *w) {
-    /* blocking: serve clients blocked on keys that got elements (BLPOP...);
-     * first, so their pops join this round's batch. */
-    blocking_run_ready(w);
     /* pubsub: write messages other workers published to our clients. */
     pubsub_deliver(w);
     worker_fold_stats(w);
-    repl_worker_round(w);
-    rpcb_worker_round(w);
-    int moved = worker_land(w, 0);
-    worker_handover(w);
-    moved |= worker_launch(w);
-    if (moved) wake_waiting_workers(w);
+    if (!server_loading()) {
+        /* blocking: serve clients blocked on keys that got elements
+         * (BLPOP...); before the launch, so their pops join this round's
+         * batch. */
+        blocking_run_ready(w);
+        repl_worker_round(w);
+        rpcb_worker_round(w);
+        int moved = worker_land(w, 0);
+        worker_handover(w);
+        moved |= worker_launch(w);
+        if (moved) wake_waiting_workers(w);
+    }
     clients_evict();   /* maxmemory-clients: before output goes to evicted clients */
     worker_flush_clients(w);
     if (atomic_exchange(&w->kill_pending, 0)) clients_reap_killed(w);
@@ -260,14 +276,61 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
 static void cron_cb(evutil_socket_t fd, short what, void *arg) {
     worker *w = arg;
     /* before_sleep follows: held replies past replication-timeout fail there */
-    db_ctx_reset(&w->x);
-    db_active_expire(&w->x, 200);
+    if (!server_loading()) {
+        db_ctx_reset(&w->x);
+        db_active_expire(&w->x, 200);
+    }
     clients_cron(w);
 }
 
+/* ---------------- accepting ---------------- */
+
+/* The client port's listening sockets, bound by workers_listen() before the
+ * pool is opened; worker 0's loop accepts on them. */
+static int listen_fds[16];
+static int nlisten;
+static struct evconnlistener *listeners[16];
+
+/* A connection accepted by worker 0 for another worker. */
+struct handoff {
+    int fd;
+    int salen;
+    struct sockaddr_storage sa;
+};
+
+static void handoff_cb(evutil_socket_t fd, short what, void *arg) {
+    worker *w = arg;
+    pthread_mutex_lock(&w->handoff_mu);
+    struct handoff *q = w->handoffs;
+    int n = w->nhandoffs;
+    w->handoffs = NULL;
+    w->nhandoffs = w->caphandoffs = 0;
+    pthread_mutex_unlock(&w->handoff_mu);
+    for (int i = 0; i < n; i++) client_accept(w, q[i].fd, (struct sockaddr *)&q[i].sa, q[i].salen);
+    free(q);
+}
+
+static void handoff_push(worker *w, int fd, const struct sockaddr *sa, int salen) {
+    pthread_mutex_lock(&w->handoff_mu);
+    if (w->nhandoffs == w->caphandoffs) {
+        w->caphandoffs = w->caphandoffs ? w->caphandoffs * 2 : 16;
+        w->handoffs = realloc(w->handoffs, (size_t)w->caphandoffs * sizeof(struct handoff));
+    }
+    struct handoff *h = &w->handoffs[w->nhandoffs++];
+    h->fd = fd;
+    h->salen = salen < (int)sizeof(h->sa) ? salen : (int)sizeof(h->sa);
+    memcpy(&h->sa, sa, (size_t)h->salen);
+    pthread_mutex_unlock(&w->handoff_mu);
+    event_active(w->handoff_ev, EV_READ, 0);
+}
+
+/* Runs on worker 0: connections go to the workers in turn. */
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg) {
-    client_accept((worker *)arg, fd, sa, salen);
+    static unsigned next;
+    worker *w = server.workers[next++ % (unsigned)server.nworkers];
+    if (w == arg) client_accept(w, fd, sa, salen);
+    else handoff_push(w, fd, sa, salen);
 }
 
 static void accept_error_cb(struct evconnlistener *l, void *arg) {
@@ -277,56 +340,65 @@ static void accept_error_cb(struct evconnlistener *l, void *arg) {
 
 /* ---------------- creation ---------------- */
 
-static int listen_on(worker *w, const char *addr, int port, char *err, size_t errlen) {
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof(ss));
-    int len;
-    if (strchr(addr, ':')) {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        if (inet_pton(AF_INET6, addr, &a6->sin6_addr) != 1) goto bad;
-        len = sizeof(*a6);
-    } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        if (strcmp(addr, "*") == 0) addr = "0.0.0.0";
-        if (inet_pton(AF_INET, addr, &a4->sin_addr) != 1) goto bad;
-        len = sizeof(*a4);
-    }
-    unsigned flags = LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT |
-                     LEV_OPT_CLOSE_ON_EXEC;
-    struct evconnlistener *l = evconnlistener_new_bind(
-        w->base, accept_cb, w, flags, server.cfg.tcp_backlog, (struct sockaddr *)&ss, len);
-    if (!l) {
-        snprintf(err, errlen, "Could not create server TCP listening socket %s:%d: %s", addr, port,
-                 strerror(errno));
-        return -1;
-    }
-    evconnlistener_set_error_cb(l, accept_error_cb);
-    w->listeners[w->nlisteners++] = l;
-    return 0;
-bad:
-    snprintf(err, errlen, "Invalid bind address '%s'", addr);
-    return -1;
+/* The errors an optional ("-addr") bind address may fail with and be
+ * skipped, as in redis-server: the address or protocol does not exist here. */
+static int optional_ok(int e) {
+    return e == EADDRNOTAVAIL || e == ENOPROTOOPT || e == EPROTONOSUPPORT ||
+           e == ESOCKTNOSUPPORT || e == EPFNOSUPPORT || e == EAFNOSUPPORT;
 }
 
-static int worker_listen(worker *w, char *err, size_t errlen) {
+int workers_listen(char *err, size_t errlen) {
     char *copy = strdup(server.cfg.bind), *save = NULL;
     int rc = 0;
     for (char *a = strtok_r(copy, " ", &save); a && rc == 0; a = strtok_r(NULL, " ", &save)) {
-        if (w->nlisteners == (int)(sizeof(w->listeners) / sizeof(w->listeners[0]))) break;
-        rc = listen_on(w, a[0] == '-' ? a + 1 : a, server.cfg.port, err, errlen);
-        /* "-addr" means optional, as in redis.conf: a missing IPv6 stack is fine. */
-        if (rc && a[0] == '-') rc = 0;
-    }
-    free(copy);
-    if (rc == 0 && w->nlisteners == 0) {
-        snprintf(err, errlen, "No bind address to listen on");
+        int optional = a[0] == '-';
+        if (optional) a++;
+        if (nlisten == (int)(sizeof(listen_fds) / sizeof(listen_fds[0]))) {
+            snprintf(err, errlen, "Too many bind addresses");
+            rc = -1;
+            break;
+        }
+        char why[256];
+        int fd = listen_tcp(a, server.cfg.port, server.cfg.tcp_backlog, why, sizeof(why));
+        if (fd >= 0) {
+            listen_fds[nlisten++] = fd;
+            continue;
+        }
+        int e = errno;
+        snprintf(err, errlen, "Could not create server TCP listening socket %s:%d: %s", a,
+                 server.cfg.port, why);
+        if (optional && optional_ok(e)) {
+            serverLog(LL_WARNING, "Warning: %s", err);
+            continue;
+        }
         rc = -1;
     }
+    free(copy);
+    if (rc == 0 && nlisten == 0) {
+        snprintf(err, errlen, "Configured to not listen anywhere");
+        rc = -1;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < nlisten; i++) close(listen_fds[i]);
+        nlisten = 0;
+    }
     return rc;
+}
+
+/* Worker 0 accepts on every listening socket. */
+static int worker_attach_listeners(worker *w, char *err, size_t errlen) {
+    for (int i = 0; i < nlisten; i++) {
+        /* backlog 0: the socket is listening already */
+        listeners[i] = evconnlistener_new(w->base, accept_cb, w,
+                                          LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
+                                          listen_fds[i]);
+        if (!listeners[i]) {
+            snprintf(err, errlen, "Could not accept on the client port: %s", strerror(errno));
+            return -1;
+        }
+        evconnlistener_set_error_cb(listeners[i], accept_error_cb);
+    }
+    return 0;
 }
 
 static worker *worker_new(int id, char *err, size_t errlen) {
@@ -336,6 +408,8 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     w->base = event_base_new_with_config(cfg);
     event_config_free(cfg);
     w->wake_ev = event_new(w->base, -1, EV_PERSIST, wake_cb, w);
+    w->handoff_ev = event_new(w->base, -1, EV_PERSIST, handoff_cb, w);
+    pthread_mutex_init(&w->handoff_mu, NULL);
     w->cron_ev = event_new(w->base, -1, EV_PERSIST, cron_cb, w);
     int hz = server.cfg.hz > 0 ? server.cfg.hz : 10;
     struct timeval tv = {0, 1000000 / hz};
@@ -346,6 +420,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     for (int i = 0; i < SHARD_SLOTS; i++) {
         w->slots[i].shards = calloc((size_t)server.nshards, sizeof(uint16_t));
         w->slots[i].mark = calloc((size_t)server.nshards, 1);
+        w->slots[i].flush.head = -1;
     }
     repl_worker_init(w);
     rpcb_worker_init(w);
@@ -355,7 +430,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     w->round_calls = calloc((size_t)nc, sizeof(long long));
     w->round_usec = calloc((size_t)nc, sizeof(long long));
     w->round_failed = calloc((size_t)nc, sizeof(long long));
-    if (worker_listen(w, err, errlen) != 0) return NULL;
+    if (id == 0 && worker_attach_listeners(w, err, errlen) != 0) return NULL;
     return w;
 }
 
@@ -408,10 +483,16 @@ void workers_join(void) {
     /* the syncer outlives the workers: the control thread may still flush
      * (main stops it after replication) */
     for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
+    for (int l = 0; l < nlisten; l++)
+        if (listeners[l]) evconnlistener_free(listeners[l]);
+    nlisten = 0;
     for (int i = 0; i < server.nworkers; i++) {
         worker *w = server.workers[i];
+        for (int h = 0; h < w->nhandoffs; h++) close(w->handoffs[h].fd); /* never served */
+        free(w->handoffs);
+        w->handoffs = NULL;
+        w->nhandoffs = 0;
         clients_free_all(w);
-        for (int l = 0; l < w->nlisteners; l++) evconnlistener_free(w->listeners[l]);
         repl_worker_free(w);
         rpcb_worker_free(w);
         log_writer_seal(&w->tlog);

@@ -1,5 +1,6 @@
-/* worker.h -- worker threads: one libevent loop each, its own listener
- * (SO_REUSEPORT), its own t-log, and the group commit that gates replies.
+/* worker.h -- worker threads: one libevent loop each, the connections
+ * worker 0 accepted for it, its own t-log, and the group commit that gates
+ * replies.
  *
  * A worker's loop runs in rounds, like redis-server's: wait for events, run
  * every ready command (appending effects to the t-log), then in before_sleep
@@ -22,14 +23,17 @@
 struct client;
 struct rcommand;
 struct evconnlistener;
+struct handoff;
 
 typedef struct worker {
     int id;
     pthread_t thread;
     struct event_base *base;
-    struct evconnlistener *listeners[16];
-    int nlisteners;
     struct event *wake_ev;        /* activated from other threads */
+    struct event *handoff_ev;     /* worker 0 accepted connections for us */
+    pthread_mutex_t handoff_mu;
+    struct handoff *handoffs;     /* those connections (fd, peer address) */
+    int nhandoffs, caphandoffs;
     struct event *cron_ev;        /* server.cfg.hz timer */
     log_writer tlog;
     db_ctx x;                     /* for work the worker does on its own (expiry) */
@@ -42,8 +46,7 @@ typedef struct worker {
         uint64_t gen;             /* batch number, increasing per worker */
         int syncing;              /* submitted to the syncer, not landed yet */
         _Atomic int done;         /* set by the syncer when its flush completed */
-        int32_t segs[8];          /* t-log segments the batch filled */
-        int nsegs;
+        log_flush flush;          /* what its flush covers of the t-log */
         /* replication (repl.h): what each backup must ack before it lands */
         uint64_t peers;           /* mask of peers the batch's entries go to */
         struct repl_need *need;   /* [CLUSTER_MAX_NODES], NULL when not replicating */
@@ -77,7 +80,13 @@ typedef struct worker {
     uint64_t handover_seen;       /* last clean_handover_gen acted on */
 } worker;
 
-/* Create the workers and their listeners (fails with a message). */
+/* Bind the client port on every `bind` address (before the pool is opened,
+ * so a busy port or a bad address fails early). -1 with Redis's message:
+ * "Could not create server TCP listening socket 127.0.0.1:6379: bind:
+ * Address already in use". */
+int workers_listen(char *err, size_t errlen);
+/* Create the workers; worker 0 accepts on the sockets of workers_listen()
+ * (fails with a message). */
 int workers_create(int n, char *err, size_t errlen);
 void workers_start(void);
 void workers_join(void);

@@ -24,16 +24,23 @@
 #include "zk.h"
 
 static struct {
-    pthread_mutex_t mu;          /* handle replacement */
-    pthread_cond_t cv;           /* events for zk_wait */
+    /* The handle: every call holds hl shared while it uses zh; replacing
+     * or closing it holds hl exclusive, so no call uses a closed handle.
+     * Events have their own mutex (mu), which the ZooKeeper thread's
+     * watcher takes: zookeeper_close joins that thread, so it must never
+     * run under mu. */
+    pthread_rwlock_t hl;
     zhandle_t *zh;
+    pthread_mutex_t mu;          /* events */
+    pthread_cond_t cv;           /* events for zk_wait */
     char hosts[1024];
     int session_ms;
     _Atomic uint64_t session_id;
     _Atomic int64_t alive_us;
     _Atomic int connected, expired;
     uint64_t events;             /* under mu */
-} zk = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+} zk = {.hl = PTHREAD_RWLOCK_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
+        .cv = PTHREAD_COND_INITIALIZER};
 
 static void wake(void) {
     pthread_mutex_lock(&zk.mu);
@@ -66,18 +73,27 @@ static zhandle_t *handle_new(void) {
     return h;
 }
 
-/* The live handle, replaced first if its session expired. */
+/* The live handle, replaced first if its session expired, with hl held
+ * shared (handle_done releases it); NULL (nothing held) when closed. */
 static zhandle_t *handle(void) {
-    pthread_mutex_lock(&zk.mu);
-    if (zk.zh && atomic_load(&zk.expired)) {
-        serverLog(LL_WARNING, "ZooKeeper: session expired; opening a new one");
-        zookeeper_close(zk.zh);
-        zk.zh = handle_new();
+    if (atomic_load(&zk.expired)) {
+        pthread_rwlock_wrlock(&zk.hl);
+        if (zk.zh && atomic_load(&zk.expired)) {
+            serverLog(LL_WARNING, "ZooKeeper: session expired; opening a new one");
+            zookeeper_close(zk.zh);
+            zk.zh = handle_new();
+        }
+        pthread_rwlock_unlock(&zk.hl);
     }
-    zhandle_t *h = zk.zh;
-    pthread_mutex_unlock(&zk.mu);
-    return h;
+    pthread_rwlock_rdlock(&zk.hl);
+    if (!zk.zh) {
+        pthread_rwlock_unlock(&zk.hl);
+        return NULL;
+    }
+    return zk.zh;
 }
+
+static void handle_done(void) { pthread_rwlock_unlock(&zk.hl); }
 
 static int rc_of(int rc) {
     if (rc == ZOK) {
@@ -108,10 +124,11 @@ int zk_open(const char *hosts, int session_ms, int timeout_ms, char *err, size_t
     zoo_set_debug_level(ZOO_LOG_LEVEL_ERROR);
     snprintf(zk.hosts, sizeof(zk.hosts), "%s", hosts);
     zk.session_ms = session_ms;
-    pthread_mutex_lock(&zk.mu);
+    pthread_rwlock_wrlock(&zk.hl);
     zk.zh = handle_new();
-    pthread_mutex_unlock(&zk.mu);
-    if (!zk.zh) {
+    int ok = zk.zh != NULL;
+    pthread_rwlock_unlock(&zk.hl);
+    if (!ok) {
         snprintf(err, errlen, "zookeeper %s: %s", hosts, strerror(errno));
         return -1;
     }
@@ -125,14 +142,14 @@ int zk_open(const char *hosts, int session_ms, int timeout_ms, char *err, size_t
 }
 
 void zk_close(void) {
-    pthread_mutex_lock(&zk.mu);
+    pthread_rwlock_wrlock(&zk.hl);
     if (zk.zh) zookeeper_close(zk.zh);
     zk.zh = NULL;
-    pthread_mutex_unlock(&zk.mu);
+    pthread_rwlock_unlock(&zk.hl);
 }
 
 uint64_t zk_session_id(void) {
-    handle();
+    if (handle()) handle_done();
     return atomic_load(&zk.session_id);
 }
 
@@ -162,6 +179,7 @@ int zk_create(const char *path, const void *data, size_t len, int flags, char *o
     char tmp[1024];
     int rc = zoo_create(h, path, data, data ? (int)len : -1, &ZOO_OPEN_ACL_UNSAFE, mode,
                         out ? out : tmp, out ? (int)outlen : (int)sizeof(tmp));
+    handle_done();
     return rc_of(rc);
 }
 
@@ -175,6 +193,7 @@ int zk_get(const char *path, int watch, char **data, size_t *len, int *version) 
         struct Stat st;
         int rc = zoo_get(h, path, watch, buf, &n, &st);
         if (rc != ZOK) {
+            handle_done();
             free(buf);
             return rc_of(rc);
         }
@@ -183,6 +202,7 @@ int zk_get(const char *path, int watch, char **data, size_t *len, int *version) 
             cap = st.dataLength;
             continue;
         }
+        handle_done();
         if (n < 0) n = 0;
         buf[n] = 0;
         *data = buf;
@@ -197,13 +217,17 @@ int zk_set(const char *path, const void *data, size_t len, int version, int *new
     if (!h) return ZK_FAIL;
     struct Stat st;
     int rc = zoo_set2(h, path, data, (int)len, version, &st);
+    handle_done();
     if (rc == ZOK && new_version) *new_version = st.version;
     return rc_of(rc);
 }
 
 int zk_delete(const char *path, int version) {
     zhandle_t *h = handle();
-    return h ? rc_of(zoo_delete(h, path, version)) : ZK_FAIL;
+    if (!h) return ZK_FAIL;
+    int rc = zoo_delete(h, path, version);
+    handle_done();
+    return rc_of(rc);
 }
 
 static int cmp_names(const void *a, const void *b) {
@@ -215,6 +239,7 @@ int zk_children(const char *path, int watch, char ***names, int *n) {
     if (!h) return ZK_FAIL;
     struct String_vector sv = {0, NULL};
     int rc = zoo_get_children(h, path, watch, &sv);
+    handle_done();
     if (rc != ZOK) return rc_of(rc);
     char **out = calloc((size_t)(sv.count ? sv.count : 1), sizeof(char *));
     for (int i = 0; i < sv.count; i++) out[i] = strdup(sv.data[i]);
@@ -235,6 +260,7 @@ int zk_watch_exists(const char *path, int *exists) {
     if (!h) return ZK_FAIL;
     struct Stat st;
     int rc = zoo_wexists(h, path, watcher, NULL, &st);
+    handle_done();
     if (rc == ZOK) *exists = 1;
     else if (rc == ZNONODE) *exists = 0;
     return rc == ZNONODE ? rc_of(ZOK) : rc_of(rc);

@@ -397,6 +397,7 @@ class Server:
                                  or "redis-server")
         self.logfile = os.path.join(self.dir, "server.log")
         self.outfile = os.path.join(self.dir, "stdout.log")
+        self.env = None              # the process environment for the next start (None: ours)
         self.proc = None
         self.expected_exit = False   # set when we stop/kill it ourselves
         self.starts = 0
@@ -447,7 +448,7 @@ class Server:
         out = open(self.outfile, "ab")
         try:
             self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, cwd=self.dir)
+                                         stdin=subprocess.DEVNULL, cwd=self.dir, env=self.env)
         finally:
             out.close()
         self.starts += 1

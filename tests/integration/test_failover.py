@@ -9,7 +9,7 @@ is gone), and records every operation with its invocation and completion
 times and its outcome:
 
 - ok: the write was acknowledged, or the read returned this value;
-- fail: refused before it ran (-MOVED, -TRYAGAIN, -CLUSTERDOWN);
+- fail: refused before it ran (-MOVED, -TRYAGAIN, -CLUSTERDOWN, -LOADING);
 - unknown: anything else (connection lost, -NOREPLICAS after the
   replication timeout): the write may or may not have happened.
 
@@ -38,7 +38,7 @@ LEASE_MS = 200
 OPTS = {"cluster-lease-ms": LEASE_MS, "zookeeper-session-timeout": 1000, "pool-size": "64mb",
         "replication-timeout": 3000}
 CONN_ERRORS = (OSError, ConnectionClosed)
-NOT_RUN = ("MOVED", "TRYAGAIN", "CLUSTERDOWN")
+NOT_RUN = ("MOVED", "TRYAGAIN", "CLUSTERDOWN", "LOADING")
 
 
 # --------------------------------------------------------------------------
@@ -376,6 +376,57 @@ def test_kill9_primary_fails_over(mcl):
     owner = slot_map(cl)
     assert cl.nodes[victim].port not in set(owner)
     assert time.monotonic() - t_kill < 60
+    # what cluster clients and operators see: the victim failed, the rest ok
+    c = RespClient(survivors[0].port)
+    try:
+        lines = c.call("CLUSTER", "NODES").decode().splitlines()
+        info = c.call("CLUSTER", "INFO").decode()
+    finally:
+        c.close()
+    flags = {ln.split()[1].split("@")[0]: ln.split()[2] for ln in lines}
+    assert "fail" in flags["127.0.0.1:%d" % cl.nodes[victim].port].split(","), lines
+    assert all("fail" not in flags["127.0.0.1:%d" % nd.port] for nd in survivors), lines
+    assert "cluster_state:ok" in info and "cluster_slots_ok:16384" in info, info
+
+
+def test_manual_failover_hands_over(mcl):
+    """CLUSTER FAILOVER on a node: the CM hands it the shards it is the
+    first backup of (a planned switch: the old primary stays a member and
+    becomes their backup), under load, with nothing lost; the placement
+    stays (no automatic rebalance undoes it)."""
+    cl = mcl
+    ch = Checker(cl, seed=5)
+    ch.start()
+    ch.wait_acks(150)
+    nd = cl.nodes[1]
+    before = sum(1 for p in slot_map(cl) if p == nd.port)
+    term0 = int(rowan(nd)["cluster_term"])
+    c = RespClient(nd.port)
+    try:
+        assert c.call("CLUSTER", "FAILOVER") == "OK"
+        assert c.call("CLUSTER", "FAILOVER", "BOGUS") == RespError("ERR syntax error")
+    finally:
+        c.close()
+    assert wait_for(lambda: int(rowan(nd)["cluster_term"]) > term0, timeout=20.0)
+    wait_healthy(cl, n=3)
+    after = sum(1 for p in slot_map(cl) if p == nd.port)
+    assert after > before, (before, after)
+    ch.wait_acks(150, timeout=30.0)
+    time.sleep(1.0)   # CM ticks: a rebalance would show here
+    assert sum(1 for p in slot_map(cl) if p == nd.port) == after
+    ch.stop()
+    ch.verify()
+    wait_digests_agree(cl.nodes)
+
+
+def test_manual_failover_needs_a_managed_cluster(cluster_factory):
+    cl = cluster_factory(2, 2)
+    c = RespClient(cl.nodes[0].port)
+    try:
+        rep = c.call("CLUSTER", "FAILOVER")
+    finally:
+        c.close()
+    assert isinstance(rep, RespError) and "managed cluster" in rep.msg, rep
 
 
 def test_kill_cm_under_load(mcl):

@@ -434,8 +434,10 @@ class Writer(threading.Thread):
             if isinstance(rep, RespError):
                 # NOREPLICAS: a replica did not persist it in time (outcome
                 # unknown); TRYAGAIN: a restarted primary still checks the
-                # shard against its replicas (not run; unknown is safe).
-                status = "fail" if rep.msg.startswith(("NOREPLICAS", "TRYAGAIN")) else "error"
+                # shard against its replicas; LOADING: it is still recovering
+                # its pool (neither ran; unknown is safe).
+                status = "fail" if rep.msg.startswith(("NOREPLICAS", "TRYAGAIN", "LOADING")) \
+                    else "error"
             else:
                 status = "ok"
         except CONN_ERRORS as e:
@@ -908,18 +910,17 @@ def test_reply_waits_for_local_flush(server_factory):
                            "-e", "inject=fdatasync:delay_enter=%d" % STRACE_DELAY_US],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        # attached to every thread of the server
-        ntasks = len(os.listdir("/proc/%d/task" % srv.proc.pid))
-
+        # attached to every thread of the server (the set may shrink: the
+        # pool's zero-fill thread ends once its work is done)
         def traced():
-            n = 0
             for tid in os.listdir("/proc/%d/task" % srv.proc.pid):
                 try:
                     with open("/proc/%d/task/%s/status" % (srv.proc.pid, tid)) as f:
-                        n += any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f)
+                        if not any(l.startswith("TracerPid:") and l.split()[1] != "0" for l in f):
+                            return False
                 except OSError:
-                    pass
-            return n >= ntasks
+                    pass   # gone meanwhile
+            return True
         assert wait_for(traced, timeout=10), "strace did not attach: %s" % st.stderr.read1()
         time.sleep(0.3)
         conn = RawConn(srv.port)

@@ -79,7 +79,7 @@ static void setup(void) {
     server.cfg.workers = 1;
     free(server.cfg.logfile);
     server.cfg.logfile = strdup(log_path);
-    server.pool = pool_open(pool_path, (uint64_t)POOL_SEGS * POOL_SEG_SIZE, err, sizeof err);
+    server.pool = pool_open(pool_path, (uint64_t)POOL_SEGS * POOL_SEG_SIZE, 0, err, sizeof err);
     if (!server.pool) {
         fprintf(stderr, "pool_open %s: %s\n", pool_path, err);
         exit(2);

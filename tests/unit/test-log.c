@@ -511,7 +511,7 @@ static void test_pool_open_errors(const char *dir) {
     /* too small: nothing created */
     path_in(path, sizeof path, dir, "small");
     err[0] = 0;
-    CHECK(pool_open(path, 4ull * POOL_SEG_SIZE, err, sizeof err) == NULL);
+    CHECK(pool_open(path, 4ull * POOL_SEG_SIZE, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "at least"));
     struct stat st;
     CHECK(stat(path, &st) != 0);
@@ -521,7 +521,7 @@ static void test_pool_open_errors(const char *dir) {
     int fd = mkstemp(path);
     CHECK(fd >= 0);
     close(fd);
-    CHECK(pool_open(path, POOL_BYTES, err, sizeof err) == NULL);
+    CHECK(pool_open(path, POOL_BYTES, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "not a Rowan pool"));
     unlink(path);
 
@@ -531,24 +531,24 @@ static void test_pool_open_errors(const char *dir) {
     CHECK(ftruncate(fd, 6ll * POOL_SEG_SIZE) == 0);
     CHECK(pwrite(fd, "garbage!", 8, 0) == 8);
     close(fd);
-    CHECK(pool_open(path, POOL_BYTES, err, sizeof err) == NULL);
+    CHECK(pool_open(path, POOL_BYTES, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "bad magic"));
     unlink(path);
 
     /* a real pool, damaged in various ways */
     path_in(path, sizeof path, dir, "damaged");
-    pool *p = pool_open(path, 6ull * POOL_SEG_SIZE, err, sizeof err);
+    pool *p = pool_open(path, 6ull * POOL_SEG_SIZE, 0, err, sizeof err);
     CHECK(p != NULL);
     /* opened twice: refused */
     char err2[256];
-    CHECK(pool_open(path, 0, err2, sizeof err2) == NULL);
+    CHECK(pool_open(path, 0, 0, err2, sizeof err2) == NULL);
     CHECK(contains(err2, "in use"));
     pool_close(p);
     uint32_t v = 99;
     fd = open(path, O_RDWR);
     CHECK(pwrite(fd, &v, 4, 8) == 4); /* version */
     close(fd);
-    CHECK(pool_open(path, 0, err, sizeof err) == NULL);
+    CHECK(pool_open(path, 0, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "version"));
     v = POOL_VERSION;
     fd = open(path, O_RDWR);
@@ -556,27 +556,27 @@ static void test_pool_open_errors(const char *dir) {
     v = 77;
     CHECK(pwrite(fd, &v, 4, 32) == 4); /* nsegs */
     close(fd);
-    CHECK(pool_open(path, 0, err, sizeof err) == NULL);
+    CHECK(pool_open(path, 0, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "checksum"));
     unlink(path);
 
     /* a valid pool whose file was extended */
-    p = pool_open(path, 6ull * POOL_SEG_SIZE, err, sizeof err);
+    p = pool_open(path, 6ull * POOL_SEG_SIZE, 0, err, sizeof err);
     CHECK(p != NULL);
     pool_close(p);
     CHECK(truncate(path, 7ll * POOL_SEG_SIZE) == 0);
-    CHECK(pool_open(path, 0, err, sizeof err) == NULL);
+    CHECK(pool_open(path, 0, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "size"));
     unlink(path);
 
     /* a segment meta entry with an impossible state */
-    p = pool_open(path, 6ull * POOL_SEG_SIZE, err, sizeof err);
+    p = pool_open(path, 6ull * POOL_SEG_SIZE, 0, err, sizeof err);
     pool_close(p);
     uint8_t bogus = 9;
     fd = open(path, O_RDWR);
     CHECK(pwrite(fd, &bogus, 1, 4096 + 16 * 2) == 1);
     close(fd);
-    CHECK(pool_open(path, 0, err, sizeof err) == NULL);
+    CHECK(pool_open(path, 0, 0, err, sizeof err) == NULL);
     CHECK(contains(err, "segment 2"));
     unlink(path);
 }
@@ -584,7 +584,7 @@ static void test_pool_open_errors(const char *dir) {
 static void test_pool_basic(const char *dir) {
     char path[512], err[256];
     path_in(path, sizeof path, dir, "pool");
-    pool *p = pool_open(path, POOL_BYTES + 12345, err, sizeof err);
+    pool *p = pool_open(path, POOL_BYTES + 12345, 0, err, sizeof err);
     CHECK(p != NULL);
     if (!p) {
         fprintf(stderr, "pool_open: %s\n", err);
@@ -657,7 +657,7 @@ static void test_pool_basic(const char *dir) {
 
     /* reopen: meta kept, freed segment still zero, seq keeps rising */
     for (int round = 0; round < 3; round++) {
-        p = pool_open(path, 0, err, sizeof err);
+        p = pool_open(path, 0, 0, err, sizeof err);
         CHECK(p != NULL);
         if (!p)
             return;
@@ -684,13 +684,13 @@ static void test_pool_basic(const char *dir) {
      * increasing within and across opens. Freeing zeroes and syncs 4 MiB,
      * so on a disk-backed /tmp keep the count low. */
     int cycles = mode_pmem ? 2100 : 40;
-    p = pool_open(path, 0, err, sizeof err);
+    p = pool_open(path, 0, 0, err, sizeof err);
     uint64_t last = 0;
     int mono = 1;
     for (int i = 0; i < cycles; i++) {
         if (i == cycles / 2) {
             pool_close(p);
-            p = pool_open(path, 0, err, sizeof err);
+            p = pool_open(path, 0, 0, err, sizeof err);
         }
         int s = pool_seg_alloc(p, OWNER_CLEAN, 0, 0);
         uint64_t sq = pool_seg_meta(p, (uint32_t)s).seq;
@@ -780,7 +780,7 @@ static int verify_segment(pool *p, uint32_t seg, int first, char *scratch, int *
 static void test_writer_segments(const char *dir) {
     char path[512], err[256];
     path_in(path, sizeof path, dir, "wpool");
-    pool *p = pool_open(path, POOL_BYTES, err, sizeof err);
+    pool *p = pool_open(path, POOL_BYTES, 0, err, sizeof err);
     CHECK(p != NULL);
     if (!p)
         return;
@@ -835,7 +835,7 @@ static void test_writer_segments(const char *dir) {
 
     /* read everything back, after a reopen */
     pool_close(p);
-    p = pool_open(path, 0, err, sizeof err);
+    p = pool_open(path, 0, 0, err, sizeof err);
     CHECK(p != NULL);
     if (!p)
         return;
@@ -881,7 +881,7 @@ static void test_writer_segments(const char *dir) {
     CHECK_EQ_LL(sl2.n, 9);
     CHECK_EQ_LL(sl2.bad_state, 0);
     pool_close(p);
-    p = pool_open(path, 0, err, sizeof err);
+    p = pool_open(path, 0, 0, err, sizeof err);
     int ok = 0;
     for (int i = 0; i < 10; i++) {
         log_entry d;
@@ -970,7 +970,7 @@ static void *alloc_thread(void *arg) {
 static void test_pool_threads(const char *dir) {
     char path[512], err[256];
     path_in(path, sizeof path, dir, "tpool");
-    pool *p = pool_open(path, POOL_BYTES, err, sizeof err);
+    pool *p = pool_open(path, POOL_BYTES, 0, err, sizeof err);
     CHECK(p != NULL);
     if (!p)
         return;

@@ -11,20 +11,34 @@
  *   1. version order across writers (and inside one segment), next_ver and
  *      durable_ver, and a second recovery of the same pool;
  *   2. DEL vs SET by version;
- *   3. LOG_GROUP across shards: all applied; damaged: none applied (mid-log
- *      and at the tail); well-formed CRC but malformed sub-entries: none;
+ *   3. LOG_GROUP across shards: all applied; damaged (mid-log and as the
+ *      last entry): refused, and once the loss is accepted none applied;
+ *      well-formed CRC but malformed sub-entries: none;
  *   4. FLUSHDB of one physical db in one shard, and FLUSHALL as a group;
- *   5. torn tail: garbage / a half-written entry after the last entry;
- *   6. mid-segment corruption at several places of an entry, with resync;
- *      a damaged newer version falls back to the older valid one;
- *   7. USING / USED segments are COMMITTED afterwards, free ones stay free;
+ *   5. torn tail: garbage / a half-written entry after the durable end of an
+ *      open segment is dropped; stray bytes after a sealed segment's end too;
+ *   6. damage at several places of an entry (mid-log, the last entry of an
+ *      open or a sealed segment, zeroed entries): a standalone recovery
+ *      refuses, naming it, and changes nothing; rowan-check-pool's scan
+ *      finds the same regions; once their loss is accepted (LOG_LOSS) the
+ *      start reports it and a damaged newer version falls back to the
+ *      older valid one;
+ *   7. USING / USED segments are COMMITTED afterwards with their log's end,
+ *      free ones stay free;
  *   8. an entry in the wrong shard stops recovery with an error;
- *   9. LOG_DBMAP (SWAPDB) by version.
+ *   9. LOG_DBMAP (SWAPDB) by version;
+ *  10. bad bytes after an open segment's durable end with valid entries
+ *      after them: in flight at the crash, dropped with everything after;
+ *  11. a truncated pool: refused, salvaged by accepting the loss of the
+ *      segments the cut reached; intact segments survive;
+ *  12. (cluster mode, last: it cannot be undone) damage starts anyway and
+ *      marks exactly the shards that lost entries, or all when unreadable.
  *
  * Everything runs twice: on /tmp (block storage: entries staged and
  * pwrite'n) and, in a forked child, on /dev/shm with PMEM_IS_PMEM_FORCE=1
  * (entries encoded in the pool itself). libpmem decides pmem-ness once per
  * process, so the child sets the variable before touching libpmem. */
+#include "cluster.h"
 #include "config.h"
 #include "db.h"
 #include "hash.h"
@@ -40,6 +54,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,7 +94,8 @@ static void globals_init(void) {
     server.cfg.workers = NWORKERS;
     free(server.cfg.logfile);
     server.cfg.logfile = strdup(log_path);
-    server.pool = pool_open(pool_path, (uint64_t)POOL_SEGS * POOL_SEG_SIZE, err, sizeof err);
+    server.pool = pool_open(pool_path, (uint64_t)POOL_SEGS * POOL_SEG_SIZE, POOL_OPEN_SALVAGE,
+                            err, sizeof err);
     if (!server.pool) {
         fprintf(stderr, "pool_open %s: %s\n", pool_path, err);
         exit(2);
@@ -92,6 +108,7 @@ static void globals_init(void) {
     atomic_store(&server.stat.recovered_entries, -1);
     atomic_store(&server.stat.recovery_dropped_bytes, -1);
     atomic_store(&server.stat.recovery_corrupt_entries, -1);
+    atomic_store(&server.stat.recovery_accepted_losses, -1);
     db_ctx_init(&ctx, NULL, 0);
     rec_err[0] = 0;
 }
@@ -135,21 +152,6 @@ static void reopen(void) {
 }
 
 static int run_recovery(void) { return recovery_run(rec_err, sizeof rec_err); }
-
-static long long stat_dropped(void) { return atomic_load(&server.stat.recovery_dropped_bytes); }
-static long long stat_corrupt(void) { return atomic_load(&server.stat.recovery_corrupt_entries); }
-static long long stat_entries(void) { return atomic_load(&server.stat.recovered_entries); }
-
-/* Does the server log of this case contain needle? */
-static int log_has(const char *needle) {
-    FILE *fp = fopen(log_path, "r");
-    if (!fp) return 0;
-    static char buf[1 << 16];
-    size_t n = fread(buf, 1, sizeof buf - 1, fp);
-    fclose(fp);
-    buf[n] = 0;
-    return strstr(buf, needle) != NULL;
-}
 
 /* ---------------- keys, versions, lookups ---------------- */
 
@@ -197,6 +199,86 @@ static int holds(int db, const char *key, const char *val, uint64_t ver) {
     uint64_t v = 0;
     if (!get(db, key, buf, sizeof buf, &v)) return 0;
     return strcmp(buf, val) == 0 && (ver == 0 || v == ver);
+}
+
+static long long stat_dropped(void) { return atomic_load(&server.stat.recovery_dropped_bytes); }
+static long long stat_corrupt(void) { return atomic_load(&server.stat.recovery_corrupt_entries); }
+static long long stat_entries(void) { return atomic_load(&server.stat.recovered_entries); }
+
+/* Does the server log of this case contain needle? */
+static int log_has(const char *needle) {
+    FILE *fp = fopen(log_path, "r");
+    if (!fp) return 0;
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    return strstr(buf, needle) != NULL;
+}
+
+/* ---------------- damage: refusal, check, accepted loss ---------------- */
+
+#define MAX_FOUND 16
+typedef struct damage_list {
+    seg_damage d[MAX_FOUND];
+    int n;
+} damage_list;
+
+static void on_found(void *arg, const seg_damage *d) {
+    damage_list *f = arg;
+    if (f->n < MAX_FOUND) f->d[f->n++] = *d;
+}
+
+/* rowan-check-pool's scan: the damaged regions, changing nothing. */
+static void check_pool(damage_list *f, recovery_totals *t) {
+    recovery_hooks h = {.damage = on_found, .arg = f};
+    char err[256];
+    f->n = 0;
+    CHECK_EQ_LL(recovery_check(&h, t, err, sizeof err), 0);
+}
+
+static int pool_same_as(const uint8_t *copy) {
+    return memcmp(copy, pool_base(server.pool), pool_size(server.pool)) == 0;
+}
+
+static uint8_t *pool_copy(void) {
+    uint8_t *c = malloc(pool_size(server.pool));
+    memcpy(c, pool_base(server.pool), pool_size(server.pool));
+    return c;
+}
+
+/* A standalone start on a damaged pool: refused with a message that names
+ * the damage and the tool, nothing replayed, not a byte of the pool changed. */
+static void expect_refusal(void) {
+    uint8_t *before = pool_copy();
+    CHECK_EQ_LL(run_recovery(), -1);
+    CHECK(strstr(rec_err, "damaged") != NULL);
+    CHECK(strstr(rec_err, "rowan-check-pool --fix") != NULL);
+    CHECK(log_has("CORRUPTION"));
+    CHECK_EQ_LL(db_size(0), 0);
+    CHECK(pool_same_as(before));
+    free(before);
+}
+
+/* rowan-check-pool --fix: the scan finds `regions` regions; accepting them
+ * makes the next start succeed and report them. */
+static void accept_and_restart(int regions) {
+    damage_list f;
+    recovery_totals t;
+    check_pool(&f, &t);
+    CHECK_EQ_LL(f.n, regions);
+    CHECK_EQ_LL(t.damaged, regions);
+    char err[256];
+    CHECK_EQ_LL(recovery_fix(f.d, (size_t)f.n, 1700000000000LL, err, sizeof err), 0);
+    check_pool(&f, &t);
+    CHECK_EQ_LL(f.n, 0);
+    CHECK_EQ_LL(t.losses, regions);
+    reopen();
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK_EQ_LL(atomic_load(&server.stat.recovery_accepted_losses), regions);
+    CHECK(atomic_load(&server.stat.recovery_accepted_loss_bytes) >= 64 * regions);
+    CHECK(log_has("accepted loss"));
+    CHECK(log_has("rowan-check-pool --fix"));
 }
 
 /* ---------------- entries and writers ---------------- */
@@ -464,21 +546,31 @@ static void test_group_damaged(int at_tail) {
     /* byte 20 of the second sub-entry's value */
     flip(goff + LOG_HDR_SIZE + sub2 + LOG_HDR_SIZE + strlen(gd) + 20);
 
-    CHECK_EQ_LL(run_recovery(), 0);
+    /* Acknowledged (the group lies before the log's durable end): damage,
+     * also as the last entry, where it once passed for a torn tail. */
+    expect_refusal();
+    damage_list f;
+    recovery_totals t;
+    check_pool(&f, &t);
+    CHECK_EQ_LL(f.n, 1);
+    CHECK_EQ_LL(f.d[0].len, log_entry_span(glen));
+    CHECK_EQ_LL(f.d[0].follows, !at_tail);
+    uint8_t mark[NSHARDS] = {0};
+    CHECK(seg_damage_shards(&f.d[0], mark)); /* the sub-entries' headers are intact */
+    int marked = 0;
+    for (int i = 0; i < NSHARDS; i++) marked += mark[i];
+    CHECK_EQ_LL(marked, 2);
+    CHECK(mark[sid_of(gc)] && mark[sid_of(gd)]);
+    accept_and_restart(1);
     CHECK(!has(0, gc));
     CHECK(!has(0, gd));
     CHECK(holds(0, "before", "x", 0));
+    CHECK_EQ_LL(stat_dropped(), 0);
+    CHECK_EQ_LL(stat_corrupt(), 0);
     if (at_tail) {
-        CHECK_EQ_LL(stat_dropped(), (long long)glen);
-        CHECK_EQ_LL(stat_corrupt(), 0);
-        CHECK(log_has("dropped"));
-        CHECK(!log_has("CORRUPTION"));
         CHECK_EQ_LL(db_size(0), 1);
     } else {
         CHECK(holds(0, "after", "y", 0));
-        CHECK_EQ_LL(stat_corrupt(), 1);
-        CHECK_EQ_LL(stat_dropped(), 0);
-        CHECK(log_has("CORRUPTION"));
         CHECK_EQ_LL(db_size(0), 2);
     }
     /* The lost versions are not seen: those shards start over. */
@@ -557,6 +649,58 @@ static void test_flushdb(void) {
     teardown();
 }
 
+/* Re-syncs (log.h): the entries of a completed re-sync (flagged, at its
+ * version V, with its end record) replace the shard's older contents; the
+ * flagged entries of a later re-sync that a crash cut short (no end record)
+ * are not applied, and the copy is marked damaged. A shard with only a
+ * complete re-sync is not. */
+static log_entry mk_resync(log_entry e) {
+    e.flags = LOG_F_RESYNC;
+    return e;
+}
+
+static void test_resync(int cut) {
+    setup();
+    const int S = 4;
+    char a[32], b[32], c[32];
+    key_in(a, sizeof a, "r", S, 0);
+    key_in(b, sizeof b, "r", S, 1);
+    key_in(c, sizeof c, "r", S, 2);
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_CONTROL, 0);
+    /* history before the re-sync: a and c, versions 1-3 */
+    log_entry e = mk_set(0, a, "old-a", 1);
+    append(&w, &e);
+    e = mk_set(0, c, "old-c", 2);
+    append(&w, &e);
+    e = mk_set(0, a, "old-a2", 3);
+    append(&w, &e);
+    /* a complete re-sync at 20: a and b; its end record drops c */
+    e = mk_resync(mk_set(0, a, "sync-a", 20));
+    append(&w, &e);
+    e = mk_resync(mk_set(0, b, "sync-b", 20));
+    append(&w, &e);
+    log_entry end = mk_resync(mk_flush(S, 0xffff, 20));
+    append(&w, &end);
+    /* a write after it */
+    e = mk_set(0, b, "after-b", 21);
+    append(&w, &e);
+    if (cut) {   /* a second re-sync at 30, cut short before its end */
+        e = mk_resync(mk_set(0, a, "partial-a", 30));
+        append(&w, &e);
+    }
+    wdone(&w);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(holds(0, a, "sync-a", 20));
+    CHECK(holds(0, b, "after-b", 21));
+    CHECK(!has(0, c));
+    CHECK_EQ_LL(atomic_load(&shard_n(S)->damaged), cut);
+    CHECK_EQ_LL(next_ver_of(S), cut ? 31 : 22);
+    if (cut) CHECK(log_has("cut short"));
+    teardown();
+}
+
 /* FLUSHALL as db.c writes it: one group with a FLUSHDB (db 0xffff) per
  * shard. Keys of every db before it go, a key set after it stays. */
 static void test_flushall_group(void) {
@@ -600,8 +744,9 @@ static void test_flushall_group(void) {
 /* ================= 5. torn tail ================= */
 
 /* half: the tail is the first 100 bytes of a fourth entry (a write cut
- * short); otherwise 100 bytes of garbage at the next entry position. */
-static void test_torn_tail(int half) {
+ * short); otherwise 100 bytes of garbage at the next entry position.
+ * sealed: the segment was sealed, the bytes are strays after its end. */
+static void test_torn_tail(int half, int sealed) {
     setup();
     char vbuf[400];
     const char *k[4] = {"t1", "t2", "t3", "t4"};
@@ -611,8 +756,9 @@ static void test_torn_tail(int half) {
         log_entry e = mk_set(0, k[i], mk_val(vbuf, 100, i), nv(k[i]));
         append(&w, &e);
     }
-    wdone(&w);
     uint64_t tail = pool_seg_offset(server.pool, (uint32_t)w.seg) + w.pos;
+    if (sealed) log_writer_seal(&w);
+    wdone(&w);
     uint8_t junk[400];
     if (half) {
         log_entry e = mk_set(0, k[3], mk_val(vbuf, 300, 3), nv(k[3]));
@@ -631,8 +777,13 @@ static void test_torn_tail(int half) {
     CHECK_EQ_LL(stat_entries(), 3);
     CHECK_EQ_LL(stat_dropped(), 100);
     CHECK_EQ_LL(stat_corrupt(), 0);
-    CHECK(log_has("dropped"));
+    CHECK(log_has(sealed ? "stray bytes" : "torn log tail"));
     CHECK(!log_has("CORRUPTION"));
+    /* they were zeroed: the next start reads the same log, nothing to drop */
+    reopen();
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK_EQ_LL(stat_dropped(), 0);
+    CHECK_EQ_LL(db_size(0), 3);
     teardown();
 }
 
@@ -673,22 +824,212 @@ static void test_mid_corruption(int where, int with_old) {
         break;
     }
 
-    CHECK_EQ_LL(run_recovery(), 0);
+    expect_refusal();
+    accept_and_restart(1);
     int ok = 0;
     for (int i = 0; i < 5; i++)
         if (i != 1) ok += holds(0, k[i], mk_val(vbuf, 300, i), kv[i]);
     CHECK_EQ_LL(ok, 4);
     if (with_old) {
-        CHECK(holds(0, k[1], "old", oldv));
+        CHECK(holds(0, k[1], "old", oldv)); /* the accepted loss */
     } else {
         CHECK(!has(0, k[1]));
     }
     CHECK_EQ_LL(db_size(0), with_old ? 5 : 4);
-    CHECK_EQ_LL(stat_corrupt(), 1);
+    CHECK_EQ_LL(stat_corrupt(), 0);
     CHECK_EQ_LL(stat_dropped(), 0);
     CHECK_EQ_LL(stat_entries(), with_old ? 5 : 4);
-    CHECK(log_has("CORRUPTION"));
     teardown();
+}
+
+/* The newest entry of a key is the last entry of its segment (the case that
+ * once passed for a torn tail and served the older value): damaged (a
+ * flipped value byte) or zeroed whole, in an open segment (its durable end
+ * covers it) or a sealed one. */
+static void test_damaged_last_entry(int sealed, int zeroed) {
+    setup();
+    char vbuf[400];
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    uint64_t v1 = nv("last"), v2;
+    log_entry e = mk_set(0, "last", "older", v1);
+    append(&w, &e);
+    e = mk_set(0, "other", "o", nv("other"));
+    append(&w, &e);
+    v2 = nv("last");
+    e = mk_set(0, "last", mk_val(vbuf, 200, 9), v2);
+    uint64_t off = append(&w, &e);
+    if (sealed) log_writer_seal(&w);
+    wdone(&w);
+    uint32_t seg = pool_seg_of(server.pool, off);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, seg).state, sealed ? SEG_USED : SEG_USING);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, seg).end,
+                off - pool_seg_offset(server.pool, seg) + log_entry_span(log_entry_len(4, 200)));
+    if (zeroed) {
+        uint8_t z[256] = {0};
+        poke(off, z, log_entry_len(4, 200));
+    } else {
+        flip(off + LOG_HDR_SIZE + 4 + 100);
+    }
+    expect_refusal();
+    CHECK(!has(0, "last"));
+    /* the report names the key when its header is readable */
+    CHECK(log_has(zeroed ? "unreadable" : "\"last\""));
+    damage_list f;
+    recovery_totals t;
+    check_pool(&f, &t);
+    CHECK_EQ_LL(f.n, 1);
+    CHECK_EQ_LL(f.d[0].follows, 0);
+    CHECK_EQ_LL(f.d[0].off, off - pool_seg_offset(server.pool, seg));
+    uint8_t mark[NSHARDS] = {0};
+    CHECK_EQ_LL(seg_damage_shards(&f.d[0], mark), !zeroed);
+    if (!zeroed) CHECK(mark[sid_of("last")]);
+    accept_and_restart(1);
+    CHECK(holds(0, "last", "older", v1)); /* explicitly accepted */
+    CHECK(holds(0, "other", "o", 0));
+    teardown();
+}
+
+/* ================= 10. in flight after the durable end ================= */
+
+/* A synced entry, then two more never synced (in flight at the "crash"):
+ * bad bytes in the first of them, the second intact. Both were unacked:
+ * dropped with all that follows, no damage reported. */
+static void test_inflight_gap(void) {
+    setup();
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    log_entry e = mk_set(0, "durable", "d", nv("durable"));
+    append(&w, &e);
+    log_writer_sync(&w);
+    uint32_t seg = (uint32_t)w.seg;
+    uint32_t durable_end = w.pos;
+    CHECK_EQ_LL(pool_seg_meta(server.pool, seg).end, durable_end);
+    e = mk_set(0, "inflight1", "a", nv("inflight1"));
+    uint64_t a = append(&w, &e);
+    e = mk_set(0, "inflight2", "b", nv("inflight2"));
+    append(&w, &e);
+    uint32_t stop = w.pos;
+    free(w.stage); /* the crash: never synced, end not raised */
+    CHECK_EQ_LL(pool_seg_meta(server.pool, seg).end, durable_end);
+    flip(a + LOG_HDR_SIZE + 3);
+
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK(holds(0, "durable", "d", 0));
+    CHECK(!has(0, "inflight1"));
+    CHECK(!has(0, "inflight2"));
+    CHECK_EQ_LL(stat_corrupt(), 0);
+    CHECK(stat_dropped() > 0 && stat_dropped() <= stop - durable_end);
+    CHECK(!log_has("CORRUPTION"));
+    CHECK_EQ_LL(pool_seg_meta(server.pool, seg).state, SEG_COMMITTED);
+    CHECK_EQ_LL(pool_seg_meta(server.pool, seg).end, durable_end);
+    reopen();
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK_EQ_LL(stat_dropped(), 0);
+    CHECK_EQ_LL(db_size(0), 1);
+    teardown();
+}
+
+/* ================= 11. truncated pool ================= */
+
+/* Three writers, one segment each; the file is cut inside the second, so
+ * the third is gone entirely. */
+static void test_truncated(void) {
+    setup();
+    log_writer w[3];
+    uint64_t off[3][2];
+    char key[32];
+    for (int i = 0; i < 3; i++) {
+        log_writer_init(&w[i], server.pool, OWNER_WORKER, (uint16_t)i);
+        for (int j = 0; j < 2; j++) {
+            snprintf(key, sizeof key, "tr%d-%d", i, j);
+            log_entry e = mk_set(0, key, "v", nv(key));
+            off[i][j] = append(&w[i], &e);
+        }
+        wdone(&w[i]);
+    }
+    CHECK(pool_seg_of(server.pool, off[1][0]) < pool_seg_of(server.pool, off[2][0]));
+    uint64_t cut = off[1][1] + 20, size = pool_size(server.pool);
+    CHECK(pool_seg_of(server.pool, off[0][0]) < pool_seg_of(server.pool, cut));
+    globals_free();
+    CHECK_EQ_LL(truncate(pool_path, (off_t)cut), 0);
+    globals_init();
+    CHECK_EQ_LL(pool_missing_from(server.pool), cut);
+    expect_refusal();
+    CHECK(log_has("truncated"));
+    struct stat st;
+    CHECK(stat(pool_path, &st) == 0 && (uint64_t)st.st_size == cut); /* untouched */
+    accept_and_restart(2);
+    CHECK(stat(pool_path, &st) == 0 && (uint64_t)st.st_size == size);
+    CHECK_EQ_LL(pool_missing_from(server.pool), 0);
+    int ok = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 2; j++) {
+            snprintf(key, sizeof key, "tr%d-%d", i, j);
+            ok += has(0, key) == (i == 0 || (i == 1 && j == 0));
+        }
+    CHECK_EQ_LL(ok, 6);
+    teardown();
+}
+
+/* ================= 12. cluster mode ================= */
+
+/* Damage in a cluster node's pool: it starts, marks the shards that lost
+ * entries (and keeps marking them on later starts), and all shards when
+ * the damaged header is unreadable. */
+static void test_cluster_marks(int unreadable) {
+    setup();
+    char a[32], b[32];
+    key_in(a, sizeof a, "ca", 2, 0);
+    key_in(b, sizeof b, "cb", 5, 0);
+    log_writer w;
+    log_writer_init(&w, server.pool, OWNER_WORKER, 0);
+    log_entry e = mk_set(0, a, "va", nv(a));
+    uint64_t off = append(&w, &e);
+    e = mk_set(0, b, "vb", nv(b));
+    append(&w, &e);
+    wdone(&w);
+    if (unreadable) {
+        uint8_t z[64] = {0};
+        poke(off, z, 64);
+    } else {
+        flip(off + LOG_HDR_SIZE + strlen(a));
+    }
+    for (int round = 0; round < 2; round++) {
+        if (round) reopen();
+        CHECK_EQ_LL(run_recovery(), 0);
+        CHECK(!has(0, a));
+        CHECK(holds(0, b, "vb", 0));
+        CHECK_EQ_LL(stat_corrupt(), 1);
+        int marked = 0;
+        for (int i = 0; i < NSHARDS; i++) marked += shard_n(i)->damaged;
+        CHECK_EQ_LL(marked, unreadable ? NSHARDS : 1);
+        CHECK(shard_n(2)->damaged);
+        CHECK_EQ_LL(atomic_load(&server.stat.damaged_shards), marked);
+    }
+    CHECK(log_has("CORRUPTION"));
+    CHECK(log_has("fetched again"));
+    /* an accepted loss marks its shards too: the replicas have the data */
+    damage_list f;
+    recovery_totals t;
+    check_pool(&f, &t);
+    char err[256];
+    CHECK_EQ_LL(recovery_fix(f.d, (size_t)f.n, 1700000000000LL, err, sizeof err), 0);
+    reopen();
+    CHECK_EQ_LL(run_recovery(), 0);
+    CHECK_EQ_LL(stat_corrupt(), 0);
+    CHECK_EQ_LL(atomic_load(&server.stat.recovery_accepted_losses), 1);
+    CHECK(shard_n(2)->damaged);
+    CHECK(!shard_n(5)->damaged || unreadable);
+    teardown();
+}
+
+static void cluster_mode(void) {
+    char err[256];
+    CHECK_EQ_LL(cluster_add_node("n1", "127.0.0.1", 7000, 17000, err, sizeof err), 0);
+    CHECK_EQ_LL(cluster_set_self("n1", err, sizeof err), 0);
+    CHECK_EQ_LL(cluster_setup(NSHARDS, 1, err, sizeof err), 0);
+    CHECK(cluster_enabled());
 }
 
 /* ================= 7. segment states ================= */
@@ -824,16 +1165,26 @@ static void run_all(void) {
     test_group_malformed();
     test_flushdb();
     test_flushall_group();
-    test_torn_tail(0);
-    test_torn_tail(1);
+    test_resync(0);
+    test_resync(1);
+    test_torn_tail(0, 0);
+    test_torn_tail(1, 0);
+    test_torn_tail(0, 1);
     for (int where = DMG_VALUE; where <= DMG_TYPE; where++) test_mid_corruption(where, 0);
     test_mid_corruption(DMG_VALUE, 1);
     test_mid_corruption(DMG_KLEN, 1);
+    for (int sealed = 0; sealed < 2; sealed++)
+        for (int zeroed = 0; zeroed < 2; zeroed++) test_damaged_last_entry(sealed, zeroed);
     test_seal();
     test_shard_mismatch(BAD_OTHER_SHARD);
     test_shard_mismatch(BAD_OUT_OF_RANGE);
     test_shard_mismatch(BAD_IN_GROUP);
     test_dbmap();
+    test_inflight_gap();
+    test_truncated();
+    cluster_mode(); /* for good: last */
+    test_cluster_marks(0);
+    test_cluster_marks(1);
 }
 
 /* Run every case in a child with PMEM_IS_PMEM_FORCE=1 on /dev/shm and fold

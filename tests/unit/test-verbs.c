@@ -174,7 +174,7 @@ static void test_loopback(void) {
     /* both ends authenticate with it (peer_auth.c); the handshake response
      * must never land: the b-log check below counts exactly N entries */
     server.cfg.cluster_secret = (char *)"test-verbs-secret";
-    server.pool = pool_open(path, 8ull * POOL_SEG_SIZE, err, sizeof(err));
+    server.pool = pool_open(path, 8ull * POOL_SEG_SIZE, 0, err, sizeof(err));
     CHECK(server.pool != NULL);
     if (!server.pool) {
         fprintf(stderr, "pool_open: %s\n", err);

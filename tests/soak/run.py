@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+"""make soak: randomized crash cycles under load for a given time, each
+checked for every acknowledged write (tests/integration/ackcheck.py).
+
+    ROWAN_SERVER=build/release/rowan-server tests/soak/run.py --seconds 600
+
+Each cycle is one of the kinds in CYCLES, drawn at random: it runs the
+writers against a real rowan-server, cuts it at a random moment, restarts
+it and reads every writer's keys back. It returns (acknowledged writes
+checked, problems, acknowledged writes lost or wrong). At the end the soak
+prints the cycles run (per kind), the acknowledged writes checked and the
+writes lost, which must be 0 (the exit status is 1 otherwise).
+
+To add a kind of cycle (e.g. wipe-and-rejoin of a cluster node), write a
+function taking (soak) and returning (checked, problems, lost), and add it to
+CYCLES: soak.rng, soak.server() (a standalone server with a fresh or
+continued pool) and soak.load (the writers and their models) are there
+for it. A kind that needs its own servers (a cluster) can keep them on
+the Soak object between its cycles."""
+import argparse
+import os
+import random
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+from ackcheck import Load, kill9_cycle, powerloss_cycle  # noqa: E402
+from conftest import Server, ServerStartError  # noqa: E402
+
+
+class Soak:
+    """What the cycles share: one standalone server directory whose pool
+    carries on from cycle to cycle (the writers' models with it)."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+        self.srv = None
+        self.load = None
+
+    def server(self):
+        if self.srv is None:
+            self.srv = Server("rowan", extra={"pool-size": "64mb"})
+            self.load = Load(self.srv.port, nwriters=4, seed=self.rng.random())
+        return self.srv
+
+    def fresh(self):
+        """Start over with a new pool (after a failed cycle)."""
+        if self.srv is not None:
+            self.srv.cleanup()
+        self.srv = None
+        return self.server()
+
+    def close(self):
+        if self.srv is not None:
+            self.srv.cleanup()
+
+
+def cycle_kill9(soak):
+    srv = soak.server()
+    return kill9_cycle(srv, soak.load, soak.rng)
+
+
+def cycle_powerloss(soak):
+    srv = soak.server()
+    return powerloss_cycle(srv, soak.load, soak.rng)
+
+
+def cycle_powerloss_slow_flush(soak):
+    """Power loss with a slow device and early cuts: the widest window for
+    what the server does while a flush is in flight."""
+    srv = soak.server()
+    return powerloss_cycle(srv, soak.load, soak.rng, acks=(1, 200),
+                           sync_delay_ms=soak.rng.choice([20, 50]))
+
+
+CYCLES = {
+    "kill9": cycle_kill9,
+    "powerloss": cycle_powerloss,
+    "powerloss-slow-flush": cycle_powerloss_slow_flush,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("SOAK_SECONDS", 600)))
+    ap.add_argument("--seed", type=int, default=int(time.time()))
+    ap.add_argument("--kinds", default=",".join(CYCLES),
+                    help="comma-separated cycle kinds (default: all of %s)" % ", ".join(CYCLES))
+    args = ap.parse_args()
+    kinds = [k for k in args.kinds.split(",") if k]
+    for k in kinds:
+        if k not in CYCLES:
+            ap.error("unknown cycle kind %r" % k)
+    soak = Soak(args.seed)
+    print("soak: %.0f s of %s cycles, seed %d, server %s" % (
+        args.seconds, "/".join(kinds), args.seed, os.environ.get("ROWAN_SERVER")), flush=True)
+    counts = {k: 0 for k in kinds}
+    checked = lost = failed = 0
+    deadline = time.monotonic() + args.seconds
+    try:
+        while time.monotonic() < deadline:
+            kind = soak.rng.choice(kinds)
+            try:
+                n, problems, bad = CYCLES[kind](soak)
+            except (ServerStartError, AssertionError) as e:
+                n, problems, bad = 0, ["%s cycle failed: %s" % (kind, e)], 0
+            counts[kind] += 1
+            checked += n
+            lost += bad
+            if problems:
+                failed += 1
+                print("soak: cycle %d (%s) FAILED:\n  %s" % (
+                    sum(counts.values()), kind, "\n  ".join(problems[:5])), flush=True)
+                if soak.srv is not None:
+                    print("  server dir kept: %s" % soak.srv.dir, flush=True)
+                    soak.srv.own_dir = False
+                soak.fresh()
+            if sum(counts.values()) % 25 == 0:
+                print("soak: %d cycles, %d acknowledged writes checked, %d lost" % (
+                    sum(counts.values()), checked, lost), flush=True)
+    finally:
+        soak.close()
+    print("soak: cycles run: %d (%s)" % (sum(counts.values()),
+                                         ", ".join("%s %d" % kv for kv in counts.items())))
+    print("soak: acknowledged writes checked: %d" % checked)
+    print("soak: writes lost: %d" % lost)
+    if failed:
+        print("soak: %d cycles FAILED (see above)" % failed)
+    return 1 if lost or failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
