@@ -23,6 +23,7 @@
 #include "db.h"
 #include "db_shard.h"
 #include "digest.h"
+#include "deadline.h"
 #include "log.h"
 #include "pool.h"
 #include "server.h"
@@ -443,10 +444,7 @@ static void *digest_main(void *arg) {
     while (!atomic_load(&dg_stopping)) {
         pthread_mutex_lock(&dg_mu);
         if (!jobs && (!have_front || (cur_idx == front_idx && cur_pos == front_pos))) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += DIGEST_POLL_MS * 1000000L;
-            if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+            struct timespec ts = deadline_in_ms(CLOCK_REALTIME, DIGEST_POLL_MS);
             pthread_cond_timedwait(&dg_cv, &dg_mu, &ts);
         }
         int have = have_front;

@@ -13,6 +13,16 @@
  *     applies the shard's pending effects there and sends the re-sync from
  *     a thread of its own (it waits for the requester's acks).
  *
+ * Questions (BUS_SHARDINFO request): u64 the asker's term, then u16 per
+ * shard. A node whose configuration is older than the asker's refuses
+ * (RC_STALE_TERM) until it adopted the newer one: after a planned
+ * handover (rebalance, CLUSTER FAILOVER) the old primary is among the
+ * backups asked, and it stops serving the shard only when it adopts the
+ * new term; an answer from before that would miss writes it acknowledged
+ * afterwards. Once all answers are in, the digest thread applies again
+ * everything landed here (writes the old primary shipped meanwhile), then
+ * the shard is decided.
+ *
  * Answers (BUS_SHARDINFO response), per shard asked: u16 shard, u8 flags
  * (RC_DAMAGED: the copy may lack effects; RC_HERE: this node holds a copy
  * at all, i.e. is a backup of it), u64 largest version held, u64 version
@@ -34,6 +44,7 @@
 #include "digest.h"
 #include "le.h"
 #include "reconcile.h"
+#include "zk.h"
 #include "repl.h"
 #include "server.h"
 #include "shard.h"
@@ -42,6 +53,8 @@
 #define RC_HERE    0x2
 #define RC_ANSWER  19            /* bytes per shard in a SHARDINFO answer */
 #define RC_RETRY_US 250000
+#define RC_STALE_RETRY_US 5000       /* a peer still adopting the new term */
+#define RC_STALE_TERM "stale term"
 #define RC_ASK_TIMEOUT_MS 5000
 #define RC_FETCH_TIMEOUT_MS 600000
 
@@ -57,6 +70,7 @@ typedef struct rc_shard {
     int fetch_done;          /* its response came (status in fetch_status) */
     int fetch_status;
     uint64_t fetch_ver;
+    int reapplying;          /* answers complete: the digest applies again */
 } rc_shard;
 
 typedef struct rc_peer {
@@ -66,6 +80,7 @@ typedef struct rc_peer {
     uint8_t *answer;         /* a reply waiting for the manager (under rc.mu) */
     size_t alen;
     int failed;              /* the last call failed (under rc.mu) */
+    int stale;               /* it refused: its term is older (under rc.mu) */
 } rc_peer;
 
 static struct {
@@ -74,6 +89,8 @@ static struct {
     rc_peer peers[CLUSTER_MAX_NODES];
     _Atomic int pending, lost;
     _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
+    _Atomic int *reapplied;         /* [nshards]: the digest applied again */
+    int start_logged;               /* the startup phases were logged */
 } rc = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
 int reconcile_pending(void) { return atomic_load(&rc.pending); }
@@ -83,12 +100,19 @@ int reconcile_lost(void) { return atomic_load(&rc.lost); }
 
 typedef struct info_job {
     bus_req *req;
+    uint64_t term;
     int n;
     uint16_t ids[];
 } info_job;
 
 static void info_run(void *arg) {
     info_job *j = arg;
+    if (cluster_term() < j->term) {   /* see the file comment */
+        zk_poke();
+        bus_reply_error(j->req, RC_STALE_TERM);
+        free(j);
+        return;
+    }
     uint8_t *out = malloc((size_t)j->n * RC_ANSWER + 1), *p = out;
     for (int i = 0; i < j->n; i++) {
         int sid = j->ids[i];
@@ -108,12 +132,17 @@ static void info_run(void *arg) {
 
 static void on_shardinfo(bus_req *r, int node, const uint8_t *p, size_t n) {
     (void)node;
-    int cnt = (int)(n / 2);
+    if (n < 8) {
+        bus_reply_error(r, "malformed shard info request");
+        return;
+    }
+    int cnt = (int)((n - 8) / 2);
     info_job *j = malloc(sizeof(*j) + sizeof(uint16_t) * (size_t)(cnt ? cnt : 1));
     j->req = r;
+    j->term = le_get_u64(p);
     j->n = 0;
     for (int i = 0; i < cnt; i++) {
-        uint16_t sid = le_get_u16(p + 2 * i);
+        uint16_t sid = le_get_u16(p + 8 + 2 * i);
         if (sid < server.nshards) j->ids[j->n++] = sid;
     }
     digest_run(info_run, j);
@@ -188,6 +217,7 @@ void reconcile_init(void) {
     if (!cluster_enabled() || (cluster_replicas() < 2 && !cluster_managed())) return;
     rc.sh = calloc((size_t)server.nshards, sizeof(rc_shard));
     rc.activate = calloc((size_t)server.nshards, sizeof(*rc.activate));
+    rc.reapplied = calloc((size_t)server.nshards, sizeof(*rc.reapplied));
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
         if (!cluster_is_primary(s) || !cluster_backups_of(s)) continue;
@@ -215,6 +245,14 @@ void reconcile_begin(const uint16_t *ids, int n) {
     for (int i = 0; i < n; i++) digest_run(promote_run, (void *)(intptr_t)ids[i]);
 }
 
+/* Digest thread: what landed since the promotion (or the restart) is
+ * applied before the shard is decided (see the file comment). */
+static void reapply_run(void *arg) {
+    int sid = (int)(intptr_t)arg;
+    digest_apply_all(sid);
+    atomic_store(&rc.reapplied[sid], 1);
+}
+
 /* Shards whose promotion reached the manager: checked from scratch. */
 static void activate_promoted(void) {
     for (int s = 0; s < server.nshards; s++) {
@@ -222,6 +260,7 @@ static void activate_promoted(void) {
         if (!cluster_is_primary(s)) continue;   /* a newer configuration took it away */
         if (!rc.sh[s].active) atomic_fetch_add(&rc.pending, 1);
         rc.sh[s] = (rc_shard){.active = 1, .best_node = -1};
+        atomic_store(&rc.reapplied[s], 0);
     }
 }
 
@@ -234,6 +273,8 @@ static void info_cb(void *arg, int status, const uint8_t *p, size_t n) {
         pe->answer = malloc(n + 1);
         memcpy(pe->answer, p, n);
         pe->alen = n;
+    } else if (status == BUS_ERROR && n == strlen(RC_STALE_TERM) && !memcmp(p, RC_STALE_TERM, n)) {
+        pe->stale = 1;
     } else {
         pe->failed = 1;
     }
@@ -255,7 +296,8 @@ static size_t unanswered(int p, uint8_t *buf) {
 }
 
 static void ask_peers(int64_t now) {
-    uint8_t *buf = malloc((size_t)server.nshards * 2 + 2);
+    uint8_t *buf = malloc((size_t)server.nshards * 2 + 10);
+    le_put_u64(buf, cluster_term());
     for (int p = 0; p < cluster_nnodes(); p++) {
         rc_peer *pe = &rc.peers[p];
         if (p == cluster_self() || now < pe->next_try_us) continue;
@@ -263,12 +305,12 @@ static void ask_peers(int64_t now) {
         int busy = pe->asking || pe->answer;
         pthread_mutex_unlock(&rc.mu);
         if (busy) continue;
-        size_t n = unanswered(p, buf);
+        size_t n = unanswered(p, buf + 8);
         if (!n) continue;
         pthread_mutex_lock(&rc.mu);
         pe->asking = 1;
         pthread_mutex_unlock(&rc.mu);
-        bus_call(p, BUS_SHARDINFO, buf, n * 2, RC_ASK_TIMEOUT_MS, info_cb, pe);
+        bus_call(p, BUS_SHARDINFO, buf, 8 + n * 2, RC_ASK_TIMEOUT_MS, info_cb, pe);
     }
     free(buf);
 }
@@ -296,10 +338,11 @@ static void collect_answers(int64_t now) {
         pthread_mutex_lock(&rc.mu);
         uint8_t *a = pe->answer;
         size_t n = pe->alen;
-        int failed = pe->failed;
+        int failed = pe->failed, stale = pe->stale;
         pe->answer = NULL;
-        pe->failed = 0;
+        pe->failed = pe->stale = 0;
         pthread_mutex_unlock(&rc.mu);
+        if (stale) pe->next_try_us = now + RC_STALE_RETRY_US;
         if (a) {
             fold_answer(p, a, n);
             free(a);
@@ -411,6 +454,8 @@ static void check_fetch(int sid, int64_t now) {
     r->answered = 0;
     r->best_node = -1;
     r->best_ver = 0;
+    r->reapplying = 0;
+    atomic_store(&rc.reapplied[sid], 0);
 }
 
 static void decide(int sid, int64_t now) {
@@ -430,6 +475,13 @@ static void decide(int sid, int64_t now) {
         return;
     }
     if ((r->answered & cluster_backups_of(sid)) != cluster_backups_of(sid)) return;
+    if (!atomic_load(&rc.reapplied[sid])) {
+        if (!r->reapplying) {
+            r->reapplying = 1;
+            digest_run(reapply_run, (void *)(intptr_t)sid);
+        }
+        return;
+    }
     int damaged = atomic_load(&s->damaged);
     uint64_t mine = s->next_ver - 1;
     if (!damaged && (r->best_node < 0 || mine >= r->best_ver)) {
@@ -453,7 +505,17 @@ void reconcile_step(void) {
     int before = atomic_load(&rc.pending);
     for (int s = 0; s < server.nshards; s++)
         if (rc.sh[s].active) decide(s, now);
-    if (before && !atomic_load(&rc.pending))
+    if (before && !atomic_load(&rc.pending)) {
         serverLog(LL_NOTICE, "Reconcile: every shard this node is primary of was checked against "
                   "its replicas%s", atomic_load(&rc.lost) ? "; some are refused (see above)" : "");
+        /* the phases of a (cold) start, once */
+        if (!rc.start_logged) {
+            rc.start_logged = 1;
+            double total = (double)(mstime() - server.start_ms) / 1e3;
+            serverLog(LL_NOTICE, "Startup: every shard this node is primary of is served %.3f s "
+                      "after the process started (pool recovery %.3f s, then cluster join and "
+                      "reconcile with the replicas %.3f s)", total, server.recovery_seconds,
+                      total - server.recovery_seconds);
+        }
+    }
 }

@@ -22,6 +22,7 @@
 #include <zookeeper/zookeeper.h>
 #include "server.h"
 #include "zk.h"
+#include "deadline.h"
 
 static struct {
     /* The handle: every call holds hl shared while it uses zh; replacing
@@ -267,14 +268,7 @@ int zk_watch_exists(const char *path, int *exists) {
 }
 
 uint64_t zk_wait(uint64_t seen, int timeout_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = deadline_in_ms(CLOCK_REALTIME, timeout_ms);
     pthread_mutex_lock(&zk.mu);
     while (zk.events == seen && pthread_cond_timedwait(&zk.cv, &zk.mu, &ts) != ETIMEDOUT) {}
     uint64_t now = zk.events;

@@ -55,7 +55,10 @@ def alive_nodes(cl):
 def slot_map(cl):
     """slot -> port of its primary, from some live node's CLUSTER SLOTS."""
     for nd in alive_nodes(cl):
-        c = RespClient(nd.port, timeout=2.0)
+        try:
+            c = RespClient(nd.port, timeout=2.0)
+        except CONN_ERRORS:
+            continue
         try:
             slots = c.call("CLUSTER", "SLOTS")
         except CONN_ERRORS:
@@ -231,9 +234,9 @@ class Client(threading.Thread):
 
 
 class Checker:
-    def __init__(self, cl, nclients=4, nkeys=24, seed=1):
+    def __init__(self, cl, nclients=4, nkeys=24, seed=1, prefix="jk"):
         self.cl = cl
-        self.keys = ["jk%d" % i for i in range(nkeys)]
+        self.keys = ["%s%d" % (prefix, i) for i in range(nkeys)]
         self.hist = []
         self.clients = [Client(i, cl, self.keys, self.hist, seed * 100 + i) for i in range(nclients)]
 
@@ -529,6 +532,10 @@ def test_rejoin_and_cold_start(mcl):
     wait_digests_agree(cl.nodes)
     log = cl.nodes[0].log_tail(300) + cl.nodes[1].log_tail(300) + cl.nodes[2].log_tail(300)
     assert "joins" in log or "caught-up" in log
+    # the cold start's phases are logged by every node
+    for nd in cl.nodes:
+        tail = nd.log_tail(60)
+        assert "Recovery:" in tail and "joined" in tail and "Startup: every shard" in tail, tail
 
 
 def test_randomized_faults(mcl):

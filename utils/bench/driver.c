@@ -27,6 +27,7 @@
  * handed to hiredis preformatted: that skips hiredis's printf-style
  * formatter and its per-argument allocations. */
 #include "driver.h"
+#include "deadline.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -1031,14 +1032,7 @@ struct run *run_start(const struct bench_cfg *cfg, const struct slotmap *map,
 }
 
 bool run_wait(struct run *r, int timeout_ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = deadline_in_ms(CLOCK_MONOTONIC, timeout_ms);
     pthread_mutex_lock(&r->lock);
     if (r->running > 0)
         pthread_cond_timedwait(&r->cond, &r->lock, &ts);
