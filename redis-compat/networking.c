@@ -104,8 +104,14 @@ static void registry_add(worker *w, client *c) {
     pthread_mutex_unlock(&clients_lock);
 }
 
+/* Also takes c's memory out of server.clients_mem, BEFORE the part of it
+ * counted as being evicted: clients_evict() on another worker reads the
+ * two without the lock, and must never see the eviction undone while the
+ * memory still counts (it would evict other clients for memory that is
+ * already going). Nothing updates c->mem after this. */
 static void registry_remove(worker *w, client *c) {
     pthread_mutex_lock(&clients_lock);
+    atomic_fetch_sub(&server.clients_mem, (long long)atomic_load(&c->mem));
     if (c->evicting) atomic_fetch_sub(&clients_evicting, (long long)c->evicting);
     if (c->prev) c->prev->next = c->next;
     else w->clients = c->next;
@@ -891,7 +897,6 @@ static void client_free(client *c) {
     resp_parser_free(&c->parser);
     db_ctx_free(&c->x);
     free(c->name);
-    atomic_fetch_sub(&server.clients_mem, (long long)atomic_load(&c->mem));
     atomic_fetch_sub(&server.connected_clients, 1);
     free(c);
 }
