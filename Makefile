@@ -6,6 +6,7 @@
 #   make asan       build with AddressSanitizer and run the tests against it
 #   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
 #   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
+#   make soak-resp  long-lived connections against one server for SOAK_SECONDS
 #   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
 #                   with the acknowledged-write checker
 #   make bench      the benchmarks behind BENCHMARKS.md
@@ -55,7 +56,8 @@ BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 CHECK_POOL := $(BUILD)/rowan-check-pool
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak bench bench-unit clean
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench \
+        bench-unit clean
 all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
@@ -160,6 +162,15 @@ fuzz-long: deps
 	  tests/fuzz/fuzz-resp.c redis-compat/resp.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
+
+# The RESP soak (tests/soak/resp_soak.py) for longer than the 20 s that
+# `make test` runs: one server, long-lived connections sending random valid,
+# unknown, inline, empty and split requests (some writing whole pipelines
+# before reading), every reply checked, PING liveness checks after every
+# batch. SOAK_SECONDS as for `make soak`; SOAK_ARGS: e.g. --seed N --conns 8.
+soak-resp: $(SERVER)
+	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/resp_soak.py \
+	  --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 bench-unit: $(BENCH_UNIT)
 	@echo "== $(BENCH_UNIT)"; $(BENCH_UNIT)

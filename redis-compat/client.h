@@ -32,8 +32,8 @@ typedef struct held_reply {
 #define CLIENT_CLOSE_AFTER_REPLY (1 << 0)  /* QUIT, protocol error */
 #define CLIENT_CLOSE_ASAP        (1 << 1)  /* CLIENT KILL, output limit, etc. */
 #define CLIENT_PROTECTED_DENY    (1 << 2)
-#define CLIENT_READ_PAUSED       (1 << 3)  /* output back-pressure: socket not read */
-#define CLIENT_INPUT_LEFT        (1 << 4)  /* paused with commands left in qbuf */
+#define CLIENT_INPUT_EOF         (1 << 3)  /* EOF read while commands were left */
+#define CLIENT_INPUT_LEFT        (1 << 4)  /* back-pressure left commands in qbuf */
 
 typedef struct client {
     uint64_t id;

@@ -25,7 +25,8 @@
  *     the hard limit, then client_out_check applies Redis's hard/soft rules
  *     and closes the client, dropping its output;
  *   - back-pressure: a client with OUT_BACKPRESSURE bytes pending runs no
- *     more commands and is not read until it takes its replies;
+ *     more commands until it takes its replies (its socket is still read:
+ *     see client_process_input);
  *   - maxmemory-clients: the sum of all clients' buffers, enforced by
  *     evicting the biggest clients (clients_evict). */
 #include <errno.h>
@@ -57,8 +58,7 @@
 /* Compact the output buffer once this much of it has been sent. */
 #define OUT_COMPACT (64 * 1024)
 /* Back-pressure: a client with this much output unsent (held replies
- * included) runs no further commands and is not read from until it has
- * taken some of it. */
+ * included) runs no further commands until it has taken some of it. */
 #define OUT_BACKPRESSURE (256 * 1024)
 /* Output limits count unsent bytes beyond this many, as Redis's count its
  * reply list but not its 16 KB reply buffer: a small limit closes a client
@@ -104,8 +104,14 @@ static void registry_add(worker *w, client *c) {
     pthread_mutex_unlock(&clients_lock);
 }
 
+/* Also takes c's memory out of server.clients_mem, BEFORE the part of it
+ * counted as being evicted: clients_evict() on another worker reads the
+ * two without the lock, and must never see the eviction undone while the
+ * memory still counts (it would evict other clients for memory that is
+ * already going). Nothing updates c->mem after this. */
 static void registry_remove(worker *w, client *c) {
     pthread_mutex_lock(&clients_lock);
+    atomic_fetch_sub(&server.clients_mem, (long long)atomic_load(&c->mem));
     if (c->evicting) atomic_fetch_sub(&clients_evicting, (long long)c->evicting);
     if (c->prev) c->prev->next = c->next;
     else w->clients = c->next;
@@ -140,15 +146,17 @@ static void client_flags(const client *c, char *buf) {
 void client_info_line(client *c, rbuf *out) {
     char line[1024], flags[8];
     time_t now = time(NULL);
+    size_t argv_mem = resp_parser_mem(&c->parser);   /* arrays the parser keeps */
     client_flags(c, flags);
     int n = snprintf(line, sizeof(line),
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d "
-        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=0 multi-mem=0 rbs=%zu rbp=0 obl=0 oll=0 "
-        "omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s lib-ver=%s",
+        "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
+        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s "
+        "lib-ver=%s",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
-        c->qbuf.len, c->qbuf.cap - c->qbuf.len, c->qbuf.cap, c->out.b.len - c->sent,
+        c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
         atomic_load(&c->mem),
         c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
     rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
@@ -204,8 +212,10 @@ static int no_password(void) { return !server.cfg.requirepass || !server.cfg.req
  * APPEND, HSET, SADD...) is refused at the argument's header and its bytes
  * are dropped as they arrive instead of being buffered only to be refused
  * (a 400 MB SET costs no memory). A client that still has to authenticate
- * is answered NOAUTH the same way. Every other command (PUBLISH, ECHO,
- * lookups) takes the argument, as Redis does, up to proto-max-bulk-len. */
+ * is answered NOAUTH the same way (one that must give a password never gets
+ * here: the parser's unauthenticated limit stops it at 16384 bytes). Every
+ * other command (PUBLISH, ECHO, lookups) takes the argument, as Redis does,
+ * up to proto-max-bulk-len. */
 static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     client *c = ctx;
     const struct rcommand *cmd = command_lookup(name, nlen);
@@ -250,7 +260,7 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     resp_limits lim = {
         .max_bulk_len = server.cfg.proto_max_bulk_len, .max_multibulk = 1024 * 1024,
         .max_inline = 64 * 1024, .max_arg = DB_MAX_ARG_LEN, .arg_check = refuse_big_arg,
-        .arg_check_ctx = c,
+        .arg_check_ctx = c, .unauthenticated = !c->authenticated,
     };
     resp_parser_init(&c->parser, &lim);
     db_ctx_init(&c->x, w, w->id);
@@ -495,6 +505,15 @@ static void call_command(client *c) {
     slowlog_maybe_add(c, dt);
 }
 
+/* The parser's limits as of now: CONFIG SET proto-max-bulk-len applies to
+ * open connections too, and AUTH lifts the unauthenticated ones, as in
+ * Redis. */
+static void parser_limits(client *c) {
+    c->parser.lim.max_bulk_len =
+        __atomic_load_n(&server.cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
+    c->parser.lim.unauthenticated = !c->authenticated && !no_password();
+}
+
 /* One command, within c's output limits. */
 static void client_call(client *c) {
     client_out_prepare(c);
@@ -520,39 +539,34 @@ static int closing(const client *c) {
     return (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) || atomic_load(&c->killed);
 }
 
-/* Output back-pressure: stop reading c; commands still in its query buffer
- * wait there (CLIENT_INPUT_LEFT). */
-static void pause_reading(client *c) {
-    if (c->qbuf.len) c->flags |= CLIENT_INPUT_LEFT;
-    if (c->flags & CLIENT_READ_PAUSED) return;
-    c->flags |= CLIENT_READ_PAUSED;
-    event_del(c->ev_read);
-}
-
-/* c took enough of its output: read again, running what was left first. */
-static void resume_reading(client *c) {
-    if (!(c->flags & CLIENT_READ_PAUSED) || out_backlogged(c)) return;
-    c->flags &= ~CLIENT_READ_PAUSED;
-    event_add(c->ev_read, NULL);
-    if (c->flags & CLIENT_INPUT_LEFT) event_active(c->ev_read, EV_READ, 0);
+/* c took enough of its output: run the commands back-pressure left, from
+ * the read event (as if its socket had more), not from before_sleep. */
+static void resume_commands(client *c) {
+    if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c))
+        event_active(c->ev_read, EV_READ, 0);
 }
 
 /* Execute every complete command in the query buffer, until c's unsent
- * output reaches OUT_BACKPRESSURE: then the rest waits and c is not read
- * until it takes its replies. So a client that pipelines without reading
- * holds at most that much output (plus one command's reply) and a query
- * buffer of one read, however many commands it sends. */
+ * output reaches OUT_BACKPRESSURE: then the rest waits in the query buffer
+ * (CLIENT_INPUT_LEFT) until c takes its replies. So a client that
+ * pipelines without reading holds at most that much output (plus one
+ * command's reply) however many replies its commands make. Its socket is
+ * still read meanwhile (read_cb), up to client-query-buffer-limit: a client
+ * that writes its whole pipeline before reading a reply (redis-py,
+ * hiredis) is blocked in write() until we read, so a server that stopped
+ * reading it would wait for it for ever, and it for the server. What is
+ * left is at most one partial command, at offset 0, with room reserved for
+ * the rest of a large bulk being received. */
 static void client_process_input(client *c) {
-    size_t pos = 0;
+    size_t pos = 0, need = 0;
     /* blocking: a blocked client executes nothing until it is served. */
     while (pos < c->qbuf.len && !closing(c) && !blocking_is_blocked(c) && !out_backlogged(c)) {
-        size_t used = 0, need = 0;
+        size_t used = 0;
+        parser_limits(c);
         int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
         pos += used;
-        if (r == RESP_INCOMPLETE) {
-            if (need) rbuf_reserve(&c->qbuf, need);
-            break;
-        }
+        if (r == RESP_INCOMPLETE) break;
+        need = 0;
         if (r == RESP_DROPPED) continue;   /* bytes of a refused command */
         if (r == RESP_REFUSED) {
             reply_refused(c);
@@ -573,9 +587,12 @@ static void client_process_input(client *c) {
     }
     c->argc = 0;
     if (pos) rbuf_consume(&c->qbuf, pos);
+    if (need) rbuf_reserve(&c->qbuf, need);
     c->flags &= ~CLIENT_INPUT_LEFT;
-    if (out_backlogged(c) && !closing(c)) pause_reading(c);
-    if (c->out.b.len > c->sent || (c->flags & CLIENT_CLOSE_ASAP)) worker_add_pending(c->w, c);
+    if (out_backlogged(c) && !closing(c) && c->qbuf.len) c->flags |= CLIENT_INPUT_LEFT;
+    else if (c->flags & CLIENT_INPUT_EOF) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    if (c->out.b.len > c->sent || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)))
+        worker_add_pending(c->w, c);
     client_mem_update(c);
 }
 
@@ -587,16 +604,21 @@ void blocking_client_resume(client *c) { client_process_input(c); }
 static void read_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
     if (atomic_load(&c->killed)) return;   /* freed at the end of this round */
-    /* Commands left when back-pressure paused c run before the socket is
-     * read again, so the query buffer never grows while they wait. */
-    if (c->flags & CLIENT_INPUT_LEFT) {
-        client_process_input(c);
-        if (c->flags & (CLIENT_INPUT_LEFT | CLIENT_READ_PAUSED)) return;
-    }
+    /* Commands back-pressure left run first (resume_commands woke us). */
+    if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c)) client_process_input(c);
+    if (c->flags & CLIENT_INPUT_EOF) return;
     rbuf_reserve(&c->qbuf, READ_CHUNK);
     ssize_t n = read(fd, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n == 0 && (c->flags & CLIENT_INPUT_LEFT)) {
+            /* The client wrote its last command (and shut its side down)
+             * before reading its replies: the commands it sent still run,
+             * then it is closed after their replies. */
+            c->flags |= CLIENT_INPUT_EOF;
+            event_del(c->ev_read);
+            return;
+        }
         client_free(c);
         return;
     }
@@ -708,7 +730,7 @@ int client_flush(client *c) {
         client_free(c);
         return 0;
     }
-    resume_reading(c);
+    resume_commands(c);
     client_mem_update(c);
     if (c->nheld) return 1;
     /* Unsent but not held means the socket is full: the write event finishes. */
@@ -790,7 +812,7 @@ int client_out_check(client *c) {
 /* What maxmemory-clients counts for c: its buffers. (Queued MULTI commands
  * and undelivered pub/sub messages are not counted.) */
 static size_t client_mem(const client *c) {
-    return sizeof(*c) + c->qbuf.cap + c->out.b.cap + c->parser.arena.cap +
+    return sizeof(*c) + c->qbuf.cap + c->out.b.cap + resp_parser_mem(&c->parser) +
            (size_t)c->capheld * sizeof(held_reply);
 }
 
@@ -875,7 +897,6 @@ static void client_free(client *c) {
     resp_parser_free(&c->parser);
     db_ctx_free(&c->x);
     free(c->name);
-    atomic_fetch_sub(&server.clients_mem, (long long)atomic_load(&c->mem));
     atomic_fetch_sub(&server.connected_clients, 1);
     free(c);
 }
@@ -892,12 +913,15 @@ void clients_reap_killed(worker *w) {
 
 /* Give back the buffers an idle client no longer needs (Redis's
  * clientsCronResizeQueryBuffer / OutputBuffer): capacity never shrinks
- * otherwise, and one big reply would count against maxmemory-clients for
- * the rest of the connection. An empty query buffer holds no parser state
- * (the parser keeps offsets into it only while bytes are pending). */
+ * otherwise, and one big request or reply would count against
+ * maxmemory-clients for the rest of the connection. An empty query buffer
+ * holds no parser state (the parser keeps offsets into it only while bytes
+ * are pending, and a refused command's offsets restart at 0); the parser's
+ * own arrays go between commands (resp_parser_trim). */
 static void shrink_buffers(client *c) {
     if (c->qbuf.len == 0 && c->qbuf.cap > 2 * READ_CHUNK) rbuf_free(&c->qbuf);
     if (c->out.b.len == 0 && c->out.b.cap > OUT_COMPACT) rbuf_free(&c->out.b);
+    resp_parser_trim(&c->parser);
     client_mem_update(c);
 }
 

@@ -20,6 +20,12 @@
  * far are kept in the arena; when the last argument arrives they become
  * argv pointers straight into the caller's buffer (no copy).
  *
+ * A parser lives as long as its connection. Between commands it keeps argv
+ * arrays for RESP_KEEP_ARGS arguments and RESP_KEEP_ARENA bytes of arena;
+ * more, left by one large command (up to max_multibulk arguments), is freed
+ * when the next command starts, so memory follows the current command, not
+ * the largest one the connection ever sent.
+ *
  * Inline commands are rescanned from the start of the line on every call,
  * like Redis does; lines are short (at most lim.max_inline). The line is
  * split with Redis's sdssplitargs() rules into the arena, and argv points
@@ -66,6 +72,14 @@
 #define RESP_DEFAULT_MAX_BULK      (512LL * 1024 * 1024)
 #define RESP_DEFAULT_MAX_MULTIBULK (1024LL * 1024)
 #define RESP_DEFAULT_MAX_INLINE    ((size_t)64 * 1024)
+/* Redis's limits before AUTH when a password is required. */
+#define RESP_UNAUTH_MAX_MULTIBULK  10
+#define RESP_UNAUTH_MAX_BULK       16384
+/* What a parser keeps between commands: argv arrays for this many
+ * arguments and this much arena. More, left by one large command, is given
+ * back when the next one starts. */
+#define RESP_KEEP_ARGS  1024
+#define RESP_KEEP_ARENA ((size_t)128 * 1024)
 
 /* ====================== growable byte buffer ====================== */
 
@@ -178,6 +192,24 @@ void resp_parser_free(resp_parser *p) {
     parser_reset(p);
 }
 
+size_t resp_parser_mem(const resp_parser *p) {
+    return (size_t)p->argv_cap * (sizeof(*p->argv) + sizeof(*p->argvlen)) + p->arena.cap;
+}
+
+/* Between commands: give back what a large one left (the previous
+ * command's argv is invalid from here on anyway). */
+void resp_parser_trim(resp_parser *p) {
+    if (p->in_multibulk) return;
+    if (p->argv_cap > RESP_KEEP_ARGS) {
+        free(p->argv);
+        free(p->argvlen);
+        p->argv = NULL;
+        p->argvlen = NULL;
+        p->argv_cap = 0;
+    }
+    if (p->arena.cap > RESP_KEEP_ARENA) rbuf_free(&p->arena);
+}
+
 static int proto_error(resp_parser *p, const char *what) {
     snprintf(p->err, sizeof(p->err), "Protocol error: %s", what);
     parser_reset(p);
@@ -267,6 +299,8 @@ static int parse_count(resp_parser *p, const char *buf, size_t len, size_t *used
     if (found == 0 || cr + 1 >= len) return RESP_INCOMPLETE;
     if (!parse_ll(buf + 1, cr - 1, &n) || n > p->lim.max_multibulk || n > INT_MAX)
         return proto_error(p, "invalid multibulk length");
+    if (p->lim.unauthenticated && n > RESP_UNAUTH_MAX_MULTIBULK)
+        return proto_error(p, "unauthenticated multibulk length");
     if (n <= 0) {
         parser_reset(p);
         *used = cr + 2;
@@ -313,6 +347,8 @@ static int parse_bulk_header(resp_parser *p, const char *buf, size_t len) {
     }
     if (!parse_ll(buf + start + 1, cr - start - 1, &n) || n < 0 || n > p->lim.max_bulk_len)
         return proto_error(p, "invalid bulk length");
+    if (p->lim.unauthenticated && n > RESP_UNAUTH_MAX_BULK)
+        return proto_error(p, "unauthenticated bulk length");
     p->bulk_len = n;
     p->pos = cr + 2;
     if (p->discarding) p->skip_left = (unsigned long long)n + 2;
@@ -549,6 +585,7 @@ int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t
 
     if (!p->in_multibulk) {
         p->argc = 0;
+        resp_parser_trim(p);
         if (len == 0) return RESP_INCOMPLETE;
         if (buf[0] != '*') return parse_inline(p, buf, len, used);
         int r = parse_count(p, buf, len, used);

@@ -15,6 +15,8 @@
  *   "Protocol error: too big mbulk count string"
  *   "Protocol error: too big bulk count string"
  *   "Protocol error: unbalanced quotes in request"
+ *   "Protocol error: unauthenticated multibulk length"
+ *   "Protocol error: unauthenticated bulk length"
  *
  * Replies are appended to a resp_out buffer in RESP2 or RESP3 (HELLO 3); the
  * helpers pick the encoding so command code is written once. */
@@ -50,7 +52,7 @@ typedef const char *(*resp_arg_check_fn)(void *ctx, const char *name, size_t nle
 
 typedef struct resp_limits {
     long long max_bulk_len;     /* proto-max-bulk-len, default 512 MiB */
-    long long max_multibulk;    /* Redis: 1024*1024 for unauthenticated, INT_MAX after */
+    long long max_multibulk;    /* 1024*1024 (Redis 7 allows INT_MAX) */
     size_t max_inline;          /* PROTO_INLINE_MAX_SIZE, 64 KiB */
     /* Optional: a bulk header announcing more than max_arg bytes (for any
      * argument after the first) is shown to arg_check, which may refuse the
@@ -58,6 +60,11 @@ typedef struct resp_limits {
     long long max_arg;
     resp_arg_check_fn arg_check;
     void *arg_check_ctx;
+    /* A password is required and the client has not given it: as Redis,
+     * at most 10 arguments of at most 16384 bytes ("unauthenticated
+     * multibulk length" / "unauthenticated bulk length"), so a stranger
+     * cannot make the server buffer a large request. */
+    int unauthenticated;
 } resp_limits;
 
 typedef struct resp_parser {
@@ -81,6 +88,16 @@ typedef struct resp_parser {
 
 void resp_parser_init(resp_parser *p, const resp_limits *lim);
 void resp_parser_free(resp_parser *p);
+/* Heap bytes the parser holds (argv arrays and arena): CLIENT LIST's
+ * argv-mem. A parser gives back what one large command made it allocate
+ * when the next command starts (see resp.c), so a long-lived connection
+ * does not keep it. */
+size_t resp_parser_mem(const resp_parser *p);
+/* Between commands: give back what one large command made the parser
+ * allocate (resp_parse does it when the next command starts; an idle
+ * connection's cron may do it sooner). A no-op while a command is partly
+ * parsed. Invalidates the previous command's argv. */
+void resp_parser_trim(resp_parser *p);
 /* Parse one command from buf[0..len). Returns:
  *   RESP_COMMAND    p->argc/argv/argvlen describe it; *used bytes of buf were
  *                   consumed (the caller drops them after executing it).

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clean.h"
 #include "client.h"
 #include "cluster.h"
 #include "commands.h"
@@ -801,6 +802,10 @@ static void info_rowan_pool(rbuf *b)
     rbuf_appendf(b, "pool_segments:%u\r\n", (unsigned)n);
     rbuf_appendf(b, "pool_segments_free:%lld\r\npool_segments_using:%lld\r\n", by_state[SEG_FREE], by_state[SEG_USING]);
     rbuf_appendf(b, "pool_segments_used:%lld\r\npool_segments_committed:%lld\r\n", by_state[SEG_USED], by_state[SEG_COMMITTED]);
+    /* Why a write is refused: ordinary writes leave the reserve to DEL and
+     * the cleaner; clean_state says whether reclaimable space remains. */
+    rbuf_appendf(b, "pool_reserve_segments:%u\r\n", p ? db_reserve_segments() : 0);
+    rbuf_appendf(b, "pool_reclaimable_bytes:%lld\r\n", p ? (long long)clean_reclaimable_bytes() : 0LL);
     rbuf_appendf(b, "tlog_segments:%lld\r\nblog_segments:%lld\r\nclean_log_segments:%lld\r\n",
                  by_owner[OWNER_WORKER], by_owner[OWNER_CONTROL], by_owner[OWNER_CLEAN]);
     rbuf_appendf(b, "blog_segments_using:%lld\r\nblog_segments_used:%lld\r\n"
@@ -821,8 +826,10 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "held_replies:%lld\r\n", stat_get(&server.stat.held_replies));
     rbuf_appendf(b, "syncs:%lld\r\n", stat_get(&server.stat.syncs));
     rbuf_appendf(b, "oom_refused:%lld\r\n", stat_get(&server.stat.oom_refused));
+    rbuf_appendf(b, "oom_last_reason:%s\r\n", db_refusal_name(db_last_refusal()));
     if (!loading) rbuf_appendf(b, "index_memory:%lld\r\n", index_memory());
     rbuf_appendf(b, "clean_threshold:%d\r\n", server.cfg.clean_threshold);
+    rbuf_appendf(b, "clean_state:%s\r\n", clean_state_name(clean_state_now()));
     rbuf_appendf(b, "clean_segments:%lld\r\n", stat_get(&server.stat.clean_segments));
     rbuf_appendf(b, "clean_bytes_copied:%lld\r\n", stat_get(&server.stat.clean_bytes_copied));
     rbuf_appendf(b, "recovered_entries:%lld\r\n", stat_get(&server.stat.recovered_entries));

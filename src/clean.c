@@ -35,12 +35,29 @@
  * so cleaning it later is cheaper. The victim is the committed segment with
  * the fewest live bytes, if that is below clean-threshold percent.
  *
+ * Reclaiming: a refused write (db.c's refuse -> clean_note_refusal) wakes
+ * the cleaner at once and lifts the threshold until space is no longer low:
+ * then any committed segment with at least CLEAN_MIN_GAIN reclaimable bytes
+ * (dead entries, padding, the unused tail) is a victim, fewest live bytes
+ * first, as long as the reclaimable bytes plus the room left in the clean
+ * log's segment add up to a whole segment. Below that, cleaning could not
+ * win a free segment, which is what the refused write needs, so nothing is
+ * copied and the state is "full". Each reclaiming clean removes at least
+ * CLEAN_MIN_GAIN dead bytes and copies only live ones, so reclaiming ends.
+ * Freed space also hides in segments still being written (USING, never
+ * victims): a refusal asks every log writer to hand over its current
+ * segment if it holds CLEAN_MIN_GAIN reclaimable bytes (workers check
+ * clean_handover_gen every loop round; the cleaner does it for its own log
+ * when nothing else is left), so that a pool whose deleted data all sits in
+ * segments being written still becomes writable.
+ *
  * The cleaner has its own log writer and thread; it allocates with
  * keep_free 0, using the reserve that ordinary writes leave untouched. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "clean.h"
 #include "db.h"
@@ -54,6 +71,9 @@ static pthread_t clean_thread;
 static _Atomic int clean_stopping;
 static log_writer clean_log;
 static pthread_mutex_t clean_mutex = PTHREAD_MUTEX_INITIALIZER;
+
+/* The least a reclaiming clean must win: 1/64 segment (64 KiB). */
+#define CLEAN_MIN_GAIN ((int64_t)POOL_SEG_SIZE / 64)
 
 typedef struct clean_job {
     uint32_t seg;
@@ -163,21 +183,51 @@ int clean_segment(uint32_t seg) {
     return job.failed ? -1 : 0;
 }
 
-/* The committed segment with the lowest utilization below the threshold, or
- * -1. Segments the cleaner is writing are USING, so never picked. */
-static int64_t pick_victim(void) {
-    int64_t best = -1;
-    int64_t best_live = (int64_t)POOL_SEG_SIZE * server.cfg.clean_threshold / 100;
+/* What a pass over the segment table found. */
+typedef struct clean_scan {
+    int64_t victim;        /* committed segment with the fewest live bytes, or -1 */
+    int64_t victim_live;
+    int64_t reclaimable;   /* sum of POOL_SEG_SIZE - live over committed segments
+                            * with at least CLEAN_MIN_GAIN of it */
+} clean_scan;
+
+static void scan_segments(clean_scan *sc) {
+    sc->victim = -1;
+    sc->victim_live = INT64_MAX;
+    sc->reclaimable = 0;
     for (uint32_t s = 0; s < pool_nsegs(server.pool); s++) {
-        struct seg_meta m = pool_seg_meta(server.pool, s);
-        if (m.state != SEG_COMMITTED) continue;
+        if (pool_seg_meta(server.pool, s).state != SEG_COMMITTED) continue;
         int64_t live = pool_live_get(server.pool, s);
-        if (live < best_live) {
-            best_live = live;
-            best = s;
+        if ((int64_t)POOL_SEG_SIZE - live >= CLEAN_MIN_GAIN)
+            sc->reclaimable += (int64_t)POOL_SEG_SIZE - live;
+        if (live < sc->victim_live) {
+            sc->victim_live = live;
+            sc->victim = s;
         }
     }
-    return best;
+}
+
+/* Room left in the clean log's current segment: copies go there first. */
+static int64_t clean_log_room(void) {
+    return clean_log.seg < 0 ? 0 : (int64_t)POOL_SEG_SIZE - clean_log.pos;
+}
+
+/* The segment to clean now, or -1 (cleaner thread only: it reads the clean
+ * log). Segments the cleaner is writing are USING, so never picked.
+ * reclaim: writes are being refused (file comment). */
+static int64_t pick_victim(int reclaim) {
+    clean_scan sc;
+    scan_segments(&sc);
+    int64_t limit = (int64_t)POOL_SEG_SIZE * server.cfg.clean_threshold / 100;
+    if (reclaim && sc.reclaimable + clean_log_room() >= (int64_t)POOL_SEG_SIZE)
+        limit = (int64_t)POOL_SEG_SIZE - CLEAN_MIN_GAIN + 1;
+    return sc.victim_live < limit ? sc.victim : -1;
+}
+
+int64_t clean_reclaimable_bytes(void) {
+    clean_scan sc;
+    scan_segments(&sc);
+    return sc.reclaimable;
 }
 
 /* Free segments the cleaner tries to keep: an eighth of the pool, and never
@@ -190,22 +240,101 @@ static uint32_t clean_target(void) {
     return t > floor ? t : floor;
 }
 
+/* ---- state, wake-ups and hand-overs ---- */
+
+static _Atomic int clean_state = CLEAN_IDLE;
+static _Atomic int clean_refused;          /* a write was refused since the cleaner looked */
+static _Atomic uint64_t handover_gen;
+/* Only for sleeping: never held together with clean_mutex or a shard lock
+ * by the cleaner, so a worker may signal it with its shard locks held. */
+static pthread_mutex_t wake_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;
+
+static void clean_wake(void) {
+    pthread_mutex_lock(&wake_mutex);
+    pthread_cond_signal(&wake_cond);
+    pthread_mutex_unlock(&wake_mutex);
+}
+
+/* Sleep ms, or less if a refusal (or clean_stop) comes in meanwhile. */
+static void clean_sleep(int ms) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&wake_mutex);
+    if (!atomic_load(&clean_refused) && !atomic_load(&clean_stopping))
+        pthread_cond_timedwait(&wake_cond, &wake_mutex, &ts);
+    pthread_mutex_unlock(&wake_mutex);
+}
+
+void clean_note_refusal(void) {
+    atomic_store(&clean_refused, 1);
+    atomic_fetch_add(&handover_gen, 1);
+    clean_wake();
+}
+
+uint64_t clean_handover_gen(void) { return atomic_load(&handover_gen); }
+
+int clean_should_take(const log_writer *w) {
+    if (w->seg < 0) return 0;
+    return (int64_t)POOL_SEG_SIZE - pool_live_get(w->p, (uint32_t)w->seg) >= CLEAN_MIN_GAIN;
+}
+
+int clean_state_now(void) { return atomic_load(&clean_state); }
+
+const char *clean_state_name(int state) {
+    static const char *names[] = {"idle", "cleaning", "waiting", "reclaiming", "full"};
+    return state >= 0 && state <= CLEAN_FULL ? names[state] : "?";
+}
+
+/* Reclaiming found no victim: hand over the clean log's own segment if it
+ * holds enough dead bytes (entries relocated into it and deleted since).
+ * Only dead bytes count here, not its unused tail: a segment just copied
+ * has none, so cleaning it again could not loop. 1 if it was sealed. */
+static int seal_own_dead_segment(void) {
+    if (clean_log.seg < 0) return 0;
+    int64_t dead = (int64_t)clean_log.pos - pool_live_get(server.pool, (uint32_t)clean_log.seg);
+    if (dead < CLEAN_MIN_GAIN) return 0;
+    pthread_mutex_lock(&clean_mutex);
+    log_writer_seal(&clean_log);
+    pthread_mutex_unlock(&clean_mutex);
+    return 1;
+}
+
 static void *clean_main(void *arg) {
     pthread_setname_np(pthread_self(), "rowan-clean");
+    int reclaim = 0;
     while (!atomic_load(&clean_stopping)) {
-        if (pool_free_count(server.pool) >= clean_target()) {
-            usleep(5000);
+        if (atomic_exchange(&clean_refused, 0)) reclaim = 1;
+        if (!db_space_low()) reclaim = 0;
+        if (!reclaim && pool_free_count(server.pool) >= clean_target()) {
+            atomic_store(&clean_state, CLEAN_IDLE);
+            clean_sleep(5);
             continue;
         }
-        int64_t victim = pick_victim();
-        if (victim < 0 || clean_segment((uint32_t)victim) != 0) usleep(20000);
+        int64_t victim = pick_victim(reclaim);
+        if (victim < 0) {
+            if (reclaim && seal_own_dead_segment()) continue;
+            atomic_store(&clean_state, reclaim ? CLEAN_FULL : CLEAN_WAITING);
+            clean_sleep(20);
+            continue;
+        }
+        atomic_store(&clean_state, reclaim ? CLEAN_RECLAIMING : CLEAN_CLEANING);
+        if (clean_segment((uint32_t)victim) != 0) clean_sleep(20);
     }
     return NULL;
 }
 
+/* Waits while the cleaner is copying (it has a victim); the state is the
+ * cleaner's own, so no other thread reads its log writer. */
 void clean_wait_for_space(int timeout_ms) {
-    for (int waited = 0; waited < timeout_ms && db_space_low() && pick_victim() >= 0; waited++)
+    for (int waited = 0; waited < timeout_ms && db_space_low(); waited++) {
+        int st = atomic_load(&clean_state);
+        if (st != CLEAN_CLEANING && st != CLEAN_RECLAIMING) break;
         usleep(1000);
+    }
 }
 
 static int clean_running;
@@ -221,6 +350,7 @@ void clean_stop(void) {
     if (!clean_running) return; /* a shutdown during loading: never started */
     clean_running = 0;
     atomic_store(&clean_stopping, 1);
+    clean_wake();
     pthread_join(clean_thread, NULL);
     log_writer_sync(&clean_log);
 }

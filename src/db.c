@@ -26,6 +26,7 @@
  * keys, so entries and the index carry the physical db number. */
 #include <stdlib.h>
 #include <string.h>
+#include "clean.h"
 #include "cluster.h"
 #include "db.h"
 #include "db_shard.h"
@@ -39,19 +40,46 @@
 #include "worker.h"
 #include "util.h"
 
-const char *db_oom_error = "OOM command not allowed when the storage pool is full";
+#define OOM_TEXT "OOM command not allowed when the storage pool is full"
 
 const char *db_too_big_error =
     "ERR value too large: a key and its value must fit one 4 MiB log segment";
 
-const char *db_error_text(const db_ctx *x) {
-    return x->too_big ? db_too_big_error : db_oom_error;
+/* Why the last pool-full refusal happened, for INFO. */
+static _Atomic int last_refusal = DB_REFUSED_NONE;
+
+const char *db_refusal_name(int why) {
+    static const char *names[] = {"none", "too_big", "reclaiming", "live_data"};
+    return why >= 0 && why <= DB_REFUSED_LIVE_DATA ? names[why] : "?";
 }
 
-/* Refuse a write whose entry of len bytes cannot get log space. */
+int db_last_refusal(void) { return atomic_load(&last_refusal); }
+
+/* The -OOM text says why, from what the cleaner last found (clean.h): a
+ * pool with reclaimable space (or not yet looked at since the last refusal
+ * woke the cleaner) is worth retrying; one full of live data is not. */
+const char *db_error_text(const db_ctx *x) {
+    switch (x->refused) {
+    case DB_REFUSED_TOO_BIG:
+        return db_too_big_error;
+    case DB_REFUSED_LIVE_DATA:
+        return OOM_TEXT ": live data fills it; delete keys or use a larger pool-size";
+    default:
+        return OOM_TEXT ": the cleaner is reclaiming space, retry";
+    }
+}
+
+/* Refuse a write whose entry of len bytes cannot get log space. A full pool
+ * wakes the cleaner (it may reclaim above clean-threshold now). */
 static int refuse(db_ctx *x, size_t len) {
-    x->too_big = len > LOG_MAX_ENTRY;
-    if (!x->too_big) atomic_fetch_add(&server.stat.oom_refused, 1);
+    if (len > LOG_MAX_ENTRY) {
+        x->refused = DB_REFUSED_TOO_BIG;
+        return DB_OOM;
+    }
+    x->refused = clean_state_now() == CLEAN_FULL ? DB_REFUSED_LIVE_DATA : DB_REFUSED_RECLAIMING;
+    atomic_store(&last_refusal, x->refused);
+    atomic_fetch_add(&server.stat.oom_refused, 1);
+    clean_note_refusal();
     return DB_OOM;
 }
 

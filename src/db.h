@@ -37,10 +37,22 @@
 
 enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH };
 
-#define DB_OK   0
-#define DB_OOM  (-1)     /* the write was refused; db_error_text says why */
+/* Why a write was refused (db_ctx.refused, INFO's oom_last_reason). */
+enum db_refusal {
+    DB_REFUSED_NONE,
+    DB_REFUSED_TOO_BIG,      /* the entry cannot fit one log segment */
+    DB_REFUSED_RECLAIMING,   /* pool full; the cleaner is reclaiming space */
+    DB_REFUSED_LIVE_DATA,    /* pool full and nothing to reclaim */
+};
+const char *db_refusal_name(int why);
+/* Why the last pool-full refusal happened (DB_REFUSED_NONE if none yet). */
+int db_last_refusal(void);
 
-extern const char *db_oom_error; /* "OOM command not allowed when the storage pool is full" */
+#define DB_OK   0
+#define DB_OOM  (-1)     /* the write was refused; db_error_text says why: "OOM
+                          * command not allowed when the storage pool is full:
+                          * <why>", or a too-large entry */
+
 /* "ERR value too large: ..." for a key and value that cannot fit one entry. */
 extern const char *db_too_big_error;
 /* The longest argument any write could store: a log entry minus its header.
@@ -74,7 +86,7 @@ typedef struct db_ctx {
     /* dependencies of the reply being built */
     db_dep *deps;
     int ndeps, capdeps;
-    int too_big;           /* the last DB_OOM was an oversized entry, not a full pool */
+    int refused;           /* why the last DB_OOM: enum db_refusal */
     /* the dispatcher's routing of the command's first key, reused by db.c */
     const char *hint_key; size_t hint_klen; struct shard *hint_shard;
     /* batch state (private to db.c) */

@@ -344,6 +344,8 @@ static void log_writer_wrote_local(log_writer *w, uint64_t off, size_t len) {
         w->dirty_hi = off + len;
 }
 
+void log_writer_leave(log_writer *w) { close_current(w); }
+
 void log_writer_seal(log_writer *w) {
     close_current(w);
     log_writer_sync(w);

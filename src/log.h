@@ -221,6 +221,10 @@ void log_writer_flushed(log_writer *w, const log_flush *f);
  * backup logs, indexed as they land): the segment is COMMITTED at once
  * (Rowan-KV Fig. 6). */
 void log_writer_commit_sealed(log_writer *w, uint32_t seg);
+/* Leave the current segment as if it were full (it is sealed at the next
+ * sync, like any filled segment), so that the cleaner can take it. The next
+ * append allocates a fresh one. */
+void log_writer_leave(log_writer *w);
 /* Seal the current segment now (used at shutdown and by tests). */
 void log_writer_seal(log_writer *w);
 

@@ -42,6 +42,7 @@
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include "worker.h"
+#include "clean.h"
 #include "listen.h"
 #include "server.h"
 #include "shard.h"
@@ -174,7 +175,9 @@ static int worker_land(worker *w, int force) {
  * With every flight slot busy the batch keeps accumulating until one lands. */
 static int worker_launch(worker *w) {
     struct batch *b = &w->slots[w->acc];
-    if (b->nshards == 0) return 0;
+    /* A batch without versions still carries a segment handed to the
+     * cleaner (worker_handover): it is sealed when its flush lands. */
+    if (b->nshards == 0 && w->tlog.nclosed == 0) return 0;
     if (pool_is_pmem(server.pool) && !repl_active()) {
         log_writer_sync(&w->tlog); /* seals filled segments; entries were persisted as written */
         int moved = batch_land(w, w->acc);
@@ -232,6 +235,16 @@ static void worker_flush_clients(worker *w) {
     atomic_store(&w->waiting, waiting);
 }
 
+/* A refused write asked every log writer for its current segment (clean.h):
+ * leave it if the cleaner would win enough from it. Its dead bytes (and
+ * unused tail) are then reclaimable once the launch below seals it. */
+static void worker_handover(worker *w) {
+    uint64_t g = clean_handover_gen();
+    if (g == w->handover_seen) return;
+    w->handover_seen = g;
+    if (clean_should_take(&w->tlog)) log_writer_leave(&w->tlog);
+}
+
 static void worker_before_sleep(worker *w) {
     /* pubsub: write messages other workers published to our clients. */
     pubsub_deliver(w);
@@ -244,6 +257,7 @@ static void worker_before_sleep(worker *w) {
         repl_worker_round(w);
         rpcb_worker_round(w);
         int moved = worker_land(w, 0);
+        worker_handover(w);
         moved |= worker_launch(w);
         if (moved) wake_waiting_workers(w);
     }

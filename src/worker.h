@@ -77,6 +77,7 @@ typedef struct worker {
     _Atomic int waiting;          /* has replies held on other workers' versions */
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
+    uint64_t handover_seen;       /* last clean_handover_gen acted on */
 } worker;
 
 /* Bind the client port on every `bind` address (before the pool is opened,

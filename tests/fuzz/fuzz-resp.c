@@ -21,12 +21,13 @@
  *     last "\r\n"). An inline line is re-split by a reference splitter
  *     written the way Redis's sdssplitargs() walks a C string, and must give
  *     the same arguments or the same "unbalanced quotes" verdict.
- *  4. Three limit sets: Redis's defaults, tiny limits that put every
- *     "too big"/"invalid length" path within reach of short inputs, and
+ *  4. Four limit sets: Redis's defaults, tiny limits that put every
+ *     "too big"/"invalid length" path within reach of short inputs,
  *     tiny limits with an arg_check that refuses commands whose name starts
  *     with an odd byte, so refused commands are dropped (RESP_REFUSED, then
  *     RESP_DROPPED handing back their bytes) in every feeding mode with the
- *     same transcript.
+ *     same transcript, and the defaults for a client that has not
+ *     authenticated.
  *  5. Replies: a pseudo-random reply tree (all resp_add_* helpers, strings
  *     taken from the input) is encoded as RESP2 and as RESP3 and read back
  *     by a small independent reply reader that checks every element against
@@ -35,6 +36,23 @@
  *     quotes and escapes, must parse back to the same argv.
  *  6. resp_fmt_ldouble() text reads back within its 17 decimals, trimmed,
  *     never "-0".
+ *  7. A long-lived connection. The input drives a generator of many
+ *     commands (multibulk with up to 5,000 arguments, and in one stream of
+ *     16 up to 20,000 or a 270 KB argument; inline lines; empty requests),
+ *     one byte stream of up to 1 MB fed
+ *     through ONE parser the way networking.c does it: pieces appended at
+ *     random sizes, every complete command taken at an advancing offset,
+ *     the consumed prefix dropped once per round, room reserved for a bulk
+ *     still arriving, and now and then (the cron) an empty buffer freed and
+ *     the parser trimmed. Every command must come out exactly as generated,
+ *     in order; the stream then ends with an invalid request that must get
+ *     its exact error; and the parser must give back what the large
+ *     commands made it allocate (resp_parser_mem). The same stream goes
+ *     through a second parser whose arg_check refuses long arguments of
+ *     odd-named commands: exactly those must come out refused (their bytes
+ *     dropped), everything else as before.
+ *     This is where state left between commands (counters, offsets after
+ *     the buffer moved, a bulk length parsed across reads) would show.
  *
  * Any violation prints what went wrong and calls abort().
  *
@@ -287,6 +305,8 @@ static int known_error(const char *e) {
         "Protocol error: too big mbulk count string",
         "Protocol error: too big bulk count string",
         "Protocol error: unbalanced quotes in request",
+        "Protocol error: unauthenticated multibulk length",
+        "Protocol error: unauthenticated bulk length",
     };
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++)
         if (strcmp(e, texts[i]) == 0) return 1;
@@ -940,6 +960,265 @@ static void check_ldoubles(const uint8_t *data, size_t size) {
     check_one_ldouble(v);
 }
 
+/* ---------------- a long-lived connection ---------------- */
+
+/* The decisions of the stream generator: the input's bytes, then the
+ * input-seeded generator once they run out. */
+static const uint8_t *gsrc;
+static size_t gsrclen, gpos;
+static int gbig;            /* this stream may hold the huge commands */
+
+static unsigned gbyte(void) {
+    return gpos < gsrclen ? gsrc[gpos++] : (unsigned)(rnd() & 0xff);
+}
+
+/* Arguments of the command being generated, as offsets into one arena. */
+typedef struct gen_cmd {
+    rbuf bytes;             /* argument bytes back to back */
+    size_t *len;
+    int argc, cap;
+} gen_cmd;
+
+static void gen_arg(gen_cmd *g, size_t n, int safe) {
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    if (g->argc == g->cap) {
+        g->cap = g->cap ? g->cap * 2 : 16;
+        g->len = realloc(g->len, sizeof(size_t) * (size_t)g->cap);
+    }
+    rbuf_reserve(&g->bytes, n);
+    char *d = g->bytes.buf + g->bytes.len;
+    uint64_t bits = 0;
+    for (size_t i = 0; i < n; i++, bits >>= 8) {
+        if ((i & 7) == 0) bits = rnd();
+        d[i] = safe ? alnum[(bits & 0xff) % (sizeof(alnum) - 1)] : (char)(bits & 0xff);
+    }
+    /* keep some protocol bytes in binary payloads */
+    if (!safe && n >= 4 && (gbyte() & 1)) memcpy(d, "\r\n*$", 4);
+    g->bytes.len += n;
+    g->len[g->argc++] = n;
+}
+
+/* The stream's transcript is binary (the text one costs a printf per
+ * argument, and streams have many): argc, then each length and its bytes;
+ * an error is argc -1 and its text. */
+static void blog_argv(rbuf *log, int argc, const char *const *argv, const size_t *argvlen) {
+    rbuf_append(log, &argc, sizeof(argc));
+    for (int i = 0; i < argc; i++) {
+        rbuf_append(log, &argvlen[i], sizeof(size_t));
+        rbuf_append(log, argv[i], argvlen[i]);
+    }
+}
+
+static void blog_error(rbuf *log, const char *err) {
+    int m = -1;
+    rbuf_append(log, &m, sizeof(m));
+    rbuf_append(log, err, strlen(err) + 1);
+}
+
+static void gen_log(const gen_cmd *g, rbuf *log) {
+    int argc = g->argc;
+    size_t off = 0;
+    rbuf_append(log, &argc, sizeof(argc));
+    for (int i = 0; i < argc; i++) {
+        rbuf_append(log, &g->len[i], sizeof(size_t));
+        rbuf_append(log, g->bytes.buf + off, g->len[i]);
+        off += g->len[i];
+    }
+}
+
+/* The refusing connection's arg_check: refuse_odd for arguments longer
+ * than this. */
+#define STREAM_MAX_ARG 100
+
+static void blog_refused(rbuf *log) {
+    int m = -2;
+    rbuf_append(log, &m, sizeof(m));
+}
+
+/* Would a multibulk g be refused under refuse_odd and STREAM_MAX_ARG? At
+ * its first argument after the name longer than that, if the name starts
+ * with an odd byte. */
+static int gen_refused(const gen_cmd *g) {
+    if (g->argc < 2 || g->len[0] == 0 || !((unsigned char)g->bytes.buf[0] & 1)) return 0;
+    for (int i = 1; i < g->argc; i++)
+        if (g->len[i] > STREAM_MAX_ARG) return 1;
+    return 0;
+}
+
+/* Append one generated command to stream, its transcript to want, and
+ * its transcript for a connection refusing long arguments to want_ref. */
+static void gen_command(rbuf *stream, rbuf *want, rbuf *want_ref) {
+    gen_cmd g = {.argc = 0};
+    rbuf_init(&g.bytes);
+    unsigned kind = gbyte() % 10;
+    if (kind <= 5) {                                 /* multibulk */
+        unsigned a = gbyte();
+        int argc = (a & 15) != 15 ? 1 + (int)(a % 5) : (a & 64) ? 2000 + (int)rnd_below(3000)
+                 : (gbig && gbyte() % 4 == 0) ? 20000 : 300;
+        unsigned sz = gbyte();
+        for (int i = 0; i < argc; i++) {
+            size_t n = argc > 100 ? rnd_below(4)
+                     : (gbig && sz % 4 == 0 && i == argc - 1) ? 70000 + rnd_below(200000)
+                     : rnd_below(sz % 4 == 0 ? 2000 : 24);
+            gen_arg(&g, n, 0);
+        }
+        char hdr[32];
+        rbuf_append(stream, hdr, (size_t)snprintf(hdr, sizeof(hdr), "*%d\r\n", argc));
+        size_t off = 0;
+        for (int i = 0; i < argc; i++) {
+            if (g.len[i] < 10) {          /* most of them: no printf */
+                memcpy(hdr, "$0\r\n", 4);
+                hdr[1] = (char)('0' + g.len[i]);
+                rbuf_append(stream, hdr, 4);
+            } else {
+                rbuf_append(stream, hdr, (size_t)snprintf(hdr, sizeof(hdr), "$%zu\r\n", g.len[i]));
+            }
+            rbuf_append(stream, g.bytes.buf + off, g.len[i]);
+            rbuf_append(stream, "\r\n", 2);
+            off += g.len[i];
+        }
+    } else if (kind <= 7) {                          /* inline, plain tokens */
+        int argc = 1 + (int)(gbyte() % 6);
+        size_t off = 0;
+        for (int i = 0; i < argc; i++) gen_arg(&g, 1 + rnd_below(12), 1);
+        for (int i = 0; i < argc; i++) {
+            const char *sep = i == 0 ? "" : (gbyte() & 1) ? " " : " \t ";
+            rbuf_append(stream, sep, strlen(sep));
+            rbuf_append(stream, g.bytes.buf + off, g.len[i]);
+            off += g.len[i];
+        }
+        const char *end = (gbyte() & 1) ? "\r\n" : "\n";
+        rbuf_append(stream, end, strlen(end));
+    } else {                                         /* empty requests */
+        static const char *const empty[] = {"*0\r\n", "*-1\r\n", "\r\n", "\n", "  \t\r\n"};
+        const char *e = empty[gbyte() % 5];
+        rbuf_append(stream, e, strlen(e));
+    }
+    gen_log(&g, want);
+    if (kind <= 5 && gen_refused(&g)) blog_refused(want_ref);
+    else gen_log(&g, want_ref);
+    rbuf_free(&g.bytes);
+    free(g.len);
+}
+/* The invalid requests a stream may end with, and their errors. */
+static const char *const stream_bad[][2] = {
+    {"*1048577\r\n", "Protocol error: invalid multibulk length"},
+    {"*3000000000\r\n", "Protocol error: invalid multibulk length"},
+    {"*99999999999999999999\r\n", "Protocol error: invalid multibulk length"},
+    {"*2\r\n$4\r\nECHO\r\n$-1\r\n", "Protocol error: invalid bulk length"},
+    {"*2\r\n$4\r\nECHO\r\n$536870913\r\n", "Protocol error: invalid bulk length"},
+    {"*2\r\n$4\r\nECHO\r\n:5\r\n", "Protocol error: expected '$', got ':'"},
+    {"ECHO \"abc\r\n", "Protocol error: unbalanced quotes in request"},
+};
+
+/* Feed stream to one parser as networking.c's client_process_input does,
+ * logging every command and refusal, and as its cron does now and then
+ * between reads, give back an empty query buffer and let the parser trim
+ * (a no-op mid-command); returns 1 if it ended in an error. */
+static int feed_connection(resp_parser *p, const rbuf *stream, rbuf *log) {
+    rbuf q;
+    size_t fed = 0;
+    int errored = 0;
+    rbuf_init(&q);
+    while (!errored && fed < stream->len) {
+        unsigned r = gbyte();
+        size_t n = r < 64 ? 1 + r % 7 : r < 200 ? 1 + rnd_below(16384) : 1 + rnd_below(300000);
+        if (!gbig && r < 64 && stream->len - fed > 4096) n = 1 + rnd_below(4096);
+        if (n > stream->len - fed) n = stream->len - fed;
+        rbuf_reserve(&q, n);
+        memcpy(q.buf + q.len, stream->buf + fed, n);
+        q.len += n;
+        fed += n;
+        size_t pos = 0, used, need = 0;
+        while (pos < q.len) {
+            int rc = resp_parse(p, q.buf + pos, q.len - pos, &used, &need);
+            ENSURE(used <= q.len - pos, "used out of range");
+            pos += used;
+            if (rc == RESP_INCOMPLETE) break;
+            need = 0;
+            if (rc == RESP_DROPPED) continue;
+            if (rc == RESP_REFUSED) {
+                blog_refused(log);
+                continue;
+            }
+            if (rc == RESP_ERROR) {
+                ENSURE(known_error(p->err), "unknown error text");
+                blog_error(log, p->err);
+                errored = 1;
+                break;
+            }
+            ENSURE(used >= 1, "a command of no bytes");
+            blog_argv(log, p->argc, p->argv, p->argvlen);
+        }
+        if (pos) rbuf_consume(&q, pos);
+        if (need) rbuf_reserve(&q, need);
+        if ((gbyte() & 7) == 0) {            /* the cron */
+            if (q.len == 0 && q.cap > 32 * 1024) rbuf_free(&q);
+            resp_parser_trim(p);
+        }
+    }
+    rbuf_free(&q);
+    return errored;
+}
+
+/* One generated stream through one parser; fails unless the transcript
+ * is want. */
+static void run_stream(const rbuf *stream, const resp_limits *lim, const rbuf *want, int bad,
+                       const char *mode) {
+    resp_parser p;
+    rbuf got;
+    rbuf_init(&got);
+    resp_parser_init(&p, lim);
+    int errored = feed_connection(&p, stream, &got);
+    if (got.len != want->len || memcmp(got.buf, want->buf, want->len) != 0) {
+        size_t at = 0;
+        while (at < want->len && at < got.len && want->buf[at] == got.buf[at]) at++;
+        fprintf(stderr, "fuzz-resp: stream of %zu bytes: transcripts (%zu and %zu bytes) "
+                "differ from byte %zu\n", stream->len, want->len, got.len, at);
+        fail("a long-lived parser returned other commands than were sent", mode);
+    }
+    ENSURE(errored == bad, "stream verdict");
+    /* The next command starts: what the large ones needed is given back. */
+    size_t used, need;
+    ENSURE(resp_parse(&p, "", 0, &used, &need) == RESP_INCOMPLETE, "empty buffer");
+    ENSURE(resp_parser_mem(&p) <= 1024 * 2 * sizeof(size_t) + 128 * 1024,
+           "parser keeps what its largest command needed");
+    resp_parser_free(&p);
+    rbuf_free(&got);
+}
+
+static void check_stream(const uint8_t *data, size_t size) {
+    static const resp_limits plain = { .max_bulk_len = 512LL * 1024 * 1024,
+                                       .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024 };
+    static const resp_limits refusing = { .max_bulk_len = 512LL * 1024 * 1024,
+                                          .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024,
+                                          .max_arg = STREAM_MAX_ARG, .arg_check = refuse_odd };
+    rbuf stream, want, want_ref;
+    gsrc = data;
+    gsrclen = size;
+    gpos = 0;
+    rbuf_init(&stream);
+    rbuf_init(&want);
+    rbuf_init(&want_ref);
+    /* Huge commands (70,000 arguments, a 1 MB one) in one stream of 16:
+     * they cost most of the time. */
+    gbig = rnd_below(16) == 0;
+    int ncmds = 1 + (int)(size / 8 < 64 ? size / 8 : 64);
+    for (int i = 0; i < ncmds && stream.len < (gbig ? 1u << 20 : 64u << 10); i++)
+        gen_command(&stream, &want, &want_ref);
+    unsigned b = gbyte() % (sizeof(stream_bad) / sizeof(stream_bad[0]) + 1);
+    if (b > 0) {    /* 0: the stream ends cleanly */
+        rbuf_append(&stream, stream_bad[b - 1][0], strlen(stream_bad[b - 1][0]));
+        blog_error(&want, stream_bad[b - 1][1]);
+        blog_error(&want_ref, stream_bad[b - 1][1]);
+    }
+    run_stream(&stream, &plain, &want, b > 0, "stream");
+    run_stream(&stream, &refusing, &want_ref, b > 0, "stream refusing long arguments");
+    rbuf_free(&stream);
+    rbuf_free(&want);
+    rbuf_free(&want_ref);
+}
+
 /* ---------------- entry point ---------------- */
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -948,11 +1227,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static const resp_limits tiny = { .max_bulk_len = 40, .max_multibulk = 6, .max_inline = 24 };
     static const resp_limits refusing = { .max_bulk_len = 40, .max_multibulk = 6, .max_inline = 24,
                                           .max_arg = 3, .arg_check = refuse_odd };
+    static const resp_limits unauth = { .max_bulk_len = 512LL * 1024 * 1024,
+                                        .max_multibulk = 1024 * 1024, .max_inline = 64 * 1024,
+                                        .unauthenticated = 1 };
 
     rnd_state = hash_bytes(data, size);
     check_parser(data, size, &defaults);
     check_parser(data, size, &tiny);
     check_parser(data, size, &refusing);
+    check_parser(data, size, &unauth);
+    check_stream(data, size);
     check_replies(data, size);
     check_roundtrip(data, size);
     if (sizeof(long double) >= 10 && LDBL_MANT_DIG == 64) check_ldoubles(data, size);

@@ -453,6 +453,18 @@ static void test_limits(void) {
                          .max_inline = 64 * 1024 };
     CHECK_STREAM_LIM("*2147483647\r\n$1\r\na\r\n", "INCOMPLETE(20)", &huge);
     CHECK_STREAM_LIM("*2147483648\r\n", "ERR(Protocol error: invalid multibulk length)", &huge);
+    /* Before AUTH (a password is required): Redis's 10 arguments of at
+     * most 16384 bytes, each with its own text, after the general checks. */
+    resp_limits unauth = default_limits();
+    unauth.unauthenticated = 1;
+    CHECK_STREAM_LIM("*10\r\n$16384\r\n", "INCOMPLETE(13)", &unauth);
+    CHECK_STREAM_LIM("*11\r\n", "ERR(Protocol error: unauthenticated multibulk length)", &unauth);
+    CHECK_STREAM_LIM("*2147483648\r\n", "ERR(Protocol error: invalid multibulk length)", &unauth);
+    CHECK_STREAM_LIM("*1\r\n$16385\r\n", "ERR(Protocol error: unauthenticated bulk length)", &unauth);
+    CHECK_STREAM_LIM("*1\r\n$-1\r\n", "ERR(Protocol error: invalid bulk length)", &unauth);
+    CHECK_STREAM_LIM("GET a b c d e f g h i j k l\r\n",
+                     "13[3:GET][1:a][1:b][1:c][1:d][1:e][1:f][1:g][1:h][1:i][1:j][1:k][1:l];"
+                     "INCOMPLETE(0)", &unauth);    /* inline lines are bounded anyway */
     /* NULL or zero limits mean Redis's defaults. */
     resp_parser p;
     resp_parser_init(&p, NULL);
@@ -636,6 +648,42 @@ static void test_ldouble_format(void) {
     CHECK(strcmp(exact, "1") == 0);
 }
 
+/* A parser outlives its commands: what a huge one needed goes back when
+ * the next starts; a small one keeps its arrays (no realloc per command). */
+static void test_parser_memory(void) {
+    resp_parser p;
+    resp_limits lim = default_limits();
+    size_t used;
+    rbuf big;
+    rbuf_init(&big);
+    rbuf_append(&big, LIT("*100000\r\n"));
+    for (int i = 0; i < 100000; i++) rbuf_append(&big, LIT("$1\r\nx\r\n"));
+    resp_parser_init(&p, &lim);
+    CHECK_EQ_LL(resp_parse(&p, big.buf, big.len, &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(p.argc, 100000);
+    CHECK(resp_parser_mem(&p) >= 100000 * 2 * sizeof(size_t));
+    CHECK_EQ_LL(resp_parse(&p, LIT("*2\r\n$4\r\nECHO\r\n$1\r\ny\r\n"), &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(p.argc, 2);
+    size_t small = resp_parser_mem(&p);
+    CHECK(small <= 1024 * 2 * sizeof(size_t) + 128 * 1024);
+    CHECK_EQ_LL(resp_parse(&p, LIT("*1\r\n$4\r\nPING\r\n"), &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(resp_parser_mem(&p), small);
+    /* a large command still arriving keeps its arrays while it arrives */
+    CHECK_EQ_LL(resp_parse(&p, big.buf, big.len - 3, &used, NULL), RESP_INCOMPLETE);
+    size_t partial = resp_parser_mem(&p);
+    CHECK(partial >= 99999 * sizeof(size_t));
+    resp_parser_trim(&p);                    /* the cron, mid-command: nothing */
+    CHECK_EQ_LL(resp_parser_mem(&p), partial);
+    CHECK_EQ_LL(resp_parse(&p, big.buf, big.len, &used, NULL), RESP_COMMAND);
+    CHECK_EQ_LL(p.argc, 100000);
+    CHECK_EQ_LL(used, big.len);
+    CHECK(p.argv[99999] == big.buf + big.len - 3 && p.argvlen[99999] == 1);
+    resp_parser_trim(&p);                    /* the cron, between commands */
+    CHECK(resp_parser_mem(&p) <= small);
+    resp_parser_free(&p);
+    rbuf_free(&big);
+}
+
 /* arg_check for the tests: refuses SET, takes anything else. */
 static int arg_checks;
 static const char *refuse_set(void *ctx, const char *name, size_t nlen) {
@@ -737,6 +785,7 @@ static void test_out_limit(void) {
 
 int main(void) {
     test_rbuf();
+    test_parser_memory();
     test_multibulk_pipeline();
     test_multibulk_binary();
     test_multibulk_empty();
