@@ -9,9 +9,10 @@
  * failover. A tick computes at most one new configuration from those
  * facts, writes it with compare-and-set, and pushes it.
  *
- * Timing. A tick every cluster-lease-ms / 8. A member that renewed with
+ * Timing. A tick every cluster-lease-ms / 16. A member that renewed with
  * this CM is failed once its last grant + the lease + a margin (a tenth of
- * a lease) has passed; one that never renewed with this CM (it became CM
+ * a lease, for a worker preempted between its lease check and its write)
+ * has passed; one that never renewed with this CM (it became CM
  * after a crash of the previous one, or the whole cluster is starting) is
  * given two leases and the margin from the moment this CM took over when
  * this node held a lease before (the previous CM died: its leases were
@@ -544,7 +545,7 @@ static void become_cm(void) {
 static void *cm_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-cm");
-    int tick_ms = (int)(server.cfg.cluster_lease_ms / 8);
+    int tick_ms = (int)(server.cfg.cluster_lease_ms / 16);
     if (tick_ms < 2) tick_ms = 2;
     uint64_t seen = 0;
     int64_t last_check = 0;

@@ -150,7 +150,7 @@ static const struct option options[] = {
     /* managed cluster */
     { "zookeeper", T_STR, CFG(zookeeper), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
     { "cluster-name", T_STR, CFG(cluster_name), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
-    { "cluster-lease-ms", T_LL, CFG(cluster_lease_ms), OPT_IMMUTABLE, 20, 600000, "200", NULL, NULL },
+    { "cluster-lease-ms", T_LL, CFG(cluster_lease_ms), OPT_IMMUTABLE, 20, 600000, "150", NULL, NULL },
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },

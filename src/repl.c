@@ -667,7 +667,11 @@ static void *mgr_main(void *arg) {
             if (st == PEER_DOWN && now >= peers[p].next_try_us) mgr_session(p);
             else if (st == PEER_LIVE) mgr_commitvers(p);
         }
-        usleep(COMMITVER_INTERVAL_MS * 1000);
+        /* While shards wait to be reconciled (a failover, a restart) each
+         * of their steps (answers folded, digest re-applied, settled) is
+         * taken on the next round: 1 ms rounds keep a promotion to a few
+         * milliseconds instead of several CommitVer intervals. */
+        usleep(reconcile_pending() ? 1000 : COMMITVER_INTERVAL_MS * 1000);
     }
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) mgr_close(&peers[p]);
     return NULL;
