@@ -412,6 +412,23 @@ static int bootstrap(void) {
 
 /* ---------------- the tick ---------------- */
 
+/* One line per failed member at the moment it is found failed: the
+ * failover's first phase ends here (utils/bench-failover reads these
+ * timestamps; the commit line that follows gives the ZooKeeper write). */
+static void log_failures(const cluster_config *c, uint64_t failed, int64_t now) {
+    for (int i = 0; i < c->nnodes; i++) {
+        if (!cluster_mask_has(failed, i)) continue;
+        int64_t g = atomic_load(&cm.last_grant[i]);
+        if (g)
+            serverLog(LL_NOTICE, "CM: node %s failed: no lease renewal for %.1f ms (lease %lld ms)",
+                      c->nodes[i].name, (double)(now - g) / 1000, server.cfg.cluster_lease_ms);
+        else
+            serverLog(LL_NOTICE, "CM: node %s failed: no lease renewal with this CM in the %.1f ms "
+                      "since it became CM", c->nodes[i].name,
+                      (double)(now - cm.active_since) / 1000);
+    }
+}
+
 static void tick(void) {
     int64_t now = monotonic_us();
     cluster_config *cur = cm.cfg;
@@ -431,6 +448,7 @@ static void tick(void) {
     }
     if (failed) {
         int64_t t0 = now;
+        log_failures(c, failed, now);
         fail_nodes(c, failed, why, sizeof(why));
         cm.last_detect_us = t0;
         if (commit(c, why) == 0) {
