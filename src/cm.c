@@ -56,6 +56,7 @@ static struct {
     _Atomic uint64_t failover_wanted;  /* nodes that asked for CLUSTER FAILOVER */
     int warm;                      /* we held a lease before becoming CM (not a cold start) */
     int rebalance_due;             /* CM thread: learners became backups since the last rebalance */
+    _Atomic uint64_t failing;      /* members being failed: granted nothing (tick) */
     _Atomic long long commits, failovers, joins, handovers;
     int64_t last_failover_us;      /* kill..commit, last failover: detect, write (INFO) */
     int64_t last_detect_us, last_write_us;
@@ -78,8 +79,12 @@ int cm_lease_request(int node, uint64_t term, uint64_t *term_out) {
     uint64_t t = atomic_load(&cm.term);
     *term_out = t;
     if (term != t || !cluster_mask_has(atomic_load(&cm.members), node) || !zk_fresh()) return 0;
+    /* Record first, then look at `failing`; tick() sets `failing`, then
+     * reads the record. So either tick sees this grant and does not fail
+     * the node, or we see the node being failed and grant nothing: a node
+     * is never failed while a lease it was granted runs. */
     atomic_store(&cm.last_grant[node], now);
-    return 1;
+    return !cluster_mask_has(atomic_load(&cm.failing), node);
 }
 
 static void on_lease(bus_req *r, int node, const uint8_t *p, size_t n) {
@@ -447,6 +452,20 @@ static void tick(void) {
         if (now > deadline) failed |= 1ULL << i;
     }
     if (failed) {
+        /* No lease for them from now until the commit removed them from
+         * cm.members: the ZooKeeper write takes milliseconds, and a node
+         * that was paused may ask just then; a lease granted during the
+         * write would let it serve after the new primaries do. One that
+         * asked since the check above (granted, or refused by `failing`;
+         * see cm_lease_request) is left for the next tick. */
+        atomic_store(&cm.failing, failed);
+        for (int i = 0; i < c->nnodes; i++)
+            if (cluster_mask_has(failed, i) &&
+                atomic_load(&cm.last_grant[i]) + lease_us() + margin >= now)
+                failed &= ~(1ULL << i);
+        atomic_store(&cm.failing, failed);
+    }
+    if (failed) {
         int64_t t0 = now;
         log_failures(c, failed, now);
         fail_nodes(c, failed, why, sizeof(why));
@@ -455,6 +474,7 @@ static void tick(void) {
             atomic_fetch_add(&cm.failovers, 1);
             cm.last_failover_us = monotonic_us();
         }
+        atomic_store(&cm.failing, 0);
         return;
     }
     /* 2. nodes that registered, and nodes that came back */
