@@ -252,8 +252,9 @@ class Checker:
     def wait_acks(self, n, timeout=30.0):
         base = self.acks()
         ok = wait_for(lambda: self.acks() >= base + n, timeout=timeout, interval=0.05)
-        assert ok, "only %d writes acknowledged in %.0f s (want %d more)" % (
-            self.acks() - base, timeout, n)
+        assert ok, "only %d writes acknowledged in %.0f s (want %d more)%s" % (
+            self.acks() - base, timeout, n,
+            "".join("; client %d died: %r" % (c.cid, c.error) for c in self.clients if c.error))
 
     def stop(self):
         for c in self.clients:
