@@ -10,6 +10,7 @@
 #   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
 #                   with the acknowledged-write checker
 #   make bench      the benchmarks behind BENCHMARKS.md
+#   make bench-failover  kill -9 failovers: managed Rowan against Redis Cluster
 #
 # Every variant builds into build/<variant>/; the default variant's server is
 # also linked at src/rowan-server, where the README and tests expect it.
@@ -56,7 +57,7 @@ BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 CHECK_POOL := $(BUILD)/rowan-check-pool
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench \
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
         bench-unit clean
 all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
@@ -186,6 +187,12 @@ bench: all
 	  /usr/bin/python3 utils/bench-compare $(BENCH_ARGS)
 	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) \
 	  /usr/bin/python3 utils/bench-replication $(BENCH_ARGS)
+
+# failover under write load: kill -9 of a primary, a managed 3-node Rowan
+# cluster (ZooKeeper) against Redis Cluster (utils/bench-failover; minutes:
+# Redis at its default cluster-node-timeout needs ~20 s per kill).
+bench-failover: all
+	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 utils/bench-failover $(FAILOVER_ARGS)
 
 clean:
 	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool
