@@ -595,6 +595,13 @@ void repl_config_changed(const cluster_config *old) {
         atomic_store(&peers[p].retire, 1);
         peers[p].next_try_us = 0;
     }
+    /* A pending re-sync is owed only to the shard's current peers, and only
+     * while we are its primary: a peer that left (a backup that died while
+     * reconcile waited for its re-sync) would otherwise hold the shard
+     * unserved for good (check_settled waits for repl_resync_pending). One
+     * that comes back gets a catch-up or an `added` re-sync below. */
+    for (int sid = 0; resync_need && sid < server.nshards; sid++)
+        atomic_fetch_and(&resync_need[sid], cluster_is_primary(sid) ? shard_peers(sid) : 0);
     /* shards we keep serving that got new peers: each new one gets a
      * re-sync of the shard (a session's catch-up, if it has none yet).
      * So does a learner that became a backup: while it was a learner,
