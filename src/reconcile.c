@@ -211,6 +211,18 @@ static void on_fetch(bus_req *r, int node, const uint8_t *p, size_t n) {
 
 /* ---------------- asking (the primary) ---------------- */
 
+/* The phases of a (cold) start, once: when every shard this node is
+ * primary of is served, so at once when it has none to check. */
+static void log_startup(void) {
+    if (rc.start_logged) return;
+    rc.start_logged = 1;
+    double total = (double)(mstime() - server.start_ms) / 1e3;
+    serverLog(LL_NOTICE, "Startup: every shard this node is primary of is served %.3f s "
+              "after the process started (pool recovery %.3f s, then cluster join and "
+              "reconcile with the replicas %.3f s)", total, server.recovery_seconds,
+              total - server.recovery_seconds);
+}
+
 void reconcile_init(void) {
     bus_register(BUS_SHARDINFO, on_shardinfo);
     bus_register(BUS_FETCH, on_fetch);
@@ -229,6 +241,8 @@ void reconcile_init(void) {
     if (n)
         serverLog(LL_NOTICE, "Reconcile: %d shards wait for their replicas to confirm this node "
                   "holds their whole history before they are served", n);
+    else
+        log_startup();
 }
 
 /* Digest thread: a promoted shard's copy takes in everything this node
@@ -508,14 +522,6 @@ void reconcile_step(void) {
     if (before && !atomic_load(&rc.pending)) {
         serverLog(LL_NOTICE, "Reconcile: every shard this node is primary of was checked against "
                   "its replicas%s", atomic_load(&rc.lost) ? "; some are refused (see above)" : "");
-        /* the phases of a (cold) start, once */
-        if (!rc.start_logged) {
-            rc.start_logged = 1;
-            double total = (double)(mstime() - server.start_ms) / 1e3;
-            serverLog(LL_NOTICE, "Startup: every shard this node is primary of is served %.3f s "
-                      "after the process started (pool recovery %.3f s, then cluster join and "
-                      "reconcile with the replicas %.3f s)", total, server.recovery_seconds,
-                      total - server.recovery_seconds);
-        }
+        log_startup();
     }
 }
