@@ -42,6 +42,7 @@ typedef struct dg_shard {
     size_t n, cap;
     uint64_t applied, commitver;
     uint64_t resync_ver;   /* the re-sync being received (log.h), 0 when none */
+    uint64_t resync_term;  /* its sender's term (the begin marker's aux) */
     int64_t progress_us;   /* last time CommitVer moved or nothing was pending */
     int stall_logged;
 } dg_shard;
@@ -205,7 +206,11 @@ static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
         shard_unlock(s);
         if (e->type == LOG_FLUSHDB) {   /* the end: everything <= ver is in */
             atomic_fetch_add(&st_resyncs, 1);
-            atomic_store(&s->damaged, 0);   /* a whole new copy */
+            /* a whole new copy; a learner's copy stays suspect, though
+             * (member.c): CommitVers did not wait for its acks */
+            atomic_store(&s->resync_term, d->resync_term);
+            if (!cluster_mask_has(cluster_learners_of(e->shard), cluster_self()))
+                atomic_store(&s->damaged, 0);
             atomic_store(&s->fetching, 0);  /* a fetch is complete (reconcile.c) */
             d->resync_ver = 0;
             d->applied = e->ver;          /* reset, even if it was higher */
@@ -260,6 +265,7 @@ static void on_resync_begin(const log_entry *e) {
     dg_shard *d = &sh[e->shard];
     pend_drop_upto(d, e->ver);
     d->resync_ver = e->ver;
+    d->resync_term = e->aux;
 }
 
 static void on_entry(const log_entry *e, uint64_t off, dg_seg *g) {

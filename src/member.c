@@ -85,6 +85,24 @@ static void demote_run(void *arg) {
     free(j);
 }
 
+/* A learner's copy of shard s is suspect: writes did not wait for its
+ * acks, so a CommitVer could overtake entries it covered, which its digest
+ * then drops. It counts as damaged (never a source, fetched again if this
+ * node is promoted) until it received a whole re-sync sent in a term in
+ * which it is a backup: the primary sends one when the learner becomes a
+ * backup (repl.c), and it may end before or after we adopt that term. */
+static void learner_copy(const cluster_config *c, const cluster_config *old, int s, int self,
+                         int oself) {
+    shard *sh = &server.shards[s];
+    if (self >= 0 && cluster_mask_has(c->learners[s], self)) {
+        atomic_store(&sh->damaged, 1);
+    } else if (old && oself >= 0 && cluster_mask_has(old->learners[s], oself) &&
+               self >= 0 && cluster_mask_has(c->backups[s], self) &&
+               atomic_load(&sh->resync_term) >= c->term) {
+        atomic_store(&sh->damaged, 0);
+    }
+}
+
 static void adopt(cluster_config *c) {
     const cluster_config *old = cluster_current();
     if (old && c->term <= old->term) {
@@ -125,6 +143,9 @@ static void adopt(cluster_config *c) {
     cluster_install(c);
     for (int s = server.nshards - 1; s >= 0; s--)
         if (old && oself >= 0 && old->primary[s] == oself) shard_unlock(&server.shards[s]);
+    /* after publishing: a re-sync ending meanwhile sees this configuration
+     * or finds its term recorded here (learner_copy) */
+    for (int s = 0; s < server.nshards; s++) learner_copy(c, old, s, self, oself);
     /* 4. replication follows; demoted copies become backup copies;
      * promoted shards are reconciled before they are served */
     repl_config_changed(old);

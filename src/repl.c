@@ -424,7 +424,7 @@ static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64
  * Returns the version. */
 static uint64_t mbuf_resync(mgr_buf *m, shard *sh) {
     uint64_t v = shard_resync_version(sh);
-    mbuf_marker(m, LOG_RESYNC, sh->id, v, 0);
+    mbuf_marker(m, LOG_RESYNC, sh->id, v, cluster_term());   /* aux: the term (member.c) */
     db_shard_export(sh, v, mbuf_export_fn, m);
     log_entry end = {.type = LOG_FLUSHDB, .flags = LOG_F_RESYNC, .shard = sh->id, .db = 0xffff,
                      .ver = v};

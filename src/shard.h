@@ -58,6 +58,10 @@ typedef struct shard {
      * served nor used as the source of another replica; a complete
      * re-sync clears the flag. */
     _Atomic int damaged;
+    /* The term of the latest re-sync this copy received completely (the
+     * sender's, from its begin marker): a learner's copy stays damaged
+     * until a re-sync of a term in which it is a backup (member.c). */
+    _Atomic uint64_t resync_term;
     /* Whether a shard this node is primary of may be served (SHARD_*):
      * changed under the lock, read under it by the dispatcher. */
     _Atomic int avail;
