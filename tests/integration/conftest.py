@@ -836,8 +836,12 @@ class _PidProcess:
         if self.returncode is None:
             try:
                 os.kill(self.pid, 0)
+                # dead once a zombie whose other threads are gone too: the
+                # leader turns Z first, and the process's sockets (its
+                # listening ports) close only when its last thread exits
                 with open("/proc/%d/stat" % self.pid) as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    if (f.read().rsplit(")", 1)[1].split()[0] == "Z" and
+                            len(os.listdir("/proc/%d/task" % self.pid)) <= 1):
                         raise ProcessLookupError
             except (ProcessLookupError, OSError):
                 self.returncode = -1
