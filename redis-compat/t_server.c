@@ -52,6 +52,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "index.h"
+#include "cm.h"
 #include "member.h"
 #include "pool.h"
 #include "resp.h"
@@ -813,6 +814,23 @@ static void info_rowan_pool(rbuf *b)
                  blog_by_state[SEG_USED], blog_by_state[SEG_COMMITTED]);
 }
 
+/* A managed cluster's membership and, on the CM, its decisions. */
+static void info_member(rbuf *b) {
+    member_stats m;
+    member_stats_get(&m);
+    if (!m.managed) return;
+    rbuf_appendf(b, "cluster_managed:1\r\ncluster_term:%llu\r\ncluster_cm:%s\r\n"
+                 "cluster_lease_ms_left:%lld\r\ncluster_member:%d\r\ncluster_adoptions:%lld\r\n",
+                 (unsigned long long)m.term, m.cm_name, m.lease_ms_left, m.member, m.adoptions);
+    cm_stats c;
+    cm_stats_get(&c);
+    rbuf_appendf(b, "cm_active:%d\r\n", c.active);
+    if (!c.active) return;
+    rbuf_appendf(b, "cm_commits:%lld\r\ncm_failovers:%lld\r\ncm_joins:%lld\r\ncm_handovers:%lld\r\n"
+                 "cm_last_zk_write_usec:%lld\r\n",
+                 c.commits, c.failovers, c.joins, c.handovers, c.last_zk_write_usec);
+}
+
 static void info_rowan(rbuf *b)
 {
     rbuf_appendf(b, "# Rowan\r\n");
@@ -841,7 +859,7 @@ static void info_rowan(rbuf *b)
     rbuf_appendf(b, "damaged_shards:%lld\r\n", stat_get(&server.stat.damaged_shards));
     if (!loading) {
         rbuf_appendf(b, "recovery_seconds:%.3f\r\n", server.recovery_seconds);
-        member_info(b);
+        info_member(b);
         repl_info(b);
     }
 }

@@ -29,7 +29,6 @@
 #include "cm.h"
 #include "le.h"
 #include "member.h"
-#include "resp.h"
 #include "server.h"
 #include "zk.h"
 
@@ -628,11 +627,8 @@ void cm_stop(void) {
     cm.cfg = NULL;
 }
 
-void cm_info(rbuf *o) {
-    rbuf_appendf(o, "cm_active:%d\r\n", atomic_load(&cm.active));
-    if (!atomic_load(&cm.active)) return;
-    rbuf_appendf(o, "cm_commits:%lld\r\ncm_failovers:%lld\r\ncm_joins:%lld\r\ncm_handovers:%lld\r\n"
-                 "cm_last_zk_write_usec:%lld\r\n",
-                 atomic_load(&cm.commits), atomic_load(&cm.failovers), atomic_load(&cm.joins),
-                 atomic_load(&cm.handovers), (long long)cm.last_write_us);
+void cm_stats_get(cm_stats *o) {
+    *o = (cm_stats){atomic_load(&cm.active), atomic_load(&cm.commits), atomic_load(&cm.failovers),
+                    atomic_load(&cm.joins), atomic_load(&cm.handovers),
+                    (long long)cm.last_write_us};
 }

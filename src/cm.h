@@ -31,8 +31,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct rbuf;
-
 /* Join the election (member_join). root: /rowan/<cluster-name>. */
 void cm_start(const char *root);
 void cm_stop(void);
@@ -47,6 +45,11 @@ int cm_lease_request(int node, uint64_t term, uint64_t *term_out);
 void cm_caughtup(int node, uint64_t term, uint64_t learners);
 /* CLUSTER FAILOVER from node. 0, or -1 with err (a Redis error text). */
 int cm_failover_request(int node, int force, char *err, size_t errlen);
-void cm_info(struct rbuf *out);
+/* What INFO shows of the CM (the RESP edge formats it). */
+typedef struct cm_stats {
+    int active;
+    long long commits, failovers, joins, handovers, last_zk_write_usec;
+} cm_stats;
+void cm_stats_get(cm_stats *out);
 
 #endif

@@ -28,7 +28,6 @@
 #include "member.h"
 #include "reconcile.h"
 #include "repl.h"
-#include "resp.h"
 #include "server.h"
 #include "shard.h"
 #include "zk.h"
@@ -459,15 +458,13 @@ int member_request_failover(int force, char *err, size_t errlen) {
 
 int member_ever_leased(void) { return atomic_load(&mb.lease_until) != 0; }
 
-void member_info(rbuf *o) {
+void member_stats_get(member_stats *o) {
+    *o = (member_stats){0};
     if (!cluster_managed()) return;
     int64_t left = atomic_load(&mb.lease_until) - monotonic_us();
     int cm = member_cm_node();
-    rbuf_appendf(o, "cluster_managed:1\r\ncluster_term:%llu\r\ncluster_cm:%s\r\n"
-                 "cluster_lease_ms_left:%lld\r\ncluster_member:%d\r\ncluster_adoptions:%lld\r\n",
-                 (unsigned long long)cluster_term(),
-                 cm >= 0 && cluster_node_at(cm) ? cluster_node_at(cm)->name : "?",
-                 left > 0 ? (long long)(left / 1000) : 0LL,
-                 cluster_is_member(cluster_self()), atomic_load(&mb.adoptions));
-    cm_info(o);
+    const cluster_node *n = cm >= 0 ? cluster_node_at(cm) : NULL;
+    *o = (member_stats){1, cluster_term(), n ? n->name : "?",
+                        left > 0 ? (long long)(left / 1000) : 0LL,
+                        cluster_is_member(cluster_self()), atomic_load(&mb.adoptions)};
 }

@@ -52,8 +52,16 @@ int member_cm_node(void);
  * backup of (CLUSTER FAILOVER). 0 ok, -1 with err. */
 int member_request_failover(int force, char *err, size_t errlen);
 
-/* INFO # Cluster / # Rowan fields. */
-struct rbuf;
-void member_info(struct rbuf *out);
+/* What INFO shows of this node's membership (the RESP edge formats it):
+ * managed 0 outside managed mode, and nothing else is filled. */
+typedef struct member_stats {
+    int managed;
+    uint64_t term;
+    const char *cm_name;          /* "?" while unknown */
+    long long lease_ms_left;
+    int member;
+    long long adoptions;
+} member_stats;
+void member_stats_get(member_stats *out);
 
 #endif
