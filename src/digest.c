@@ -414,12 +414,18 @@ static void run_jobs(void) {
     }
 }
 
-uint64_t digest_max_version(int sid) {
-    dg_shard *d = &sh[sid];
+/* The largest version the shard's index reflects. */
+static uint64_t index_top(int sid) {
     shard *s = &server.shards[sid];
     shard_lock(s);
     uint64_t v = s->next_ver - 1;
     shard_unlock(s);
+    return v;
+}
+
+uint64_t digest_max_version(int sid) {
+    dg_shard *d = &sh[sid];
+    uint64_t v = index_top(sid);
     if (d->n && d->pend[d->n - 1].ver > v) v = d->pend[d->n - 1].ver;
     return v;
 }
@@ -428,10 +434,7 @@ uint64_t digest_committed(int sid) { return sh[sid].applied; }
 
 void digest_set_committed(int sid) {
     dg_shard *d = &sh[sid];
-    shard *s = &server.shards[sid];
-    shard_lock(s);
-    uint64_t v = s->next_ver - 1;
-    shard_unlock(s);
+    uint64_t v = index_top(sid);
     pend_drop_upto(d, v);
     d->resync_ver = 0;
     d->applied = d->commitver = v;

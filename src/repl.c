@@ -109,9 +109,17 @@ static uint64_t backups_we_wait_for(void) {
     return m;
 }
 
-void repl_init(void) {
-    atomic_store(&peers_mask, cluster_peers_we_replicate_to());
+/* The peers and the peers whose acks count, from the configuration in
+ * force; the new peers mask. */
+static uint64_t masks_follow_config(void) {
+    uint64_t now = cluster_peers_we_replicate_to();
     atomic_store(&ack_mask, backups_we_wait_for());
+    atomic_store(&peers_mask, now);
+    return now;
+}
+
+void repl_init(void) {
+    masks_follow_config();
     active = cluster_enabled() && (cluster_replicas() > 1 || cluster_managed());
     tp = server.cfg.replication_transport == REPL_TRANSPORT_VERBS ? &transport_verbs
                                                                     : &transport_tcp;
@@ -581,9 +589,7 @@ int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err
 
 void repl_config_changed(const cluster_config *old) {
     if (!active) return;
-    uint64_t before = atomic_load(&peers_mask), now = cluster_peers_we_replicate_to();
-    atomic_store(&ack_mask, backups_we_wait_for());
-    atomic_store(&peers_mask, now);
+    uint64_t before = atomic_load(&peers_mask), now = masks_follow_config();
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         int was = cluster_mask_has(before, p), is = cluster_mask_has(now, p);
         if (was == is) continue;
@@ -689,8 +695,7 @@ int repl_start(char *err, size_t errlen) {
     /* The peers again: in managed mode the configuration is known only
      * since member_join, after repl_init ran (with none, every write would
      * be acknowledged without a backup). */
-    atomic_store(&peers_mask, cluster_peers_we_replicate_to());
-    atomic_store(&ack_mask, backups_we_wait_for());
+    masks_follow_config();
     if (bus_start(err, errlen) != 0) return -1;
     /* Every cluster node can be a backup: the control thread and digest
      * run even when k = 1 would make them idle. */
