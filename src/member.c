@@ -40,7 +40,6 @@ static struct {
     _Atomic int64_t lease_until;      /* monotonic us */
     _Atomic uint64_t lease_epoch;
     int lease_held;                   /* member thread: the lease was valid at the last tick */
-    _Atomic int renewing;             /* a renewal is in flight */
     int64_t renew_sent_us;
     _Atomic int cm_node;
     pthread_mutex_t mu;
@@ -227,13 +226,17 @@ static void renew_cb(void *arg, int status, const uint8_t *p, size_t n) {
     renew_ctx *r = arg;
     if (status == BUS_OK && n >= 9 && p[8]) grant(r->t_req, le_get_u64(p));
     else if (status == BUS_OK && n >= 8 && le_get_u64(p) != cluster_term()) zk_poke();
-    atomic_store(&mb.renewing, 0);
     free(r);
 }
 
+/* A renewal goes out every lease/4 whether or not the previous one was
+ * answered: each carries its own request time and a grant only moves
+ * lease_until forward, so one slow reply (a CM or bus thread descheduled
+ * under load) no longer holds back the next request for a whole lease and
+ * turns into a false failover. At most about four are in flight, each
+ * timing out after a lease. */
 static void renew(void) {
     int64_t now = monotonic_us();
-    if (atomic_load(&mb.renewing) && now - mb.renew_sent_us < lease_us()) return;
     if (now - mb.renew_sent_us < lease_us() / 4) return;
     mb.renew_sent_us = now;
     int cm = atomic_load(&mb.cm_node);
@@ -247,7 +250,6 @@ static void renew(void) {
     le_put_u64(b, cluster_term());
     renew_ctx *r = malloc(sizeof(*r));
     r->t_req = now;
-    atomic_store(&mb.renewing, 1);
     bus_call(cm, BUS_LEASE, b, sizeof(b), (int)server.cfg.cluster_lease_ms, renew_cb, r);
 }
 

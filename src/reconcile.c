@@ -381,6 +381,10 @@ static void settle(int sid, const char *how) {
     uint64_t top = s->next_ver - 1, b = cluster_backups_of(sid), need = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
         if (cluster_mask_has(b, p) && r->committed_at[p] < top) need |= 1ULL << p;
+    /* Learners too: a session's catch-up skipped this shard while it was
+     * being reconciled (repl.c pushes_to), so a learner's copy of it is
+     * whatever it held before; writes must not land on top of that. */
+    need |= cluster_learners_of(sid);
     if (need) repl_resync_shard(sid, need);
     r->settling = 1;
     serverLog(LL_VERBOSE, "Reconcile: shard %d settled (%s); %d backups to re-sync", sid, how,
