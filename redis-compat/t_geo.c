@@ -698,7 +698,7 @@ static void search_generic(client *c, int src_i, int flags) {
     search_shape(zset_skiplist(&z), &s, &g, o.any ? (size_t)o.count : 0);
     size_t n = g.n;
     if (o.count && (size_t)o.count < n) n = (size_t)o.count;
-    if (o.sort != SORT_NONE)
+    if (o.sort != SORT_NONE && g.n > 1)
         qsort(g.v, g.n, sizeof(*g.v), o.sort == SORT_ASC ? by_dist_asc : by_dist_desc);
     if (o.store_i >= 0) store_points(c, o.store_i, &g, n, &o, s.conversion);
     else reply_points(c, &g, n, &o, s.conversion);

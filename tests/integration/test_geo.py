@@ -213,3 +213,51 @@ def test_geo_survives_kill9(server_factory):
     c = srv.resp()
     assert {k: c.call("ZRANGE", k, 0, -1, "WITHSCORES") for k in want} == want
     assert c.call("GEOSEARCH", "g", "FROMMEMBER", "p7", "BYBOX", 2000, 2000, "km", "WITHDIST") == search
+
+
+def test_georadius_store_other_shards_and_multi(c, ref):
+    """STORE names a key outside the command's key range: whatever shard it
+    lands in (above or below the source's), alone or in a transaction."""
+    both(c, ref, "GEOADD", "Sicily", *SICILY)
+    for i in range(40):
+        both(c, ref, "GEORADIUS", "Sicily", 15, 37, 200, "km", "STORE", "dst%d" % i)
+        both(c, ref, "GEORADIUSBYMEMBER", "Sicily", "Palermo", 100, "km", "STOREDIST", "sd%d" % i)
+    for i in range(0, 40, 7):
+        same_zset(c, ref, "dst%d" % i)
+        same_zset(c, ref, "sd%d" % i)
+    for cl in (c, ref):
+        assert cl.call("MULTI") == "OK"
+        for i in range(10):
+            assert cl.call("GEORADIUS", "Sicily", 15, 37, 300, "km", "STORE", "m%d" % i) == "QUEUED"
+        assert cl.call("GEOADD", "Sicily", 15, 37, "new") == "QUEUED"
+        assert cl.call("GEORADIUS", "Sicily", 15, 37, 300, "km", "STOREDIST", "m10") == "QUEUED"
+    both(c, ref, "EXEC")
+    for i in range(11):
+        same_zset(c, ref, "m%d" % i)
+
+
+@pytest.mark.rowan_only("Rowan's replication (cluster_factory)")
+def test_replicas_hold_the_same_hll_geo_bitmaps(cluster_factory):
+    """3 nodes, k=3: after HLL, GEO and bitmap writes every node's digest of
+    every shard agrees (the backups applied the same effects), and a GEO
+    STORE to another slot is refused with CROSSSLOT."""
+    from conftest import key_slot
+    from test_replication import owner_map, wait_digests_agree
+    cl = cluster_factory(3, 3)
+    owner = owner_map(cl)
+    node = cl.nodes[owner[key_slot("t")]]
+    c = node.resp()
+    c.call("PFADD", "{t}h1", *["a%d" % i for i in range(100)])
+    c.call("PFADD", "{t}h2", *["b%d" % i for i in range(3000)])
+    c.call("PFCOUNT", "{t}h2")
+    assert c.call("PFMERGE", "{t}h3", "{t}h1", "{t}h2") == "OK"
+    c.call("BITFIELD", "{t}bf", "SET", "i16", "#3", -300, "INCRBY", "u5", 100, 7)
+    c.call("BITOP", "XOR", "{t}bx", "{t}bf", "{t}h1")
+    c.call("GEOADD", "{t}g", *SICILY)
+    c.call("GEORADIUS", "{t}g", 15, 37, 200, "km", "STORE", "{t}gs")
+    c.call("GEOSEARCHSTORE", "{t}gs2", "{t}g", "FROMLONLAT", 15, 37, "BYRADIUS", 200, "km",
+           "STOREDIST")
+    assert c.call("GEORADIUS", "{t}g", 15, 37, 200, "km", "STORE", "{other}x") == \
+        RespError("CROSSSLOT Keys in request don't hash to the same slot")
+    assert c.call("EXISTS", "{t}h3", "{t}bx", "{t}gs", "{t}gs2") == 4
+    wait_digests_agree(cl)
