@@ -519,3 +519,105 @@ corrupt:
     free(h.p);
     resp_add_error(&c->out, ERR_CORRUPT);
 }
+
+/* ---------------- PFDEBUG, PFSELFTEST ---------------- */
+
+/* PFDEBUG GETREG|DECODE|ENCODING|TODENSE key. GETREG and TODENSE convert a
+ * sparse value to dense and store it, as Redis does. */
+void pfdebugCommand(client *c) {
+    db_val v;
+    hll h;
+    int r = lookup_string(c, 2, &v, 1);
+
+    if (r == 0) {
+        resp_add_error(&c->out, "ERR The specified key does not exist");
+        return;
+    }
+    if (r < 0) return;
+    if (!is_hll(v.ptr, v.len)) {
+        resp_add_error(&c->out, ERR_NOT_HLL);
+        return;
+    }
+    int sparse = v.ptr[4] == HLL_SPARSE;
+    if (arg_is(c, 1, "encoding")) {
+        resp_add_simple(&c->out, sparse ? "sparse" : "dense");
+    } else if (arg_is(c, 1, "decode")) {
+        if (!sparse) {
+            resp_add_error(&c->out, "ERR HLL encoding is not sparse");
+            return;
+        }
+        rbuf out = {0};
+        const unsigned char *p = (const unsigned char *)v.ptr;
+        for (size_t pos = HLL_HDR; pos < v.len;) {
+            run rn;
+            char item[32];
+            if (run_at(p, v.len, pos, &rn) < 0) break;
+            int n = rn.kind == RUN_VAL ? snprintf(item, sizeof(item), "v:%d,%d ", rn.val, rn.span)
+                                       : snprintf(item, sizeof(item), "%s:%d ",
+                                                  rn.kind == RUN_ZERO ? "z" : "Z", rn.span);
+            rbuf_append(&out, item, (size_t)n);
+            pos += (size_t)rn.oplen;
+        }
+        if (out.len) out.len--;   /* the trailing space */
+        resp_add_bulk(&c->out, out.len ? out.buf : "", out.len);
+        rbuf_free(&out);
+    } else if (arg_is(c, 1, "getreg") || arg_is(c, 1, "todense")) {
+        hll_copy(&h, &v);
+        if (to_dense(&h) < 0) {
+            free(h.p);
+            resp_add_error(&c->out, ERR_CORRUPT);
+            return;
+        }
+        if (sparse && hll_store(c, 2, &h, v.expire_ms) == DB_OOM) {
+            free(h.p);
+            resp_add_error(&c->out, db_error_text(&c->x));
+            return;
+        }
+        if (arg_is(c, 1, "todense")) {
+            resp_add_int(&c->out, sparse);
+        } else {
+            resp_add_array(&c->out, HLL_REGISTERS);
+            for (int i = 0; i < HLL_REGISTERS; i++) resp_add_int(&c->out, dense_get(h.p + HLL_HDR, i));
+        }
+        free(h.p);
+    } else {
+        resp_add_errorf(&c->out, "ERR Unknown PFDEBUG subcommand '%.*s'", (int)c->argvlen[1],
+                        c->argv[1]);
+    }
+}
+
+/* Checks of this file's own machinery: every register value packs and
+ * unpacks without touching its neighbours, and a sparse and a dense HLL fed
+ * the same elements keep the same registers and count. */
+void pfselftestCommand(client *c) {
+    unsigned char *regs = calloc(1, HLL_DENSE_SIZE - HLL_HDR);
+    hll sparse, dense;
+    const char *err = NULL;
+
+    for (int i = 0; i < HLL_REGISTERS && !err; i++) {
+        dense_put(regs, i, i & 63);
+        if (dense_get(regs, i) != (i & 63) || (i > 0 && dense_get(regs, i - 1) != ((i - 1) & 63)))
+            err = "TESTFAILED Register error";
+    }
+    free(regs);
+    hll_new(&sparse);
+    hll_new(&dense);
+    to_dense(&dense);
+    for (int n = 0; n < 2000 && !err; n++) {
+        char e[32];
+        int reg, len = snprintf(e, sizeof(e), "selftest-%d", n);
+        int val = hll_pattern(e, (size_t)len, &reg);
+        if (hll_set(&sparse, reg, val) < 0) err = "TESTFAILED sparse set failed";
+        dense_set(dense.p + HLL_HDR, reg, val);
+        if (!err && n % 100 == 99) {
+            uint64_t a, b;
+            if (hll_count(sparse.p, sparse.len, &a) < 0 || hll_count(dense.p, dense.len, &b) < 0 ||
+                a != b)
+                err = "TESTFAILED sparse and dense counts differ";
+        }
+    }
+    free(sparse.p);
+    free(dense.p);
+    if (err) resp_add_error(&c->out, err);
+    else resp_add_ok(&c->out);
+}

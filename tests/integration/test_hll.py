@@ -189,3 +189,22 @@ def test_hll_survives_kill9(server_factory):
     assert c.call("GET", "both") == want["both"]     # PFMERGE left its cache stale
     assert c.call("PFCOUNT", "both") >= counts["dense"]
     assert 0 < c.call("TTL", "ttl") <= 1000
+
+
+def test_pfdebug_and_selftest(c, ref):
+    both(c, ref, "PFADD", "h", *["p%d" % i for i in range(40)])
+    both(c, ref, "PFDEBUG", "DECODE", "h")
+    both(c, ref, "PFDEBUG", "ENCODING", "h")
+    both(c, ref, "PFDEBUG", "GETREG", "h")           # converts it to dense, as Redis does
+    same_bytes(c, ref, "h")
+    both(c, ref, "PFDEBUG", "ENCODING", "h")
+    both(c, ref, "PFDEBUG", "DECODE", "h")
+    both(c, ref, "PFDEBUG", "TODENSE", "h")
+    both(c, ref, "PFADD", "h2", "x")
+    both(c, ref, "PFDEBUG", "TODENSE", "h2")
+    same_bytes(c, ref, "h2")
+    both(c, ref, "PFDEBUG", "NOPE", "h")
+    both(c, ref, "PFDEBUG", "ENCODING", "nokey")
+    both(c, ref, "SET", "s", "not an hll")
+    both(c, ref, "PFDEBUG", "ENCODING", "s")
+    both(c, ref, "PFSELFTEST")
