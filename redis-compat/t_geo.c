@@ -114,13 +114,26 @@ static void gh_decode(ghash h, garea *a) {
     a->lon_max = GEO_LONG_MIN + ((ilon + 1) * 1.0 / cells) * lon_scale;
 }
 
+/* Scores of a geo key are integers below 2^52. Any other score (a plain
+ * sorted set's) still decodes, to the bits x86-64's conversion gives Redis
+ * (out of range: the "integer indefinite" 2^63), without an undefined cast. */
+static uint64_t score_bits(double score) {
+    if (score >= 18446744073709551616.0) return 0;
+    if (score >= 0) return (uint64_t)score;
+    if (score >= -9223372036854775808.0) return (uint64_t)(int64_t)score;
+    return 1ULL << 63;
+}
+
+/* WITHHASH's integer, converted the same way. */
+static long long score_ll(double score) {
+    if (score >= -9223372036854775808.0 && score < 9223372036854775808.0) return (long long)score;
+    return (long long)(1ULL << 63);
+}
+
 /* A score back to the centre of its cell, clamped to the valid range. */
 static void score_to_xy(double score, double *xy) {
     garea a;
-    ghash h = {0, GEO_STEP_MAX};
-    /* Scores of a geo key are integers below 2^52; any other score still
-     * decodes to something, without an undefined conversion. */
-    if (score >= 0 && score < 18446744073709551616.0) h.bits = (uint64_t)score;
+    ghash h = {score_bits(score), GEO_STEP_MAX};
     gh_decode(h, &a);
     xy[0] = (a.lon_min + a.lon_max) / 2;
     if (xy[0] > GEO_LONG_MAX) xy[0] = GEO_LONG_MAX;
@@ -643,7 +656,7 @@ static void reply_points(client *c, const gvec *g, size_t n, const search_opts *
         if (extra) resp_add_array(&c->out, extra + 1);
         resp_add_bulk(&c->out, p->member, p->mlen);
         if (o->withdist) reply_distance(c, p->dist / conv);
-        if (o->withhash) resp_add_int(&c->out, (long long)p->score);
+        if (o->withhash) resp_add_int(&c->out, score_ll(p->score));
         if (o->withcoord) {
             resp_add_array(&c->out, 2);
             reply_coord(c, p->lon);

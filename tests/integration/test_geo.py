@@ -58,10 +58,19 @@ def test_add_pos_dist_hash(c, ref):
     both(c, ref, "GEODIST", "nokey", "a", "b")
     both(c, ref, "GEODIST", "Sicily", "Palermo", "Catania", "yd")
     both(c, ref, "GEODIST", "Sicily", "Palermo", "Catania", "km", "x")
-    # a plain zset's scores decode too
-    both(c, ref, "ZADD", "z", 0, "zero", 1.5, "frac", 4503599627370495, "max52")
-    both(c, ref, "GEOPOS", "z", "zero", "frac", "max52")
-    both(c, ref, "GEOHASH", "z", "zero", "frac", "max52")
+    # a plain zset's scores decode too, even negative, huge or infinite ones
+    both(c, ref, "ZADD", "z", 0, "zero", 1.5, "frac", 4503599627370495, "max52", -1, "neg",
+         1e300, "big", -1e300, "nbig", "inf", "pinf", "-inf", "ninf", -0.5, "nhalf",
+         9.3e18, "b63", 1.9e19, "b64", 4503599627370496, "b52", -9.3e18, "nb63")
+    members = ["zero", "frac", "max52", "neg", "big", "nbig", "pinf", "ninf", "nhalf",
+               "b63", "b64", "b52", "nb63"]
+    both(c, ref, "GEOPOS", "z", *members)
+    both(c, ref, "GEOHASH", "z", *members)
+    both(c, ref, "GEODIST", "z", "neg", "big")
+    for lon, lat in ((0, 0), (179, 85), (179, -85), (-179, -85), (-179, 85)):
+        both(c, ref, "GEOSEARCH", "z", "FROMLONLAT", lon, lat, "BYRADIUS", 30000, "km",
+             "WITHHASH", "WITHCOORD", "WITHDIST")
+    both(c, ref, "GEOSEARCH", "z", "FROMMEMBER", "b63", "BYBOX", 30000, 30000, "km", "WITHHASH")
 
 
 def test_add_errors(c, ref):
