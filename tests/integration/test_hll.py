@@ -208,3 +208,20 @@ def test_pfdebug_and_selftest(c, ref):
     both(c, ref, "SET", "s", "not an hll")
     both(c, ref, "PFDEBUG", "ENCODING", "s")
     both(c, ref, "PFSELFTEST")
+
+
+@pytest.mark.rowan_only("the storage pool")
+def test_pfcount_answers_when_the_pool_is_full(server_factory):
+    """PFCOUNT stores the count it computes into the key's header; when the
+    pool is full that write is skipped, but the count is still answered (a
+    read must not fail), while PFADD is refused with -OOM."""
+    from test_pool_full import fill_until_full, is_oom, value
+    srv = server_factory(extra={"pool-size": "32mb"})
+    c = srv.resp()
+    c.call("PFADD", "h", *["x%d" % i for i in range(200)])
+    stale = c.call("GET", "h")
+    fill_until_full(srv, c, lambda i: c.call("SET", "fill:%d" % i, value("f", i)), "SET")
+    n = c.call("PFCOUNT", "h")
+    assert isinstance(n, int) and 190 <= n <= 210
+    assert c.call("GET", "h") == stale                  # nothing stored
+    assert is_oom(c.call("PFADD", "h", *["y%d" % i for i in range(50)]))
