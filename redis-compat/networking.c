@@ -675,16 +675,22 @@ static int write_out(client *c) {
 }
 
 /* The head held reply waited longer than replication-timeout: its data is
- * not on every replica (a backup is down or catching up), so the client gets
- * an error instead of an acknowledgement. The effect may still become
- * durable later, like a write whose reply was lost; it is never reported as
- * done while it is not. Later held replies move by the size difference. */
+ * not on every replica (a backup is down or catching up), or, with no
+ * replicas at all, not flushed to this node's own device (a device slower
+ * than the timeout), so the client gets an error naming that cause instead
+ * of an acknowledgement. The effect may still become durable later, like a
+ * write whose reply was lost; it is never reported as done while it is not.
+ * Later held replies move by the size difference. */
 static void held_expire(client *c) {
     held_reply *h = &c->held[c->headheld];
-    char msg[160];
-    int n = snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
-                     "every replica within replication-timeout (%lld ms)\r\n",
-                     (long long)server.cfg.replication_timeout);
+    char msg[200];
+    int n = cluster_enabled()
+        ? snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
+                   "every replica within replication-timeout (%lld ms)\r\n",
+                   (long long)server.cfg.replication_timeout)
+        : snprintf(msg, sizeof(msg), "-TIMEOUT Not persisted: the pool's device did not complete "
+                   "a flush within replication-timeout (%lld ms)\r\n",
+                   (long long)server.cfg.replication_timeout);
     size_t oldlen = h->end - h->start, newlen = (size_t)n;
     rbuf_reserve(&c->out.b, newlen);
     char *b = c->out.b.buf;
