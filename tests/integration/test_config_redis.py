@@ -282,3 +282,52 @@ def test_protected_config_needs_enable_protected_configs(server_factory):
                       "can't set protected config")
     srv2 = server_factory(extra={"enable-protected-configs": "yes"})
     assert srv2.resp().call("CONFIG", "SET", "dbfilename", "x.rdb") == "OK"
+
+
+def encodings(srv, script):
+    cl = srv.resp()
+    out = []
+    for cmd in script:
+        rep = cl.call(*cmd)
+        if cmd[0] == "OBJECT":
+            out.append(rep)
+    return out
+
+
+ENCODING_SCRIPT = [
+    ("FLUSHALL",),
+    ("CONFIG", "SET", "hash-max-ziplist-entries", "2", "hash-max-listpack-value", "5"),
+    ("HSET", "h1", "a", "1", "b", "2"), ("OBJECT", "ENCODING", "h1"),
+    ("HSET", "h1", "c", "3"), ("OBJECT", "ENCODING", "h1"),
+    ("HSET", "h2", "a", "123456"), ("OBJECT", "ENCODING", "h2"),
+    ("CONFIG", "SET", "zset-max-listpack-entries", "3", "zset-max-ziplist-value", "4"),
+    ("ZADD", "z1", "1", "a", "2", "b", "3", "c"), ("OBJECT", "ENCODING", "z1"),
+    ("ZADD", "z1", "4", "d"), ("OBJECT", "ENCODING", "z1"),
+    ("ZADD", "z2", "1", "abcde"), ("OBJECT", "ENCODING", "z2"),
+    ("CONFIG", "SET", "set-max-intset-entries", "2"),
+    ("SADD", "s1", "1", "2"), ("OBJECT", "ENCODING", "s1"),
+    ("CONFIG", "SET", "hash-max-listpack-entries", "512", "hash-max-listpack-value", "64",
+     "zset-max-listpack-entries", "128", "zset-max-listpack-value", "64",
+     "set-max-intset-entries", "512"),
+]
+
+
+@need_redis
+def test_encoding_knobs_match_redis(server, redis_ref):
+    assert encodings(server, ENCODING_SCRIPT) == encodings(redis_ref, ENCODING_SCRIPT)
+    assert encodings(server, ENCODING_SCRIPT)[:2] == [b"listpack", b"hashtable"]
+
+
+def test_set_listpack_knobs(server):
+    """Redis 7.2's set encodings (redis-server here is 7.0, without them)."""
+    script = [("FLUSHALL",), ("CONFIG", "SET", "set-max-intset-entries", "2"),
+              ("SADD", "s", "1", "2", "3"), ("OBJECT", "ENCODING", "s"),
+              ("CONFIG", "SET", "set-max-listpack-entries", "3", "set-max-listpack-value", "3"),
+              ("SADD", "t", "a", "b", "c"), ("OBJECT", "ENCODING", "t"),
+              ("SADD", "t", "d"), ("OBJECT", "ENCODING", "t"),
+              ("SADD", "u", "abcd"), ("OBJECT", "ENCODING", "u"),
+              ("CONFIG", "SET", "set-max-intset-entries", "512", "set-max-listpack-entries",
+               "128", "set-max-listpack-value", "64")]
+    # An intset over set-max-intset-entries becomes a hashtable (7.2's
+    # setTypeAddAux); strings go to a listpack while it fits its limits.
+    assert encodings(server, script) == [b"hashtable", b"listpack", b"hashtable", b"hashtable"]
