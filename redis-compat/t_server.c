@@ -57,6 +57,7 @@
 #include "pool.h"
 #include "resp.h"
 #include "server.h"
+#include "evict.h"
 #include "repl.h"
 #include "shard.h"
 #include "util.h"
@@ -592,8 +593,13 @@ static _Atomic long long peak_memory;
 
 static void info_memory(rbuf *b)
 {
-    char h1[32], h2[32], h3[32], h4[32];
-    long long used = heap_used(), rss = rss_bytes();
+    char h1[32], h2[32], h3[32], h4[32], h5[32];
+    /* What maxmemory bounds (evict.c): the heap plus the data set as
+     * stored in the pool; without a heap figure (ASan) the RSS stands in
+     * for the heap, as before. */
+    long long dataset = evict_dataset_memory(), heap = evict_heap_memory();
+    long long used = (heap > 0 ? heap : heap_used()) + dataset, rss = rss_bytes();
+    long long maxmem = server.cfg.maxmemory;
     long long peak = atomic_load(&peak_memory);
     while (used > peak && !atomic_compare_exchange_weak(&peak_memory, &peak, used)) {}
     if (used > peak) peak = used;
@@ -607,7 +613,10 @@ static void info_memory(rbuf *b)
     rbuf_appendf(b, "used_memory_rss:%lld\r\nused_memory_rss_human:%s\r\n", rss, h2);
     rbuf_appendf(b, "used_memory_peak:%lld\r\nused_memory_peak_human:%s\r\n", peak, h3);
     rbuf_appendf(b, "total_system_memory:%lld\r\ntotal_system_memory_human:%s\r\n", total, h4);
-    rbuf_appendf(b, "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n");
+    bytes_human(h5, sizeof(h5), (unsigned long long)maxmem);
+    rbuf_appendf(b, "used_memory_dataset:%lld\r\n", dataset);
+    rbuf_appendf(b, "maxmemory:%lld\r\nmaxmemory_human:%s\r\nmaxmemory_policy:%s\r\n", maxmem, h5,
+                 config_enum_name("maxmemory-policy"));
     /* What maxmemory-clients counts: every client's buffers. */
     rbuf_appendf(b, "mem_clients_slaves:0\r\nmem_clients_normal:%lld\r\n",
                  (long long)atomic_load(&server.clients_mem));
@@ -682,8 +691,8 @@ static void info_stats(rbuf *b)
     rbuf_appendf(b, "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n");
     rbuf_appendf(b, "expired_keys:%lld\r\n", stat_get(&server.stat.expiredkeys));
     rbuf_appendf(b, "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n");
-    rbuf_appendf(b, "evicted_keys:0\r\nevicted_clients:%lld\r\n",
-                 stat_get(&server.stat.evicted_clients));
+    rbuf_appendf(b, "evicted_keys:%lld\r\nevicted_clients:%lld\r\n",
+                 stat_get(&server.stat.evicted_keys), stat_get(&server.stat.evicted_clients));
     rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
     rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
     rbuf_appendf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
@@ -966,6 +975,7 @@ static void reset_stats(void)
         &st->keyspace_hits, &st->keyspace_misses, &st->net_input_bytes,
         &st->net_output_bytes, &st->oom_refused, &st->held_replies, &st->syncs,
         &st->clean_segments, &st->clean_bytes_copied, &st->unexpected_errors,
+        &st->evicted_keys,
     };
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) atomic_store(counters[i], 0);
     command_foreach(resetstat_cb, NULL);

@@ -1239,6 +1239,13 @@ void config_get_reply(resp_out *out, const char *pattern, size_t plen)
     config_get_reply_multi(out, 1, &pattern, &plen);
 }
 
+const char *config_enum_name(const char *option)
+{
+    const struct option *o = opt_find(option, strlen(option));
+    char buf[8];
+    return o && o->type == T_ENUM ? opt_render(o, buf, sizeof(buf)) : "";
+}
+
 /* ------------------------------------------------------------------------ */
 /* CONFIG REWRITE                                                             */
 /* ------------------------------------------------------------------------ */
