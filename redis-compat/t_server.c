@@ -58,6 +58,7 @@
 #include "resp.h"
 #include "server.h"
 #include "evict.h"
+#include "object.h"
 #include "repl.h"
 #include "shard.h"
 #include "util.h"
@@ -439,14 +440,71 @@ static const char *const debug_help[] = {
     "    Stop the server for <seconds>. Decimals allowed.",
     "JMAP",
     "    Accepted for compatibility; does nothing.",
+    "OBJECT <key>",
+    "    Show low level info about the key and associated value.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
     "HELP",
     "    Prints this help.",
     NULL
 };
 
+/* Redis 7's protected commands (DEBUG, MODULE): enable-debug-command no,
+ * yes, or local (loopback clients only). */
+static int protected_action_allowed(int setting, const client *c)
+{
+    return setting == PROTECTED_ACTION_YES || (setting == PROTECTED_ACTION_LOCAL && c->is_local);
+}
+
+/* DEBUG OBJECT: Redis's one-line summary (serializedlength approximated by
+ * the value's size in the log). */
+static void debug_object(client *c)
+{
+    db_val v;
+    if (!db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v)) {   /* no access */
+        resp_add_error(&c->out, "ERR no such key");
+        return;
+    }
+    int sid;
+    uint64_t hash;
+    db_key_clock(&c->x, c->db, c->argv[2], c->argvlen[2], &sid, &hash);
+    const char *enc = "unknown";
+    size_t len = v.len;
+    if (v.type == OBJ_STRING) {
+        long long n;
+        enc = v.len <= 20 && string2ll(v.ptr, v.len, &n) ? "int" : v.len <= 44 ? "embstr" : "raw";
+    } else {
+        const obj_class *k = obj_class_of(v.type);
+        if (k && k->encoding) enc = k->encoding(v.obj->data);
+        len = (size_t)v.obj->snap_bytes;
+    }
+    long long idle = evict_idle_seconds(sid, hash);
+    char line[256];
+    snprintf(line, sizeof(line), "Value at:%p refcount:1 encoding:%s serializedlength:%zu lru:%lld "
+             "lru_seconds_idle:%lld", v.obj ? (const void *)v.obj : (const void *)v.ptr,
+             enc, len, (long long)((time(NULL) - idle) & ((1 << 24) - 1)), idle);
+    resp_add_simple(&c->out, line);
+}
+
 void debugCommand(client *c)
 {
-    if (c->argc == 2 && arg_is(c, 1, "help")) {
+    if (!protected_action_allowed(server.cfg.enable_debug_command, c)) {
+        resp_add_error(&c->out, "ERR DEBUG command not allowed. If the enable-debug-command option "
+                       "is set to \"local\", you can run it from a local connection, otherwise you "
+                       "need to set this option in the configuration file, and then restart the "
+                       "server.");
+        return;
+    }
+    if (c->argc == 3 && arg_is(c, 1, "object")) {
+        debug_object(c);
+    } else if (c->argc == 3 && arg_is(c, 1, "set-active-expire")) {
+        long long on;
+        if (!string2ll(c->argv[2], c->argvlen[2], &on)) on = 0;   /* Redis: atoi */
+        atomic_store(&server.active_expire_off, on == 0);
+        resp_add_ok(&c->out);
+    } else if (c->argc == 2 && arg_is(c, 1, "help")) {
         reply_help(c, debug_help);
     } else if (c->argc == 3 && arg_is(c, 1, "sleep")) {
         /* Like Redis: strtod semantics, garbage means 0. Blocks this worker,

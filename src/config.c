@@ -940,6 +940,35 @@ arity:
     return 1;
 }
 
+/* rename-command lines, in order (the command table applies them:
+ * commands_rename). Like the cluster lines, CONFIG REWRITE keeps them as
+ * they are. */
+static char **rename_from, **rename_to;
+static int nrenames;
+
+static int add_rename(const char *from, const char *to, char *err, size_t errlen)
+{
+    char **f = realloc(rename_from, (size_t)(nrenames + 1) * sizeof(*f));
+    if (f) rename_from = f;
+    char **t = f ? realloc(rename_to, (size_t)(nrenames + 1) * sizeof(*t)) : NULL;
+    if (t) rename_to = t;
+    if (!f || !t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rename_from[nrenames] = strdup(from);
+    rename_to[nrenames] = strdup(to);
+    nrenames++;
+    return 0;
+}
+
+int config_renames(const char *const **from, const char *const **to)
+{
+    *from = (const char *const *)rename_from;
+    *to = (const char *const *)rename_to;
+    return nrenames;
+}
+
 /* Startup "save" lines seen so far: as in Redis, the first one replaces the
  * default and the following ones add their pairs to it. */
 static int save_lines_seen;
@@ -949,6 +978,13 @@ static int apply_words(const char *name, int nwords, char **wordv, char *err, si
 {
     int crc;
     if (apply_cluster_line(name, nwords, wordv, &crc, err, errlen)) return crc;
+    if (!strcasecmp(name, "rename-command")) {
+        if (nwords != 2) {
+            snprintf(err, errlen, "Bad directive or wrong number of arguments");
+            return -1;
+        }
+        return add_rename(wordv[0], wordv[1], err, errlen);
+    }
     if (!strcasecmp(name, "loadmodule")) {
         snprintf(err, errlen, "Rowan has no module support (loadmodule)");
         return -1;

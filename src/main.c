@@ -104,6 +104,7 @@ static void configure(int argc, char **argv) {
         start = 2;
     }
     if (config_parse_argv(argc, argv, start, err, sizeof(err)) != 0) die("Bad arguments: %s", err);
+    if (commands_rename(err, sizeof(err)) != 0) die("Bad config file: %s", err);
     if (server.cfg.workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         server.cfg.workers = n > 0 ? (int)n : 1;

@@ -142,6 +142,7 @@ struct rowan_server {
     /* Loading (recovery): set while the workers answer -LOADING; the
      * progress is in pool bytes (see recovery.c), for INFO persistence. */
     _Atomic int loading;
+    _Atomic int active_expire_off;      /* DEBUG SET-ACTIVE-EXPIRE 0 */
     time_t loading_start_time;
     _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
 };

@@ -331,3 +331,70 @@ def test_set_listpack_knobs(server):
     # An intset over set-max-intset-entries becomes a hashtable (7.2's
     # setTypeAddAux); strings go to a listpack while it fits its limits.
     assert encodings(server, script) == [b"hashtable", b"listpack", b"hashtable", b"hashtable"]
+
+
+DEBUG_REFUSED = ('ERR DEBUG command not allowed. If the enable-debug-command option is set to '
+                 '"local", you can run it from a local connection, otherwise you need to set this '
+                 'option in the configuration file, and then restart the server.')
+
+
+@need_redis
+@pytest.mark.parametrize("setting", [None, "no", "local", "yes"])
+def test_enable_debug_command_matches_redis(target, setting):
+    replies = []
+    for kind in ("rowan", "redis"):
+        srv = Server(kind, extra={"enable-debug-command": setting})
+        srv.start()
+        try:
+            cl = srv.resp()
+            replies.append([str(cl.call("DEBUG", "SLEEP", "0")),
+                            str(cl.call("DEBUG", "SET-ACTIVE-EXPIRE", "1")),
+                            flat_to_dict(cl.call("CONFIG", "GET", "enable-debug-command")),
+                            str(cl.call("CONFIG", "SET", "enable-debug-command", "yes"))])
+        finally:
+            srv.cleanup()
+    assert replies[0] == replies[1]
+    if setting in (None, "no"):
+        assert replies[0][0] == DEBUG_REFUSED
+    else:
+        assert replies[0][0] == "OK"
+
+
+def test_debug_set_active_expire_and_object(server):
+    cl = server.resp()
+    cl.call("FLUSHALL")
+    assert cl.call("DEBUG", "SET-ACTIVE-EXPIRE", "0") == "OK"
+    try:
+        cl.call("SET", "e", "v", "PX", "50")
+        import time
+        time.sleep(0.5)
+        # Not expired in the background: still counted until touched.
+        assert cl.call("DBSIZE") == 1
+        assert cl.call("EXISTS", "e") == 0
+    finally:
+        assert cl.call("DEBUG", "SET-ACTIVE-EXPIRE", "1") == "OK"
+    cl.call("SET", "s", "hello")
+    cl.call("HSET", "h", "f", "v")
+    line = cl.call("DEBUG", "OBJECT", "s")
+    assert "encoding:embstr" in line and "lru_seconds_idle:" in line
+    assert "encoding:listpack" in cl.call("DEBUG", "OBJECT", "h")
+    assert str(cl.call("DEBUG", "OBJECT", "nope")) == "ERR no such key"
+
+
+def test_rename_command(file_server, target):
+    if target != "rowan":
+        pytest.skip("checks Rowan's startup errors")
+    srv = file_server('rename-command FLUSHALL ""\nrename-command CONFIG MYCONFIG\n'
+                      'rename-command get fetch\n')
+    cl = srv.resp()
+    assert str(cl.call("FLUSHALL")).startswith("ERR unknown command 'FLUSHALL'")
+    assert str(cl.call("CONFIG", "GET", "port")).startswith("ERR unknown command 'CONFIG'")
+    assert flat_to_dict(cl.call("MYCONFIG", "GET", "maxmemory")) == {b"maxmemory": b"0"}
+    cl.call("SET", "k", "v")
+    assert cl.call("FETCH", "k") == b"v"
+    assert cl.call("MYCONFIG", "REWRITE") == "OK"
+    assert "rename-command get fetch" in open(srv.conf).read()
+    bad = file_server("rename-command NOSUCH x\n", start=False)
+    p = subprocess.run(bad.argv(), capture_output=True, text=True, timeout=20)
+    assert p.returncode == 1
+    assert "No such command in rename-command" in p.stdout + p.stderr
