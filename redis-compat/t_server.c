@@ -556,19 +556,6 @@ static long long rss_bytes(void)
     return pages_rss * sysconf(_SC_PAGESIZE);
 }
 
-/* Bytes allocated with malloc (indexes and collections included: they are
- * malloc'd). Under an allocator mallinfo2 cannot see (ASan's), fall back to
- * the RSS rather than report 0. */
-static long long heap_used(void)
-{
-    long long used = 0;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    struct mallinfo2 mi = mallinfo2();
-    used = (long long)(mi.uordblks + mi.hblkhd);
-#endif
-    return used > 0 ? used : rss_bytes();
-}
-
 /* Rates between INFO calls at least a second apart (Redis samples every
  * 100 ms in its cron; Rowan has no cron hook here, so it samples lazily). */
 static struct {
@@ -653,10 +640,9 @@ static void info_memory(rbuf *b)
 {
     char h1[32], h2[32], h3[32], h4[32], h5[32];
     /* What maxmemory bounds (evict.c): the heap plus the data set as
-     * stored in the pool; without a heap figure (ASan) the RSS stands in
-     * for the heap, as before. */
-    long long dataset = evict_dataset_memory(), heap = evict_heap_memory();
-    long long used = (heap > 0 ? heap : heap_used()) + dataset, rss = rss_bytes();
+     * stored in the pool. */
+    long long dataset = evict_dataset_memory();
+    long long used = evict_heap_memory() + dataset, rss = rss_bytes();
     long long maxmem = server.cfg.maxmemory;
     long long peak = atomic_load(&peak_memory);
     while (used > peak && !atomic_compare_exchange_weak(&peak_memory, &peak, used)) {}

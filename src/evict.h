@@ -10,8 +10,8 @@ struct db_ctx;
 long long evict_used_memory(void);
 /* The data set as stored: pool bytes of live entries. */
 long long evict_dataset_memory(void);
-/* The heap (malloc'd DRAM), sampled at most every 100 ms; 0 when the
- * allocator cannot say (ASan's). */
+/* The heap (malloc'd DRAM), sampled at most every 100 ms; a 1 MiB
+ * stand-in when the allocator cannot say (ASan's). */
 long long evict_heap_memory(void);
 
 /* Bring used memory under maxmemory by evicting keys per maxmemory-policy.
