@@ -1275,6 +1275,21 @@ void config_get_reply(resp_out *out, const char *pattern, size_t plen)
     config_get_reply_multi(out, 1, &pattern, &plen);
 }
 
+static int opt_is_default(const struct option *o);
+
+void config_warn_no_effect(void)
+{
+    static const char *const surprising[] = { "replicaof", "tls-port", "unixsocket" };
+    for (size_t i = 0; i < sizeof(surprising) / sizeof(surprising[0]); i++) {
+        const struct option *o = opt_find(surprising[i], strlen(surprising[i]));
+        if (!o || opt_is_default(o)) continue;
+        char buf[256];
+        serverLog(LL_WARNING, "WARNING: '%s %s' is accepted for compatibility but has no effect "
+                  "in Rowan (see README, Redis configuration files)", o->name,
+                  opt_render(o, buf, sizeof(buf)));
+    }
+}
+
 const char *config_enum_name(const char *option)
 {
     const struct option *o = opt_find(option, strlen(option));

@@ -36,6 +36,9 @@ int config_rewrite(char *err, size_t errlen);
 /* rename-command pairs from the configuration (to "" disables the
  * command); returns how many. */
 int config_renames(const char *const **from, const char *const **to);
+/* Log a warning for each accepted directive whose absence of effect could
+ * surprise (replicaof, tls-port, unixsocket set away from their defaults). */
+void config_warn_no_effect(void);
 /* The current value name of an enum option (INFO's maxmemory_policy). */
 const char *config_enum_name(const char *option);
 /* Options changed by CONFIG SET that the running server must apply (e.g.

@@ -218,6 +218,7 @@ int main(int argc, char **argv) {
     make_run_id();
     serverLog(LL_NOTICE, "Rowan %s starting, pid=%d, %d workers, %d shards", ROWAN_VERSION,
               (int)getpid(), server.cfg.workers, server.cfg.shards);
+    config_warn_no_effect();
     open_listeners();
     daemon_pidfile_write();
     open_pool();
