@@ -219,6 +219,8 @@ static const struct option options[] = {
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
+    /* data types */
+    { "hll-sparse-max-bytes", T_MEM, CFG(hll_sparse_max_bytes), 0, 0, LONG_MAX, "3000", NULL, NULL },
     /* Redis 7.0 directives Rowan implements: memory limit and eviction
      * (evict.c), the encodings OBJECT ENCODING reports (t_hash.c, t_set.c,
      * t_zset.c, t_list.c), the protected features (DEBUG, CONFIG SET of
