@@ -24,6 +24,14 @@
  *                 appended; written to a temporary file, synced and renamed so
  *                 a crash never leaves a half-written rowan.conf.
  *
+ * Redis 7.0's whole redis.conf is understood, so a stock file starts the
+ * server: the directives Rowan implements are ordinary rows; those it cannot
+ * apply are rows flagged OPT_NOEFFECT, parsed and shown exactly as Redis
+ * does but stored here (noeffect_values) rather than in server.cfg. Redis's
+ * aliases (slave*, *ziplist*) map to their main rows; "include" reads other
+ * files, "rename-command" is collected for the command table, and several
+ * "save" lines add up as in Redis.
+ *
  * Threads: CONFIG SET/GET/REWRITE run on worker threads concurrently with
  * readers of server.cfg everywhere else. A mutex serialises the config
  * commands among themselves. Readers are not locked: numeric fields are
