@@ -52,8 +52,9 @@
 #define ZOP_SET 1
 #define ZOP_DEL 2
 
-#define ZSET_LISTPACK_ENTRIES 128
-#define ZSET_LISTPACK_VALUE   64
+/* zset-max-listpack-entries / -value (CONFIG SET changes them for later writes) */
+#define ZSET_LISTPACK_ENTRIES ((size_t)server.cfg.zset_max_listpack_entries)
+#define ZSET_LISTPACK_VALUE   ((size_t)server.cfg.zset_max_listpack_value)
 
 #define ZSNAP_VERSION 1
 #define ZSNAP_BIG     1
