@@ -5,7 +5,10 @@ Reply conversion and error texts are compared with a real redis-server
 durability (kill -9 after acknowledged EVAL writes), BUSY / SCRIPT KILL and
 redis-py's Lock and Script are checked against Rowan.
 """
+import json
+import os
 import shutil
+import subprocess
 import threading
 import time
 
@@ -350,3 +353,19 @@ def test_redis_py_lock_and_script(server, r):
     assert add(keys=["n"], args=[5]) == 5   # NOSCRIPT, then EVAL
     assert add(keys=["n"], args=[2]) == 7   # EVALSHA
     assert cl.script_exists(add.sha) == [True]
+
+
+APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps")
+
+
+def test_ioredis_define_command(server, r):
+    """ioredis's defineCommand (npm, tests/apps), unchanged: EVALSHA with
+    the NOSCRIPT fallback to EVAL, in a pipeline too, and script errors."""
+    if not os.path.isdir(os.path.join(APPS, "node_modules", "ioredis")):
+        pytest.fail("ioredis is not installed: run `npm ci --prefix tests/apps` (make does)")
+    p = subprocess.run(["node", os.path.join(APPS, "ioredis_script.js"), str(server.port)],
+                       capture_output=True, text=True, timeout=60)
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res == {"first": 5, "second": 10, "third": 12, "swap": ["A", "B"],
+                   "after": ["B", "A"], "pipeline": [1, 3], "error": "NOPE not today"}, \
+        (res, p.stderr)
