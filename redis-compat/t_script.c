@@ -51,6 +51,8 @@
 #include <lua5.1/lua-bitop.h>
 #include <openssl/evp.h>
 #include "script.h"
+#include "t_cluster.h"
+#include "cluster.h"
 #include "commands.h"
 #include "server.h"
 #include "shard.h"
@@ -447,7 +449,14 @@ static void run_command(client *c, const struct rcommand *cmd, int argc, const c
     c->argvlen = argvlen;
     c->x.hint_key = NULL;
     int64_t t0 = monotonic_us();
-    ((struct rcommand *)cmd)->proc(c);
+    if (cluster_redirect(c)) {
+        /* cluster: a key of a slot this node is not primary of, or keys
+         * of several slots (the routing error is replaced by Redis's) */
+        c->out.b.len = 0;
+        resp_add_error(&c->out, "ERR Script attempted to access a non local key in a cluster node");
+    } else {
+        ((struct rcommand *)cmd)->proc(c);
+    }
     int64_t dt = monotonic_us() - t0;
     *reply = c->out;
     c->out = sout;
@@ -926,6 +935,21 @@ static void script_call(client *c, lua_State *L, const char *name, int ro, int n
     lua_gc(L, LUA_GCSTEP, 1);
 }
 
+/* cluster: the declared keys (argv[3 .. 3+numkeys)) must be in one slot
+ * this node is primary of, as for any command (-MOVED, -CROSSSLOT...).
+ * Returns 1 with the error replied. */
+static int route_declared_keys(client *c, int numkeys) {
+    if (numkeys == 0) return 0;
+    struct rcommand routed = {.name = c->cmd->name, .proc = c->cmd->proc, .arity = c->cmd->arity,
+                              .flags = c->cmd->flags, .firstkey = 3, .lastkey = 2 + numkeys,
+                              .keystep = 1};
+    const struct rcommand *cmd = c->cmd;
+    c->cmd = &routed;
+    int refused = cluster_redirect(c);
+    c->cmd = cmd;
+    return refused;
+}
+
 static void eval_generic(client *c, int evalsha, int ro) {
     long long numkeys;
     if (arg_ll(c, 2, &numkeys)) return;
@@ -937,6 +961,7 @@ static void eval_generic(client *c, int evalsha, int ro) {
         resp_add_error(&c->out, "ERR Number of keys can't be greater than number of args");
         return;
     }
+    if (cluster_enabled() && route_declared_keys(c, (int)numkeys)) return;
     char sha[41];
     if (evalsha) {
         if (c->argvlen[1] != 40) {

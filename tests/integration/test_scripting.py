@@ -369,3 +369,29 @@ def test_ioredis_define_command(server, r):
     assert res == {"first": 5, "second": 10, "third": 12, "swap": ["A", "B"],
                    "after": ["B", "A"], "pipeline": [1, 3], "error": "NOPE not today"}, \
         (res, p.stderr)
+
+
+def test_scripts_follow_cluster_routing(cluster_factory):
+    """In a cluster, EVAL's declared keys route like any command's (-MOVED,
+    -CROSSSLOT), and a script may only touch keys this node is primary of,
+    and the node that owns a key runs the same script."""
+    from conftest import NSLOTS, key_slot
+    cl = cluster_factory(3, 3)
+    ports = [nd.port for nd in cl.nodes]
+    owner = [None] * NSLOTS
+    for start, end, primary, *_ in cl.nodes[0].resp().ok("CLUSTER", "SLOTS"):
+        for s in range(start, end + 1):
+            owner[s] = ports.index(primary[1])
+    mine = next("k%d" % i for i in range(10000) if owner[key_slot("k%d" % i)] == 0)
+    other = next("k%d" % i for i in range(10000) if owner[key_slot("k%d" % i)] == 1)
+    c0 = cl.nodes[0].resp()
+    script = "redis.call('set', KEYS[1], ARGV[1]); return redis.call('get', KEYS[1])"
+    assert c0.call("EVAL", script, "1", mine, "v") == b"v"
+    assert c0.err("EVAL", script, "1", other, "v") == "MOVED %d 127.0.0.1:%d" % (
+        key_slot(other), ports[1])
+    assert c0.err("EVAL", script, "2", mine, other, "v") == \
+        "CROSSSLOT Keys in request don't hash to the same slot"
+    rep = c0.err("EVAL", "return redis.call('set', ARGV[1], 'x')", "0", other)
+    assert rep.startswith("ERR Script attempted to access a non local key in a cluster node"), rep
+    assert cl.nodes[1].resp().call("EXISTS", other) == 0
+    assert cl.nodes[1].resp().call("EVAL", script, "1", other, "w") == b"w"
