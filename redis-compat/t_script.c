@@ -65,9 +65,9 @@
 #define HOOK_EVERY 100000      /* interpreter instructions between busy checks */
 #define MAX_NESTING 1000       /* reply conversion depth (self-referencing tables) */
 
-/* struct.c / cmsgpack.c of this directory, when present, add their tables. */
-int luaopen_struct(lua_State *L) __attribute__((weak));
-int luaopen_cmsgpack(lua_State *L) __attribute__((weak));
+/* script_struct.c and script_msgpack.c: Redis's struct and cmsgpack. */
+int luaopen_struct(lua_State *L);
+int luaopen_cmsgpack(lua_State *L);
 
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static lua_State *lua;          /* under run_lock; NULL until first use */
@@ -710,8 +710,8 @@ static lua_State *lua_create(void) {
     open_lib(L, LUA_DBLIBNAME, luaopen_debug);
     open_lib(L, "cjson", luaopen_cjson);
     open_lib(L, "bit", luaopen_bit);
-    if (luaopen_struct) open_lib(L, "struct", luaopen_struct);
-    if (luaopen_cmsgpack) open_lib(L, "cmsgpack", luaopen_cmsgpack);
+    open_lib(L, "struct", luaopen_struct);
+    open_lib(L, "cmsgpack", luaopen_cmsgpack);
     /* No file access, no environments or modules: Redis 7.0's sandbox. */
     static const char *const removed[] = {"loadfile", "dofile", "print", "setfenv", "getfenv",
                                           "module", "require", "newproxy", NULL};
