@@ -418,3 +418,40 @@ def test_scripts_follow_cluster_routing(cluster_factory):
     assert rep.startswith("ERR Script attempted to access a non local key in a cluster node"), rep
     assert cl.nodes[1].resp().call("EXISTS", other) == 0
     assert cl.nodes[1].resp().call("EVAL", script, "1", other, "w") == b"w"
+
+
+def test_kill9_during_scripts_keeps_each_all_or_none(server_factory):
+    """kill -9 while scripts that write 200 keys each run back to back:
+    after recovery every script's effects are all there or all absent, and
+    every acknowledged one is there."""
+    srv = server_factory()
+    script = "for i = 1, 200 do redis.call('set', KEYS[1] .. ':' .. i, ARGV[1]) end " \
+             "redis.call('hset', 'done', KEYS[1], ARGV[1]) return 200"
+    acked, stop = [], threading.Event()
+
+    def run():
+        cl = srv.client()
+        n = 0
+        while not stop.is_set():
+            try:
+                cl.eval(script, 1, "g%d" % n, n)
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
+                return
+            acked.append(n)
+            n += 1
+
+    t = threading.Thread(target=run)
+    t.start()
+    wait_for(lambda: len(acked) >= 20, timeout=20)
+    srv.kill9()
+    stop.set()
+    t.join(10)
+    srv.restart()
+    cl = srv.client()
+    done = cl.hgetall("done")
+    for n in range(max(acked) + 3):
+        present = cl.exists(*["g%d:%d" % (n, i) for i in range(1, 201)])
+        assert present in (0, 200), (n, present)
+        assert (present == 200) == (("g%d" % n).encode() in done), n
+        if n in acked:
+            assert present == 200, n
