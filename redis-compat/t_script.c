@@ -71,7 +71,10 @@ int luaopen_cmsgpack(lua_State *L);
 
 static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static lua_State *lua;          /* under run_lock; NULL until first use */
-static int scripts_ref, errh_ref;
+static int scripts_ref, flags_ref, errh_ref;
+
+/* Shebang flags of a script (#!lua flags=...). */
+#define SCRIPT_NO_WRITES 1
 
 /* The script running now (under run_lock, except the atomics, which other
  * workers read: script_gate, SCRIPT KILL). */
@@ -765,6 +768,8 @@ static lua_State *lua_create(void) {
     for (int i = 0; libs[i]; i++) readonly_global(L, libs[i]);
     lua_newtable(L);
     scripts_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_newtable(L);
+    flags_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 
     /* Globals are read-only from here on: writes and reads of unknown
      * names fail, as in Redis (KEYS/ARGV are set with rawset). */
@@ -796,13 +801,81 @@ static int script_find(lua_State *L, const char *sha) {
     return 0;
 }
 
+/* Redis 7's "#!lua [flags=f1,f2]" first line: *flags gets SCRIPT_NO_WRITES
+ * (the other flags Redis knows are accepted: they concern eviction,
+ * staleness and cluster checks Rowan does not make), *skip the bytes up to
+ * the newline (which stays, so line numbers are unchanged). -1 with Redis's
+ * error in err. */
+static int parse_shebang(const char *body, size_t len, int *flags, size_t *skip, char *err,
+                         size_t errlen) {
+    static const char *const known[] = {"no-writes", "allow-oom", "allow-stale", "no-cluster",
+                                        "allow-cross-slot-keys", NULL};
+    *flags = 0;
+    *skip = 0;
+    if (len < 2 || body[0] != '#' || body[1] != '!') return 0;
+    const char *nl = memchr(body, '\n', len);
+    if (!nl) {
+        snprintf(err, errlen, "ERR Invalid script shebang");
+        return -1;
+    }
+    *skip = (size_t)(nl - body);
+    const char *p = body, *end = nl;
+    for (int first = 1; p < end; first = 0) {
+        while (p < end && *p == ' ') p++;
+        const char *t = p;
+        while (p < end && *p != ' ') p++;
+        int tl = (int)(p - t);
+        if (tl == 0) break;
+        if (first) {
+            if (tl != 5 || memcmp(t, "#!lua", 5) != 0) {
+                snprintf(err, errlen, "ERR Unexpected engine in script shebang: %.*s", tl, t);
+                return -1;
+            }
+        } else if (tl >= 6 && memcmp(t, "flags=", 6) == 0) {
+            for (const char *f = t + 6; f < p;) {
+                const char *fe = memchr(f, ',', (size_t)(p - f));
+                if (!fe) fe = p;
+                int fl = (int)(fe - f), ok = 0;
+                for (int i = 0; known[i] && !ok; i++)
+                    ok = (int)strlen(known[i]) == fl && memcmp(known[i], f, (size_t)fl) == 0;
+                if (fl && !ok) {
+                    snprintf(err, errlen, "ERR Unexpected flag in script shebang: %.*s", fl, f);
+                    return -1;
+                }
+                if (fl == 9 && memcmp(f, "no-writes", 9) == 0) *flags |= SCRIPT_NO_WRITES;
+                f = fe + 1;
+            }
+        } else {
+            snprintf(err, errlen, "ERR Unknown lua shebang option: %.*s", tl, t);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The shebang flags of the cached script sha. */
+static int script_flags(lua_State *L, const char *sha) {
+    lua_rawgeti(L, LUA_REGISTRYINDEX, flags_ref);
+    lua_getfield(L, -1, sha);
+    int flags = (int)lua_tonumber(L, -1);
+    lua_pop(L, 2);
+    return flags;
+}
+
 /* Compile body under its sha; on error reply Redis's message and return -1. */
 static int script_compile(client *c, lua_State *L, const char *sha, const char *body, size_t len) {
     if (script_find(L, sha)) {
         lua_pop(L, 1);
         return 0;
     }
-    if (luaL_loadbuffer(L, body, len, "@user_script")) {
+    int flags;
+    size_t skip;
+    char err[256];
+    if (parse_shebang(body, len, &flags, &skip, err, sizeof(err)) != 0) {
+        add_line(&c->out, 1, err, strlen(err));
+        return -1;
+    }
+    if (luaL_loadbuffer(L, body + skip, len - skip, "@user_script")) {
         resp_add_errorf(&c->out, "ERR Error compiling script (new function): %s",
                         lua_tostring(L, -1));
         lua_pop(L, 1);
@@ -812,6 +885,12 @@ static int script_compile(client *c, lua_State *L, const char *sha, const char *
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, sha);
     lua_pop(L, 2);
+    if (flags) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, flags_ref);
+        lua_pushnumber(L, flags);
+        lua_setfield(L, -2, sha);
+        lua_pop(L, 1);
+    }
     return 0;
 }
 
@@ -981,6 +1060,7 @@ static void eval_generic(client *c, int evalsha, int ro) {
         resp_add_error(&c->out, ERR_NOSCRIPT);
     } else {
         int nk = (int)numkeys;
+        if (script_flags(L, sha) & SCRIPT_NO_WRITES) ro = 1;
         script_call(c, L, sha, ro, nk, c->argv + 3, c->argvlen + 3, c->argc - 3 - nk,
                     c->argv + 3 + nk, c->argvlen + 3 + nk);
     }

@@ -123,7 +123,20 @@ CASES = [
     ("eval", "return cjson.decode('[1,2,{\"a\":5}]')[3].a", "0"),
     ("eval", "return bit.band(0xff, 0x0f) + bit.bor(1, 2) + bit.lshift(1, 4)", "0"),
     ("eval", "return bit.tohex(65535)", "0"),
-    ("eval", "return {1, 'a', {err='inner error'}}", "0"),    # cmsgpack and struct (script_msgpack.c, script_struct.c): same bytes
+    ("eval", "return {1, 'a', {err='inner error'}}", "0"),    # Redis 7's shebang line
+    ("eval", "#!lua\nreturn error('x')", "0"),
+    ("eval", "#!lua flags=no-writes\nreturn redis.call('set','a','b')", "0"),
+    ("eval", "#!lua flags=no-writes,allow-stale\nreturn 1", "0"),
+    ("eval", "#!lua flags=bogus\nreturn 1", "0"),
+    ("eval", "#!python\nreturn 1", "0"),
+    ("eval", "#!lua name=x\nreturn 1", "0"),
+    ("eval", "#!lua", "0"),
+    ("eval", "#!lua flags=\nreturn 1", "0"),
+    ("eval", "#!lua  flags=no-writes  \nreturn 2", "0"),
+    ("eval", "#!lua\nreturn redis.call('set','a','b')", "0"),
+    ("script", "load", "#!lua flags=no-writes\nreturn redis.call('set','a','c')"),
+    ("evalsha", "bbae06d3970e71352e37e79f536543e123b5fd8f", "0"),
+    # cmsgpack and struct (script_msgpack.c, script_struct.c): same bytes
     ("eval", "return cmsgpack.pack(1, -1, 200, -200, 70000, -70000, 5000000000, -5000000000, 1.5, 0.1, 'abc', true, false)", "0"),
     ("eval", "return cmsgpack.pack({1,2,3}, {a=1}, {}, string.rep('x', 40), string.rep('y', 300), string.rep('z', 70000))", "0"),
     ("eval", "return {cmsgpack.unpack(cmsgpack.pack(1, 'two', {3, 4}, 1.5))}", "0"),
