@@ -362,8 +362,7 @@ def test_script_that_wrote_is_unkillable_and_shutdown_keeps_none(server_factory)
     rep = _reply(cl, "script", "kill")
     assert isinstance(rep, RespError) and rep.msg.startswith("UNKILLABLE Sorry the script")
     cl.send_command("shutdown", "nosave")
-    wait_for(lambda: srv.proc.poll() is not None, timeout=10)
-    srv.expected_exit = True
+    assert srv.wait_exit(15) == 0
     srv.restart()
     # The script never finished: none of its effects were logged.
     assert srv.client().exists("w") == 0
