@@ -37,9 +37,11 @@ CFLAGS  += -std=gnu11 $(OPT) $(WARN) $(SAN) -pthread -MMD -MP \
 LDFLAGS += $(SAN) -pthread
 # -lmlx5: rdma/transport_verbs.c queries mlx5dv for a striding (multi-packet) RQ.
 # -lcrypto: HMAC-SHA256 of the peer handshake (src/peer_auth.c).
+# Lua 5.1 with Debian's cjson and bit modules: scripting (redis-compat/t_script.c).
+LUA_LIBS := -llua5.1 -llua5.1-cjson -llua5.1-bitop
 # -lsystemd: sd_notify for `supervised systemd` (src/daemon.c).
 LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lcrypto -lzookeeper_mt \
-           -lsystemd -lm
+           -lsystemd -lm $(LUA_LIBS)
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 
 CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c) \

@@ -7,7 +7,8 @@
 set -euo pipefail
 
 BUILD_PKGS="gcc make pkg-config libhiredis-dev libevent-dev libpmem-dev
-  libibverbs-dev librdmacm-dev libzookeeper-mt-dev libssl-dev libsystemd-dev"
+  libibverbs-dev librdmacm-dev libzookeeper-mt-dev libssl-dev libsystemd-dev
+  liblua5.1-0-dev lua-cjson-dev lua-bitop-dev"
 TEST_PKGS="redis-server redis-tools python3 python3-redis python3-pytest
   zookeeper clang procps strace"
 PKGS="$BUILD_PKGS $TEST_PKGS"

@@ -45,6 +45,7 @@
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
+#include "script.h"     /* Lua scripts: hook marked "script:" */
 #include "clean.h"
 #include "evict.h"      /* maxmemory: hook marked "maxmemory" */
 #include "commands.h"
@@ -490,6 +491,13 @@ static void call_command(client *c) {
      * before MULTI queues the command (a refused one aborts the EXEC). */
     if (server_loading() && !allowed_while_loading(c)) {
         resp_add_error(&c->out, ERR_LOADING);
+        atomic_fetch_add(&cmd->rejected_calls, 1);
+        multi_flag_error(c);
+        return;
+    }
+    /* script: wait for a script running on another worker, or -BUSY
+     * (first: eviction below takes shard locks a running script holds). */
+    if (script_gate(c)) {
         atomic_fetch_add(&cmd->rejected_calls, 1);
         multi_flag_error(c);
         return;

@@ -207,6 +207,9 @@ static const struct option options[] = {
     { "hz", T_INT, CFG(hz), 0, 0, INT_MAX, "10", NULL, clamp_hz },
     { "slowlog-log-slower-than", T_LL, CFG(slowlog_log_slower_than), 0, -1, LLONG_MAX, "10000", NULL, NULL },
     { "slowlog-max-len", T_LL, CFG(slowlog_max_len), 0, 0, LONG_MAX, "128", NULL, NULL },
+    /* scripting (redis-compat/t_script.c); lua-time-limit is its Redis 6 name */
+    { "busy-reply-threshold", T_LL, CFG(busy_reply_threshold), 0, 0, LLONG_MAX, "5000", NULL, NULL },
+    { "lua-time-limit", T_LL, CFG(busy_reply_threshold), 0, 0, LLONG_MAX, "5000", NULL, NULL },
     /* storage: the pool is opened once, at start, from dir/pool-file */
     { "dir", T_STR, CFG(dir), OPT_IMMUTABLE, 0, 0, "./data", NULL, NULL },
     { "pool-file", T_STR, CFG(pool_file), OPT_IMMUTABLE, 0, 0, "rowan.pool", NULL, NULL },

@@ -543,6 +543,12 @@ static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at) {
     return 1;
 }
 
+void db_batch_abort(db_ctx *x) {
+    x->batching = 0;
+    batch_drop_clones(x);
+    x->nbatch = 0;
+}
+
 int db_batch_end(db_ctx *x) {
     if (x->batching > 1) {
         x->batching--;
@@ -1070,7 +1076,10 @@ int db_active_expire(db_ctx *x, long budget) {
         if (sid >= (uint64_t)server.nshards) { sid = (uint64_t)x->wid; icur = 0; break; }
         shard *s = &server.shards[sid];
         if (!client_shard((int)sid)) { icur = 0; sid += (uint64_t)nw; visited++; continue; }
-        shard_lock(s);
+        /* Never wait for a shard another thread holds for long (a Lua
+         * script or EXEC holds every shard): retry at the next tick, so
+         * the worker keeps serving its clients (-BUSY, SCRIPT KILL). */
+        if (shard_trylock(s) != 0) break;
         deleted += expire_shard_step(x, s, &icur, &budget);
         shard_unlock(s);
         if (icur == 0) { sid += (uint64_t)nw; visited++; }

@@ -141,6 +141,9 @@ int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct ro
 void db_batch_begin(db_ctx *x);
 /* Append and apply the batch. DB_OK, or DB_OOM with nothing applied. */
 int db_batch_end(db_ctx *x);
+/* Drop the open batch (every nesting level) without applying anything: a
+ * script cut short by shutdown leaves none of its effects. */
+void db_batch_abort(db_ctx *x);
 
 /* ---- whole keyspace (no shard lock held by the caller) ---- */
 /* In cluster mode these (and db_active_expire) cover only the shards we are

@@ -54,6 +54,7 @@ struct rowan_config {
     int daemonize;
     int supervised;             /* SUPERVISED_* (daemon.h) */
     long long slowlog_log_slower_than;
+    long long busy_reply_threshold;  /* ms a script runs before others get -BUSY */
     long long slowlog_max_len;
     /* cluster and replication (cluster.h; cluster-node/cluster-self lines
      * go to cluster.c directly) */
