@@ -533,6 +533,28 @@ static void tick(void) {
 
 /* ---------------- election ---------------- */
 
+/* A candidacy znode under path that session sess already owns, into
+ * out: a create whose reply was lost (connection loss after the server
+ * made it) leaves one we do not know of. Left alone it would stay the
+ * lowest while we wait behind our second one: every node then sees us as
+ * the CM (member.c reads the lowest) and nobody acts as one. 0 if found. */
+static int find_own_candidacy(const char *path, uint64_t sess, char *out, size_t outlen) {
+    char **names = NULL;
+    int n = 0, found = -1;
+    if (!sess || zk_children(path, 0, &names, &n) != ZK_OK) return -1;
+    for (int i = 0; i < n && found < 0; i++) {
+        char child[300];
+        uint64_t owner = 0;
+        snprintf(child, sizeof(child), "%s/%s", path, names[i]);
+        if (zk_owner(child, &owner) == ZK_OK && owner == sess) {
+            snprintf(out, outlen, "%s", child);
+            found = 0;
+        }
+    }
+    zk_free_names(names, n);
+    return found;
+}
+
 /* Are we the lowest candidate? Also (re)creates our candidacy when the
  * session changed (an expired session took the ephemeral znode). */
 static int elected(void) {
@@ -540,7 +562,10 @@ static int elected(void) {
     int n = 0;
     path_of(path, sizeof(path), "cm");
     uint64_t sess = zk_session_id();
-    if (sess != cm.my_session || !cm.my_path[0]) {
+    if ((sess != cm.my_session || !cm.my_path[0]) &&
+        find_own_candidacy(path, sess, cm.my_path, sizeof(cm.my_path)) == 0) {
+        cm.my_session = sess;
+    } else if (sess != cm.my_session || !cm.my_path[0]) {
         char prefix[300];
         snprintf(prefix, sizeof(prefix), "%s/n-", path);
         const char *name = cluster_self_name();

@@ -267,6 +267,16 @@ int zk_watch_exists(const char *path, int *exists) {
     return rc == ZNONODE ? rc_of(ZOK) : rc_of(rc);
 }
 
+int zk_owner(const char *path, uint64_t *owner) {
+    zhandle_t *h = handle();
+    if (!h) return ZK_FAIL;
+    struct Stat st;
+    int rc = zoo_exists(h, path, 0, &st);
+    handle_done();
+    if (rc == ZOK) *owner = (uint64_t)st.ephemeralOwner;
+    return rc_of(rc);
+}
+
 uint64_t zk_wait(uint64_t seen, int timeout_ms) {
     struct timespec ts = deadline_in_ms(CLOCK_REALTIME, timeout_ms);
     pthread_mutex_lock(&zk.mu);

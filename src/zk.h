@@ -43,6 +43,8 @@ int zk_children(const char *path, int watch, char ***names, int *n);
 void zk_free_names(char **names, int n);
 /* Set an existence watch on path (fires when it is created or deleted). */
 int zk_watch_exists(const char *path, int *exists);
+/* The session owning ephemeral znode path (0: not ephemeral). */
+int zk_owner(const char *path, uint64_t *owner);
 
 /* Wait until a watch fired since `seen` (the value a previous call
  * returned; 0 first) or timeout_ms passed; returns the new value. */

@@ -144,6 +144,7 @@ class Router:
     def __init__(self, cl):
         self.cl = cl
         self.owner = slot_map(cl)
+        self.last_port = None
         self.conns = {}
 
     def conn(self, port):
@@ -170,6 +171,7 @@ class Router:
             if port is None:
                 self.refresh()
                 return "fail", None
+            self.last_port = port
             try:
                 rep = self.conn(port).call(*args)
             except CONN_ERRORS as e:
@@ -224,13 +226,14 @@ class Client(threading.Thread):
             if out == "ok" and rep != "OK":
                 raise AssertionError("SET %s answered %r" % (k, rep))
             self.acks += out == "ok"
-            self.hist.append(("w", k, v, t0, t1, out))
+            self.hist.append(("w", k, v, t0, t1, out, self.router.last_port))
         else:
             t0 = time.monotonic()
             out, rep = self.router.call(k, "GET", k)
             t1 = time.monotonic()
             if out == "ok":
-                self.hist.append(("r", k, rep.decode() if rep is not None else None, t0, t1, out))
+                self.hist.append(("r", k, rep.decode() if rep is not None else None, t0, t1, out,
+                                  self.router.last_port))
         if out != "ok":
             time.sleep(0.02)
 
@@ -309,10 +312,11 @@ class Checker:
                     continue
                 for kw in known:
                     if w[4] < kw[3]:
-                        bad.append("%s: %s read at %.3f saw %s (done %.3f), older than %s "
-                                   "(%s, begun %.3f)" % (k, o[5], o[3], w[2], w[4], kw[2],
-                                                         "acknowledged" if kw[5] == "ok" else
-                                                         "seen by a read", kw[3]))
+                        bad.append("%s: %s read at %.3f (port %s) saw %s (done %.3f), older than "
+                                   "%s (%s, begun %.3f, port %s)" % (
+                                       k, o[5], o[3], o[6] if len(o) > 6 else "?", w[2], w[4],
+                                       kw[2], "acknowledged" if kw[5] == "ok" else
+                                       "seen by a read", kw[3], kw[6] if len(kw) > 6 else "?"))
                         break
         return bad
 
