@@ -160,9 +160,19 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max) {
     return n;
 }
 
+/* XREAD and XREADGROUP name their keys after STREAMS, which no fixed
+ * (firstkey, lastkey, step) describes (Redis: movablekeys). */
+int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
+                      const size_t *argvlen, int *idx, int max) {
+    if (cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand)
+        return stream_read_keys(argc, argv, argvlen, idx, max);
+    return command_keys(cmd, argc, idx, max);
+}
+
 void types_register(void) {
     hash_register();
     set_register();
     zset_register();
     list_register();
+    stream_register();
 }

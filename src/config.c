@@ -154,6 +154,10 @@ static const struct option options[] = {
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
+    /* streams (redis-compat/t_stream.c): when XADD starts a new node, which
+     * is what approximate (~) trimming removes whole */
+    { "stream-node-max-bytes", T_MEM, CFG(stream_node_max_bytes), 0, 0, LLONG_MAX, "4096", NULL, NULL },
+    { "stream-node-max-entries", T_LL, CFG(stream_node_max_entries), 0, 0, LLONG_MAX, "100", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 
