@@ -1647,3 +1647,802 @@ done:
 
 void xreadCommand(client *c) { xread_generic(c, 0); }
 void xreadgroupCommand(client *c) { xread_generic(c, 1); }
+
+/* ---------------- XGROUP ---------------- */
+
+/* The stream at argv[2] and the group argv[3] for XGROUP's subcommands:
+ * -1 after replying an error. */
+static int xgroup_target(client *c, int need_group, int mkstream, stream **s, sgroup **g) {
+    if (lookup_stream(c, 2, 1, s) < 0) return -1;
+    *g = NULL;
+    if (!mkstream && !*s) {
+        resp_add_error(&c->out, "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.");
+        return -1;
+    }
+    if (*s) *g = group_find(*s, c->argv[3], c->argvlen[3]);
+    if (need_group && !*g) {
+        resp_add_errorf(&c->out, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
+                        (int)c->argvlen[3], c->argv[3], (int)c->argvlen[2], c->argv[2]);
+        return -1;
+    }
+    return 0;
+}
+
+static void reply_xgroup_syntax(client *c) {
+    resp_add_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try XGROUP HELP.",
+                    (int)c->argvlen[1], c->argv[1]);
+}
+
+/* CREATE / SETID: options from argv[5]. -1 after replying. */
+static int xgroup_options(client *c, int create, int *mkstream, long long *er) {
+    *mkstream = 0;
+    *er = SCG_INVALID_ENTRIES_READ;
+    for (int i = 5; i < c->argc;) {
+        if (create && arg_is(c, i, "mkstream")) {
+            *mkstream = 1;
+            i++;
+        } else if (arg_is(c, i, "entriesread") && i + 1 < c->argc) {
+            if (arg_ll(c, i + 1, er) != 0) return -1;
+            if (*er < 0 && *er != SCG_INVALID_ENTRIES_READ) {
+                resp_add_error(&c->out, "ERR value for ENTRIESREAD must be positive or -1");
+                return -1;
+            }
+            i += 2;
+        } else {
+            reply_xgroup_syntax(c);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void xgroup_create(client *c) {
+    int mkstream;
+    long long er;
+    stream *s;
+    sgroup *g;
+    sid id;
+    if (xgroup_options(c, 1, &mkstream, &er) != 0) return;
+    if (xgroup_target(c, 0, mkstream, &s, &g) != 0) return;
+    if (c->argvlen[4] == 1 && c->argv[4][0] == '$') id = s ? s->last_id : (sid){0, 0};
+    else if (arg_id(c, 4, &id, 0, 1) != 0) return;
+    if (g) {
+        resp_add_error(&c->out, "BUSYGROUP Consumer Group name already exists");
+        return;
+    }
+    rbuf ops;
+    rbuf_init(&ops);
+    op_group_id(&ops, SOP_GCREATE, id, er, c->argv[3], c->argvlen[3]);
+    int r = write_ops(c, 2, &ops);
+    rbuf_free(&ops);
+    if (r != DB_OOM) resp_add_ok(&c->out);
+}
+
+static void xgroup_setid(client *c) {
+    int mkstream;
+    long long er;
+    stream *s;
+    sgroup *g;
+    sid id;
+    if (c->argc != 5 && c->argc != 7) {
+        reply_xgroup_syntax(c);
+        return;
+    }
+    if (xgroup_options(c, 0, &mkstream, &er) != 0) return;
+    if (xgroup_target(c, 1, 0, &s, &g) != 0) return;
+    if (c->argvlen[4] == 1 && c->argv[4][0] == '$') id = s->last_id;
+    else if (arg_id(c, 4, &id, 0, 0) != 0) return;
+    rbuf ops;
+    rbuf_init(&ops);
+    op_group_id(&ops, SOP_GSETID, id, er, c->argv[3], c->argvlen[3]);
+    int r = write_ops(c, 2, &ops);
+    rbuf_free(&ops);
+    if (r != DB_OOM) resp_add_ok(&c->out);
+}
+
+static void xgroup_destroy(client *c) {
+    stream *s;
+    sgroup *g;
+    if (xgroup_target(c, 0, 0, &s, &g) != 0) return;
+    if (!g) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    rbuf ops;
+    rbuf_init(&ops);
+    obj_op(&ops, SOP_GDESTROY, c->argv[3], c->argvlen[3]);
+    int r = write_ops(c, 2, &ops);
+    rbuf_free(&ops);
+    if (r != DB_OOM) resp_add_int(&c->out, 1);
+}
+
+static void xgroup_createconsumer(client *c) {
+    stream *s;
+    sgroup *g;
+    if (xgroup_target(c, 1, 0, &s, &g) != 0) return;
+    if (cons_find(g, c->argv[4], c->argvlen[4])) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    rbuf ops;
+    rbuf_init(&ops);
+    op_consumer(&ops, SOP_CCREATE, mstime(), g->name, g->nlen, c->argv[4], c->argvlen[4]);
+    int r = write_ops(c, 2, &ops);
+    rbuf_free(&ops);
+    if (r != DB_OOM) resp_add_int(&c->out, 1);
+}
+
+static void xgroup_delconsumer(client *c) {
+    stream *s;
+    sgroup *g;
+    if (xgroup_target(c, 1, 0, &s, &g) != 0) return;
+    sconsumer *cn = cons_find(g, c->argv[4], c->argvlen[4]);
+    if (!cn) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    long long pending = (long long)cn->npending;
+    rbuf ops;
+    rbuf_init(&ops);
+    op_consumer(&ops, SOP_CDEL, 0, g->name, g->nlen, c->argv[4], c->argvlen[4]);
+    int r = write_ops(c, 2, &ops);
+    rbuf_free(&ops);
+    if (r != DB_OOM) resp_add_int(&c->out, pending);
+}
+
+static void xgroup_help(client *c) {
+    static const char *const lines[] = {
+        "XGROUP <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CREATE <key> <groupname> <id|$> [option]",
+        "    Create a new consumer group. Options are:",
+        "    * MKSTREAM",
+        "      Create the empty stream if it does not exist.",
+        "    * ENTRIESREAD entries_read",
+        "      Set the group's entries_read counter (internal use).",
+        "CREATECONSUMER <key> <groupname> <consumer>",
+        "    Create a new consumer in the specified group.",
+        "DELCONSUMER <key> <groupname> <consumer>",
+        "    Remove the specified consumer.",
+        "DESTROY <key> <groupname>",
+        "    Remove the specified group.",
+        "SETID <key> <groupname> <id|$> [ENTRIESREAD entries_read]",
+        "    Set the current group ID and entries_read counter.",
+        "HELP",
+        "    Print this help.",
+        NULL};
+    reply_help(c, lines);
+}
+
+static const subcommand xgroup_subs[] = {
+    {"create", -5, xgroup_create},
+    {"setid", -5, xgroup_setid},
+    {"destroy", 4, xgroup_destroy},
+    {"createconsumer", 5, xgroup_createconsumer},
+    {"delconsumer", 5, xgroup_delconsumer},
+    {"help", 2, xgroup_help},
+    {NULL, 0, NULL}};
+
+void xgroupCommand(client *c) {
+    if (arg_is(c, 1, "create") && c->argc > 8) {
+        reply_xgroup_syntax(c);
+        return;
+    }
+    subcommand_dispatch(c, xgroup_subs, "xgroup");
+}
+
+/* ---------------- XSETID ---------------- */
+
+void xsetidCommand(client *c) {
+    sid id, maxdel = {0, 0};
+    long long added = -1;
+    stream *s;
+    if (arg_id(c, 2, &id, 0, 1) != 0) return;
+    for (int i = 3; i < c->argc;) {
+        int more = c->argc - 1 - i;
+        if (arg_is(c, i, "entriesadded") && more) {
+            if (arg_ll(c, i + 1, &added) != 0) return;
+            if (added < 0) {
+                resp_add_error(&c->out, "ERR entries_added must be positive");
+                return;
+            }
+            i += 2;
+        } else if (arg_is(c, i, "maxdeletedid") && more) {
+            if (arg_id(c, i + 1, &maxdel, 0, 1) != 0) return;
+            if (sid_cmp(id, maxdel) < 0) {
+                resp_add_error(&c->out, "ERR The ID specified in XSETID is smaller than the provided max_deleted_entry_id");
+                return;
+            }
+            i += 2;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return;
+        }
+    }
+    int found = lookup_stream(c, 1, 1, &s);
+    if (found <= 0) {
+        if (found == 0) resp_add_error(&c->out, ERR_NOKEY);
+        return;
+    }
+    if (sid_cmp(id, s->max_deleted) < 0) {
+        resp_add_error(&c->out, "ERR The ID specified in XSETID is smaller than current max_deleted_entry_id");
+        return;
+    }
+    if (s->len > 0) {
+        if (sid_cmp(id, last_live(s)->id) < 0) {
+            resp_add_error(&c->out, "ERR The ID specified in XSETID is smaller than the target stream top item");
+            return;
+        }
+        if (added != -1 && s->len > (uint64_t)added) {
+            resp_add_error(&c->out, "ERR The entries_added specified in XSETID is smaller than the target stream length");
+            return;
+        }
+    }
+    rbuf ops, arg;
+    rbuf_init(&ops);
+    rbuf_init(&arg);
+    put_sid(&arg, id);
+    put_sid(&arg, sid_zero(maxdel) ? s->max_deleted : maxdel);
+    put_u64(&arg, added != -1 ? (uint64_t)added : s->entries_added);
+    obj_op(&ops, SOP_META, arg.buf, arg.len);
+    int r = write_ops(c, 1, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&arg);
+    if (r != DB_OOM) resp_add_ok(&c->out);
+}
+
+/* ---------------- XACK ---------------- */
+
+void xackCommand(client *c) {
+    stream *s;
+    sgroup *g = NULL;
+    if (lookup_stream(c, 1, 1, &s) < 0) return;
+    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (!g) {
+        resp_add_int(&c->out, 0);
+        return;
+    }
+    sid *ids = malloc(sizeof(sid) * (size_t)c->argc);
+    if (!ids) abort();
+    int n = 0;
+    for (int j = 3; j < c->argc; j++)
+        if (arg_id(c, j, &ids[n++], 0, 1) != 0) goto done;
+    qsort(ids, (size_t)n, sizeof(sid), sid_qcmp);
+    rbuf ops, arg;
+    rbuf_init(&ops);
+    rbuf_init(&arg);
+    put_str(&arg, g->name, g->nlen);
+    long long acked = 0;
+    for (int j = 0; j < n; j++) {
+        if (j && sid_cmp(ids[j - 1], ids[j]) == 0) continue;
+        if (!pel_find(g, ids[j])) continue;
+        put_sid(&arg, ids[j]);
+        acked++;
+    }
+    if (acked) obj_op(&ops, SOP_PELDEL, arg.buf, arg.len);
+    int r = write_ops(c, 1, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&arg);
+    if (r != DB_OOM) resp_add_int(&c->out, acked);
+done:
+    free(ids);
+}
+
+/* ---------------- XPENDING ---------------- */
+
+static void reply_nogroup(client *c, int ki, int gi) {
+    resp_add_errorf(&c->out, "NOGROUP No such key '%.*s' or consumer group '%.*s'",
+                    (int)c->argvlen[ki], c->argv[ki], (int)c->argvlen[gi], c->argv[gi]);
+}
+
+/* Parse an interval bound like XRANGE ('(' excludes). -1 after replying. */
+static int arg_interval(client *c, int i, sid *id, int end) {
+    int ex = c->argvlen[i] > 1 && c->argv[i][0] == '(';
+    if (parse_id(c, c->argv[i] + ex, c->argvlen[i] - ex, id, end ? UINT64_MAX : 0, ex, NULL) != 0)
+        return -1;
+    if (ex && (end ? sid_decr(id) : sid_incr(id)) != 0) {
+        resp_add_error(&c->out, end ? "ERR invalid end ID for the interval" : "ERR invalid start ID for the interval");
+        return -1;
+    }
+    return 0;
+}
+
+void xpendingCommand(client *c) {
+    int justinfo = c->argc == 3, ci = 0;
+    long long count = 0, minidle = 0;
+    sid start = {0, 0}, end = {0, 0};
+    stream *s;
+    sgroup *g = NULL;
+    if (c->argc != 3 && (c->argc < 6 || c->argc > 9)) {
+        resp_add_error(&c->out, ERR_SYNTAX);
+        return;
+    }
+    if (c->argc >= 6) {
+        int si = 3;
+        if (arg_is(c, 3, "idle")) {
+            if (arg_ll(c, 4, &minidle) != 0) return;
+            if (c->argc < 8) {
+                resp_add_error(&c->out, ERR_SYNTAX);
+                return;
+            }
+            si += 2;
+        }
+        if (arg_ll(c, si + 2, &count) != 0) return;
+        if (count < 0) count = 0;
+        if (arg_interval(c, si, &start, 0) != 0 || arg_interval(c, si + 1, &end, 1) != 0) return;
+        if (si + 3 < c->argc) ci = si + 3;
+    }
+    if (lookup_stream(c, 1, 0, &s) < 0) return;
+    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (!g) {
+        reply_nogroup(c, 1, 2);
+        return;
+    }
+    if (justinfo) {
+        resp_add_array(&c->out, 4);
+        resp_add_int(&c->out, (long long)g->npel);
+        if (!g->npel) {
+            resp_add_null(&c->out);
+            resp_add_null(&c->out);
+            resp_add_null_array(&c->out);
+            return;
+        }
+        reply_sid(c, g->pel[0].id);
+        reply_sid(c, g->pel[g->npel - 1].id);
+        long long n = 0;
+        for (size_t i = 0; i < g->ncons; i++) n += g->cons[i]->npending > 0;
+        resp_add_array(&c->out, n);
+        for (size_t i = 0; i < g->ncons; i++) {
+            if (!g->cons[i]->npending) continue;
+            resp_add_array(&c->out, 2);
+            resp_add_bulk(&c->out, g->cons[i]->name, g->cons[i]->nlen);
+            resp_add_bulkll(&c->out, (long long)g->cons[i]->npending);
+        }
+        return;
+    }
+    sconsumer *cons = NULL;
+    if (ci && !(cons = cons_find(g, c->argv[ci], c->argvlen[ci]))) {
+        resp_add_array(&c->out, 0);
+        return;
+    }
+    int64_t now = mstime();
+    size_t first = pel_lower(g, start), n = 0;
+    size_t k;
+    for (k = first; count && k < g->npel && sid_cmp(g->pel[k].id, end) <= 0; k++) {
+        const spel *p = &g->pel[k];
+        if (cons && p->owner != cons) continue;
+        if (minidle && now - p->time < minidle) continue;
+        n++;
+        count--;
+    }
+    resp_add_array(&c->out, (long long)n);
+    for (size_t j = first; n && j < k; j++) {
+        const spel *p = &g->pel[j];
+        if (cons && p->owner != cons) continue;
+        if (minidle && now - p->time < minidle) continue;
+        n--;
+        resp_add_array(&c->out, 4);
+        reply_sid(c, p->id);
+        resp_add_bulk(&c->out, p->owner->name, p->owner->nlen);
+        resp_add_int(&c->out, now - p->time < 0 ? 0 : now - p->time);
+        resp_add_int(&c->out, (long long)p->count);
+    }
+}
+
+/* ---------------- XCLAIM, XAUTOCLAIM ---------------- */
+
+/* The last-delivered-id change XCLAIM LASTID makes (no-op if not above). */
+static void op_lastid(rbuf *ops, const sgroup *g, sid last) {
+    if (sid_cmp(last, g->last_id) > 0) op_group_id(ops, SOP_GSETID, last, g->entries_read, g->name, g->nlen);
+}
+
+void xclaimCommand(client *c) {
+    stream *s;
+    sgroup *g = NULL;
+    long long minidle, retrycount = -1, deliverytime = -1;
+    int force = 0, justid = 0, j;
+    sid last = {0, 0};
+    if (lookup_stream(c, 1, 1, &s) < 0) return;
+    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (!g) {
+        reply_nogroup(c, 1, 2);
+        return;
+    }
+    if (!string2ll(c->argv[4], c->argvlen[4], &minidle)) {
+        resp_add_error(&c->out, "ERR Invalid min-idle-time argument for XCLAIM");
+        return;
+    }
+    if (minidle < 0) minidle = 0;
+    sid *ids = malloc(sizeof(sid) * (size_t)c->argc);
+    if (!ids) abort();
+    for (j = 5; j < c->argc; j++)
+        if (parse_id(NULL, c->argv[j], c->argvlen[j], &ids[j - 5], 0, 1, NULL) != 0) break;
+    int nids = j - 5;
+    int64_t now = mstime();
+    for (; j < c->argc; j++) {
+        int more = c->argc - 1 - j;
+        const char *bad = NULL;
+        if (arg_is(c, j, "force")) {
+            force = 1;
+        } else if (arg_is(c, j, "justid")) {
+            justid = 1;
+        } else if (arg_is(c, j, "idle") && more) {
+            j++;
+            if (!string2ll(c->argv[j], c->argvlen[j], &deliverytime)) bad = "ERR Invalid IDLE option argument for XCLAIM";
+            else deliverytime = now - deliverytime;
+        } else if (arg_is(c, j, "time") && more) {
+            j++;
+            if (!string2ll(c->argv[j], c->argvlen[j], &deliverytime)) bad = "ERR Invalid TIME option argument for XCLAIM";
+        } else if (arg_is(c, j, "retrycount") && more) {
+            j++;
+            if (!string2ll(c->argv[j], c->argvlen[j], &retrycount)) bad = "ERR Invalid RETRYCOUNT option argument for XCLAIM";
+        } else if (arg_is(c, j, "lastid") && more) {
+            j++;
+            if (arg_id(c, j, &last, 0, 1) != 0) goto done;
+        } else {
+            resp_add_errorf(&c->out, "ERR Unrecognized XCLAIM option '%.*s'", (int)c->argvlen[j], c->argv[j]);
+            goto done;
+        }
+        if (bad) {
+            resp_add_error(&c->out, bad);
+            goto done;
+        }
+    }
+    if (deliverytime != -1) {
+        if (deliverytime < 0 || deliverytime > now) deliverytime = now;
+    } else {
+        deliverytime = now;
+    }
+    rbuf ops, del, set;
+    rbuf_init(&ops);
+    rbuf_init(&del);
+    rbuf_init(&set);
+    op_lastid(&ops, g, last);
+    put_str(&del, g->name, g->nlen);
+    size_t delbase = del.len;
+    pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
+    size_t setbase = set.len;
+    sid *claimed = malloc(sizeof(sid) * (size_t)(nids ? nids : 1));
+    if (!claimed) abort();
+    int nclaimed = 0;
+    /* The IDs in their order; a repeated one is claimed again (Redis does). */
+    for (int i = 0; i < nids; i++) {
+        sid id = ids[i];
+        const spel *p = pel_find(g, id);
+        int64_t t = 0;
+        uint64_t cnt = 0;
+        int in_pel = p != NULL;
+        /* An ID claimed earlier in this command: its new state. */
+        for (int k = nclaimed - 1; k >= 0 && in_pel; k--) {
+            if (sid_cmp(claimed[k], id) == 0) {
+                in_pel = 2;
+                break;
+            }
+        }
+        if (!entry_find(s, id)) {
+            if (p) put_sid(&del, id);
+            continue;
+        }
+        if (p) {
+            if (in_pel == 1 && minidle && now - p->time < minidle) continue;
+            if (in_pel == 2 && minidle && now - deliverytime < minidle) continue;
+            cnt = p->count;
+            if (in_pel == 2) {
+                /* Find its count as set earlier in this command. */
+                for (size_t off = set.len; off > setbase; off -= 32) {
+                    if (sid_cmp(get_sid(set.buf + off - 32), id) == 0) {
+                        cnt = le_get_u64(set.buf + off - 8);
+                        break;
+                    }
+                }
+            }
+        } else if (force) {
+            cnt = 1;
+        } else {
+            continue;
+        }
+        t = deliverytime;
+        if (retrycount >= 0) cnt = (uint64_t)retrycount;
+        else if (!justid) cnt++;
+        pelset_add(&set, id, t, cnt);
+        claimed[nclaimed++] = id;
+    }
+    if (del.len > delbase) obj_op(&ops, SOP_PELDEL, del.buf, del.len);
+    if (nclaimed) {
+        op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, c->argv[3], c->argvlen[3]);
+        obj_op(&ops, SOP_PELSET, set.buf, set.len);
+    }
+    int r = write_ops(c, 1, &ops);
+    if (r != DB_OOM) {
+        resp_add_array(&c->out, nclaimed);
+        for (int i = 0; i < nclaimed; i++) {
+            if (justid) reply_sid(c, claimed[i]);
+            else reply_entry(c, entry_find(s, claimed[i]));
+        }
+    }
+    free(claimed);
+    rbuf_free(&ops);
+    rbuf_free(&del);
+    rbuf_free(&set);
+done:
+    free(ids);
+}
+
+void xautoclaimCommand(client *c) {
+    stream *s;
+    sgroup *g = NULL;
+    long long minidle, count = 100;
+    int justid = 0;
+    sid start;
+    if (!string2ll(c->argv[4], c->argvlen[4], &minidle)) {
+        resp_add_error(&c->out, "ERR Invalid min-idle-time argument for XAUTOCLAIM");
+        return;
+    }
+    if (minidle < 0) minidle = 0;
+    if (arg_interval(c, 5, &start, 0) != 0) return;
+    for (int j = 6; j < c->argc; j++) {
+        int more = c->argc - 1 - j;
+        if (arg_is(c, j, "count") && more) {
+            if (arg_ll_range(c, j + 1, 1, LONG_MAX / 16, &count, "ERR COUNT must be > 0") != 0) return;
+            j++;
+        } else if (arg_is(c, j, "justid")) {
+            justid = 1;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return;
+        }
+    }
+    if (lookup_stream(c, 1, 1, &s) < 0) return;
+    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (!g) {
+        reply_nogroup(c, 1, 2);
+        return;
+    }
+    long long attempts = count * 10;
+    int64_t now = mstime();
+    rbuf ops, del, set;
+    rbuf_init(&ops);
+    rbuf_init(&del);
+    rbuf_init(&set);
+    put_str(&del, g->name, g->nlen);
+    size_t delbase = del.len;
+    pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
+    size_t setbase = set.len;
+    size_t k = pel_lower(g, start);
+    long long nclaimed = 0, ndeleted = 0;
+    for (; attempts-- && count && k < g->npel; k++) {
+        const spel *p = &g->pel[k];
+        if (!entry_find(s, p->id)) {
+            put_sid(&del, p->id);
+            ndeleted++;
+            count--;
+            continue;
+        }
+        if (minidle && now - p->time < minidle) continue;
+        pelset_add(&set, p->id, now, justid ? p->count : p->count + 1);
+        nclaimed++;
+        count--;
+    }
+    sid next = k < g->npel ? g->pel[k].id : (sid){0, 0};
+    if (ndeleted) obj_op(&ops, SOP_PELDEL, del.buf, del.len);
+    if (nclaimed) {
+        op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, c->argv[3], c->argvlen[3]);
+        obj_op(&ops, SOP_PELSET, set.buf, set.len);
+    }
+    int r = write_ops(c, 1, &ops);
+    if (r != DB_OOM) {
+        resp_add_array(&c->out, 3);
+        reply_sid(c, next);
+        resp_add_array(&c->out, nclaimed);
+        for (size_t off = setbase; off < set.len; off += 32) {
+            sid id = get_sid(set.buf + off);
+            if (justid) reply_sid(c, id);
+            else reply_entry(c, entry_find(s, id));
+        }
+        resp_add_array(&c->out, ndeleted);
+        for (size_t off = delbase; off < del.len; off += 16) reply_sid(c, get_sid(del.buf + off));
+    }
+    rbuf_free(&ops);
+    rbuf_free(&del);
+    rbuf_free(&set);
+}
+
+/* ---------------- XINFO ---------------- */
+
+static void reply_lag(client *c, const stream *s, const sgroup *g) {
+    if (!s->entries_added) {
+        resp_add_int(&c->out, 0);
+    } else if (g->entries_read != SCG_INVALID_ENTRIES_READ && !range_has_tombstones(s, g->last_id)) {
+        resp_add_int(&c->out, (long long)s->entries_added - g->entries_read);
+    } else {
+        long long er = estimate_distance(s, g->last_id);
+        if (er != SCG_INVALID_ENTRIES_READ) resp_add_int(&c->out, (long long)s->entries_added - er);
+        else resp_add_null(&c->out);
+    }
+}
+
+static void reply_entries_read(client *c, const sgroup *g) {
+    if (g->entries_read != SCG_INVALID_ENTRIES_READ) resp_add_int(&c->out, g->entries_read);
+    else resp_add_null(&c->out);
+}
+
+static void reply_xinfo_syntax(client *c) {
+    resp_add_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '%.*s'. Try XINFO HELP.",
+                    (int)c->argvlen[1], c->argv[1]);
+}
+
+/* XINFO's subcommands look the key up first: ERR no such key. */
+static stream *xinfo_stream(client *c) {
+    stream *s;
+    int found = lookup_stream(c, 2, 0, &s);
+    if (found == 0) resp_add_error(&c->out, ERR_NOKEY);
+    return found > 0 ? s : NULL;
+}
+
+static void xinfo_stream_cmd(client *c) {
+    stream *s = xinfo_stream(c);
+    if (!s) return;
+    int full = 0;
+    long long count = 10;
+    int argc = c->argc - 3;
+    if (argc) {
+        if ((argc != 1 && argc != 3) || !arg_is(c, 3, "full") || (argc == 3 && !arg_is(c, 4, "count"))) {
+            reply_xinfo_syntax(c);
+            return;
+        }
+        full = 1;
+        if (argc == 3) {
+            if (arg_ll(c, 5, &count) != 0) return;
+            if (count < 0) count = 10;
+        }
+    }
+    resp_add_map(&c->out, full ? 9 : 10);
+    resp_add_bulkstr(&c->out, "length");
+    resp_add_int(&c->out, (long long)s->len);
+    resp_add_bulkstr(&c->out, "radix-tree-keys");
+    resp_add_int(&c->out, (long long)s->nnodes);
+    /* Redis's radix tree has at least one node more than keys; the exact
+     * count depends on its layout, which Rowan does not have. */
+    resp_add_bulkstr(&c->out, "radix-tree-nodes");
+    resp_add_int(&c->out, (long long)s->nnodes + 1);
+    resp_add_bulkstr(&c->out, "last-generated-id");
+    reply_sid(c, s->last_id);
+    resp_add_bulkstr(&c->out, "max-deleted-entry-id");
+    reply_sid(c, s->max_deleted);
+    resp_add_bulkstr(&c->out, "entries-added");
+    resp_add_int(&c->out, (long long)s->entries_added);
+    resp_add_bulkstr(&c->out, "recorded-first-entry-id");
+    reply_sid(c, first_id(s));
+    if (!full) {
+        resp_add_bulkstr(&c->out, "groups");
+        resp_add_int(&c->out, (long long)s->ngroups);
+        const sentry *f = first_live(s), *l = last_live(s);
+        resp_add_bulkstr(&c->out, "first-entry");
+        if (f) reply_entry(c, f);
+        else resp_add_null(&c->out);
+        resp_add_bulkstr(&c->out, "last-entry");
+        if (l) reply_entry(c, l);
+        else resp_add_null(&c->out);
+        return;
+    }
+    resp_add_bulkstr(&c->out, "entries");
+    reply_range(c, s, (sid){0, 0}, (sid){UINT64_MAX, UINT64_MAX}, count, 0);
+    resp_add_bulkstr(&c->out, "groups");
+    resp_add_array(&c->out, (long long)s->ngroups);
+    for (size_t i = 0; i < s->ngroups; i++) {
+        const sgroup *g = s->groups[i];
+        resp_add_map(&c->out, 7);
+        resp_add_bulkstr(&c->out, "name");
+        resp_add_bulk(&c->out, g->name, g->nlen);
+        resp_add_bulkstr(&c->out, "last-delivered-id");
+        reply_sid(c, g->last_id);
+        resp_add_bulkstr(&c->out, "entries-read");
+        reply_entries_read(c, g);
+        resp_add_bulkstr(&c->out, "lag");
+        reply_lag(c, s, g);
+        resp_add_bulkstr(&c->out, "pel-count");
+        resp_add_int(&c->out, (long long)g->npel);
+        resp_add_bulkstr(&c->out, "pending");
+        size_t np = count && (size_t)count < g->npel ? (size_t)count : g->npel;
+        resp_add_array(&c->out, (long long)np);
+        for (size_t k = 0; k < np; k++) {
+            resp_add_array(&c->out, 4);
+            reply_sid(c, g->pel[k].id);
+            resp_add_bulk(&c->out, g->pel[k].owner->name, g->pel[k].owner->nlen);
+            resp_add_int(&c->out, g->pel[k].time);
+            resp_add_int(&c->out, (long long)g->pel[k].count);
+        }
+        resp_add_bulkstr(&c->out, "consumers");
+        resp_add_array(&c->out, (long long)g->ncons);
+        for (size_t j = 0; j < g->ncons; j++) {
+            const sconsumer *cn = g->cons[j];
+            resp_add_map(&c->out, 4);
+            resp_add_bulkstr(&c->out, "name");
+            resp_add_bulk(&c->out, cn->name, cn->nlen);
+            resp_add_bulkstr(&c->out, "seen-time");
+            resp_add_int(&c->out, cn->seen);
+            resp_add_bulkstr(&c->out, "pel-count");
+            resp_add_int(&c->out, (long long)cn->npending);
+            resp_add_bulkstr(&c->out, "pending");
+            size_t cp = count && (size_t)count < cn->npending ? (size_t)count : cn->npending;
+            resp_add_array(&c->out, (long long)cp);
+            for (size_t k = 0, n = 0; n < cp && k < g->npel; k++) {
+                if (g->pel[k].owner != cn) continue;
+                resp_add_array(&c->out, 3);
+                reply_sid(c, g->pel[k].id);
+                resp_add_int(&c->out, g->pel[k].time);
+                resp_add_int(&c->out, (long long)g->pel[k].count);
+                n++;
+            }
+        }
+    }
+}
+
+static void xinfo_groups(client *c) {
+    stream *s = xinfo_stream(c);
+    if (!s) return;
+    resp_add_array(&c->out, (long long)s->ngroups);
+    for (size_t i = 0; i < s->ngroups; i++) {
+        const sgroup *g = s->groups[i];
+        resp_add_map(&c->out, 6);
+        resp_add_bulkstr(&c->out, "name");
+        resp_add_bulk(&c->out, g->name, g->nlen);
+        resp_add_bulkstr(&c->out, "consumers");
+        resp_add_int(&c->out, (long long)g->ncons);
+        resp_add_bulkstr(&c->out, "pending");
+        resp_add_int(&c->out, (long long)g->npel);
+        resp_add_bulkstr(&c->out, "last-delivered-id");
+        reply_sid(c, g->last_id);
+        resp_add_bulkstr(&c->out, "entries-read");
+        reply_entries_read(c, g);
+        resp_add_bulkstr(&c->out, "lag");
+        reply_lag(c, s, g);
+    }
+}
+
+static void xinfo_consumers(client *c) {
+    stream *s = xinfo_stream(c);
+    if (!s) return;
+    sgroup *g = group_find(s, c->argv[3], c->argvlen[3]);
+    if (!g) {
+        resp_add_errorf(&c->out, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
+                        (int)c->argvlen[3], c->argv[3], (int)c->argvlen[2], c->argv[2]);
+        return;
+    }
+    int64_t now = mstime();
+    resp_add_array(&c->out, (long long)g->ncons);
+    for (size_t j = 0; j < g->ncons; j++) {
+        const sconsumer *cn = g->cons[j];
+        int64_t idle = now - cn->seen;
+        resp_add_map(&c->out, 3);
+        resp_add_bulkstr(&c->out, "name");
+        resp_add_bulk(&c->out, cn->name, cn->nlen);
+        resp_add_bulkstr(&c->out, "pending");
+        resp_add_int(&c->out, (long long)cn->npending);
+        resp_add_bulkstr(&c->out, "idle");
+        resp_add_int(&c->out, idle < 0 ? 0 : idle);
+    }
+}
+
+static void xinfo_help(client *c) {
+    static const char *const lines[] = {
+        "XINFO <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+        "CONSUMERS <key> <groupname>",
+        "    Show consumers of <groupname>.",
+        "GROUPS <key>",
+        "    Show the stream consumer groups.",
+        "STREAM <key> [FULL [COUNT <count>]",
+        "    Show information about the stream.",
+        "HELP",
+        "    Print this help.",
+        NULL};
+    reply_help(c, lines);
+}
+
+static const subcommand xinfo_subs[] = {
+    {"stream", -3, xinfo_stream_cmd},
+    {"groups", 3, xinfo_groups},
+    {"consumers", 4, xinfo_consumers},
+    {"help", 2, xinfo_help},
+    {NULL, 0, NULL}};
+
+void xinfoCommand(client *c) { subcommand_dispatch(c, xinfo_subs, "xinfo"); }
