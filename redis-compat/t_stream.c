@@ -1054,8 +1054,10 @@ static long long trim_ops(const stream *s, const trim_args *a, rbuf *ops, int ex
         long long entries = virtual_node ? 1 : (long long)nd->valid + tail;
         if (a->limit && deleted + entries > a->limit) break;
         /* The node's entries: from i while they belong to it. */
+        /* Tombstones of nodes already gone come first. */
+        while (!virtual_node && i < s->n && s->e[i].node < nd->seq) i++;
         size_t first = i;
-        while (i < s->n && (virtual_node || s->e[i].node == nd->seq)) i++;
+        while (!virtual_node && i < s->n && s->e[i].node == nd->seq) i++;
         int remove;
         if (a->strategy == TRIM_MAXLEN) {
             remove = length - entries >= a->maxlen;
@@ -1132,7 +1134,11 @@ void xaddCommand(client *c) {
         if (a.seq_given) {
             id = a.id;
         } else if (cur->last_id.ms == a.id.ms) {
-            if (cur->last_id.seq == UINT64_MAX) goto too_small;
+            if (cur->last_id.seq == UINT64_MAX) {
+                /* Redis 7.0 answers this one with its generic append error. */
+                resp_add_error(&c->out, "ERR Elements are too large to be stored");
+                return;
+            }
             id = cur->last_id;
             id.seq++;
         } else {
@@ -1412,7 +1418,6 @@ static void xread_generic(client *c, int group_mode) {
     long long count = 0, t;
     int64_t deadline = -1;
     int streams_arg = 0, nstreams = 0, noack = 0, gi = 0;
-    const char *name = group_mode ? "xreadgroup" : "xread";
 
     for (int i = 1; i < c->argc; i++) {
         int more = c->argc - i - 1;
@@ -1439,8 +1444,8 @@ static void xread_generic(client *c, int group_mode) {
             streams_arg = i + 1;
             nstreams = c->argc - streams_arg;
             if (nstreams % 2) {
-                resp_add_errorf(&c->out, "ERR Unbalanced '%s' list of streams: for each stream key an ID or '%c' must be specified.",
-                                name, group_mode ? '>' : '$');
+                resp_add_errorf(&c->out, "ERR Unbalanced %s list of streams: for each stream key an ID or '%c' must be specified.",
+                                group_mode ? "XREADGROUP" : "XREAD", group_mode ? '>' : '$');
                 return;
             }
             nstreams /= 2;
