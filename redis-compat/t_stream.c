@@ -1179,7 +1179,7 @@ void xaddCommand(client *c) {
     int r = write_ops(c, 1, &ops);
     rbuf_free(&ops);
     if (r == DB_OOM) return;
-    blocking_signal_key(c->db, c->argv[1], c->argvlen[1]);
+    blocking_signal_key_all(c->db, c->argv[1], c->argvlen[1]);
     reply_sid(c, id);
     return;
 too_small:

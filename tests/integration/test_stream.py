@@ -570,6 +570,26 @@ def test_xread_block_wakeup(rowan):
         cl.close()
 
 
+def test_xread_block_every_reader_woken(rowan):
+    # The first waiter asks for entries after 100-0: an entry at 2-1 is not
+    # for it, but must still reach the '$' waiter queued behind it.
+    c = rowan.resp()
+    c.call("XADD", "s", "1-1", "f", "v")
+    t1, b1, c1 = _call_async(rowan.port, "XREAD", "BLOCK", "0", "STREAMS", "s", "100-0")
+    assert _blocked_count(rowan, 1)
+    t2, b2, c2 = _call_async(rowan.port, "XREAD", "BLOCK", "0", "STREAMS", "s", "$")
+    assert _blocked_count(rowan, 2)
+    c.call("XADD", "s", "2-1", "g", "w")
+    t2.join(10)
+    assert b2.get("reply") == [[b"s", [[b"2-1", [b"g", b"w"]]]]]
+    assert "reply" not in b1
+    c.call("XADD", "s", "100-1", "h", "x")
+    t1.join(10)
+    assert b1.get("reply") == [[b"s", [[b"100-1", [b"h", b"x"]]]]]
+    for cl in (c1, c2):
+        cl.close()
+
+
 def test_xreadgroup_block_wakeup(rowan):
     c = rowan.resp()
     c.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
