@@ -63,6 +63,11 @@ enum {
 /* XREAD BLOCK without COUNT: served at most this many entries (Redis). */
 #define XREAD_BLOCKED_DEFAULT_COUNT 1000
 #define SCG_INVALID_ENTRIES_READ (-1)
+/* Entries one XREADGROUP call delivers at most (over all its streams,
+ * whatever COUNT says): each becomes a 32-byte pending-entry effect, and a
+ * command's effects must fit one log entry (4 MiB). The rest is left for
+ * the next call. Redis has no such limit. */
+#define STREAM_MAX_DELIVER 65536
 
 typedef struct sid { uint64_t ms, seq; } sid;
 
@@ -1517,6 +1522,7 @@ static void xread_generic(client *c, int group_mode) {
     }
 
     int64_t now = mstime();
+    long long budget = STREAM_MAX_DELIVER;
     int batch = group_mode && nstreams > 1;
     if (batch) db_batch_begin(&c->x);
     int failed = 0;
@@ -1557,7 +1563,7 @@ static void xread_generic(client *c, int group_mode) {
             for (size_t k = pel_lower(g, start); cons && k < g->npel; k++) {
                 const spel *p = &g->pel[k];
                 if (p->owner != cons) continue;
-                if (count && (long long)v->nhist >= count) break;
+                if ((count && (long long)v->nhist >= count) || (long long)v->nhist >= budget) break;
                 if (v->nhist == cap) {
                     cap *= 2;
                     v->hist = realloc(v->hist, sizeof(sid) * cap);
@@ -1568,13 +1574,17 @@ static void xread_generic(client *c, int group_mode) {
             }
             op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
             if (arg.len > base) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
+            budget -= (long long)v->nhist;
             nsv++;
         } else {
             const sentry *last = last_live(s);
             if (last && sid_cmp(last->id, g->last_id) > 0) {
                 sid start = g->last_id;
                 sid_incr(&start);
-                v->n = range_collect(s, start, (sid){UINT64_MAX, UINT64_MAX}, count, 0, &v->idx);
+                long long want = count;
+                if (!noack && (!want || want > budget)) want = budget;
+                v->n = want > 0 ? range_collect(s, start, (sid){UINT64_MAX, UINT64_MAX}, want, 0, &v->idx) : 0;
+                if (!noack) budget -= (long long)v->n;
                 sid gl = g->last_id;
                 long long er = g->entries_read;
                 pelset_start(&arg, g->name, g->nlen, cn, cl);
@@ -2040,6 +2050,14 @@ static void op_lastid(rbuf *ops, const sgroup *g, sid last) {
     if (sid_cmp(last, g->last_id) > 0) op_group_id(ops, SOP_GSETID, last, g->entries_read, g->name, g->nlen);
 }
 
+/* qsort of positions into claim_ids by (id, position). */
+static __thread const sid *claim_ids;
+static int claim_cmp(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    int r = sid_cmp(claim_ids[i], claim_ids[j]);
+    return r ? r : (i > j) - (i < j);
+}
+
 void xclaimCommand(client *c) {
     stream *s;
     sgroup *g = NULL;
@@ -2106,64 +2124,61 @@ void xclaimCommand(client *c) {
     size_t delbase = del.len;
     pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
     size_t setbase = set.len;
-    sid *claimed = malloc(sizeof(sid) * (size_t)(nids ? nids : 1));
-    if (!claimed) abort();
+    /* The IDs in their order; a repeated one is claimed again, from the
+     * state its earlier mention left (as Redis does). Sorting (id, position)
+     * puts the mentions of an ID together, in order. */
+    int *order = malloc(sizeof(int) * (size_t)(nids ? nids : 1));
+    char *claimed = calloc((size_t)(nids ? nids : 1), 1);
+    if (!order || !claimed) abort();
+    for (int i = 0; i < nids; i++) order[i] = i;
+    claim_ids = ids;
+    qsort(order, (size_t)nids, sizeof(int), claim_cmp);
     int nclaimed = 0;
-    /* The IDs in their order; a repeated one is claimed again (Redis does). */
-    for (int i = 0; i < nids; i++) {
-        sid id = ids[i];
+    for (int i = 0; i < nids;) {
+        sid id = ids[order[i]];
+        int e = i;
+        while (e < nids && sid_cmp(ids[order[e]], id) == 0) e++;
         const spel *p = pel_find(g, id);
-        int64_t t = 0;
-        uint64_t cnt = 0;
-        int in_pel = p != NULL;
-        /* An ID claimed earlier in this command: its new state. */
-        for (int k = nclaimed - 1; k >= 0 && in_pel; k--) {
-            if (sid_cmp(claimed[k], id) == 0) {
-                in_pel = 2;
-                break;
-            }
-        }
         if (!entry_find(s, id)) {
             if (p) put_sid(&del, id);
+            i = e;
             continue;
         }
-        if (p) {
-            if (in_pel == 1 && minidle && now - p->time < minidle) continue;
-            if (in_pel == 2 && minidle && now - deliverytime < minidle) continue;
-            cnt = p->count;
-            if (in_pel == 2) {
-                /* Find its count as set earlier in this command. */
-                for (size_t off = set.len; off > setbase; off -= 32) {
-                    if (sid_cmp(get_sid(set.buf + off - 32), id) == 0) {
-                        cnt = le_get_u64(set.buf + off - 8);
-                        break;
-                    }
-                }
+        int in_pel = p != NULL, owned = 0;
+        int64_t t = p ? p->time : 0;
+        uint64_t cnt = p ? p->count : 0;
+        for (; i < e; i++) {
+            if (!in_pel) {
+                if (!force) continue;
+                in_pel = 1;
+                cnt = 1;
+            } else if ((p || owned) && minidle && now - t < minidle) {
+                continue;
             }
-        } else if (force) {
-            cnt = 1;
-        } else {
-            continue;
+            t = deliverytime;
+            if (retrycount >= 0) cnt = (uint64_t)retrycount;
+            else if (!justid) cnt++;
+            owned = 1;
+            claimed[order[i]] = 1;
+            nclaimed++;
         }
-        t = deliverytime;
-        if (retrycount >= 0) cnt = (uint64_t)retrycount;
-        else if (!justid) cnt++;
-        pelset_add(&set, id, t, cnt);
-        claimed[nclaimed++] = id;
+        if (owned) pelset_add(&set, id, t, cnt);
     }
     if (del.len > delbase) obj_op(&ops, SOP_PELDEL, del.buf, del.len);
-    if (nclaimed) {
+    if (set.len > setbase) {
         op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, c->argv[3], c->argvlen[3]);
         obj_op(&ops, SOP_PELSET, set.buf, set.len);
     }
     int r = write_ops(c, 1, &ops);
     if (r != DB_OOM) {
         resp_add_array(&c->out, nclaimed);
-        for (int i = 0; i < nclaimed; i++) {
-            if (justid) reply_sid(c, claimed[i]);
-            else reply_entry(c, entry_find(s, claimed[i]));
+        for (int i = 0; i < nids; i++) {
+            if (!claimed[i]) continue;
+            if (justid) reply_sid(c, ids[i]);
+            else reply_entry(c, entry_find(s, ids[i]));
         }
     }
+    free(order);
     free(claimed);
     rbuf_free(&ops);
     rbuf_free(&del);

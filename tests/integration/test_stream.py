@@ -437,6 +437,10 @@ def test_xclaim(d):
     d.both("XCLAIM", "s", "g", "carol", "0", "1-6", "FORCE")
     d.both("XDEL", "s", "1-7")
     d.both("XCLAIM", "s", "g", "carol", "0", "1-7")
+    # repeated IDs are claimed again, from the state the first mention left
+    d.both("XCLAIM", "s", "g", "erin", "0", "1-1", "1-2", "1-1", "1-6", "1-6", "1-7", "1-1")
+    d.both("XCLAIM", "s", "g", "fred", "0", "1-2", "1-2", "JUSTID")
+    d.both("XCLAIM", "s", "g", "gina", "3000", "1-4", "1-4", "1-3", "IDLE", "4000")
     d.both("XPENDING", "s", "g", "-", "+", "10", mask=pel_times)
     d.both("XPENDING", "s", "g", "IDLE", "4000", "-", "+", "10", mask=pel_times)
     d.both("XINFO", "GROUPS", "s")
@@ -663,6 +667,21 @@ def test_memory_bounds(rowan):
     assert c.call("XPENDING", "s", "g", "-", "+", huge)[0][0] == b"1-1"
     assert c.call("XAUTOCLAIM", "s", "g", "c", "0", "0", "COUNT", "576460752303423487")[1][0][0] == b"1-1"
     assert c.call("XINFO", "STREAM", "s", "FULL", "COUNT", huge)[1] == 1
+    # XREADGROUP without COUNT on a long stream: at most 65536 entries per
+    # call (their pending entries must fit one log entry); the next call
+    # gets the rest.
+    from conftest import encode_command
+    n = 70000
+    c.send(b"".join(encode_command("XADD", "long", "%d-1" % i, "f", "v") for i in range(1, n + 1)))
+    for i in range(1, n + 1):
+        assert c.read_reply() == b"%d-1" % i
+    c.call("XGROUP", "CREATE", "long", "g", "0")
+    first = c.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", "long", ">")[0][1]
+    assert len(first) == 65536 and first[-1][0] == b"65536-1"
+    rest = c.call("XREADGROUP", "GROUP", "g", "c", "STREAMS", "long", ">")[0][1]
+    assert len(rest) == n - 65536 and rest[0][0] == b"65537-1"
+    assert c.call("XPENDING", "long", "g")[0] == n
+    assert len(c.call("XREADGROUP", "GROUP", "g", "c", "NOACK", "STREAMS", "long", "0")[0][1]) == 65536
     # An XADD whose fields cannot fit one log entry: a clean error, nothing added.
     args = ["XADD", "big", "1-1"]
     for i in range(300000):
