@@ -55,6 +55,8 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max);
  * XREADGROUP); the same as command_keys for every other command. */
 int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
                       const size_t *argvlen, int *idx, int max);
+/* Does cmd's key list depend on its arguments (command_keys_argv)? */
+int command_movable_keys(const struct rcommand *cmd);
 /* t_stream.c: the keys of XREAD / XREADGROUP (after STREAMS). */
 int stream_read_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
 /* Register the collection types' classes (object.h); before recovery. */

@@ -1371,9 +1371,10 @@ int stream_read_keys(int argc, const char *const *argv, const size_t *argvlen, i
         else if (strcaseeqlen(argv[i], argvlen[i], "streams")) { pos = i; break; }
         else break;
     }
-    int num = pos < 0 ? 0 : argc - pos - 1;
-    if (pos < 0 || num == 0 || num % 2) return 0;
-    num /= 2;
+    /* An odd count is an error the command replies; its keys are still the
+     * first half, as Redis 7.0's COMMAND GETKEYS says. */
+    int num = pos < 0 ? 0 : (argc - pos - 1) / 2;
+    if (num == 0) return 0;
     int n = 0;
     for (int i = pos + 1; i < pos + 1 + num && n < max; i++) idx[n++] = i;
     return n;

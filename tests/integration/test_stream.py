@@ -521,6 +521,11 @@ def test_command_table(d):
     for name in ("xadd", "xrange", "xlen", "xdel", "xtrim", "xack", "xclaim", "xsetid", "xpending"):
         d.both("COMMAND", "INFO", name, mask=lambda r: [r[0][0], r[0][1], r[0][3:6]])
     d.both("COMMAND", "GETKEYS", "XADD", "s", "*", "f", "v")
+    d.both("COMMAND", "GETKEYS", "XREAD", "COUNT", "2", "STREAMS", "a", "b", "0", "0")
+    d.both("COMMAND", "GETKEYS", "XREADGROUP", "GROUP", "g", "c", "STREAMS", "streams", ">")
+    d.both("COMMAND", "GETKEYS", "XREAD", "STREAMS", "a", "b", "0")
+    d.both("COMMAND", "GETKEYS", "XINFO", "STREAM", "s")
+    d.both("COMMAND", "GETKEYS", "XGROUP", "CREATE", "s", "g", "0")
 
 
 # --------------------------------------------------------------------------
