@@ -751,6 +751,14 @@ def test_cluster_replicas_agree(cluster_factory):
         c.call("XCLAIM", k, "g", "z", "0", "14-1")
         c.call("XDEL", k, "20-1")
         c.call("XTRIM", k, "MAXLEN", "25")
+        # clock-chosen IDs and times are the primary's, logged as values
+        assert isinstance(c.call("XADD", k, "*", "auto", "1"), bytes)
+        c.call("XAUTOCLAIM", k, "g", "y", "0", "0", "COUNT", "3")
+    # XREAD's keys are after STREAMS: one slot is fine, two are CROSSSLOT
+    c = node_for("{t}a")
+    assert c.call("XREAD", "STREAMS", "{t}a", "{t}b", "0", "0") is None
+    assert c.call("XREAD", "STREAMS", "st0", "st1", "0", "0") == RespError(
+        "CROSSSLOT Keys in request don't hash to the same slot")
     wait_digests_agree(cl)
     for cn in conns.values():
         cn.close()
