@@ -67,6 +67,8 @@ static void del_generic(client *c) {
             return;
         }
         deleted += r;
+        /* An XREADGROUP blocked on a deleted stream is told (t_stream.c). */
+        if (r == 1) blocking_signal_key_all(c->db, c->argv[j], c->argvlen[j]);
     }
     if (batch && db_batch_end(&c->x) == DB_OOM) {
         reply_oom(c);

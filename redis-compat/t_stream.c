@@ -1494,8 +1494,20 @@ static void xread_generic(client *c, int group_mode) {
     if (!ids || !ss || !gs || !sv || !dollar) abort();
     for (int i = 0; i < nstreams; i++) {
         int ki = streams_arg + i, ii = streams_arg + nstreams + i;
+        /* A blocked XREADGROUP whose stream or group went away (DEL,
+         * XGROUP DESTROY wake it) gets Redis's errors for that. */
+        int rerun = group_mode && blocking_is_blocked(c);
+        db_val v;
+        if (rerun && (!db_peek(&c->x, c->db, c->argv[ki], c->argvlen[ki], &v) || v.type != OBJ_STREAM)) {
+            resp_add_error(&c->out, "UNBLOCKED the stream key no longer exists");
+            goto done;
+        }
         if (lookup_stream(c, ki, 0, &ss[i]) < 0) goto done;
         if (group_mode) {
+            if (rerun && !group_find(ss[i], c->argv[gi], c->argvlen[gi])) {
+                resp_add_error(&c->out, "NOGROUP the consumer group this client was blocked on no longer exists");
+                goto done;
+            }
             if (!ss[i] || !(gs[i] = group_find(ss[i], c->argv[gi], c->argvlen[gi]))) {
                 resp_add_errorf(&c->out, "NOGROUP No such key '%.*s' or consumer group '%.*s' in XREADGROUP with GROUP option",
                                 (int)c->argvlen[ki], c->argv[ki], (int)c->argvlen[gi], c->argv[gi]);
@@ -1769,7 +1781,9 @@ static void xgroup_destroy(client *c) {
     obj_op(&ops, SOP_GDESTROY, c->argv[3], c->argvlen[3]);
     int r = write_ops(c, 2, &ops);
     rbuf_free(&ops);
-    if (r != DB_OOM) resp_add_int(&c->out, 1);
+    if (r == DB_OOM) return;
+    blocking_signal_key_all(c->db, c->argv[2], c->argvlen[2]);
+    resp_add_int(&c->out, 1);
 }
 
 static void xgroup_createconsumer(client *c) {

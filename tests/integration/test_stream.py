@@ -528,6 +528,40 @@ def test_command_table(d):
     d.both("COMMAND", "GETKEYS", "XGROUP", "CREATE", "s", "g", "0")
 
 
+def _call_async_on(port, *args):
+    box = {}
+    cl = RespClient(port)
+
+    def run():
+        box["reply"] = cl.call(*args)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box, cl
+
+
+def test_blocked_group_reader_told_when_gone(servers):
+    # The same scenario on both servers: a blocked XREADGROUP whose group is
+    # destroyed, or whose key is deleted, gets Redis's error.
+    replies = []
+    for srv in servers:
+        c = srv.resp()
+        c.call("FLUSHALL")
+        out = []
+        for gone in (("XGROUP", "DESTROY", "s", "g"), ("DEL", "s"), ("UNLINK", "x", "s")):
+            c.call("XGROUP", "CREATE", "s", "g", "$", "MKSTREAM")
+            t, box, cl = _call_async_on(srv.port, "XREADGROUP", "GROUP", "g", "c", "BLOCK", "0",
+                                        "STREAMS", "s", ">")
+            assert wait_for(lambda: srv.info("clients")["clients"]["blocked_clients"] == "1", 10)
+            out.append(c.call(*gone))
+            t.join(10)
+            out.append(box.get("reply"))
+            cl.close()
+            c.call("DEL", "s")
+        replies.append(out)
+    assert replies[0] == replies[1]
+    assert replies[0][1] == RespError("NOGROUP the consumer group this client was blocked on no longer exists")
+
+
 # --------------------------------------------------------------------------
 # Rowan-only: blocking, durability, replication, memory bounds, redis-py
 # --------------------------------------------------------------------------
