@@ -394,8 +394,9 @@ static int entry_append(stream *s, sid id, uint64_t node, const char *blob, size
 static int needs_new_node(const stream *s, uint64_t flen) {
     if (s->nnodes == 0) return 1;
     const snode *nd = &s->nodes[s->nnodes - 1];
-    /* A node is the tail only while it holds the last entry. */
-    if (!s->n || s->e[s->n - 1].node != nd->seq) return 1;
+    /* Only the node the last XADD went to takes more (once it is gone,
+     * trimmed or emptied by XDEL, the next entry opens a new one). */
+    if (nd->seq != s->next_node - 1) return 1;
     long long max_bytes = server.cfg.stream_node_max_bytes;
     long long max_entries = server.cfg.stream_node_max_entries;
     if (max_bytes <= 0 || max_bytes > (1LL << 30)) max_bytes = 1LL << 30;
@@ -1666,7 +1667,7 @@ static void xread_generic(client *c, int group_mode) {
         blocking_block(c, streams_arg, nstreams, deadline);
     }
 done:
-    served_free(sv, nsv > nstreams ? nstreams : nstreams);
+    served_free(sv, nstreams);
     free(ids);
     free(ss);
     free(gs);
