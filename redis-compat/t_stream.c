@@ -394,9 +394,9 @@ static int entry_append(stream *s, sid id, uint64_t node, const char *blob, size
 static int needs_new_node(const stream *s, uint64_t flen) {
     if (s->nnodes == 0) return 1;
     const snode *nd = &s->nodes[s->nnodes - 1];
-    /* Only the node the last XADD went to takes more (once it is gone,
-     * trimmed or emptied by XDEL, the next entry opens a new one). */
-    if (nd->seq != s->next_node - 1) return 1;
+    /* The last node takes more, whichever it is (Redis appends to the last
+     * node of its radix tree, even an older one once the newer ones were
+     * emptied). */
     long long max_bytes = server.cfg.stream_node_max_bytes;
     long long max_entries = server.cfg.stream_node_max_entries;
     if (max_bytes <= 0 || max_bytes > (1LL << 30)) max_bytes = 1LL << 30;
@@ -1615,9 +1615,9 @@ static void xread_generic(client *c, int group_mode) {
                 op_group_id(&ops, SOP_GSETID, gl, er, g->name, g->nlen);
                 if (!noack && v->n) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
                 nsv++;
-            } else if (!cons) {
-                op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
             }
+            /* Nothing new: Redis 7.0 creates the consumer only once it is
+             * served (also when it blocks). */
         }
         if (write_ops(c, ki, &ops) == DB_OOM) failed = 1;
         rbuf_free(&ops);

@@ -527,6 +527,74 @@ def test_multi_exec(d):
     d.both("XPENDING", "s", "g", "-", "+", "10", mask=pel_times)
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_random_sequences(d, seed):
+    # Seeded random command sequences, the same on both servers. IDs are
+    # explicit; min-idle times are 0 or far beyond the test's length, so
+    # the two clocks never decide differently.
+    import random
+    rnd = random.Random(seed)
+    keys = ["s0", "s1"]
+    nxt = {k: 1 for k in keys}
+    d.both("XGROUP", "CREATE", "s0", "g", "0", "MKSTREAM")
+    d.both("XGROUP", "CREATE", "s1", "g", "$", "MKSTREAM")
+
+    def rid(k):
+        return "%d-%d" % (rnd.randint(0, nxt[k] + 2), rnd.randint(0, 3))
+
+    for _ in range(600):
+        k = rnd.choice(keys)
+        op = rnd.randrange(13)
+        if op <= 3:
+            ms = nxt[k]
+            nxt[k] += rnd.randint(0, 2)
+            trim = []
+            r = rnd.random()
+            if r < 0.3:
+                trim = ["MAXLEN", rnd.choice(["~", "=", "~"]), str(rnd.randint(0, 150))]
+            elif r < 0.4:
+                trim = ["MINID", rnd.choice(["~", "="]), rid(k)]
+            if trim and trim[1] == "~" and rnd.random() < 0.3:
+                trim += ["LIMIT", str(rnd.randint(0, 250))]
+            d.both("XADD", k, *trim, "%d-*" % ms, "f", str(rnd.randint(0, 9)) * rnd.randint(0, 60))
+        elif op == 4:
+            d.both("XDEL", k, *[rid(k) for _ in range(rnd.randint(1, 4))])
+        elif op == 5:
+            d.both("XTRIM", k, rnd.choice(["MAXLEN", "MINID"]), rnd.choice(["~", "="]),
+                   str(rnd.randint(0, 120)) if rnd.random() < 0.5 else rid(k))
+        elif op == 6:
+            lo, hi = sorted([rid(k), rid(k)], key=lambda x: tuple(map(int, x.split("-"))))
+            d.both(rnd.choice(["XRANGE", "XREVRANGE"]), k, rnd.choice(["-", lo, "(" + lo]),
+                   rnd.choice(["+", hi, "(" + hi]), "COUNT", str(rnd.randint(0, 5)))
+        elif op == 7:
+            d.both("XREADGROUP", "GROUP", "g", rnd.choice("abc"), "COUNT", str(rnd.randint(1, 6)),
+                   *(["NOACK"] if rnd.random() < 0.2 else []),
+                   "STREAMS", k, rnd.choice([">", ">", "0", rid(k)]))
+        elif op == 8:
+            d.both("XACK", k, "g", *[rid(k) for _ in range(rnd.randint(1, 4))])
+        elif op == 9:
+            d.both("XCLAIM", k, "g", rnd.choice("abcd"), rnd.choice(["0", "100000000"]),
+                   *[rid(k) for _ in range(rnd.randint(1, 3))],
+                   *rnd.choice([[], ["JUSTID"], ["FORCE"], ["RETRYCOUNT", "5"], ["LASTID", rid(k)]]))
+        elif op == 10:
+            d.both("XAUTOCLAIM", k, "g", rnd.choice("abcd"), rnd.choice(["0", "100000000"]),
+                   rid(k), "COUNT", str(rnd.randint(1, 5)), *rnd.choice([[], ["JUSTID"]]))
+        elif op == 11:
+            d.both("XPENDING", k, "g", "-", "+", "100", *rnd.choice([[], ["a"], ["b"]]), mask=pel_times)
+            d.both("XPENDING", k, "g")
+        else:
+            r = rnd.random()
+            if r < 0.2:
+                d.both("XGROUP", "SETID", k, "g", rid(k))
+            elif r < 0.3:
+                d.both("XGROUP", "DELCONSUMER", k, "g", rnd.choice("abcd"))
+            d.both("XINFO", "GROUPS", k)
+            d.both("XINFO", "STREAM", k, mask=xinfo_mask)
+            d.both("XLEN", k)
+    for k in keys:
+        d.both("XINFO", "STREAM", k, "FULL", "COUNT", "0", mask=xinfo_mask)
+
+
 def test_command_table(d):
     for name in ("xadd", "xrange", "xlen", "xdel", "xtrim", "xack", "xclaim", "xsetid", "xpending"):
         d.both("COMMAND", "INFO", name, mask=lambda r: [r[0][0], r[0][1], r[0][3:6]])
