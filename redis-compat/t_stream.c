@@ -82,8 +82,13 @@ typedef struct sentry {
 typedef struct snode {
     uint64_t seq;
     uint32_t valid, total;  /* live entries; entries ever added */
-    uint64_t bytes;         /* estimate of the listpack's size */
+    uint64_t bytes;         /* the listpack's master fields and entries */
+    sid master;             /* the master entry's ID (the node's first) */
+    char *mfields;          /* its fields: (u32 len, bytes)... */
+    uint32_t mflen, nmf;
 } snode;
+
+static void node_free(snode *nd) { free(nd->mfields); }
 
 typedef struct sconsumer {
     char *name; size_t nlen;
@@ -253,6 +258,7 @@ static void stream_destroy(void *data) {
     stream *s = data;
     for (size_t i = 0; i < s->n; i++) free(s->e[i].blob);
     free(s->e);
+    for (size_t i = 0; i < s->nnodes; i++) node_free(&s->nodes[i]);
     free(s->nodes);
     for (size_t i = 0; i < s->ngroups; i++) group_free(s->groups[i]);
     free(s->groups);
@@ -321,6 +327,7 @@ static void entry_remove(stream *s, size_t i) {
     size_t at;
     snode *nd = node_find(s, e->node, &at);
     if (nd && --nd->valid == 0) {
+        node_free(nd);
         memmove(s->nodes + at, s->nodes + at + 1, sizeof(snode) * (s->nnodes - at - 1));
         s->nnodes--;
     }
@@ -334,7 +341,57 @@ static void entry_remove(stream *s, size_t i) {
 
 /* Estimated listpack bytes of an entry (Redis compares the node's bytes
  * plus the fields' lengths against stream-node-max-bytes). */
-static uint64_t entry_cost(uint32_t nf, uint32_t blen) { return (uint64_t)blen - 4ULL * nf + 8; }
+/* Sizes of listpack elements, as Redis 7.0 lays a node out: what decides
+ * when a node reaches stream-node-max-bytes. */
+static size_t lp_backlen(size_t l) {
+    return l <= 127 ? 1 : l < 16383 ? 2 : l < 2097151 ? 3 : l < 268435455 ? 4 : 5;
+}
+static size_t lp_int_size(int64_t v) {
+    size_t enc = (v >= 0 && v <= 127) ? 1 : (v >= -4096 && v <= 4095) ? 2
+               : (v >= -32768 && v <= 32767) ? 3 : (v >= -8388608 && v <= 8388607) ? 4
+               : (v >= INT32_MIN && v <= INT32_MAX) ? 5 : 9;
+    return enc + lp_backlen(enc);
+}
+/* A string that reads as an integer is stored as one. */
+static size_t lp_str_size(const char *p, size_t len) {
+    long long v;
+    if (len > 0 && len < 21 && string2ll(p, len, &v)) return lp_int_size(v);
+    size_t enc = len <= 63 ? 1 + len : len <= 4095 ? 2 + len : 5 + len;
+    return enc + lp_backlen(enc);
+}
+
+/* Listpack bytes of an entry appended to node nd (its fields in blob). */
+static uint64_t lp_entry_size(const snode *nd, sid id, uint32_t nf, const char *blob, size_t blen) {
+    int same = nf == nd->nmf;
+    size_t pos = 0, mpos = 0;
+    uint64_t fbytes = 0, vbytes = 0;
+    for (uint32_t i = 0; i < 2 * nf && pos + 4 <= blen; i++) {
+        uint32_t l = obj_get_u32(blob + pos);
+        const char *p = blob + pos + 4;
+        pos += 4 + l;
+        if (i % 2) {
+            vbytes += lp_str_size(p, l);
+            continue;
+        }
+        fbytes += lp_str_size(p, l);
+        if (same) {
+            uint32_t ml = mpos + 4 <= nd->mflen ? obj_get_u32(nd->mfields + mpos) : UINT32_MAX;
+            same = ml == l && mpos + 4 + l <= nd->mflen && memcmp(nd->mfields + mpos + 4, p, l) == 0;
+            mpos += 4 + (size_t)l;
+        }
+    }
+    uint64_t n = lp_int_size(same ? 2 : 0) + lp_int_size((int64_t)(id.ms - nd->master.ms)) +
+                 lp_int_size((int64_t)(id.seq - nd->master.seq)) + vbytes;
+    if (!same) n += lp_int_size(nf) + fbytes;
+    return n + lp_int_size((int64_t)nf + 3 + (same ? 0 : nf + 1));
+}
+
+/* The node's listpack size: header, counts, master entry, entries, end. */
+static uint64_t lp_node_bytes(const snode *nd) {
+    return 6 + lp_int_size(nd->valid) + lp_int_size((int64_t)nd->total - nd->valid) +
+           lp_int_size(nd->nmf) + nd->bytes + lp_int_size(0) + 1;
+}
+
 
 static void node_push(stream *s, uint64_t seq) {
     if (s->nnodes == s->capnodes) {
@@ -342,8 +399,48 @@ static void node_push(stream *s, uint64_t seq) {
         s->nodes = realloc(s->nodes, sizeof(snode) * s->capnodes);
         if (!s->nodes) abort();
     }
-    s->nodes[s->nnodes++] = (snode){seq, 0, 0, 24};
+    s->nodes[s->nnodes++] = (snode){.seq = seq};
     if (seq >= s->next_node) s->next_node = seq + 1;
+}
+
+/* The master entry of a node opened by an entry: its ID and fields. */
+static void node_set_master(snode *nd, sid id, uint32_t nf, const char *blob, size_t blen) {
+    rbuf m;
+    rbuf_init(&m);
+    size_t pos = 0;
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < 2 * nf && pos + 4 <= blen; i++) {
+        uint32_t l = obj_get_u32(blob + pos);
+        if (i % 2 == 0) {
+            rbuf_append(&m, blob + pos, 4 + (size_t)l);
+            bytes += lp_str_size(blob + pos + 4, l);
+        }
+        pos += 4 + l;
+    }
+    free(nd->mfields);
+    nd->mfields = malloc(m.len ? m.len : 1);
+    if (!nd->mfields) abort();
+    if (m.len) memcpy(nd->mfields, m.buf, m.len);
+    nd->mflen = (uint32_t)m.len;
+    nd->nmf = nf;
+    nd->master = id;
+    nd->bytes = bytes;
+    rbuf_free(&m);
+}
+
+/* How many strings a (u32 len, bytes)... blob holds; -1 if malformed. */
+static long blob_fields_count(const char *b, size_t len) {
+    size_t pos = 0;
+    long n = 0;
+    while (pos < len) {
+        if (len - pos < 4) return -1;
+        uint32_t l = obj_get_u32(b + pos);
+        pos += 4;
+        if (l > len - pos) return -1;
+        pos += l;
+        n++;
+    }
+    return n;
 }
 
 /* Validate a fields blob; returns the pair count or -1. */
@@ -367,6 +464,7 @@ static int entry_append(stream *s, sid id, uint64_t node, const char *blob, size
     if (s->nnodes == 0 || s->nodes[s->nnodes - 1].seq != node) {
         if (s->nnodes && s->nodes[s->nnodes - 1].seq > node) return -1;
         node_push(s, node);
+        node_set_master(&s->nodes[s->nnodes - 1], id, (uint32_t)nf, blob, blen);
     }
     snode *nd = &s->nodes[s->nnodes - 1];
     if (s->n == s->cap) {
@@ -384,7 +482,7 @@ static int entry_append(stream *s, sid id, uint64_t node, const char *blob, size
     memcpy(e->blob, blob, blen);
     nd->valid++;
     nd->total++;
-    nd->bytes += entry_cost(e->nf, e->blen);
+    nd->bytes += lp_entry_size(nd, id, e->nf, blob, blen);
     s->len++;
     s->bytes += blen;
     return 0;
@@ -400,7 +498,7 @@ static int needs_new_node(const stream *s, uint64_t flen) {
     long long max_bytes = server.cfg.stream_node_max_bytes;
     long long max_entries = server.cfg.stream_node_max_entries;
     if (max_bytes <= 0 || max_bytes > (1LL << 30)) max_bytes = 1LL << 30;
-    if (nd->bytes + flen >= (uint64_t)max_bytes) return 1;
+    if (lp_node_bytes(nd) + flen >= (uint64_t)max_bytes) return 1;
     if (max_entries > 0 && nd->total >= (uint64_t)max_entries) return 1;
     return 0;
 }
@@ -674,6 +772,9 @@ static void stream_snapshot(const void *data, rbuf *out) {
         obj_put_u32(out, s->nodes[i].valid);
         obj_put_u32(out, s->nodes[i].total);
         put_u64(out, s->nodes[i].bytes);
+        put_sid(out, s->nodes[i].master);
+        obj_put_u32(out, s->nodes[i].nmf);
+        put_str(out, s->nodes[i].mfields, s->nodes[i].mflen);
     }
     put_u64(out, s->len);
     for (size_t i = 0; i < s->n; i++) {
@@ -752,6 +853,17 @@ static void *stream_load(const char *buf, size_t len) {
         saved[i].valid = rd_u32(&r);
         saved[i].total = rd_u32(&r);
         saved[i].bytes = rd_u64(&r);
+        saved[i].master = rd_sid(&r);
+        saved[i].nmf = rd_u32(&r);
+        size_t ml;
+        const char *mf = rd_str(&r, &ml);
+        if (!mf || (long)saved[i].nmf != blob_fields_count(mf, ml)) {
+            r.bad = 1;
+            nn = i;
+            break;
+        }
+        saved[i].mfields = dupmem(mf, ml);
+        saved[i].mflen = (uint32_t)ml;
     }
     uint64_t ne = rd_u64(&r);
     for (uint64_t i = 0; i < ne && !r.bad; i++) {
@@ -767,10 +879,17 @@ static void *stream_load(const char *buf, size_t len) {
             if (s->nodes[i].seq != saved[i].seq || s->nodes[i].valid != saved[i].valid) r.bad = 1;
             s->nodes[i].total = saved[i].total;
             s->nodes[i].bytes = saved[i].bytes;
+            s->nodes[i].master = saved[i].master;
+            s->nodes[i].nmf = saved[i].nmf;
+            s->nodes[i].mflen = saved[i].mflen;
+            free(s->nodes[i].mfields);
+            s->nodes[i].mfields = saved[i].mfields;
+            saved[i].mfields = NULL;
         }
     } else {
         r.bad = 1;
     }
+    for (uint32_t i = 0; i < nn; i++) free(saved[i].mfields);
     free(saved);
     if (next_node > s->next_node) s->next_node = next_node;
     uint32_t ng = rd_u32(&r);
