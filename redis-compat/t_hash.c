@@ -37,8 +37,9 @@
 #define HASH_OP_SET 1
 #define HASH_OP_DEL 2
 
-#define HASH_LP_ENTRIES 512   /* hash-max-listpack-entries (Redis default) */
-#define HASH_LP_VALUE 64      /* hash-max-listpack-value */
+/* hash-max-listpack-entries / -value (CONFIG SET changes them for later writes) */
+#define HASH_LP_ENTRIES ((size_t)server.cfg.hash_max_listpack_entries)
+#define HASH_LP_VALUE ((size_t)server.cfg.hash_max_listpack_value)
 
 #define LDOUBLE_TEXT_MAX (5 * 1024)
 

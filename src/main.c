@@ -33,6 +33,7 @@
 #include "control.h"
 #include "daemon.h"
 #include "db.h"
+#include "delta.h"
 #include "member.h"
 #include "pool.h"
 #include "reconcile.h"
@@ -104,6 +105,7 @@ static void configure(int argc, char **argv) {
         start = 2;
     }
     if (config_parse_argv(argc, argv, start, err, sizeof(err)) != 0) die("Bad arguments: %s", err);
+    if (commands_rename(err, sizeof(err)) != 0) die("Bad config file: %s", err);
     if (server.cfg.workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         server.cfg.workers = n > 0 ? (int)n : 1;
@@ -217,6 +219,7 @@ int main(int argc, char **argv) {
     make_run_id();
     serverLog(LL_NOTICE, "Rowan %s starting, pid=%d, %d workers, %d shards", ROWAN_VERSION,
               (int)getpid(), server.cfg.workers, server.cfg.shards);
+    config_warn_no_effect();
     open_listeners();
     daemon_pidfile_write();
     open_pool();
@@ -237,6 +240,7 @@ int main(int argc, char **argv) {
          * the live byte counts recovery computed). */
         if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
         reconcile_init();
+        delta_init();
         clean_start();
     }
     if (rc == 1) {
