@@ -419,6 +419,7 @@ void blocking_client_freed(client *c) {
 
 typedef struct pending_key {
     int db;
+    int all;         /* wake every waiter, not only the first (streams) */
     size_t klen;
     char *key;
 } pending_key;
@@ -426,11 +427,14 @@ typedef struct pending_key {
 static __thread pending_key *pend;
 static __thread int npend, cappend;
 
-void blocking_signal_key(int db, const char *key, size_t klen) {
+static void signal_key(int db, const char *key, size_t klen, int all) {
     if (atomic_load(&nblocked) == 0) return;
-    for (int i = 0; i < npend; i++)
-        if (pend[i].db == db && pend[i].klen == klen && memcmp(pend[i].key, key, klen) == 0)
+    for (int i = 0; i < npend; i++) {
+        if (pend[i].db == db && pend[i].klen == klen && memcmp(pend[i].key, key, klen) == 0) {
+            pend[i].all |= all;
             return;
+        }
+    }
     if (npend == cappend) {
         cappend = cappend ? cappend * 2 : 8;
         pend = realloc(pend, sizeof(pending_key) * (size_t)cappend);
@@ -438,11 +442,16 @@ void blocking_signal_key(int db, const char *key, size_t klen) {
     }
     pending_key *pk = &pend[npend++];
     pk->db = db;
+    pk->all = all;
     pk->klen = klen;
     pk->key = malloc(klen ? klen : 1);
     if (!pk->key) abort();
     memcpy(pk->key, key, klen);
 }
+
+void blocking_signal_key(int db, const char *key, size_t klen) { signal_key(db, key, klen, 0); }
+
+void blocking_signal_key_all(int db, const char *key, size_t klen) { signal_key(db, key, klen, 1); }
 
 void blocking_flush_signals(void) {
     if (npend == 0) return;
@@ -452,6 +461,7 @@ void blocking_flush_signals(void) {
         bkey *k = key_find(pend[i].db, pend[i].key, pend[i].klen,
                            key_hash(pend[i].db, pend[i].key, pend[i].klen));
         if (k && k->head) mark_ready(k->head->bc, &ws);
+        for (bwait *w = k && pend[i].all ? k->head : NULL; w; w = w->next) mark_ready(w->bc, &ws);
     }
     pthread_mutex_unlock(&reg_lock);
     for (int i = 0; i < npend; i++) free(pend[i].key);

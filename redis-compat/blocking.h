@@ -24,6 +24,10 @@ void blocking_block(client *c, int first, int nkeys, int64_t deadline_ms);
  * Called under the key's shard lock; the waiting clients are woken after
  * the command, once its shard locks are released. */
 void blocking_signal_key(int db, const char *key, size_t klen);
+/* The same, waking every client waiting on the key, not only the first: a
+ * stream entry is for every XREAD reader whose ID it follows (t_stream.c);
+ * a waiter it does not serve stays blocked, keeping its place. */
+void blocking_signal_key_all(int db, const char *key, size_t klen);
 
 /* ---- hooks (networking.c, worker.c) ---- */
 /* Is c blocked (its input waits)? Owner worker thread only. */

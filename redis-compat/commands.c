@@ -197,9 +197,23 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max) {
     return n;
 }
 
+/* XREAD and XREADGROUP name their keys after STREAMS, which no fixed
+ * (firstkey, lastkey, step) describes (Redis: movablekeys). */
+int command_movable_keys(const struct rcommand *cmd) {
+    return cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand;
+}
+
+int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
+                      const size_t *argvlen, int *idx, int max) {
+    if (command_movable_keys(cmd))
+        return stream_read_keys(argc, argv, argvlen, idx, max);
+    return command_keys(cmd, argc, idx, max);
+}
+
 void types_register(void) {
     hash_register();
     set_register();
     zset_register();
     list_register();
+    stream_register();
 }

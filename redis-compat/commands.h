@@ -54,12 +54,21 @@ int command_count(void);
  * many (at most max). */
 int command_keys(const struct rcommand *cmd, int argc, int *idx, int max);
 
+/* command_keys for a command whose keys depend on its arguments (XREAD,
+ * XREADGROUP); the same as command_keys for every other command. */
+int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
+                      const size_t *argvlen, int *idx, int max);
+/* Does cmd's key list depend on its arguments (command_keys_argv)? */
+int command_movable_keys(const struct rcommand *cmd);
+/* t_stream.c: the keys of XREAD / XREADGROUP (after STREAMS). */
+int stream_read_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
 /* Register the collection types' classes (object.h); before recovery. */
 void types_register(void);
 void hash_register(void);
 void set_register(void);
 void zset_register(void);
 void list_register(void);
+void stream_register(void);
 
 /* t_introspect.c: record a command that ran duration_us microseconds in the
  * slow log when it is slower than slowlog-log-slower-than (client_call). */

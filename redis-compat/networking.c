@@ -307,7 +307,7 @@ int command_key_shards(const struct rcommand *cmd, int argc, const char *const *
                        shard **first_shard) {
     int posstack[MAX_CMD_KEYS_STACK];
     int *pos = argc <= MAX_CMD_KEYS_STACK ? posstack : malloc(sizeof(int) * (size_t)argc);
-    int nk = command_keys(cmd, argc, pos, argc);
+    int nk = command_keys_argv(cmd, argc, argv, argvlen, pos, argc);
     if (first_pos) *first_pos = nk ? pos[0] : -1;
     for (int i = 0; i < nk; i++) {
         shard *s = shard_of_key(argv[pos[i]], argvlen[pos[i]]);

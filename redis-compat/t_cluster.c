@@ -75,7 +75,7 @@ static int route_command(void *arg, const struct rcommand *cmd, int argc,
     route *r = arg;
     int stack[64];
     int *pos = argc <= 64 ? stack : malloc(sizeof(int) * (size_t)argc);
-    int nk = command_keys(cmd, argc, pos, argc), cross = 0;
+    int nk = command_keys_argv(cmd, argc, argv, argvlen, pos, argc), cross = 0;
     for (int i = 0; i < nk && !cross; i++) cross = route_key(r, argv[pos[i]], argvlen[pos[i]]);
     if (pos != stack) free(pos);
     if (!cross && cmd->proc == sortCommand) {

@@ -67,6 +67,8 @@ static void del_generic(client *c) {
             return;
         }
         deleted += r;
+        /* An XREADGROUP blocked on a deleted stream is told (t_stream.c). */
+        if (r == 1) blocking_signal_key_all(c->db, c->argv[j], c->argvlen[j]);
     }
     if (batch && db_batch_end(&c->x) == DB_OOM) {
         reply_oom(c);
@@ -294,7 +296,7 @@ void keysCommand(client *c) {
 
 /* An unknown TYPE name matches no key (Redis 7.2 does not reject it). */
 static int type_by_name(const char *s, size_t len) {
-    static const int types[] = {OBJ_STRING, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH};
+    static const int types[] = {OBJ_STRING, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH, OBJ_STREAM};
     for (size_t k = 0; k < sizeof(types) / sizeof(types[0]); k++)
         if (strcaseeqlen(s, len, type_name(types[k]))) return types[k];
     return OBJ_NONE;

@@ -2113,7 +2113,7 @@ static void command_getkeys(client *c, int with_flags)
         }
     }
     /* Redis 7.2's order: a command without keys is refused before arity. */
-    if (cmd->firstkey <= 0) {
+    if (cmd->firstkey <= 0 && !command_movable_keys(cmd)) {
         resp_add_error(&c->out, "ERR The command has no key arguments");
         return;
     }
@@ -2124,7 +2124,7 @@ static void command_getkeys(client *c, int with_flags)
     int max = sargc > 0 ? sargc : 1;
     int *idx = malloc((size_t)max * sizeof(*idx));
     if (!idx) abort();
-    int n = command_keys(cmd, sargc, idx, max);
+    int n = command_keys_argv(cmd, sargc, c->argv + 2, c->argvlen + 2, idx, max);
     if (n <= 0) {
         resp_add_error(&c->out, "ERR The command has no key arguments");
     } else {

@@ -386,6 +386,10 @@ static const struct option options[] = {
     { "tls-session-caching", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
     { "tracking-table-max-keys", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "1000000", NULL, NULL },
     { "unixsocket", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    /* streams (redis-compat/t_stream.c): when XADD starts a new node, which
+     * is what approximate (~) trimming removes whole */
+    { "stream-node-max-bytes", T_MEM, CFG(stream_node_max_bytes), 0, 0, LLONG_MAX, "4096", NULL, NULL },
+    { "stream-node-max-entries", T_LL, CFG(stream_node_max_entries), 0, 0, LLONG_MAX, "100", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 

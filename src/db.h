@@ -35,7 +35,7 @@
 #include "log.h"
 #include "resp.h"
 
-enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH };
+enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH, OBJ_STREAM };
 
 /* Why a write was refused (db_ctx.refused, INFO's oom_last_reason). */
 enum db_refusal {

@@ -82,6 +82,8 @@ struct rowan_config {
     long long zset_max_listpack_entries, zset_max_listpack_value;
     int list_max_listpack_size;
     int enable_protected_configs, enable_debug_command, enable_module_command; /* PROTECTED_ACTION_* */
+    long long stream_node_max_bytes;   /* streams: node size limits (t_stream.c) */
+    long long stream_node_max_entries;
 };
 
 enum {
