@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 #include "commands.h"
+#include "notify.h"
 
 #define W  CMD_WRITE
 #define R  CMD_READONLY
@@ -165,4 +166,5 @@ void types_register(void) {
     set_register();
     zset_register();
     list_register();
+    notify_init();   /* the edge's keyspace notifications for expired keys */
 }

@@ -11,7 +11,8 @@
  * publisher's own worker (another connection) gets the message written into
  * its output at once: only that worker's thread touches its clients. A
  * subscriber on another worker, or the publishing connection itself, gets a
- * record in its inbox (under the mutex); the client is put on its worker's
+ * record in its inbox (under the mutex), as does every subscriber of a
+ * message published outside a command (active expiry's notifications); the client is put on its worker's
  * delivery list and that worker is woken (worker_wake). The worker writes
  * the inbox into the client's output in its next before_sleep
  * (pubsub_deliver), ahead of that round's flush. Messages are not durable
@@ -306,7 +307,9 @@ static const char *inbox_get(const char **p, size_t *len) {
  * and the owner closes the subscriber at delivery. */
 static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
                     size_t clen, const char *msg, size_t mlen, char *wake) {
-    if (sub->w == pub->w && sub != pub) {
+    /* Written at once only when nothing waits in sub's inbox: a message
+     * never overtakes an earlier one (a keyspace notification). */
+    if (pub && sub->w == pub->w && sub != pub && !sub->ps->queued) {
         client_out_prepare(sub);
         write_message(sub, pat, plen, ch, clen, msg, mlen);
         client_out_check(sub);
@@ -525,31 +528,35 @@ static void unsubscribe_generic(client *c, int patterns_too) {
 void unsubscribeCommand(client *c) { unsubscribe_generic(c, 0); }
 void punsubscribeCommand(client *c) { unsubscribe_generic(c, 1); }
 
-void publishCommand(client *c) {
+long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen) {
     pthread_once(&deliveries_once, deliveries_init);
-    const char *ch = c->argv[1], *msg = c->argv[2];
-    size_t clen = c->argvlen[1], mlen = c->argvlen[2];
-    char *wake = calloc((size_t)server.nworkers, 1);
+    char wakestack[64];
+    char *wake = server.nworkers <= 64 ? wakestack : malloc((size_t)server.nworkers);
+    memset(wake, 0, (size_t)server.nworkers);
     long long receivers = 0;
     pthread_mutex_lock(&ps_lock);
     channel *chan = channel_find(ch, clen);
     if (chan) {
         for (int i = 0; i < chan->subs.n; i++)
-            send_to(c, chan->subs.v[i], NULL, 0, ch, clen, msg, mlen, wake);
+            send_to(pub, chan->subs.v[i], NULL, 0, ch, clen, msg, mlen, wake);
         receivers += chan->subs.n;
     }
     for (int p = 0; p < npatterns; p++) {
         pattern *pat = &patterns[p];
         if (!stringmatchlen(pat->name, pat->len, ch, clen, 0)) continue;
         for (int i = 0; i < pat->subs.n; i++)
-            send_to(c, pat->subs.v[i], pat->name, pat->len, ch, clen, msg, mlen, wake);
+            send_to(pub, pat->subs.v[i], pat->name, pat->len, ch, clen, msg, mlen, wake);
         receivers += pat->subs.n;
     }
     pthread_mutex_unlock(&ps_lock);
     for (int i = 0; i < server.nworkers; i++)
-        if (wake[i] && server.workers[i] != c->w) worker_wake(server.workers[i]);
-    free(wake);
-    resp_add_int(&c->out, receivers);
+        if (wake[i] && (!pub || server.workers[i] != pub->w)) worker_wake(server.workers[i]);
+    if (wake != wakestack) free(wake);
+    return receivers;
+}
+
+void publishCommand(client *c) {
+    resp_add_int(&c->out, pubsub_publish(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]));
 }
 
 /* ---------------- PUBSUB ---------------- */

@@ -26,6 +26,12 @@ void pubsub_deliver(struct worker *w);
 int pubsub_channel_count(const client *c);
 int pubsub_pattern_count(const client *c);
 
+/* Publish msg on channel ch to every subscriber (PUBLISH, keyspace
+ * notifications); returns how many received it. pub is the publishing
+ * client, or NULL outside a command (active expiry). Shard locks may be
+ * held. */
+long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen);
+
 /* Command procs (rows in cmds_multi.def). */
 void subscribeCommand(client *c);
 void unsubscribeCommand(client *c);

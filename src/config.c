@@ -62,7 +62,8 @@ enum opt_type {
     T_ENUM,     /* int: one of a list of names */
     T_STR,      /* char * */
     T_PCTMEM,   /* long long: a size, or "N%" stored as -N (maxmemory-clients) */
-    T_OBUF      /* struct obuf_limit[OBUF_CLASSES]: client-output-buffer-limit */
+    T_OBUF,     /* struct obuf_limit[OBUF_CLASSES]: client-output-buffer-limit */
+    T_KSEV      /* int: notify-keyspace-events flags, shown as letters */
 };
 
 #define OPT_IMMUTABLE (1u << 0)  /* CONFIG SET refuses it */
@@ -154,6 +155,8 @@ static const struct option options[] = {
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
+    /* client-facing surface (redis-compat/notify.c) */
+    { "notify-keyspace-events", T_KSEV, CFG(notify_keyspace_events), 0, 0, 0, "", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 
@@ -192,7 +195,7 @@ static void snapshot_configured(void)
         char *dst = (char *)&configured + o->off;
         const char *src = (const char *)&server.cfg + o->off;
         switch (o->type) {
-        case T_BOOL: case T_INT: case T_ENUM: memcpy(dst, src, sizeof(int)); break;
+        case T_BOOL: case T_INT: case T_ENUM: case T_KSEV: memcpy(dst, src, sizeof(int)); break;
         case T_LL: case T_MEM: case T_PCTMEM: memcpy(dst, src, sizeof(long long)); break;
         case T_OBUF: memcpy(dst, src, sizeof(struct obuf_limit) * OBUF_CLASSES); break;
         case T_STR: {
@@ -372,6 +375,42 @@ static void obuf_defaults(const struct option *o, struct obuf_limit *lim)
     obuf_parse(o->def, lim, reason, sizeof(reason));
 }
 
+/* notify-keyspace-events, as Redis's keyspaceEventsStringToFlags and
+ * keyspaceEventsFlagsToString (whose quirk is kept: 'n' is not shown when
+ * every A class is on). */
+int keyspace_events_parse(const char *s)
+{
+    static const char letters[] = "g$lshzxeKEtmdn";
+    static const int bits[] = { NOTIFY_GENERIC, NOTIFY_STRING, NOTIFY_LIST, NOTIFY_SET,
+        NOTIFY_HASH, NOTIFY_ZSET, NOTIFY_EXPIRED, NOTIFY_EVICTED, NOTIFY_KEYSPACE,
+        NOTIFY_KEYEVENT, NOTIFY_STREAM, NOTIFY_KEY_MISS, NOTIFY_MODULE, NOTIFY_NEW };
+    int flags = 0;
+    for (; *s; s++) {
+        const char *p = *s == 'A' ? NULL : strchr(letters, *s);
+        if (*s == 'A') flags |= NOTIFY_ALL;
+        else if (!p) return -1;
+        else flags |= bits[p - letters];
+    }
+    return flags;
+}
+
+void keyspace_events_string(int flags, char *buf)
+{
+    static const char letters[] = "g$lshzxetdn";
+    static const int bits[] = { NOTIFY_GENERIC, NOTIFY_STRING, NOTIFY_LIST, NOTIFY_SET,
+        NOTIFY_HASH, NOTIFY_ZSET, NOTIFY_EXPIRED, NOTIFY_EVICTED, NOTIFY_STREAM,
+        NOTIFY_MODULE, NOTIFY_NEW };
+    char *p = buf;
+    if ((flags & NOTIFY_ALL) == NOTIFY_ALL) *p++ = 'A';
+    else
+        for (int i = 0; letters[i]; i++)
+            if (flags & bits[i]) *p++ = letters[i];
+    if (flags & NOTIFY_KEYSPACE) *p++ = 'K';
+    if (flags & NOTIFY_KEYEVENT) *p++ = 'E';
+    if (flags & NOTIFY_KEY_MISS) *p++ = 'm';
+    *p = 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Parsing, storing and rendering one value                                  */
 /* ------------------------------------------------------------------------ */
@@ -439,6 +478,12 @@ static int opt_parse(const struct option *o, const char *text, struct optval *v,
         v->s = strdup(text);
         if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
         return 0;
+    case T_KSEV:
+        if ((v->n = keyspace_events_parse(text)) < 0) {
+            snprintf(reason, rlen, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
+            return -1;
+        }
+        return 0;
     }
     if (n < o->min || n > o->max) {
         snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
@@ -466,7 +511,7 @@ static void opt_store(const struct option *o, struct optval *v, int runtime)
 {
     void *f = field_ptr(o);
     switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM:
+    case T_BOOL: case T_INT: case T_ENUM: case T_KSEV:
         __atomic_store_n((int *)f, (int)v->n, __ATOMIC_RELEASE);
         break;
     case T_LL: case T_MEM: case T_PCTMEM:
@@ -533,6 +578,9 @@ static const char *opt_render(const struct option *o, char *buf, size_t blen)
         const char *s = *(char *const *)f;
         return s ? s : "";
     }
+    case T_KSEV:
+        keyspace_events_string(*(const int *)f, buf);
+        return buf;
     }
     return "";
 }
@@ -880,7 +928,8 @@ static void render_conf_value(const struct option *o, rbuf *b)
     }
     const char *s = opt_render(o, buf, sizeof(buf));
     /* bind is a list of words: written unquoted, as redis.conf does. */
-    if (o->type == T_STR && !(o->flags & OPT_MULTIARG) && needs_quotes(s)) append_quoted(b, s);
+    if ((o->type == T_STR || o->type == T_KSEV) && !(o->flags & OPT_MULTIARG) && needs_quotes(s))
+        append_quoted(b, s);
     else if (o->type == T_STR && (o->flags & OPT_MULTIARG) && !*s) rbuf_append(b, "\"\"", 2);
     else rbuf_append(b, s, strlen(s));
 }
@@ -900,7 +949,7 @@ static int opt_is_default(const struct option *o)
     const void *f = shown_ptr(o);
     int same;
     switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM: same = *(const int *)f == (int)v.n; break;
+    case T_BOOL: case T_INT: case T_ENUM: case T_KSEV: same = *(const int *)f == (int)v.n; break;
     case T_LL: case T_MEM: case T_PCTMEM: same = *(const long long *)f == v.n; break;
     default: {
         const char *s = *(char *const *)f;

@@ -705,7 +705,10 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
         if (v->expire_ms && v->expire_ms <= mstime()) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
-            if (write_entry(x, s, &d) == DB_OK) atomic_fetch_add(&server.stat.expiredkeys, 1);
+            if (write_entry(x, s, &d) == DB_OK) {
+                atomic_fetch_add(&server.stat.expiredkeys, 1);
+                if (db_expired_hook) db_expired_hook(db, key, klen);
+            }
             ref = 0;
         }
     }
@@ -1009,6 +1012,15 @@ int db_swap(db_ctx *x, int a, int b) {
 
 /* ---------------- active expiry ---------------- */
 
+void (*db_expired_hook)(int db, const char *key, size_t klen);
+
+/* The logical db that physical db pdb of shard s holds now (SWAPDB). */
+static int logical_db(const shard *s, unsigned pdb) {
+    for (int d = 0; d < SHARD_MAX_DBS; d++)
+        if (s->dbmap[d] == pdb) return d;
+    return (int)pdb;
+}
+
 typedef struct expire_ctx {
     int64_t now;
     uint64_t refs[64];
@@ -1042,7 +1054,10 @@ static int expire_shard_step(db_ctx *x, shard *s, uint64_t *cursor, long *budget
         memcpy(key, ri.key, ri.klen);
         log_entry d = {.type = LOG_DEL, .db = (uint16_t)ri.pdb, .key = key, .klen = (uint32_t)ri.klen,
                        .val = "", .aux = pool_seq_now(server.pool)};
-        if (append_one(x, s, &d) == DB_OK) deleted++;
+        if (append_one(x, s, &d) == DB_OK) {
+            deleted++;
+            if (db_expired_hook) db_expired_hook(logical_db(s, ri.pdb), key, ri.klen);
+        }
         if (key != kb) free(key);
     }
     return deleted;

@@ -68,6 +68,7 @@ struct rowan_config {
     long long zookeeper_session_timeout; /* ms */
     int cluster_init_nodes;     /* the first configuration waits for this many nodes */
     int min_replicas_to_write;  /* backups a shard needs to take writes */
+    int notify_keyspace_events; /* NOTIFY_* flags (config.h) */
 };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
