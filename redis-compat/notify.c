@@ -9,6 +9,9 @@
  * expiry happens in the core (a lookup or active expiry deletes the key), so
  * the core calls db_expired_hook and this file publishes "expired".
  *
+ * Every key change also invalidates the key for client-side caching
+ * (tracking.c), whatever notify-keyspace-events says.
+ *
  * Every event is published without a publishing client (pubsub_publish with
  * pub NULL): subscribers get it from their inbox at their worker's next
  * round, so the events of one command, including an "expired" raised in the
@@ -24,6 +27,7 @@
 #include <string.h>
 #include "notify.h"
 #include "pubsub.h"
+#include "tracking.h"
 #include "db.h"
 #include "server.h"
 
@@ -44,8 +48,10 @@ static __thread int muted;
 void notify_mute(int on) { muted = on; }
 
 void notify_event(int type, const char *event, const char *key, size_t klen, int db) {
+    if (muted) return;
+    tracking_invalidate_key(key, klen);   /* client-side caching: every change */
     int flags = __atomic_load_n(&server.cfg.notify_keyspace_events, __ATOMIC_RELAXED);
-    if (!(flags & type) || muted) return;
+    if (!(flags & type)) return;
     size_t elen = strlen(event);
     if (flags & NOTIFY_KEYSPACE) publish_pair("keyspace", db, key, klen, event, elen);
     if (flags & NOTIFY_KEYEVENT) publish_pair("keyevent", db, event, elen, key, klen);

@@ -214,10 +214,22 @@ static void pattern_unsubscribe(const char *name, size_t len, client *c) {
 
 /* ---------------- the client's side ---------------- */
 
+/* ps_lock held. */
+static pubsub_client *ps_new(client *c) {
+    pubsub_client *ps = calloc(1, sizeof(pubsub_client));
+    rbuf_init(&ps->inbox);
+    __atomic_store_n(&c->ps, ps, __ATOMIC_RELEASE);
+    return ps;
+}
+
+/* c's side, made on first use. Another thread may make it too (an
+ * invalidation for a tracking client, pubsub_push_invalidate), so it is
+ * made under ps_lock. */
 static pubsub_client *ps_of(client *c) {
-    if (!c->ps) {
-        c->ps = calloc(1, sizeof(pubsub_client));
-        rbuf_init(&c->ps->inbox);
+    if (!__atomic_load_n(&c->ps, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&ps_lock);
+        if (!c->ps) ps_new(c);
+        pthread_mutex_unlock(&ps_lock);
     }
     return c->ps;
 }
@@ -278,6 +290,46 @@ static void write_message(client *c, const char *pat, size_t plen, const char *c
     resp_add_bulk(&c->out, msg, mlen);
 }
 
+/* A client-side caching invalidation (tracking.c), as Redis's
+ * sendTrackingMessage: a RESP3 push, or for a RESP2 client in the pub/sub
+ * context the message of channel __redis__:invalidate. key NULL: every
+ * key (FLUSHALL). */
+static void write_invalidate(client *c, const char *key, size_t klen) {
+    if (c->out.proto > 2) {
+        resp_add_push(&c->out, 2);
+        resp_add_bulkstr(&c->out, "invalidate");
+    } else if (sub_count(c) > 0) {
+        resp_add_push(&c->out, 3);
+        resp_add_bulkstr(&c->out, "message");
+        resp_add_bulkstr(&c->out, "__redis__:invalidate");
+    } else {
+        return;
+    }
+    if (!key) {
+        resp_add_null(&c->out);
+        return;
+    }
+    resp_add_array(&c->out, 1);
+    resp_add_bulk(&c->out, key, klen);
+}
+
+/* A MONITOR line: a status reply (+line), in RESP2 and RESP3 alike. */
+static void write_line(client *c, const char *line, size_t len) {
+    resp_add_raw(&c->out, "+", 1);
+    resp_add_raw(&c->out, line, len);
+    resp_add_raw(&c->out, "\r\n", 2);
+}
+
+/* A tracking client whose REDIRECT target went away (RESP3 only). */
+static void write_redir_broken(client *c, const char *id, size_t len) {
+    if (c->out.proto < 3) return;
+    long long v = 0;
+    string2ll(id, len, &v);
+    resp_add_push(&c->out, 2);
+    resp_add_bulkstr(&c->out, "tracking-redir-broken");
+    resp_add_int(&c->out, v);
+}
+
 static void inbox_put(rbuf *b, const char *s, size_t len) {
     uint32_t l = (uint32_t)len;
     rbuf_append(b, &l, 4);
@@ -305,6 +357,10 @@ static const char *inbox_get(const char **p, size_t *len) {
  * the class limit, so a subscriber that reads is not closed because its
  * worker was late. A message that would take an inbox past that is dropped
  * and the owner closes the subscriber at delivery. */
+static void inbox_add(client *sub, char kind, const char *pat, size_t plen, const char *ch,
+                      size_t clen, const char *msg, size_t mlen, char *wake);
+static void push_record(client *target, char kind, const char *s, size_t len);
+
 static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
                     size_t clen, const char *msg, size_t mlen, char *wake) {
     /* Written at once only when nothing waits in sub's inbox: a message
@@ -316,12 +372,17 @@ static void send_to(client *pub, client *sub, const char *pat, size_t plen, cons
         worker_add_pending(sub->w, sub);
         return;
     }
+    inbox_add(sub, pat ? 'p' : 'm', pat, plen, ch, clen, msg, mlen, wake);
+}
+
+/* Queue one record for sub's worker to write (ps_lock held). */
+static void inbox_add(client *sub, char kind, const char *pat, size_t plen, const char *ch,
+                      size_t clen, const char *msg, size_t mlen, char *wake) {
     pubsub_client *ps = sub->ps;
     long long cap = __atomic_load_n(&server.cfg.client_output_buffer_max, __ATOMIC_RELAXED);
     if (cap > 0 && ps->inbox.len + 13 + plen + clen + mlen > (unsigned long long)cap)
         ps->inbox_full = 1;
     if (!ps->inbox_full) {
-        char kind = pat ? 'p' : 'm';
         rbuf_append(&ps->inbox, &kind, 1);
         inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
         inbox_put(&ps->inbox, ch, clen);
@@ -352,7 +413,10 @@ static void deliver_inbox(client *c, const rbuf *msgs, int full) {
         const char *pat = inbox_get(&p, &plen);
         const char *ch = inbox_get(&p, &clen);
         const char *msg = inbox_get(&p, &mlen);
-        write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
+        if (kind == 'i' || kind == 'I') write_invalidate(c, kind == 'i' ? ch : NULL, clen);
+        else if (kind == 'l') write_line(c, ch, clen);
+        else if (kind == 'b') write_redir_broken(c, ch, clen);
+        else write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
         client_out_write_some(c);
     }
     client_out_check(c);
@@ -393,6 +457,7 @@ void pubsub_reset(client *c) {
     if (!ps) return;
     pthread_once(&deliveries_once, deliveries_init);
     pthread_mutex_lock(&ps_lock);
+    c->ps = NULL;   /* under the lock: pubsub_push_invalidate reads it there */
     for (int i = 0; i < ps->nch; i++) {
         channel_unsubscribe(ps->chans[i], ps->chlens[i], c);
         free(ps->chans[i]);
@@ -417,7 +482,34 @@ void pubsub_reset(client *c) {
     free(ps->patlens);
     rbuf_free(&ps->inbox);
     free(ps);
-    c->ps = NULL;
+}
+
+void pubsub_push_invalidate(client *target, const char *key, size_t klen) {
+    push_record(target, key ? 'i' : 'I', key ? key : "", key ? klen : 0);
+}
+
+void pubsub_push_line(client *target, const char *line, size_t len) {
+    push_record(target, 'l', line, len);
+}
+
+void pubsub_push_redir_broken(client *target, uint64_t id) {
+    char buf[24];
+    int n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)id);
+    push_record(target, 'b', buf, (size_t)n);
+}
+
+static void push_record(client *target, char kind, const char *s, size_t len) {
+    pthread_once(&deliveries_once, deliveries_init);
+    char wakestack[64];
+    char *wake = server.nworkers <= 64 ? wakestack : malloc((size_t)server.nworkers);
+    memset(wake, 0, (size_t)server.nworkers);
+    pthread_mutex_lock(&ps_lock);
+    if (!target->ps) ps_new(target);
+    inbox_add(target, kind, "", 0, s, len, "", 0, wake);
+    pthread_mutex_unlock(&ps_lock);
+    for (int i = 0; i < server.nworkers; i++)
+        if (wake[i]) worker_wake(server.workers[i]);
+    if (wake != wakestack) free(wake);
 }
 
 /* ---------------- the context rule ---------------- */

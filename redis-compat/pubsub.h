@@ -32,6 +32,15 @@ int pubsub_pattern_count(const client *c);
  * held. */
 long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen);
 
+/* Queue a client-side caching invalidation of key (NULL: every key) for
+ * target, written by its worker's next round (tracking.c). The caller
+ * guarantees target is not being freed (tracking.c's lock). */
+void pubsub_push_invalidate(client *target, const char *key, size_t klen);
+/* The same for a MONITOR line (sent as +line), monitor.c. */
+void pubsub_push_line(client *target, const char *line, size_t len);
+/* The same for "tracking-redir-broken" <id> (RESP3 targets only). */
+void pubsub_push_redir_broken(client *target, uint64_t id);
+
 /* Command procs (rows in cmds_multi.def). */
 void subscribeCommand(client *c);
 void unsubscribeCommand(client *c);

@@ -25,6 +25,7 @@
 
 #include "commands.h"
 #include "notify.h"
+#include "tracking.h"
 #include "blocking.h"
 #include "cluster.h"
 #include "object.h"
@@ -471,8 +472,12 @@ static void flush_generic(client *c, int db) {
         resp_add_error(&c->out, ERR_SYNTAX);
         return;
     }
-    if (db_flush(&c->x, db) == DB_OOM) reply_oom(c);
-    else resp_add_ok(&c->out);
+    if (db_flush(&c->x, db) == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    tracking_invalidate_all();   /* client-side caching: every key is gone */
+    resp_add_ok(&c->out);
 }
 
 void flushdbCommand(client *c) { flush_generic(c, c->db); }

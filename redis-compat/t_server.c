@@ -16,8 +16,8 @@
  *     already persisted in the pool, there is nothing left to save;
  *   - WAIT answers 0 replicas at once (standalone) and WAITAOF answers
  *     "persisted locally" at once, for the same reason;
- *   - features Rowan lacks (client tracking, CLIENT REPLY OFF) are refused
- *     with an error instead of being silently ignored.
+ *   - CLIENT REPLY / PAUSE / TRACKING and friends live in t_client.c and
+ *     tracking.c; this file only has their rows in the CLIENT table.
  *
  * Threads: a command runs on its client's worker thread. Another worker may
  * be formatting this client's CLIENT LIST line at the same moment, under the
@@ -58,6 +58,8 @@
 #include "resp.h"
 #include "server.h"
 #include "repl.h"
+#include "t_client.h"   /* CLIENT REPLY, PAUSE, UNPAUSE */
+#include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
 #include "shard.h"
 #include "util.h"
 
@@ -1100,7 +1102,7 @@ static const char *const client_help[] = {
     "    Unblock the specified blocked client (Rowan never blocks clients).",
     "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
     "         [OPTIN] [OPTOUT] [NOLOOP]",
-    "    Not supported: Rowan has no client-side caching.",
+    "    Control server assisted client side caching.",
     "TRACKINGINFO",
     "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
@@ -1333,28 +1335,6 @@ static void client_no_evict(client *c)
     else if (arg_is(c, 2, "off")) atomic_store(&c->no_evict, 0);
 }
 
-static void client_reply(client *c)
-{
-    if (arg_is(c, 2, "on")) resp_add_ok(&c->out);
-    else if (arg_is(c, 2, "off") || arg_is(c, 2, "skip")) resp_add_error(&c->out, "ERR not supported");
-    else resp_add_error(&c->out, ERR_SYNTAX);
-}
-
-static void client_pause(client *c)
-{
-    long long ms;
-    if (parse_timeout(c, 2, &ms) < 0) return;
-    if (c->argc > 4) {
-        resp_add_error(&c->out, ERR_SYNTAX);
-        return;
-    }
-    if (c->argc == 4 && !arg_is(c, 3, "write") && !arg_is(c, 3, "all")) {
-        resp_add_error(&c->out, "ERR CLIENT PAUSE mode must be WRITE or ALL");
-        return;
-    }
-    resp_add_ok(&c->out);
-}
-
 static void client_unblock(client *c)
 {
     long long id;
@@ -1367,31 +1347,11 @@ static void client_unblock(client *c)
     resp_add_int(&c->out, blocking_unblock_id((uint64_t)id, c->argc == 4 && arg_is(c, 3, "error")));
 }
 
-static void client_trackinginfo(client *c)
-{
-    resp_add_map(&c->out, 3);
-    resp_add_bulkstr(&c->out, "flags");
-    resp_add_set(&c->out, 1);
-    resp_add_bulkstr(&c->out, "off");
-    resp_add_bulkstr(&c->out, "redirect");
-    resp_add_int(&c->out, -1);
-    resp_add_bulkstr(&c->out, "prefixes");
-    resp_add_array(&c->out, 0);
-}
-
 static void client_id(client *c) { resp_add_int(&c->out, (long long)c->id); }
 static void client_getname(client *c)
 {
     if (c->name) resp_add_bulkstr(&c->out, c->name);
     else resp_add_null(&c->out);
-}
-static void client_ok(client *c) { resp_add_ok(&c->out); }
-static void client_getredir(client *c) { resp_add_int(&c->out, -1); }
-static void client_tracking(client *c) { resp_add_error(&c->out, "ERR not supported"); }
-static void client_caching(client *c)
-{
-    resp_add_error(&c->out, "ERR CLIENT CACHING can be called only when the client is in "
-                            "tracking mode with OPTIN or OPTOUT mode enabled");
 }
 static void client_help_cmd(client *c) { reply_help(c, client_help); }
 
@@ -1408,7 +1368,7 @@ static const subcommand client_subs[] = {
     { "no-touch", 3, client_onoff },
     { "reply", 3, client_reply },
     { "pause", -3, client_pause },
-    { "unpause", 2, client_ok },
+    { "unpause", 2, client_unpause },
     { "unblock", -3, client_unblock },
     { "tracking", -3, client_tracking },
     { "caching", 3, client_caching },
