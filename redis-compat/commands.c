@@ -12,6 +12,7 @@
 #include <string.h>
 #include "commands.h"
 #include "notify.h"
+#include "t_latency.h"
 
 #define W  CMD_WRITE
 #define R  CMD_READONLY
@@ -167,4 +168,5 @@ void types_register(void) {
     zset_register();
     list_register();
     notify_init();   /* the edge's keyspace notifications for expired keys */
+    latency_init();  /* INFO errorstats counts every error reply */
 }

@@ -48,6 +48,7 @@
 #include "t_client.h"   /* REPLY, PAUSE, tracking, MONITOR: hooks marked "client:" */
 #include "tracking.h"
 #include "monitor.h"
+#include "t_latency.h"
 #include "clean.h"
 #include "commands.h"
 #include "server.h"
@@ -522,6 +523,7 @@ static void call_command(client *c) {
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
     worker_count_command(c->w, cmd, dt, failed);
     slowlog_maybe_add(c, dt);
+    latency_command(c, dt);   /* client: LATENCY, INFO latencystats */
 }
 
 /* The parser's limits as of now: CONFIG SET proto-max-bulk-len applies to

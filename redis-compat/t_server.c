@@ -60,6 +60,7 @@
 #include "repl.h"
 #include "t_client.h"   /* CLIENT REPLY, PAUSE, UNPAUSE */
 #include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
+#include "t_latency.h"  /* INFO modules, errorstats, latencystats */
 #include "shard.h"
 #include "util.h"
 
@@ -586,8 +587,8 @@ static void info_clients(rbuf *b)
     rbuf_appendf(b, "cluster_connections:0\r\n");
     rbuf_appendf(b, "maxclients:%d\r\n", server.cfg.maxclients);
     rbuf_appendf(b, "client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n");
-    rbuf_appendf(b, "blocked_clients:%lld\r\ntracking_clients:0\r\nclients_in_timeout_table:%lld\r\n",
-                 blocking_count(), blocking_count());
+    rbuf_appendf(b, "blocked_clients:%lld\r\ntracking_clients:%d\r\nclients_in_timeout_table:%lld\r\n",
+                 blocking_count(), tracking_count(), blocking_count());
 }
 
 static _Atomic long long peak_memory;
@@ -881,7 +882,10 @@ static const struct info_section {
     { "stats", info_stats, SEC_DEFAULT | SEC_ALL },
     { "replication", info_replication, SEC_DEFAULT | SEC_ALL },
     { "cpu", info_cpu, SEC_DEFAULT | SEC_ALL },
+    { "modules", info_modules, SEC_DEFAULT | SEC_ALL },
     { "commandstats", info_commandstats, SEC_ALL },
+    { "errorstats", info_errorstats, SEC_DEFAULT | SEC_ALL },
+    { "latencystats", info_latencystats, SEC_ALL },
     { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
     { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
     { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
@@ -971,6 +975,7 @@ static void reset_stats(void)
     };
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) atomic_store(counters[i], 0);
     command_foreach(resetstat_cb, NULL);
+    latency_resetstat();
     atomic_store(&peak_memory, 0);
     pthread_mutex_lock(&rates.mu);
     rates.t_us = 0;

@@ -272,6 +272,8 @@ char *tracking_list_flags(const client *c, char *p) {
     return p;
 }
 
+int tracking_count(void) { return atomic_load(&active); }
+
 long long tracking_list_redir(const client *c) {
     const tracking_client *t = c->trk;
     return t && (t->flags & TRK_ON) ? (long long)t->redirect : -1;

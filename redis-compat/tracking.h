@@ -25,6 +25,8 @@ void tracking_reset(client *c);
  * at p (returns the new end) and the redir= field (-1 when not tracking). */
 char *tracking_list_flags(const client *c, char *p);
 long long tracking_list_redir(const client *c);
+/* Clients with tracking on (INFO tracking_clients). */
+int tracking_count(void);
 
 /* CLIENT subcommands (rows in t_server.c's table). */
 void client_tracking(client *c);

@@ -155,8 +155,9 @@ static const struct option options[] = {
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
-    /* client-facing surface (redis-compat/notify.c) */
+    /* client-facing surface (redis-compat/notify.c, t_latency.c) */
     { "notify-keyspace-events", T_KSEV, CFG(notify_keyspace_events), 0, 0, 0, "", NULL, NULL },
+    { "latency-monitor-threshold", T_LL, CFG(latency_monitor_threshold), 0, 0, LLONG_MAX, "0", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 

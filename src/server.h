@@ -69,6 +69,7 @@ struct rowan_config {
     int cluster_init_nodes;     /* the first configuration waits for this many nodes */
     int min_replicas_to_write;  /* backups a shard needs to take writes */
     int notify_keyspace_events; /* NOTIFY_* flags (config.h) */
+    long long latency_monitor_threshold; /* ms; 0 = off */
 };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
