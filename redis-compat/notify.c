@@ -18,9 +18,11 @@
  * middle of it, reach a subscriber in the order they happened. The cost
  * when notifications are off is one load of the flags.
  *
+ * "keymiss" (m) comes from the core too (db_miss_hook), when a read that
+ * counts a keyspace miss finds nothing.
+ *
  * Not raised: "evicted" (Rowan never evicts keys: a full pool refuses
- * writes), "new" (n) and "keymiss" (m), which the flags accept as Redis's
- * do. Events are raised by the node that runs the command; replicas and
+ * writes) and "new" (n), which the flags accept as Redis's do. Events are raised by the node that runs the command; replicas and
  * backups applying its log raise none. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +51,7 @@ void notify_mute(int on) { muted = on; }
 
 void notify_event(int type, const char *event, const char *key, size_t klen, int db) {
     if (muted) return;
-    tracking_invalidate_key(key, klen);   /* client-side caching: every change */
+    if (type != NOTIFY_KEY_MISS) tracking_invalidate_key(key, klen);   /* every change */
     int flags = __atomic_load_n(&server.cfg.notify_keyspace_events, __ATOMIC_RELAXED);
     if (!(flags & type)) return;
     size_t elen = strlen(event);
@@ -65,4 +67,11 @@ static void expired(int db, const char *key, size_t klen) {
     notify_event(NOTIFY_EXPIRED, "expired", key, klen, db);
 }
 
-void notify_init(void) { db_expired_hook = expired; }
+static void missed(int db, const char *key, size_t klen) {
+    notify_event(NOTIFY_KEY_MISS, "keymiss", key, klen, db);
+}
+
+void notify_init(void) {
+    db_expired_hook = expired;
+    db_miss_hook = missed;
+}

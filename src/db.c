@@ -714,7 +714,10 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     }
     if (!ref) {
         dep_add(x, s, s->next_ver - 1);
-        if (count) x->w->round_misses++;
+        if (count) {
+            x->w->round_misses++;
+            if (db_miss_hook) db_miss_hook(db, key, klen);
+        }
         return 0;
     }
     dep_add(x, s, v->ver);
@@ -1013,6 +1016,7 @@ int db_swap(db_ctx *x, int a, int b) {
 /* ---------------- active expiry ---------------- */
 
 void (*db_expired_hook)(int db, const char *key, size_t klen);
+void (*db_miss_hook)(int db, const char *key, size_t klen);
 
 /* The logical db that physical db pdb of shard s holds now (SWAPDB). */
 static int logical_db(const shard *s, unsigned pdb) {

@@ -165,6 +165,9 @@ int db_swap(db_ctx *x, int a, int b);
  * active expiry, with the key's shard lock held; db is the logical db. The
  * RESP edge sets it to raise keyspace notifications; NULL: nothing. */
 extern void (*db_expired_hook)(int db, const char *key, size_t klen);
+/* Called when db_lookup (a read that counts a keyspace miss) finds no key,
+ * with the shard lock held: keyspace notifications' "keymiss". */
+extern void (*db_miss_hook)(int db, const char *key, size_t klen);
 
 /* Active expiry: delete up to `budget` expired keys among shards s with
  * s % nworkers == wid. Returns how many it deleted. Called by workers. */
