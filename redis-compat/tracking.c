@@ -283,16 +283,19 @@ long long tracking_list_redir(const client *c) {
 
 struct find_ctx { uint64_t id; client *found; };
 
+/* Under the registry lock, so cl cannot be freed meanwhile; a client that
+ * already left tracking on its way out (TRK_GONE, set under trk_lock,
+ * which our caller holds) does not count. */
 static void find_cb(client *cl, void *arg) {
     struct find_ctx *f = arg;
-    if (cl->id == f->id) f->found = cl;
+    if (cl->id == f->id && !(cl->trk && (cl->trk->flags & TRK_GONE))) f->found = cl;
 }
 
-/* A live client by id (trk_lock held: a client marked gone is not). */
+/* A live client by id (trk_lock held: one found stays alive until it is
+ * released, since its way out passes tracking_client_freed). */
 static client *lookup_client(uint64_t id) {
     struct find_ctx f = {id, NULL};
     client_foreach(find_cb, &f);
-    if (f.found && f.found->trk && (f.found->trk->flags & TRK_GONE)) return NULL;
     return f.found;
 }
 

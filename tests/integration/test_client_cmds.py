@@ -310,3 +310,63 @@ def test_monitor_line_from_other_worker(pair):
     assert got == sorted('"SET" "k%d" "v"' % i for i in range(4))
     for w in ws + [mon]:
         w.close()
+
+
+def test_tracking_clients_come_and_go_under_writes(pair):
+    """Tracking clients (own pushes, redirects to subscribers, BCAST) open,
+    read and close while writers change the keys and MONITOR watches: the
+    server stays up and consistent (run it under ASan to catch races)."""
+    rowan = pair[0]
+    stop = time.monotonic() + 3
+    errors = []
+
+    def tracker(i):
+        try:
+            while time.monotonic() < stop:
+                sub = conn(rowan)
+                subid = sub.call("CLIENT", "ID")
+                sub.call("SUBSCRIBE", "__redis__:invalidate")
+                cl = conn(rowan, 3 if i % 2 else 2)
+                if i % 3 == 0:
+                    cl.call("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "k")
+                elif i % 2 == 0:
+                    cl.call("CLIENT", "TRACKING", "ON", "REDIRECT", str(subid))
+                else:
+                    cl.call("CLIENT", "TRACKING", "ON", "NOLOOP")
+                if i % 4 == 0:
+                    sub.close()    # the redirect target goes first
+                for k in range(20):
+                    cl.call("GET", "k%d" % (k % 7))
+                cl.close()
+                sub.close()
+        except Exception as e:   # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    def writer():
+        try:
+            w = conn(rowan)
+            while time.monotonic() < stop:
+                for k in range(7):
+                    w.call("SET", "k%d" % k, "v")
+                w.call("DEL", "k3")
+                w.call("FLUSHALL")
+            w.close()
+        except Exception as e:   # noqa: BLE001
+            errors.append(repr(e))
+
+    mon = conn(rowan)
+    mon.call("MONITOR")
+    ts = [threading.Thread(target=tracker, args=(i,)) for i in range(6)]
+    ts += [threading.Thread(target=writer) for _ in range(2)]
+    for t in ts:
+        t.start()
+    time.sleep(1)
+    mon.close()
+    for t in ts:
+        t.join(30)
+    assert not errors, errors[:3]
+    c = conn(rowan)
+    assert c.call("PING") == "PONG"
+    info = c.call("INFO", "clients").decode()
+    assert "tracking_clients:0" in info, info
+    c.close()
