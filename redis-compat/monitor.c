@@ -5,7 +5,7 @@
  * with every argument quoted and escaped as Redis's sdscatrepr does.
  * Administrative commands (CMD_ADMIN: CONFIG, DEBUG, SHUTDOWN...) are not
  * shown, as in Redis; AUTH and HELLO's arguments are shown as (redacted).
- * Commands that EXEC runs are not shown one by one (MULTI and EXEC are).
+ * Commands that EXEC runs are shown as they run (multi.c), then EXEC.
  *
  * Monitors live in one list under mon_lock. The line goes through each
  * monitor's pub/sub inbox (pubsub_push_line), so a monitor on any worker

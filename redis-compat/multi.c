@@ -47,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "multi.h"
+#include "monitor.h"     /* MONITOR: the commands EXEC runs */
 #include "t_cluster.h"
 #include "clean.h"
 #include "commands.h"
@@ -346,6 +347,7 @@ void execCommand(client *c) {
             }
             int failed = c->out.b.len > cstart && c->out.b.buf[cstart] == '-';
             worker_count_command(c->w, q->cmd, dt, failed);
+            monitor_feed(c);   /* MONITOR shows each command EXEC runs, as Redis */
         }
         if (!split && db_batch_end(&c->x) == DB_OOM) {
             /* Nothing of the transaction was applied: one error instead of

@@ -21,6 +21,11 @@
  * "keymiss" (m) comes from the core too (db_miss_hook), when a read that
  * counts a keyspace miss finds nothing.
  *
+ * Like PUBLISH's messages, events are not gated on durability: a
+ * subscriber may see an event before the write it reports is durable (and
+ * inside EXEC, before the transaction's single entry is known to fit the
+ * pool). Redis with appendfsync everysec behaves alike.
+ *
  * Not raised: "evicted" (Rowan never evicts keys: a full pool refuses
  * writes) and "new" (n), which the flags accept as Redis's do. Events are raised by the node that runs the command; replicas and
  * backups applying its log raise none. */

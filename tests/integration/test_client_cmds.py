@@ -281,9 +281,13 @@ def test_monitor(pair):
         w.call("GET", "k")
         w.call("CONFIG", "GET", "port")    # admin: not shown
         w.call("AUTH", "x", "y")
+        w.call("MULTI")
+        w.call("INCR", "n")
+        w.call("GET", "n")
+        w.call("EXEC")
         lines = []
         deadline = time.monotonic() + 5
-        while len(lines) < 4 and time.monotonic() < deadline:
+        while len(lines) < 8 and time.monotonic() < deadline:
             lines.append(mon.read_reply())
         m = [LINE.match(x) for x in lines]
         assert all(m), lines
