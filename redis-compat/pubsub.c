@@ -452,6 +452,13 @@ void pubsub_deliver(worker *w) {
     }
 }
 
+void pubsub_counts(long long *channels, long long *patterns_n) {
+    pthread_mutex_lock(&ps_lock);
+    *channels = (long long)nchannels;
+    *patterns_n = npatterns;
+    pthread_mutex_unlock(&ps_lock);
+}
+
 void pubsub_reset(client *c) {
     pubsub_client *ps = c->ps;
     if (!ps) return;

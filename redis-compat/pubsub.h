@@ -22,6 +22,8 @@ void pubsub_reset(client *c);
 /* Worker's before_sleep: write the messages published to w's clients by
  * other workers since the last round. */
 void pubsub_deliver(struct worker *w);
+/* Channels and patterns with subscribers (INFO pubsub_channels / _patterns). */
+void pubsub_counts(long long *channels, long long *patterns);
 /* Subscriptions of c (CLIENT LIST sub= / psub=). */
 int pubsub_channel_count(const client *c);
 int pubsub_pattern_count(const client *c);

@@ -59,6 +59,7 @@
 #include "server.h"
 #include "repl.h"
 #include "t_client.h"   /* CLIENT REPLY, PAUSE, UNPAUSE */
+#include "pubsub.h"     /* INFO pubsub_channels, pubsub_patterns */
 #include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
 #include "t_latency.h"  /* INFO modules, errorstats, latencystats */
 #include "shard.h"
@@ -689,7 +690,13 @@ static void info_stats(rbuf *b)
                  stat_get(&server.stat.evicted_clients));
     rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
     rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
-    rbuf_appendf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
+    long long chans, pats, tkeys, titems, tprefixes;
+    pubsub_counts(&chans, &pats);
+    rbuf_appendf(b, "pubsub_channels:%lld\r\npubsub_patterns:%lld\r\npubsubshard_channels:0\r\n",
+                 chans, pats);
+    tracking_stats(&tkeys, &titems, &tprefixes);
+    rbuf_appendf(b, "tracking_total_keys:%lld\r\ntracking_total_items:%lld\r\n"
+                 "tracking_total_prefixes:%lld\r\n", tkeys, titems, tprefixes);
     rbuf_appendf(b, "latest_fork_usec:0\r\ntotal_forks:0\r\n");
     rbuf_appendf(b, "unexpected_error_replies:%lld\r\n", stat_get(&server.stat.unexpected_errors));
     rbuf_appendf(b, "total_error_replies:%lld\r\n", t.errors);

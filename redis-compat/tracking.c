@@ -65,6 +65,7 @@ static dict *table;                 /* key -> uint64 ids */
 static client **tracking;           /* clients with tracking on */
 static int ntracking, captracking;
 static _Atomic int active;          /* ntracking, read without the lock */
+static long long table_items;       /* client ids in the table (INFO tracking_total_items) */
 static __thread client *current;    /* the client whose command runs (NOLOOP) */
 
 /* ---------------- state (trk_lock held) ---------------- */
@@ -144,6 +145,7 @@ static void invalidate_locked(const char *key, size_t klen) {
             char *k = malloc(klen ? klen : 1);   /* the entry owns the key bytes */
             memcpy(k, key, klen);
             dict_del(table, key, klen);
+            table_items -= (long long)n;
             for (size_t i = 0; i < n; i++) {
                 client *c = find_tracking(ids[i]);
                 if (!c || (c->trk->flags & TRK_BCAST)) continue;
@@ -189,6 +191,7 @@ static void remember_key(uint64_t id, const char *key, size_t klen) {
     if (n) memcpy(ids, e->val, n * sizeof(uint64_t));
     ids[n] = id;
     dict_set(table, key, klen, ids, (n + 1) * sizeof(uint64_t));
+    table_items++;
     free(ids);
 }
 
@@ -237,6 +240,7 @@ void tracking_invalidate_all(void) {
     for (int i = 0; i < ntracking; i++) send_invalidation(tracking[i], NULL, 0);
     if (table) dict_free(table);
     table = NULL;
+    table_items = 0;
     pthread_mutex_unlock(&trk_lock);
 }
 
@@ -273,6 +277,40 @@ char *tracking_list_flags(const client *c, char *p) {
 }
 
 int tracking_count(void) { return atomic_load(&active); }
+
+/* Distinct prefixes over BCAST clients, as Redis's global prefix table. */
+static long long distinct_prefixes(void) {
+    long long n = 0;
+    for (int i = 0; i < ntracking; i++) {
+        const tracking_client *t = tracking[i]->trk;
+        for (int p = 0; p < t->nprefix; p++) {
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++) {
+                const tracking_client *u = tracking[j]->trk;
+                for (int q = 0; q < u->nprefix && !seen; q++)
+                    seen = u->plens[q] == t->plens[p] &&
+                           !memcmp(u->prefixes[q], t->prefixes[p], t->plens[p]);
+            }
+            n += !seen;
+        }
+        if ((t->flags & TRK_BCAST) && t->nprefix == 0) {
+            /* BCAST without prefixes is Redis's "" prefix */
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++)
+                seen = (tracking[j]->trk->flags & TRK_BCAST) && tracking[j]->trk->nprefix == 0;
+            n += !seen;
+        }
+    }
+    return n;
+}
+
+void tracking_stats(long long *keys, long long *items, long long *prefixes) {
+    pthread_mutex_lock(&trk_lock);
+    *keys = table ? (long long)dict_size(table) : 0;
+    *items = table_items;
+    *prefixes = distinct_prefixes();
+    pthread_mutex_unlock(&trk_lock);
+}
 
 long long tracking_list_redir(const client *c) {
     const tracking_client *t = c->trk;

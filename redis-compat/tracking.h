@@ -27,6 +27,8 @@ char *tracking_list_flags(const client *c, char *p);
 long long tracking_list_redir(const client *c);
 /* Clients with tracking on (INFO tracking_clients). */
 int tracking_count(void);
+/* INFO tracking_total_keys / _items / _prefixes. */
+void tracking_stats(long long *keys, long long *items, long long *prefixes);
 
 /* CLIENT subcommands (rows in t_server.c's table). */
 void client_tracking(client *c);

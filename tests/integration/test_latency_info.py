@@ -130,3 +130,29 @@ def test_latency_events_recorded(pair):
     assert c.call("LATENCY", "RESET", "command") == 1
     assert c.call("LATENCY", "LATEST") == []
     c.call("CONFIG", "SET", "latency-monitor-threshold", "0")
+
+
+def test_info_pubsub_and_tracking_counts(pair):
+    fields = ("pubsub_channels", "pubsub_patterns", "pubsubshard_channels", "tracking_total_keys",
+              "tracking_total_items", "tracking_total_prefixes", "tracking_clients")
+
+    def run(c):
+        sub = RespClient(c.sock.getpeername()[1])
+        sub.call("SUBSCRIBE", "a", "b")
+        sub.call("PSUBSCRIBE", "p*")
+        t1 = RespClient(c.sock.getpeername()[1])
+        t1.call("HELLO", "3")
+        t1.call("CLIENT", "TRACKING", "ON")
+        t1.call("MGET", "k1", "k2", "k3")
+        t2 = RespClient(c.sock.getpeername()[1])
+        t2.call("HELLO", "3")
+        t2.call("CLIENT", "TRACKING", "ON")
+        t2.call("GET", "k1")
+        t3 = RespClient(c.sock.getpeername()[1])
+        t3.call("CLIENT", "TRACKING", "ON", "BCAST", "PREFIX", "x", "PREFIX", "y")
+        text = (c.call("INFO", "stats") + c.call("INFO", "clients")).decode()
+        vals = dict(ln.split(":", 1) for ln in text.splitlines() if ":" in ln)
+        for cl in (sub, t1, t2, t3):
+            cl.close()
+        return {f: vals[f] for f in fields}
+    assert both(pair, run)["tracking_total_items"] == "4"
