@@ -507,8 +507,8 @@ static void call_command(client *c) {
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
     db_ctx_reset(&c->x);
     int64_t t0 = monotonic_us();
-    /* cluster: checked again under the locks (EXEC does it under its own) */
     client_command_begin(c);   /* client: tracking's NOLOOP knows who changes keys */
+    /* cluster: checked again under the locks (EXEC does it under its own) */
     if (!nids || cmd->proc == execCommand || !cluster_recheck(c)) cmd->proc(c);
     int64_t dt = monotonic_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
