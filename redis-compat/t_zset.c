@@ -46,6 +46,7 @@
 #include "le.h"
 #include "object.h"
 #include "server.h"
+#include "t_zset.h"
 #include "util.h"
 #include "zskiplist.h"
 
@@ -304,7 +305,7 @@ static void zview_del(zview *v, const char *m, size_t mlen) {
 
 /* Look argv[i] up as a zset: 1 found, 0 missing, -1 another type
  * (WRONGTYPE replied). for_write picks db_peek (no hit/miss counting). */
-static int lookup_zset(client *c, int i, db_val *v, int for_write) {
+int lookup_zset(client *c, int i, db_val *v, int for_write) {
     int found = for_write ? db_peek(&c->x, c->db, c->argv[i], c->argvlen[i], v)
                           : db_lookup(&c->x, c->db, c->argv[i], c->argvlen[i], v);
     if (!found) return 0;
@@ -316,6 +317,12 @@ static int lookup_zset(client *c, int i, db_val *v, int for_write) {
 }
 
 static zset *zof(const db_val *v) { return v->obj->data; }
+
+const zskiplist *zset_skiplist(const db_val *v) { return zof(v)->zsl; }
+
+int zset_member_score(const db_val *v, const char *m, size_t mlen, double *score) {
+    return zset_score(zof(v), m, mlen, score);
+}
 
 static int zwrite(client *c, int i, const rbuf *ops) {
     if (ops->len == 0) return DB_OK;
@@ -552,6 +559,14 @@ static void store_result(client *c, int dsti, zset *z, const char *event) {
     else if (existed == 1) notify_key(c, NOTIFY_GENERIC, "del", dsti);
     resp_add_int(&c->out, (long long)n);
 }
+
+void *zset_result_new(void) { return zset_create_result(); }
+
+void zset_result_add(void *z, const char *m, size_t mlen, double score) {
+    zset_set(z, m, mlen, score);
+}
+
+void zset_store_result(client *c, int dsti, void *z) { store_result(c, dsti, z); }
 
 /* ---------------- ZADD, ZINCRBY ---------------- */
 

@@ -47,6 +47,7 @@ enum bus_type {
     BUS_CAUGHTUP = 6,     /* these learners are caught up with my shards (repl.c -> cm.c):
                            * u64 term, u64 mask of learner nodes */
     BUS_FAILOVER = 7,     /* CLUSTER FAILOVER from me (member.c -> cm.c): u64 term, u8 node, u8 force */
+    BUS_DELTAINFO = 8,    /* what is your copy of these shards, bucket by bucket? (delta.c) */
     BUS_TYPE_MAX = 64
 };
 

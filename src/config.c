@@ -158,6 +158,8 @@ static const struct option options[] = {
     /* client-facing surface (redis-compat/notify.c, t_latency.c) */
     { "notify-keyspace-events", T_KSEV, CFG(notify_keyspace_events), 0, 0, 0, "", NULL, NULL },
     { "latency-monitor-threshold", T_LL, CFG(latency_monitor_threshold), 0, 0, LLONG_MAX, "0", NULL, NULL },
+    /* data types */
+    { "hll-sparse-max-bytes", T_MEM, CFG(hll_sparse_max_bytes), 0, 0, LONG_MAX, "3000", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 

@@ -50,6 +50,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include "blog.h"
+#include "delta.h"
 #include "bus.h"
 #include "cluster.h"
 #include "control.h"
@@ -226,6 +227,13 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         l->dirty = 1;
         pos += (size_t)span;
         atomic_fetch_add(&st_msgs, 1);
+        if (p[4] == LOG_RESYNC) {
+            /* a partial catch-up: our own share of it lands right behind
+             * its begin marker (delta.h) */
+            log_entry e;
+            log_entry_decode(p, &e);
+            if (delta_land_kept(&e, why, whylen) != 0) return -1;
+        }
     }
     memmove(l->buf, l->buf + pos, l->len - pos);
     l->len -= pos;

@@ -23,7 +23,11 @@
 /* ---------------- digest ---------------- */
 
 /* Domain tags (above any db number) for the byte strings hashed. */
-enum { DG_STRING = 0x10000, DG_ELEM_A, DG_ELEM_B, DG_SNAPSHOT };
+enum { DG_STRING = 0x10000, DG_ELEM_A, DG_ELEM_B, DG_SNAPSHOT, DG_BUCKET };
+
+unsigned db_shard_bucket(const char *key, size_t klen) {
+    return (unsigned)(hash_key(DG_BUCKET, key, klen) % DB_SHARD_BUCKETS);
+}
 
 /* Every output bit depends on every input bit. */
 static uint64_t dg_final(uint64_t h) {
@@ -79,6 +83,8 @@ typedef struct dg_shard {
     uint16_t logical[SHARD_MAX_DBS];   /* physical db -> logical db */
     uint64_t sum;
     long long n;
+    uint64_t *bsum;                    /* per bucket (db_shard_bucket_digests), or NULL */
+    uint64_t *bn;
 } dg_shard;
 
 static int dg_key(void *arg, uint64_t ref) {
@@ -105,18 +111,43 @@ static int dg_key(void *arg, uint64_t ref) {
     h = dg_mix(h, vh);
     d->sum += dg_final(h);
     d->n++;
+    if (d->bsum) {
+        unsigned b = db_shard_bucket(key, klen);
+        d->bsum[b] += dg_final(h);
+        d->bn[b]++;
+    }
     return 0;
 }
 
-uint64_t db_shard_digest(shard *s, long long *nkeys) {
+/* Walk the shard into d (per-bucket sums too when d->bsum is set). */
+static void dg_walk(shard *s, dg_shard *d) {
     int locked = !shard_held_by_me(s);
     if (locked) shard_lock(s);
-    dg_shard d = {.sum = 0, .n = 0};
-    for (int l = 0; l < SHARD_MAX_DBS; l++) d.logical[s->dbmap[l] % SHARD_MAX_DBS] = (uint16_t)l;
-    index_foreach(s->idx, dg_key, &d);
+    for (int l = 0; l < SHARD_MAX_DBS; l++) d->logical[s->dbmap[l] % SHARD_MAX_DBS] = (uint16_t)l;
+    index_foreach(s->idx, dg_key, d);
     if (locked) shard_unlock(s);
+}
+
+uint64_t db_shard_digest(shard *s, long long *nkeys) {
+    dg_shard d = {.sum = 0, .n = 0};
+    dg_walk(s, &d);
     if (nkeys) *nkeys = d.n;
     return dg_mix(d.sum, (uint64_t)d.n);
+}
+
+void db_shard_bucket_digests(shard *s, uint64_t out[DB_SHARD_BUCKETS]) {
+    uint64_t bn[DB_SHARD_BUCKETS];
+    memset(out, 0, sizeof(uint64_t) * DB_SHARD_BUCKETS);
+    memset(bn, 0, sizeof(bn));
+    dg_shard d = {.sum = 0, .n = 0, .bsum = out, .bn = bn};
+    dg_walk(s, &d);
+    for (int b = 0; b < DB_SHARD_BUCKETS; b++) out[b] = dg_mix(out[b], bn[b]);
+}
+
+int db_shard_dbmap_identity(const shard *s) {
+    for (int d = 0; d < SHARD_MAX_DBS; d++)
+        if (s->dbmap[d] != d) return 0;
+    return 1;
 }
 
 /* ---------------- export ---------------- */
@@ -126,6 +157,7 @@ typedef struct ex_ctx {
     uint64_t ver;
     db_export_fn fn;
     void *arg;
+    const uint8_t *buckets;   /* export only keys of these buckets (a bitmap), NULL: all */
     rbuf out;    /* the encoded entry */
     rbuf snap;   /* a collection's snapshot payload */
 } ex_ctx;
@@ -141,10 +173,17 @@ static void ex_emit(ex_ctx *x, log_entry *e) {
     x->fn(x->arg, x->out.buf, len);
 }
 
+static int ex_wanted(const ex_ctx *x, const char *key, size_t klen) {
+    if (!x->buckets) return 1;
+    unsigned b = db_shard_bucket(key, klen);
+    return (x->buckets[b / 8] >> (b % 8)) & 1;
+}
+
 static int ex_key(void *arg, uint64_t ref) {
     ex_ctx *x = arg;
     if (ref_is_obj(ref)) {
         const robj *o = ref_obj(ref);
+        if (!ex_wanted(x, o->key, o->klen)) return 0;
         x->snap.len = 0;
         obj_encode_snapshot(o, &x->snap);
         log_entry e = {.type = LOG_SNAPSHOT, .db = o->db, .key = o->key,
@@ -155,6 +194,7 @@ static int ex_key(void *arg, uint64_t ref) {
         /* Re-encoded: ref may be a sub-entry of a LOG_GROUP. */
         log_entry cur;
         log_entry_decode(pool_ptr(server.pool, ref), &cur);
+        if (!ex_wanted(x, cur.key, cur.klen)) return 0;
         log_entry e = {.type = LOG_SET, .db = cur.db, .key = cur.key,
                        .klen = cur.klen, .val = cur.val, .vlen = cur.vlen,
                        .expire_ms = cur.expire_ms};
@@ -163,14 +203,12 @@ static int ex_key(void *arg, uint64_t ref) {
     return 0;
 }
 
-void db_shard_export(shard *s, uint64_t ver, db_export_fn fn, void *arg) {
-    ex_ctx x = {.s = s, .ver = ver, .fn = fn, .arg = arg};
+void db_shard_export_buckets(shard *s, uint64_t ver, const uint8_t *buckets, db_export_fn fn,
+                             void *arg) {
+    ex_ctx x = {.s = s, .ver = ver, .fn = fn, .arg = arg, .buckets = buckets};
     rbuf_init(&x.out);
     rbuf_init(&x.snap);
-    int identity = 1;
-    for (int d = 0; d < SHARD_MAX_DBS; d++)
-        if (s->dbmap[d] != d) identity = 0;
-    if (!identity) {
+    if (!buckets && !db_shard_dbmap_identity(s)) {
         log_entry e = {.type = LOG_DBMAP, .key = "",
                        .val = (const char *)s->dbmap, .vlen = (uint32_t)sizeof(s->dbmap)};
         ex_emit(&x, &e);
@@ -178,4 +216,8 @@ void db_shard_export(shard *s, uint64_t ver, db_export_fn fn, void *arg) {
     index_foreach(s->idx, ex_key, &x);
     rbuf_free(&x.out);
     rbuf_free(&x.snap);
+}
+
+void db_shard_export(shard *s, uint64_t ver, db_export_fn fn, void *arg) {
+    db_shard_export_buckets(s, ver, NULL, fn, arg);
 }

@@ -29,6 +29,17 @@ struct shard;
  * Takes the shard lock unless this thread already holds it. */
 uint64_t db_shard_digest(struct shard *s, long long *nkeys);
 
+/* Buckets: a shard's keys split by a hash of the key bytes alone (not the
+ * db), so that a catch-up can compare two copies bucket by bucket and send
+ * only the buckets that differ (delta.h). */
+#define DB_SHARD_BUCKETS 256
+unsigned db_shard_bucket(const char *key, size_t klen);
+/* db_shard_digest of each bucket's keys alone (out[b], count mixed in).
+ * Takes the shard lock unless this thread already holds it. */
+void db_shard_bucket_digests(struct shard *s, uint64_t out[DB_SHARD_BUCKETS]);
+/* Is the shard's db map the identity (no SWAPDB in effect)? */
+int db_shard_dbmap_identity(const struct shard *s);
+
 /* Receives one encoded entry: len bytes, a standalone top-level entry with
  * its CRC (log_entry_check accepts it given len bytes). The bytes are only
  * valid during the call. fn must not touch the shard. */
@@ -49,6 +60,11 @@ typedef void (*db_export_fn)(void *arg, const void *entry, size_t len);
  * LOG_MAX_ENTRY and the caller must notice (no log accepts such an
  * entry). */
 void db_shard_export(struct shard *s, uint64_t ver, db_export_fn fn, void *arg);
+/* The same for the keys of some buckets only (buckets: a bitmap of
+ * DB_SHARD_BUCKETS bits), without the db map: a part of a re-sync whose
+ * other keys the receiver provides itself (delta.h). */
+void db_shard_export_buckets(struct shard *s, uint64_t ver, const uint8_t *buckets,
+                             db_export_fn fn, void *arg);
 
 /* Drop every key of the shard from memory, caller holding the lock: index
  * and volatile index, collection objects, per-db key and expiry counts, the

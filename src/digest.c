@@ -432,6 +432,8 @@ uint64_t digest_max_version(int sid) {
 
 uint64_t digest_committed(int sid) { return sh[sid].applied; }
 
+int digest_receiving_resync(int sid) { return sh[sid].resync_ver != 0; }
+
 void digest_set_committed(int sid) {
     dg_shard *d = &sh[sid];
     uint64_t v = index_top(sid);

@@ -47,6 +47,9 @@ uint64_t digest_max_version(int sid);
  * committed (every version <= it of the current primary is applied here),
  * 0 when unknown (nothing committed since this node started). */
 uint64_t digest_committed(int sid);
+/* Digest thread only: is a re-sync of shard sid half-way received (its
+ * begin marker digested, its end record not yet)? */
+int digest_receiving_resync(int sid);
 /* Digest thread only: this node was the primary of shard sid and now
  * backs it up: its copy is everything it served, all committed. */
 void digest_set_committed(int sid);

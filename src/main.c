@@ -33,6 +33,7 @@
 #include "control.h"
 #include "daemon.h"
 #include "db.h"
+#include "delta.h"
 #include "member.h"
 #include "pool.h"
 #include "reconcile.h"
@@ -237,6 +238,7 @@ int main(int argc, char **argv) {
          * the live byte counts recovery computed). */
         if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
         reconcile_init();
+        delta_init();
         clean_start();
     }
     if (rc == 1) {

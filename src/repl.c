@@ -38,6 +38,7 @@
 #include "cluster.h"
 #include "control.h"
 #include "db_shard.h"
+#include "delta.h"
 #include "digest.h"
 #include "le.h"
 #include "log.h"
@@ -64,6 +65,7 @@ typedef struct repl_peer {
     int64_t next_try_us;
     char warned[256];               /* the last failure logged, "" if none */
     uint64_t *commit_sent;          /* [nshards] last CommitVer sent */
+    int no_delta;                   /* the last session's partial catch-up failed */
 } repl_peer;
 
 typedef struct repl_wlink {
@@ -94,6 +96,7 @@ static int mgr_running;
 #define LAT_BUCKETS 40
 static _Atomic uint64_t lat_hist[LAT_BUCKETS];
 static _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
+static _Atomic long long st_catchup_delta, st_catchup_full;   /* shards caught up each way */
 /* [nshards]: peers that must get a re-sync of the shard (repl_resync_shard) */
 static _Atomic uint64_t *resync_need;
 
@@ -416,27 +419,47 @@ static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
 
 static void mbuf_export_fn(void *arg, const void *entry, size_t len) { mbuf_add(arg, entry, len); }
 
-static void mbuf_header_entry(mgr_buf *m, const log_entry *e) {
-    uint8_t enc[LOG_HDR_SIZE];
+static void mbuf_entry(mgr_buf *m, const log_entry *e) {
+    uint8_t hdr[LOG_HDR_SIZE];
+    size_t len = log_entry_len(e->klen, e->vlen);
+    uint8_t *enc = len <= sizeof(hdr) ? hdr : malloc(len);
     size_t n = log_entry_encode(enc, e, 1);
     mbuf_add(m, enc, n);
+    if (enc != hdr) free(enc);
 }
 
 static void mbuf_marker(mgr_buf *m, int type, uint16_t sid, uint64_t ver, uint64_t aux) {
     log_entry e = {.type = (uint8_t)type, .shard = sid, .ver = ver, .aux = aux};
-    mbuf_header_entry(m, &e);
+    mbuf_entry(m, &e);
 }
 
 /* Append a re-sync of shard sh (its lock held) at a fresh version: begin
  * marker, every key at that version, end record (log.h, "Re-sync").
- * Returns the version. */
-static uint64_t mbuf_resync(mgr_buf *m, shard *sh) {
+ * With b (what the receiver said of its copy, delta.h) the version is
+ * above everything the receiver holds, and the buckets its copy has equal
+ * are left out for it to land itself; *kept (if not NULL) gets their
+ * number. Returns the version. */
+static uint64_t mbuf_resync(mgr_buf *m, shard *sh, const delta_base *b, int *kept) {
+    uint8_t send[DB_SHARD_BUCKETS / 8];
+    uint8_t *payload = NULL;
+    size_t plen = 0;
+    int k = 0;
+    if (b) {
+        if (sh->next_ver <= b->maxver) sh->next_ver = b->maxver + 1;
+        k = delta_plan(sh, b, &payload, &plen, send);
+    }
     uint64_t v = shard_resync_version(sh);
-    mbuf_marker(m, LOG_RESYNC, sh->id, v, cluster_term());   /* aux: the term (member.c) */
-    db_shard_export(sh, v, mbuf_export_fn, m);
+    log_entry begin = {.type = LOG_RESYNC, .shard = sh->id, .ver = v,
+                       .aux = cluster_term(),   /* the term (member.c) */
+                       .key = "", .val = (const char *)payload, .vlen = (uint32_t)plen};
+    mbuf_entry(m, &begin);
+    if (k) db_shard_export_buckets(sh, v, send, mbuf_export_fn, m);
+    else db_shard_export(sh, v, mbuf_export_fn, m);
+    free(payload);
+    if (kept) *kept = k;
     log_entry end = {.type = LOG_FLUSHDB, .flags = LOG_F_RESYNC, .shard = sh->id, .db = 0xffff,
                      .ver = v};
-    mbuf_header_entry(m, &end);
+    mbuf_entry(m, &end);
     return v;
 }
 
@@ -482,6 +505,23 @@ static void mgr_session(int p) {
     pe->fd = fd;
     pe->sent = pe->acked = 0;
     int64_t t0 = monotonic_us();
+    /* What the peer holds of each shard, asked before the new generation
+     * opens links to it: until then nothing changes its copies (delta.h).
+     * After a failed session the next one sends whole shards. */
+    delta_base **base_of = calloc((size_t)server.nshards, sizeof(*base_of));
+    delta_base *bases = NULL;
+    int nask = 0;
+    if (!pe->no_delta) {
+        int *sids = malloc(sizeof(int) * (size_t)server.nshards);
+        for (int s = 0; s < server.nshards; s++)
+            if (pushes_to(s, p)) sids[nask++] = s;
+        bases = nask ? malloc(sizeof(*bases) * (size_t)nask) : NULL;
+        if (nask && delta_ask(p, sids, nask, bases) == 0)
+            for (int i = 0; i < nask; i++) base_of[sids[i]] = &bases[i];
+        free(sids);
+    }
+    int used_delta = 0;
+    long long partial = 0;   /* shards sent in part (delta.h) */
     /* New generation: workers open links for it on their next round. */
     atomic_fetch_add(&pe->gen, 1);
     atomic_store(&pe->state, PEER_SYNCING);
@@ -495,9 +535,13 @@ static void mgr_session(int p) {
         shard *sh = &server.shards[s];
         shard_lock(sh);
         uint64_t before = m.msgs;
-        uint64_t vsnap = mbuf_resync(&m, sh);
+        int kept = 0;
+        uint64_t vsnap = mbuf_resync(&m, sh, base_of[s], &kept);
         entries += (long long)(m.msgs - before - 2);
         shard_unlock(sh);
+        if (kept) used_delta = 1;
+        partial += kept != 0;
+        atomic_fetch_add(kept ? &st_catchup_delta : &st_catchup_full, 1);
         pe->commit_sent[s] = vsnap;
         atomic_fetch_and(&resync_need[s], ~(1ULL << p));   /* this catch-up is one */
         shards++;
@@ -507,6 +551,9 @@ static void mgr_session(int p) {
     int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
     if (mgr_wait_acks(pe, pe->sent, wait_ms) != 0) goto fail;
     free(m.b);
+    free(bases);
+    free(base_of);
+    pe->no_delta = 0;
     atomic_store(&pe->caught_up, c);   /* true even if the session died since */
     int st = PEER_SYNCING;
     if (!atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE))
@@ -515,13 +562,16 @@ static void mgr_session(int p) {
     atomic_fetch_add(&st_catchups, 1);
     atomic_fetch_add(&st_catchup_entries, entries);
     atomic_fetch_add(&st_catchup_bytes, bytes);
-    serverLog(LL_NOTICE, "Replication: node %s is caught up (%lld shards, %lld entries, %lld bytes "
-              "in %.3f s) and counts as a replica again", n->name, shards, entries, bytes,
-              (double)(monotonic_us() - t0) / 1e6);
+    serverLog(LL_NOTICE, "Replication: node %s is caught up (%lld shards, %lld of them in part, "
+              "%lld entries, %lld bytes in %.3f s) and counts as a replica again", n->name, shards,
+              partial, entries, bytes, (double)(monotonic_us() - t0) / 1e6);
     server_wake_workers();
     return;
 fail:
     free(m.b);
+    free(bases);
+    free(base_of);
+    pe->no_delta = used_delta;
     peer_down(p, gen, "catch-up stream failed");
     mgr_close(pe);
     pe->next_try_us = monotonic_us() + 250000;
@@ -539,19 +589,25 @@ static void mgr_resync_shard(int p, int sid) {
     repl_peer *pe = &peers[p];
     shard *sh = &server.shards[sid];
     mgr_buf m = {0};
+    delta_base base;
+    int kept = 0;
+    int asked = !pe->no_delta && delta_ask(p, &sid, 1, &base) == 0;
     shard_lock(sh);
-    uint64_t v = mbuf_resync(&m, sh);
+    uint64_t v = mbuf_resync(&m, sh, asked ? &base : NULL, &kept);
     shard_unlock(sh);
+    long long bytes = (long long)m.len, entries = (long long)m.msgs;
+    atomic_fetch_add(kept ? &st_catchup_delta : &st_catchup_full, 1);
     uint64_t gen = atomic_load(&pe->gen);
     int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
     if (mgr_send(pe, &m) != 0 || mgr_wait_acks(pe, pe->sent, wait_ms) != 0) {
+        pe->no_delta = kept != 0;
         peer_down(p, gen, "shard re-sync stream failed");
         mgr_close(pe);
     } else {
         pe->commit_sent[sid] = v;
         atomic_fetch_and(&resync_need[sid], ~(1ULL << p));
-        atomic_fetch_add(&st_catchup_entries, (long long)m.msgs);
-        atomic_fetch_add(&st_catchup_bytes, (long long)m.len);
+        atomic_fetch_add(&st_catchup_entries, entries);
+        atomic_fetch_add(&st_catchup_bytes, bytes);
     }
     free(m.b);
 }
@@ -568,7 +624,10 @@ static void mgr_shard_resyncs(void) {
     }
 }
 
-int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
+/* One re-sync of shard sid to node on a connection of its own; with base
+ * (delta.h) only what differs. *kept gets the buckets left out. */
+static int send_resync_once(int node, int sid, uint64_t vmin, const delta_base *base, int *kept,
+                            uint64_t *vout, char *err, size_t errlen) {
     repl_peer pe = {.fd = -1};
     pe.fd = mgr_connect(node, err, errlen);
     if (pe.fd < 0) return -1;
@@ -576,14 +635,31 @@ int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err
     mgr_buf m = {0};
     shard_lock(sh);
     if (sh->next_ver < vmin) sh->next_ver = vmin;
-    uint64_t v = mbuf_resync(&m, sh);
+    uint64_t v = mbuf_resync(&m, sh, base, kept);
     shard_unlock(sh);
+    atomic_fetch_add(*kept ? &st_catchup_delta : &st_catchup_full, 1);
     int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
+    long long bytes = (long long)m.len, entries = (long long)m.msgs;
     int rc = mgr_send(&pe, &m) == 0 && mgr_wait_acks(&pe, pe.sent, wait_ms) == 0 ? 0 : -1;
-    if (rc) snprintf(err, errlen, "the re-sync stream to the primary failed");
+    if (rc) {
+        snprintf(err, errlen, "the re-sync stream to the primary failed");
+    } else {
+        atomic_fetch_add(&st_catchup_entries, entries);
+        atomic_fetch_add(&st_catchup_bytes, bytes);
+    }
     free(m.b);
     mgr_close(&pe);
     *vout = v;
+    return rc;
+}
+
+int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
+    delta_base base;
+    int kept = 0;
+    int asked = delta_ask(node, &sid, 1, &base) == 0;
+    int rc = send_resync_once(node, sid, vmin, asked ? &base : NULL, &kept, vout, err, errlen);
+    if (rc != 0 && kept)   /* the partial one was refused: the whole shard, once */
+        rc = send_resync_once(node, sid, vmin, NULL, &kept, vout, err, errlen);
     return rc;
 }
 
@@ -760,6 +836,8 @@ void repl_info(rbuf *o) {
                  (unsigned long long)lat_percentile(h, total, 0.999));
     rbuf_appendf(o, "repl_catchups:%lld\r\nrepl_catchup_entries:%lld\r\nrepl_catchup_bytes:%lld\r\n",
                  atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
+    rbuf_appendf(o, "repl_catchup_delta_shards:%lld\r\nrepl_catchup_full_shards:%lld\r\n",
+                 atomic_load(&st_catchup_delta), atomic_load(&st_catchup_full));
     rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
                  atomic_load(&server.stat.replication_timeouts));
     rbuf_appendf(o, "repl_auth:%s\r\nrepl_auth_failures:%lld\r\n", pauth_secret_source(),

@@ -70,6 +70,7 @@ struct rowan_config {
     int min_replicas_to_write;  /* backups a shard needs to take writes */
     int notify_keyspace_events; /* NOTIFY_* flags (config.h) */
     long long latency_monitor_threshold; /* ms; 0 = off */
+    long long hll_sparse_max_bytes; /* a sparse HyperLogLog grows to this, then goes dense */
 };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
