@@ -566,7 +566,10 @@ void zset_result_add(void *z, const char *m, size_t mlen, double score) {
     zset_set(z, m, mlen, score);
 }
 
-void zset_store_result(client *c, int dsti, void *z) { store_result(c, dsti, z); }
+/* GEORADIUS / GEOSEARCHSTORE ... STORE (t_geo.c), with Redis's event. */
+void zset_store_result(client *c, int dsti, void *z) {
+    store_result(c, dsti, z, !strcmp(c->cmd->name, "geosearchstore") ? "geosearchstore" : "georadiusstore");
+}
 
 /* ---------------- ZADD, ZINCRBY ---------------- */
 
