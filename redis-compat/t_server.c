@@ -59,7 +59,7 @@
 #include "server.h"
 #include "repl.h"
 #include "t_client.h"   /* CLIENT REPLY, PAUSE, UNPAUSE */
-#include "pubsub.h"     /* INFO pubsub_channels, pubsub_patterns */
+#include "pubsub.h"     /* INFO pubsub counts, CLIENT LIST/KILL TYPE pubsub */
 #include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
 #include "t_latency.h"  /* INFO modules, errorstats, latencystats */
 #include "shard.h"
@@ -1126,20 +1126,29 @@ static const char *const client_help[] = {
     NULL
 };
 
-/* Client types Redis knows. Every Rowan RESP client is "normal". 1 normal,
- * 0 another valid type, -1 unknown (error already sent). */
+/* Client types Redis knows (getClientType): a client with subscriptions
+ * is "pubsub", any other RESP client (a MONITOR too) "normal"; Rowan has no
+ * master or replica connections. CT_ANY when TYPE is not given; -1 after
+ * the error for an unknown name. */
+enum { CT_ANY = 0, CT_NORMAL, CT_PUBSUB, CT_NONE };
+
 static int parse_client_type(client *c, int i)
 {
-    if (arg_is(c, i, "normal")) return 1;
-    if (arg_is(c, i, "master") || arg_is(c, i, "replica") || arg_is(c, i, "slave") ||
-        arg_is(c, i, "pubsub"))
-        return 0;
+    if (arg_is(c, i, "normal")) return CT_NORMAL;
+    if (arg_is(c, i, "pubsub")) return CT_PUBSUB;
+    if (arg_is(c, i, "master") || arg_is(c, i, "replica") || arg_is(c, i, "slave")) return CT_NONE;
     resp_add_errorf(&c->out, "ERR Unknown client type '" ARGFMT "'", ARGP(c, i));
     return -1;
 }
 
+static int type_matches(int type, const client *cl)
+{
+    int pubsub = pubsub_channel_count(cl) + pubsub_pattern_count(cl) > 0;
+    return type == CT_ANY || (type == CT_NORMAL && !pubsub) || (type == CT_PUBSUB && pubsub);
+}
+
 struct list_filter {
-    int type_ok;            /* 0: TYPE selected a kind Rowan never has */
+    int type;               /* CT_* */
     long long *ids;
     int nids;
     rbuf *out;
@@ -1148,7 +1157,7 @@ struct list_filter {
 static void list_cb(client *cl, void *arg)
 {
     struct list_filter *f = arg;
-    if (!f->type_ok) return;
+    if (!type_matches(f->type, cl)) return;
     if (f->nids) {
         int hit = 0;
         for (int i = 0; i < f->nids && !hit; i++) hit = (uint64_t)f->ids[i] == cl->id;
@@ -1160,13 +1169,13 @@ static void list_cb(client *cl, void *arg)
 
 static void client_list(client *c)
 {
-    struct list_filter f = { 1, NULL, 0, NULL };
+    struct list_filter f = { CT_ANY, NULL, 0, NULL };
     rbuf out;
     for (int i = 2; i < c->argc; i++) {
         if (arg_is(c, i, "type") && i + 1 < c->argc) {
             int t = parse_client_type(c, ++i);
             if (t < 0) goto done;
-            f.type_ok = t;
+            f.type = t;
         } else if (arg_is(c, i, "id") && i + 1 < c->argc) {
             f.ids = realloc(f.ids, (size_t)(c->argc - i) * sizeof(*f.ids));
             if (!f.ids) abort();
@@ -1207,7 +1216,7 @@ struct kill_filter {
     long long id;                   /* 0 = any */
     const char *addr, *laddr;       /* NULL = any */
     size_t addrlen, laddrlen;
-    int type_ok, skipme;
+    int type, skipme;       /* type: CT_* */
     long long maxage;               /* 0 = any */
     time_t now;
     long long killed;
@@ -1220,7 +1229,7 @@ static int addr_eq(const char *have, const char *want, size_t wlen)
 
 static int kill_matches(const struct kill_filter *f, client *cl)
 {
-    if (!f->type_ok) return 0;
+    if (!type_matches(f->type, cl)) return 0;
     if (f->id && (uint64_t)f->id != cl->id) return 0;
     if (f->addr && !addr_eq(cl->addr, f->addr, f->addrlen)) return 0;
     if (f->laddr && !addr_eq(cl->laddr, f->laddr, f->laddrlen)) return 0;
@@ -1253,7 +1262,7 @@ static int parse_kill_filters(client *c, struct kill_filter *f)
         } else if (arg_is(c, i, "type")) {
             int t = parse_client_type(c, v);
             if (t < 0) return -1;
-            f->type_ok = f->type_ok && t;
+            f->type = t;
         } else if (arg_is(c, i, "user")) {
             if (!(c->argvlen[v] == 7 && memcmp(c->argv[v], "default", 7) == 0)) {
                 resp_add_errorf(&c->out, "ERR No such user '" ARGFMT "'", ARGP(c, v));
@@ -1287,7 +1296,7 @@ static void client_kill(client *c)
     struct kill_filter f;
     memset(&f, 0, sizeof(f));
     f.self = c;
-    f.type_ok = 1;
+    f.type = CT_ANY;
     f.now = time(NULL);
     if (c->argc == 3) {
         /* Old form: CLIENT KILL ip:port, which may name ourselves. */

@@ -374,3 +374,23 @@ def test_tracking_clients_come_and_go_under_writes(pair):
     info = c.call("INFO", "clients").decode()
     assert "tracking_clients:0" in info, info
     c.close()
+
+
+def test_client_list_and_kill_by_type(pair):
+    def run(srv):
+        sub = conn(srv)
+        sub.call("SUBSCRIBE", "ch")
+        other = conn(srv)
+        cl = conn(srv)
+        lines = lambda *a: len(cl.call("CLIENT", "LIST", *a).decode().splitlines())  # noqa: E731
+        out = [lines("TYPE", "pubsub"), lines("TYPE", "normal"), lines("TYPE", "master"),
+               lines("TYPE", "replica"), cl.call("CLIENT", "LIST", "TYPE", "bogus"),
+               cl.call("CLIENT", "KILL", "TYPE", "master"),
+               cl.call("CLIENT", "KILL", "TYPE", "pubsub")]
+        out.append(sub.wait_closed(5))
+        out.append(lines("TYPE", "pubsub"))
+        out.append(cl.call("CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"))
+        out.append(other.wait_closed(5))
+        cl.close()
+        return out
+    assert both(pair, run)[:3] == [1, 2, 0]
