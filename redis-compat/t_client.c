@@ -16,11 +16,13 @@
  * WRITE: writes, PUBLISH, EXEC of a transaction with either) is not run:
  * it stays in the query buffer and the connection stops there, as Redis
  * postpones it. CLIENT PAUSE extends the pause (the later end and the
- * stricter mode win). A paused connection goes on when its worker's cron
- * sees the pause over (within 1/hz), or at once when CLIENT UNPAUSE runs on
- * its own worker. Unlike Redis, expiry is not paused (active expiry goes on
- * under a WRITE pause). */
+ * stricter mode win). A paused connection goes on at once when CLIENT
+ * UNPAUSE runs, or when its worker's cron sees the pause over (within
+ * 1/hz, as Redis checks it in its cron too). Unlike Redis, expiry is not
+ * paused (active expiry goes on under a WRITE pause). */
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include "t_client.h"
 #include "commands.h"
@@ -53,6 +55,34 @@ enum { PAUSE_WRITE = 1, PAUSE_ALL = 2 };
 static _Atomic long long pause_end_ms;   /* 0 = no pause */
 static _Atomic int pause_mode;
 
+/* Paused connections (owner threads add and remove themselves), so that
+ * UNPAUSE can wake every one of them at once, on whatever worker. */
+static pthread_mutex_t paused_lock = PTHREAD_MUTEX_INITIALIZER;
+static client **paused;
+static int npaused, cappaused;
+
+static void paused_set(client *c, int on) {
+    if (!!(c->flags & CLIENT_PAUSED) == on) return;
+    pthread_mutex_lock(&paused_lock);
+    if (on) {
+        if (npaused == cappaused) {
+            cappaused = cappaused ? cappaused * 2 : 16;
+            paused = realloc(paused, sizeof(client *) * (size_t)cappaused);
+        }
+        paused[npaused++] = c;
+        c->flags |= CLIENT_PAUSED;
+    } else {
+        for (int i = 0; i < npaused; i++) {
+            if (paused[i] == c) {
+                paused[i] = paused[--npaused];
+                break;
+            }
+        }
+        c->flags &= ~CLIENT_PAUSED;
+    }
+    pthread_mutex_unlock(&paused_lock);
+}
+
 static int pause_on(void) {
     long long end = atomic_load(&pause_end_ms);
     return end && mstime() < end;
@@ -70,7 +100,7 @@ static int queued_write(void *arg, const struct rcommand *cmd, int argc, const c
 
 int client_pause_holds(client *c) {
     if (!pause_on()) {
-        c->flags &= ~CLIENT_PAUSED;
+        paused_set(c, 0);
         return 0;
     }
     int hold = 1;
@@ -79,7 +109,7 @@ int client_pause_holds(client *c) {
         hold = cmd && (writes_or_publishes(cmd) ||
                        (cmd->proc == execCommand && multi_foreach_queued(c, queued_write, NULL)));
     }
-    if (hold) c->flags |= CLIENT_PAUSED;
+    paused_set(c, hold);
     return hold;
 }
 
@@ -121,9 +151,12 @@ void client_unpause(client *c) {
     atomic_store(&pause_end_ms, 0);
     atomic_store(&pause_mode, 0);
     resp_add_ok(&c->out);
-    /* This worker's paused clients go on now; others at their cron. */
-    for (client *o = c->w->clients; o; o = o->next)
-        if (o != c && (o->flags & CLIENT_PAUSED)) client_pause_resume(o);
+    /* Every paused connection goes on now: its read event runs what it
+     * left (from its own worker; the list lock keeps it from being freed
+     * meanwhile, as client_hooks_freed takes it first). */
+    pthread_mutex_lock(&paused_lock);
+    for (int i = 0; i < npaused; i++) event_active(paused[i]->ev_read, EV_READ, 0);
+    pthread_mutex_unlock(&paused_lock);
 }
 
 int client_pause_over(const client *c) {
@@ -131,7 +164,7 @@ int client_pause_over(const client *c) {
 }
 
 void client_pause_resume(client *c) {
-    c->flags &= ~CLIENT_PAUSED;
+    paused_set(c, 0);
     event_active(c->ev_read, EV_READ, 0);   /* read_cb runs what was left */
 }
 
@@ -157,6 +190,7 @@ int client_reply_dropped(client *c) {
 }
 
 void client_hooks_freed(client *c) {
+    paused_set(c, 0);
     tracking_client_freed(c);
     monitor_client_freed(c);
 }

@@ -14,7 +14,8 @@ int client_reply_dropped(client *c);
 /* networking.c, before running a parsed command: 1 when a CLIENT PAUSE
  * holds it (the command stays in the query buffer; c is marked paused). */
 int client_pause_holds(client *c);
-/* clients_cron: a paused client whose pause is over goes on. */
+/* clients_cron: a paused client whose pause is over goes on. (UNPAUSE
+ * wakes every paused client itself.) */
 int client_pause_over(const client *c);
 void client_pause_resume(client *c);
 /* c is being freed: early (before its pub/sub side goes) and last. RESET:
