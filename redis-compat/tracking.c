@@ -33,13 +33,14 @@
  *
  * Bounded: the table holds at most TRACKING_MAX_KEYS keys (Redis's
  * tracking-table-max-keys default); past that, an old key is invalidated to
- * make room. Reads inside MULTI/EXEC are not tracked. */
+ * make room. Reads inside EXEC are tracked as they run (multi.c). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tracking.h"
 #include "commands.h"
 #include "dict.h"
+#include "multi.h"
 #include "pubsub.h"
 #include "server.h"
 #include "util.h"
@@ -200,14 +201,10 @@ static void remember_key(uint64_t id, const char *key, size_t klen) {
 void tracking_command_begin(client *c) { current = c; }
 
 
-void tracking_command_end(client *c) {
-    current = NULL;
+void tracking_remember_keys(client *c) {
     tracking_client *t = c->trk;
     if (!t || !(t->flags & TRK_ON) || !c->cmd) return;
     int caching = t->flags & TRK_CACHING;
-    /* CACHING applies to the next command that is not a CLIENT one (as
-     * Redis's resetClient keeps the flag after any CLIENT subcommand). */
-    if (!strcmp(c->cmd->name, "client")) return;
     int track = !(t->flags & TRK_BCAST) && (c->cmd->flags & CMD_READONLY) && c->cmd->firstkey > 0;
     if (t->flags & TRK_OPTIN) track = track && caching;
     if (t->flags & TRK_OPTOUT) track = track && !caching;
@@ -220,7 +217,18 @@ void tracking_command_end(client *c) {
         pthread_mutex_unlock(&trk_lock);
         if (pos != posstack) free(pos);
     }
-    if (caching) {
+}
+
+void tracking_command_end(client *c) {
+    current = NULL;
+    tracking_client *t = c->trk;
+    if (!t || !(t->flags & TRK_ON) || !c->cmd) return;
+    /* CACHING applies to the next command that is not a CLIENT one, or to
+     * a whole transaction (as Redis's resetClient keeps the flag after any
+     * CLIENT subcommand and inside MULTI). */
+    if (!strcmp(c->cmd->name, "client") || multi_active(c)) return;
+    tracking_remember_keys(c);
+    if (t->flags & TRK_CACHING) {
         pthread_mutex_lock(&trk_lock);
         t->flags &= ~TRK_CACHING;
         pthread_mutex_unlock(&trk_lock);

@@ -11,6 +11,8 @@
 /* Around a command run by c (t_client.c's hooks). */
 void tracking_command_begin(client *c);
 void tracking_command_end(client *c);
+/* A read-only command ran inside EXEC (multi.c): remember its keys. */
+void tracking_remember_keys(client *c);
 /* A key changed (any db): send its invalidations. */
 void tracking_invalidate_key(const char *key, size_t klen);
 /* FLUSHDB / FLUSHALL: every tracking client is told that every key changed. */

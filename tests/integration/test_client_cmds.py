@@ -400,3 +400,26 @@ def test_client_list_and_kill_by_type(pair):
         cl.close()
         return out
     assert both(pair, run)[:3] == [1, 2, 0]
+
+
+def test_tracking_reads_inside_exec(pair):
+    def run(srv):
+        cl = conn(srv, 3)
+        w = conn(srv)
+        w.call("MSET", "a", "1", "b", "2", "c", "3")
+        out = [cl.call("CLIENT", "TRACKING", "ON"), cl.call("MULTI"), cl.call("GET", "a"),
+               cl.call("EXEC")]
+        w.call("SET", "a", "x")
+        out.append(drain(cl))
+        out.append(cl.call("CLIENT", "TRACKING", "OFF"))
+        out.append(cl.call("CLIENT", "TRACKING", "ON", "OPTIN"))
+        out.append(cl.call("CLIENT", "CACHING", "YES"))
+        out += [cl.call("MULTI"), cl.call("GET", "b"), cl.call("GET", "c"), cl.call("EXEC")]
+        out.append(cl.call("GET", "a"))     # CACHING was used up by the transaction
+        w.call("MSET", "a", "q", "b", "q", "c", "q")
+        out.append(drain(cl))
+        cl.close()
+        w.close()
+        return out
+    out = both(pair, run)
+    assert out[4] == [Push([b"invalidate", [b"a"]])]
