@@ -12,8 +12,8 @@
  * its output at once: only that worker's thread touches its clients. A
  * subscriber on another worker, or the publishing connection itself, gets a
  * record in its inbox (under the mutex), as does every subscriber of a
- * message published outside a command (active expiry's notifications); the client is put on its worker's
- * delivery list and that worker is woken (worker_wake). The worker writes
+ * message published without a publishing client (keyspace notifications);
+ * the client is put on its worker's delivery list and that worker is woken (worker_wake). The worker writes
  * the inbox into the client's output in its next before_sleep
  * (pubsub_deliver), ahead of that round's flush. Messages are not durable
  * (nor in Redis), so they need no gating; they are appended after whatever
@@ -67,7 +67,9 @@ typedef struct pattern {
 typedef struct pubsub_client {
     char **chans; size_t *chlens; int nch, capch;
     char **pats; size_t *patlens; int npat, cappat;
-    rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3 */
+    rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3; kinds: m message,
+                            * p pmessage, i/I invalidation (of a key / of all), l MONITOR
+                            * line, b tracking-redir-broken */
     int queued;            /* on its worker's delivery list */
     int inbox_full;        /* a message was dropped: the inbox reached the limit */
 } pubsub_client;
