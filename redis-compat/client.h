@@ -34,6 +34,11 @@ typedef struct held_reply {
 #define CLIENT_PROTECTED_DENY    (1 << 2)
 #define CLIENT_INPUT_EOF         (1 << 3)  /* EOF read while commands were left */
 #define CLIENT_INPUT_LEFT        (1 << 4)  /* back-pressure left commands in qbuf */
+#define CLIENT_REPLY_OFF         (1 << 5)  /* CLIENT REPLY OFF (t_client.c) */
+#define CLIENT_REPLY_SKIP        (1 << 6)  /* drop this command's reply */
+#define CLIENT_REPLY_SKIP_NEXT   (1 << 7)  /* CLIENT REPLY SKIP: drop the next one */
+#define CLIENT_PAUSED            (1 << 8)  /* CLIENT PAUSE holds its next command */
+#define CLIENT_MONITOR           (1 << 9)  /* MONITOR (monitor.c) */
 
 typedef struct client {
     uint64_t id;
@@ -79,6 +84,7 @@ typedef struct client {
     /* transactions and pub/sub: private to multi.c / pubsub.c, NULL when unused */
     struct multi_state *mstate;
     struct pubsub_client *ps;
+    struct tracking_client *trk;  /* client-side caching: tracking.c, under its lock */
 } client;
 
 /* Iterate over every client of every worker (takes the global client lock;

@@ -14,6 +14,8 @@
 #include <strings.h>
 #include "commands.h"
 #include "config.h"
+#include "notify.h"
+#include "t_latency.h"
 
 #define W  CMD_WRITE
 #define R  CMD_READONLY
@@ -216,4 +218,6 @@ void types_register(void) {
     zset_register();
     list_register();
     stream_register();
+    notify_init();   /* the edge's keyspace notifications for expired keys */
+    latency_init();  /* INFO errorstats counts every error reply */
 }

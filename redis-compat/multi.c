@@ -47,6 +47,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "multi.h"
+#include "monitor.h"     /* MONITOR: the commands EXEC runs */
+#include "tracking.h"    /* client-side caching: the reads EXEC runs */
 #include "t_cluster.h"
 #include "clean.h"
 #include "commands.h"
@@ -346,6 +348,8 @@ void execCommand(client *c) {
             }
             int failed = c->out.b.len > cstart && c->out.b.buf[cstart] == '-';
             worker_count_command(c->w, q->cmd, dt, failed);
+            monitor_feed(c);   /* MONITOR shows each command EXEC runs, as Redis */
+            tracking_remember_keys(c);   /* client-side caching: reads in EXEC */
         }
         if (!split && db_batch_end(&c->x) == DB_OOM) {
             /* Nothing of the transaction was applied: one error instead of

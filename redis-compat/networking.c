@@ -46,6 +46,10 @@
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
 #include "script.h"     /* Lua scripts: hook marked "script:" */
+#include "t_client.h"   /* REPLY, PAUSE, tracking, MONITOR: hooks marked "client:" */
+#include "tracking.h"
+#include "monitor.h"
+#include "t_latency.h"
 #include "clean.h"
 #include "evict.h"      /* maxmemory: hook marked "maxmemory" */
 #include "commands.h"
@@ -133,34 +137,37 @@ void client_set_name(client *c, const char *name, size_t len) {
     free(old);
 }
 
-/* CLIENT LIST's flags field: b blocked, x in MULTI, P subscriber, e
- * no-evict, N none. */
+/* CLIENT LIST's flags field, in Redis's order: O monitor, P subscriber, x
+ * in MULTI, b blocked, t/R/B tracking, e no-evict, N none. */
 static void client_flags(const client *c, char *buf) {
     char *p = buf;
-    if (blocking_is_blocked(c)) *p++ = 'b';
-    if (multi_active(c)) *p++ = 'x';
+    if (monitor_is(c)) *p++ = 'O';
     if (pubsub_channel_count(c) + pubsub_pattern_count(c) > 0) *p++ = 'P';
+    if (multi_active(c)) *p++ = 'x';
+    if (blocking_is_blocked(c)) *p++ = 'b';
+    p = tracking_list_flags(c, p);
     if (atomic_load(&c->no_evict)) *p++ = 'e';
     if (p == buf) *p++ = 'N';
     *p = 0;
 }
 
 void client_info_line(client *c, rbuf *out) {
-    char line[1024], flags[8];
+    char line[1024], flags[16];
     time_t now = time(NULL);
     size_t argv_mem = resp_parser_mem(&c->parser);   /* arrays the parser keeps */
     client_flags(c, flags);
     int n = snprintf(line, sizeof(line),
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d "
         "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
-        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s "
+        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=%lld resp=%d lib-name=%s "
         "lib-ver=%s",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
         c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
         atomic_load(&c->mem),
-        c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
+        c->lastcmd ? c->lastcmd->name : "NULL", tracking_list_redir(c), c->out.proto, c->lib_name,
+        c->lib_ver);
     rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
@@ -378,6 +385,16 @@ static void held_pop(client *c) {
     if (--c->nheld == 0) c->headheld = 0;
 }
 
+/* CLIENT REPLY OFF / SKIP: cut the reply that started at reply_start off,
+ * with the holds of it (nothing of it will be sent to wait for). */
+static void drop_reply(client *c, size_t reply_start) {
+    while (c->nheld && c->held[c->headheld + c->nheld - 1].start >= reply_start) {
+        free(c->held[c->headheld + c->nheld - 1].deps);
+        if (--c->nheld == 0) c->headheld = 0;
+    }
+    c->out.b.len = reply_start;
+}
+
 static int deps_durable(const held_reply *h) {
     const db_dep *d = held_deps(h);
     for (int i = 0; i < h->ndeps; i++)
@@ -515,6 +532,7 @@ static void call_command(client *c) {
     /* multi, pubsub: RESET leaves MULTI, unwatches and unsubscribes. */
     if (cmd->proc == resetCommand) {
         multi_reset(c);
+        client_hooks_reset(c);   /* client: tracking off, no MONITOR, replies on */
         pubsub_reset(c);
     }
     /* Backpressure before any lock is taken: a write arriving while the pool
@@ -526,10 +544,12 @@ static void call_command(client *c) {
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
     db_ctx_reset(&c->x);
     int64_t t0 = monotonic_us();
+    client_command_begin(c);   /* client: tracking's NOLOOP knows who changes keys */
     /* cluster: checked again under the locks (EXEC does it under its own) */
     if (!nids || cmd->proc == execCommand || !cluster_recheck(c)) cmd->proc(c);
     int64_t dt = monotonic_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
+    client_command_end(c);     /* client: tracking remembers keys read, MONITOR */
     if (ids != stack) free(ids);
     /* blocking: wake clients waiting on keys this command pushed to. */
     blocking_flush_signals();
@@ -540,6 +560,7 @@ static void call_command(client *c) {
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
     worker_count_command(c->w, cmd, dt, failed);
     slowlog_maybe_add(c, dt);
+    latency_command(c, dt);   /* client: LATENCY, INFO latencystats */
 }
 
 /* The parser's limits as of now: CONFIG SET proto-max-bulk-len applies to
@@ -554,7 +575,9 @@ static void parser_limits(client *c) {
 /* One command, within c's output limits. */
 static void client_call(client *c) {
     client_out_prepare(c);
+    size_t reply_start = c->out.b.len;
     call_command(c);
+    if (client_reply_dropped(c)) drop_reply(c, reply_start);   /* client: CLIENT REPLY */
     client_out_check(c);
 }
 
@@ -620,13 +643,18 @@ static void client_process_input(client *c) {
         c->argc = c->parser.argc;
         c->argv = c->parser.argv;
         c->argvlen = c->parser.argvlen;
+        if (client_pause_holds(c)) {   /* client: CLIENT PAUSE; parsed again later */
+            pos -= used;
+            break;
+        }
         client_call(c);
     }
     c->argc = 0;
     if (pos) rbuf_consume(&c->qbuf, pos);
     if (need) rbuf_reserve(&c->qbuf, need);
     c->flags &= ~CLIENT_INPUT_LEFT;
-    if (out_backlogged(c) && !closing(c) && c->qbuf.len) c->flags |= CLIENT_INPUT_LEFT;
+    if ((out_backlogged(c) || (c->flags & CLIENT_PAUSED)) && !closing(c) && c->qbuf.len)
+        c->flags |= CLIENT_INPUT_LEFT;
     else if (c->flags & CLIENT_INPUT_EOF) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     if (c->out.b.len > c->sent || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)))
         worker_add_pending(c->w, c);
@@ -925,6 +953,7 @@ void client_out_write_some(client *c) {
 
 static void client_free(client *c) {
     worker *w = c->w;
+    client_hooks_freed(c);    /* client: leave tracking and MONITOR first */
     blocking_client_freed(c); /* blocking: leave the wait queues */
     multi_reset(c);           /* multi: drop the queue and watches */
     pubsub_reset(c);          /* pubsub: leave the registry before c is freed */
@@ -940,6 +969,7 @@ static void client_free(client *c) {
     resp_parser_free(&c->parser);
     db_ctx_free(&c->x);
     free(c->name);
+    client_hooks_release(c);
     atomic_fetch_sub(&server.connected_clients, 1);
     free(c);
 }
@@ -979,6 +1009,7 @@ void clients_cron(worker *w) {
             client_free(c);
             continue;
         }
+        if (client_pause_over(c)) client_pause_resume(c);   /* client: CLIENT PAUSE ended */
         shrink_buffers(c);
     }
 }

@@ -11,8 +11,9 @@
  * publisher's own worker (another connection) gets the message written into
  * its output at once: only that worker's thread touches its clients. A
  * subscriber on another worker, or the publishing connection itself, gets a
- * record in its inbox (under the mutex); the client is put on its worker's
- * delivery list and that worker is woken (worker_wake). The worker writes
+ * record in its inbox (under the mutex), as does every subscriber of a
+ * message published without a publishing client (keyspace notifications);
+ * the client is put on its worker's delivery list and that worker is woken (worker_wake). The worker writes
  * the inbox into the client's output in its next before_sleep
  * (pubsub_deliver), ahead of that round's flush. Messages are not durable
  * (nor in Redis), so they need no gating; they are appended after whatever
@@ -66,7 +67,9 @@ typedef struct pattern {
 typedef struct pubsub_client {
     char **chans; size_t *chlens; int nch, capch;
     char **pats; size_t *patlens; int npat, cappat;
-    rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3 */
+    rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3; kinds: m message,
+                            * p pmessage, i/I invalidation (of a key / of all), l MONITOR
+                            * line, b tracking-redir-broken */
     int queued;            /* on its worker's delivery list */
     int inbox_full;        /* a message was dropped: the inbox reached the limit */
 } pubsub_client;
@@ -213,10 +216,22 @@ static void pattern_unsubscribe(const char *name, size_t len, client *c) {
 
 /* ---------------- the client's side ---------------- */
 
+/* ps_lock held. */
+static pubsub_client *ps_new(client *c) {
+    pubsub_client *ps = calloc(1, sizeof(pubsub_client));
+    rbuf_init(&ps->inbox);
+    __atomic_store_n(&c->ps, ps, __ATOMIC_RELEASE);
+    return ps;
+}
+
+/* c's side, made on first use. Another thread may make it too (an
+ * invalidation for a tracking client, pubsub_push_invalidate), so it is
+ * made under ps_lock. */
 static pubsub_client *ps_of(client *c) {
-    if (!c->ps) {
-        c->ps = calloc(1, sizeof(pubsub_client));
-        rbuf_init(&c->ps->inbox);
+    if (!__atomic_load_n(&c->ps, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&ps_lock);
+        if (!c->ps) ps_new(c);
+        pthread_mutex_unlock(&ps_lock);
     }
     return c->ps;
 }
@@ -277,6 +292,46 @@ static void write_message(client *c, const char *pat, size_t plen, const char *c
     resp_add_bulk(&c->out, msg, mlen);
 }
 
+/* A client-side caching invalidation (tracking.c), as Redis's
+ * sendTrackingMessage: a RESP3 push, or for a RESP2 client in the pub/sub
+ * context the message of channel __redis__:invalidate. key NULL: every
+ * key (FLUSHALL). */
+static void write_invalidate(client *c, const char *key, size_t klen) {
+    if (c->out.proto > 2) {
+        resp_add_push(&c->out, 2);
+        resp_add_bulkstr(&c->out, "invalidate");
+    } else if (sub_count(c) > 0) {
+        resp_add_push(&c->out, 3);
+        resp_add_bulkstr(&c->out, "message");
+        resp_add_bulkstr(&c->out, "__redis__:invalidate");
+    } else {
+        return;
+    }
+    if (!key) {
+        resp_add_null(&c->out);
+        return;
+    }
+    resp_add_array(&c->out, 1);
+    resp_add_bulk(&c->out, key, klen);
+}
+
+/* A MONITOR line: a status reply (+line), in RESP2 and RESP3 alike. */
+static void write_line(client *c, const char *line, size_t len) {
+    resp_add_raw(&c->out, "+", 1);
+    resp_add_raw(&c->out, line, len);
+    resp_add_raw(&c->out, "\r\n", 2);
+}
+
+/* A tracking client whose REDIRECT target went away (RESP3 only). */
+static void write_redir_broken(client *c, const char *id, size_t len) {
+    if (c->out.proto < 3) return;
+    long long v = 0;
+    string2ll(id, len, &v);
+    resp_add_push(&c->out, 2);
+    resp_add_bulkstr(&c->out, "tracking-redir-broken");
+    resp_add_int(&c->out, v);
+}
+
 static void inbox_put(rbuf *b, const char *s, size_t len) {
     uint32_t l = (uint32_t)len;
     rbuf_append(b, &l, 4);
@@ -304,21 +359,32 @@ static const char *inbox_get(const char **p, size_t *len) {
  * the class limit, so a subscriber that reads is not closed because its
  * worker was late. A message that would take an inbox past that is dropped
  * and the owner closes the subscriber at delivery. */
+static void inbox_add(client *sub, char kind, const char *pat, size_t plen, const char *ch,
+                      size_t clen, const char *msg, size_t mlen, char *wake);
+static void push_record(client *target, char kind, const char *s, size_t len);
+
 static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
                     size_t clen, const char *msg, size_t mlen, char *wake) {
-    if (sub->w == pub->w && sub != pub) {
+    /* Written at once only when nothing waits in sub's inbox: a message
+     * never overtakes an earlier one (a keyspace notification). */
+    if (pub && sub->w == pub->w && sub != pub && !sub->ps->queued) {
         client_out_prepare(sub);
         write_message(sub, pat, plen, ch, clen, msg, mlen);
         client_out_check(sub);
         worker_add_pending(sub->w, sub);
         return;
     }
+    inbox_add(sub, pat ? 'p' : 'm', pat, plen, ch, clen, msg, mlen, wake);
+}
+
+/* Queue one record for sub's worker to write (ps_lock held). */
+static void inbox_add(client *sub, char kind, const char *pat, size_t plen, const char *ch,
+                      size_t clen, const char *msg, size_t mlen, char *wake) {
     pubsub_client *ps = sub->ps;
     long long cap = __atomic_load_n(&server.cfg.client_output_buffer_max, __ATOMIC_RELAXED);
     if (cap > 0 && ps->inbox.len + 13 + plen + clen + mlen > (unsigned long long)cap)
         ps->inbox_full = 1;
     if (!ps->inbox_full) {
-        char kind = pat ? 'p' : 'm';
         rbuf_append(&ps->inbox, &kind, 1);
         inbox_put(&ps->inbox, pat ? pat : "", pat ? plen : 0);
         inbox_put(&ps->inbox, ch, clen);
@@ -349,7 +415,10 @@ static void deliver_inbox(client *c, const rbuf *msgs, int full) {
         const char *pat = inbox_get(&p, &plen);
         const char *ch = inbox_get(&p, &clen);
         const char *msg = inbox_get(&p, &mlen);
-        write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
+        if (kind == 'i' || kind == 'I') write_invalidate(c, kind == 'i' ? ch : NULL, clen);
+        else if (kind == 'l') write_line(c, ch, clen);
+        else if (kind == 'b') write_redir_broken(c, ch, clen);
+        else write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
         client_out_write_some(c);
     }
     client_out_check(c);
@@ -385,11 +454,19 @@ void pubsub_deliver(worker *w) {
     }
 }
 
+void pubsub_counts(long long *channels, long long *patterns_n) {
+    pthread_mutex_lock(&ps_lock);
+    *channels = (long long)nchannels;
+    *patterns_n = npatterns;
+    pthread_mutex_unlock(&ps_lock);
+}
+
 void pubsub_reset(client *c) {
     pubsub_client *ps = c->ps;
     if (!ps) return;
     pthread_once(&deliveries_once, deliveries_init);
     pthread_mutex_lock(&ps_lock);
+    c->ps = NULL;   /* under the lock: pubsub_push_invalidate reads it there */
     for (int i = 0; i < ps->nch; i++) {
         channel_unsubscribe(ps->chans[i], ps->chlens[i], c);
         free(ps->chans[i]);
@@ -414,7 +491,34 @@ void pubsub_reset(client *c) {
     free(ps->patlens);
     rbuf_free(&ps->inbox);
     free(ps);
-    c->ps = NULL;
+}
+
+void pubsub_push_invalidate(client *target, const char *key, size_t klen) {
+    push_record(target, key ? 'i' : 'I', key ? key : "", key ? klen : 0);
+}
+
+void pubsub_push_line(client *target, const char *line, size_t len) {
+    push_record(target, 'l', line, len);
+}
+
+void pubsub_push_redir_broken(client *target, uint64_t id) {
+    char buf[24];
+    int n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)id);
+    push_record(target, 'b', buf, (size_t)n);
+}
+
+static void push_record(client *target, char kind, const char *s, size_t len) {
+    pthread_once(&deliveries_once, deliveries_init);
+    char wakestack[64];
+    char *wake = server.nworkers <= 64 ? wakestack : malloc((size_t)server.nworkers);
+    memset(wake, 0, (size_t)server.nworkers);
+    pthread_mutex_lock(&ps_lock);
+    if (!target->ps) ps_new(target);
+    inbox_add(target, kind, "", 0, s, len, "", 0, wake);
+    pthread_mutex_unlock(&ps_lock);
+    for (int i = 0; i < server.nworkers; i++)
+        if (wake[i]) worker_wake(server.workers[i]);
+    if (wake != wakestack) free(wake);
 }
 
 /* ---------------- the context rule ---------------- */
@@ -525,31 +629,35 @@ static void unsubscribe_generic(client *c, int patterns_too) {
 void unsubscribeCommand(client *c) { unsubscribe_generic(c, 0); }
 void punsubscribeCommand(client *c) { unsubscribe_generic(c, 1); }
 
-void publishCommand(client *c) {
+long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen) {
     pthread_once(&deliveries_once, deliveries_init);
-    const char *ch = c->argv[1], *msg = c->argv[2];
-    size_t clen = c->argvlen[1], mlen = c->argvlen[2];
-    char *wake = calloc((size_t)server.nworkers, 1);
+    char wakestack[64];
+    char *wake = server.nworkers <= 64 ? wakestack : malloc((size_t)server.nworkers);
+    memset(wake, 0, (size_t)server.nworkers);
     long long receivers = 0;
     pthread_mutex_lock(&ps_lock);
     channel *chan = channel_find(ch, clen);
     if (chan) {
         for (int i = 0; i < chan->subs.n; i++)
-            send_to(c, chan->subs.v[i], NULL, 0, ch, clen, msg, mlen, wake);
+            send_to(pub, chan->subs.v[i], NULL, 0, ch, clen, msg, mlen, wake);
         receivers += chan->subs.n;
     }
     for (int p = 0; p < npatterns; p++) {
         pattern *pat = &patterns[p];
         if (!stringmatchlen(pat->name, pat->len, ch, clen, 0)) continue;
         for (int i = 0; i < pat->subs.n; i++)
-            send_to(c, pat->subs.v[i], pat->name, pat->len, ch, clen, msg, mlen, wake);
+            send_to(pub, pat->subs.v[i], pat->name, pat->len, ch, clen, msg, mlen, wake);
         receivers += pat->subs.n;
     }
     pthread_mutex_unlock(&ps_lock);
     for (int i = 0; i < server.nworkers; i++)
-        if (wake[i] && server.workers[i] != c->w) worker_wake(server.workers[i]);
-    free(wake);
-    resp_add_int(&c->out, receivers);
+        if (wake[i] && (!pub || server.workers[i] != pub->w)) worker_wake(server.workers[i]);
+    if (wake != wakestack) free(wake);
+    return receivers;
+}
+
+void publishCommand(client *c) {
+    resp_add_int(&c->out, pubsub_publish(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]));
 }
 
 /* ---------------- PUBSUB ---------------- */

@@ -22,9 +22,26 @@ void pubsub_reset(client *c);
 /* Worker's before_sleep: write the messages published to w's clients by
  * other workers since the last round. */
 void pubsub_deliver(struct worker *w);
+/* Channels and patterns with subscribers (INFO pubsub_channels / _patterns). */
+void pubsub_counts(long long *channels, long long *patterns);
 /* Subscriptions of c (CLIENT LIST sub= / psub=). */
 int pubsub_channel_count(const client *c);
 int pubsub_pattern_count(const client *c);
+
+/* Publish msg on channel ch to every subscriber (PUBLISH, keyspace
+ * notifications); returns how many received it. pub is the publishing
+ * client, or NULL outside a command (active expiry). Shard locks may be
+ * held. */
+long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen);
+
+/* Queue a client-side caching invalidation of key (NULL: every key) for
+ * target, written by its worker's next round (tracking.c). The caller
+ * guarantees target is not being freed (tracking.c's lock). */
+void pubsub_push_invalidate(client *target, const char *key, size_t klen);
+/* The same for a MONITOR line (sent as +line), monitor.c. */
+void pubsub_push_line(client *target, const char *line, size_t len);
+/* The same for "tracking-redir-broken" <id> (RESP3 targets only). */
+void pubsub_push_redir_broken(client *target, uint64_t id);
 
 /* Command procs (rows in cmds_multi.def). */
 void subscribeCommand(client *c);

@@ -698,7 +698,10 @@ void resp_add_ok(resp_out *o) {
     add_const(o, "+OK\r\n", 5);
 }
 
+void (*resp_error_hook)(const char *msg);
+
 void resp_add_error(resp_out *o, const char *msg) {
+    if (resp_error_hook) resp_error_hook(msg);
     add_line(o, '-', msg);
 }
 

@@ -150,6 +150,9 @@ void resp_add_ok(resp_out *o);                              /* +OK */
  * "WRONGTYPE Operation against a key holding the wrong kind of value". CR/LF
  * in msg are replaced by spaces, as Redis does. */
 void resp_add_error(resp_out *o, const char *msg);
+/* Called with every error resp_add_error(f) writes (INFO errorstats,
+ * t_latency.c); NULL: none. */
+extern void (*resp_error_hook)(const char *msg);
 void resp_add_errorf(resp_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void resp_add_int(resp_out *o, long long v);                /* :v */
 void resp_add_bulk(resp_out *o, const void *p, size_t n);   /* $n */

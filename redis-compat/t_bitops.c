@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "notify.h"
 #include "server.h"
 #include "t_string.h"
 #include "util.h"
@@ -163,10 +164,13 @@ void bitopCommand(client *c) {
     }
     if (maxlen == 0) {
         free(src);
-        if (db_del(&c->x, c->db, c->argv[2], c->argvlen[2]) == DB_OOM)
+        r = db_del(&c->x, c->db, c->argv[2], c->argvlen[2]);
+        if (r == DB_OOM) {
             resp_add_error(&c->out, db_error_text(&c->x));
-        else
-            resp_add_int(&c->out, 0);
+            return;
+        }
+        if (r == 1) notify_key(c, NOTIFY_GENERIC, "del", 2);
+        resp_add_int(&c->out, 0);
         return;
     }
     if (maxlen + c->argvlen[2] > DB_MAX_ARG_LEN) {
@@ -189,8 +193,12 @@ void bitopCommand(client *c) {
     free(src);
     r = db_set(&c->x, c->db, c->argv[2], c->argvlen[2], (const char *)out, maxlen, 0);
     free(out);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, (long long)maxlen);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_STRING, "set", 2);
+    resp_add_int(&c->out, (long long)maxlen);
 }
 
 /* ---------------- BITFIELD ---------------- */
@@ -387,6 +395,8 @@ static void bitfield_generic(client *c, int readonly_cmd) {
             DB_OOM) {
             c->out.b.len = reply_start;
             resp_add_error(&c->out, db_error_text(&c->x));
+        } else {
+            notify_key(c, NOTIFY_STRING, "setbit", 1);
         }
     }
     free(buf);

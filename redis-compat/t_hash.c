@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "notify.h"
 #include "dict.h"
 #include "object.h"
 #include "server.h"
@@ -232,6 +233,7 @@ static void hset_generic(client *c, int reply_count) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    notify_key(c, NOTIFY_HASH, "hset", 1);
     if (!reply_count) {
         resp_add_ok(&c->out);
         return;
@@ -256,8 +258,12 @@ void hsetnxCommand(client *c) {
     int r = write_ops(c, &ops);
     rbuf_free(&ops);
     rbuf_free(&scratch);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, 1);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_HASH, "hset", 1);
+    resp_add_int(&c->out, 1);
 }
 
 /* Each distinct existing field is deleted once; deleting the last field
@@ -283,12 +289,18 @@ void hdelCommand(client *c) {
         deleted++;
     }
     dict_free(seen);
+    int emptied = deleted && (size_t)deleted == dict_size(h->d);
     if (deleted == 0) r = DB_OK;
-    else if ((size_t)deleted == dict_size(h->d)) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    else if (emptied) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
     else r = write_ops(c, &ops);
     rbuf_free(&ops);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, deleted);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    if (deleted) notify_key(c, NOTIFY_HASH, "hdel", 1);
+    if (emptied) notify_key(c, NOTIFY_GENERIC, "del", 1);
+    resp_add_int(&c->out, deleted);
 }
 
 /* HINCRBY: the increment is checked before the key (as Redis does). */
@@ -320,8 +332,12 @@ void hincrbyCommand(client *c) {
     r = write_ops(c, &ops);
     rbuf_free(&ops);
     rbuf_free(&scratch);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, value);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_HASH, "hincrby", 1);
+    resp_add_int(&c->out, value);
 }
 
 void hincrbyfloatCommand(client *c) {
@@ -355,8 +371,12 @@ void hincrbyfloatCommand(client *c) {
     r = write_ops(c, &ops);
     rbuf_free(&ops);
     rbuf_free(&scratch);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_bulk(&c->out, buf, (size_t)len);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_HASH, "hincrbyfloat", 1);
+    resp_add_bulk(&c->out, buf, (size_t)len);
 }
 
 /* ---------------- reads ---------------- */

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "notify.h"
 #include "server.h"
 #include "t_string.h"
 #include "util.h"
@@ -428,6 +429,7 @@ void pfaddCommand(client *c) {
             resp_add_error(&c->out, db_error_text(&c->x));
             return;
         }
+        notify_key(c, NOTIFY_STRING, "pfadd", 1);
     }
     free(h.p);
     resp_add_int(&c->out, updated ? 1 : 0);
@@ -512,8 +514,12 @@ void pfmergeCommand(client *c) {
     cache_invalidate(&h);
     r = hll_store(c, 1, &h, v.expire_ms);
     free(h.p);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_ok(&c->out);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_STRING, "pfadd", 1);   /* Redis's event for PFMERGE too */
+    resp_add_ok(&c->out);
     return;
 corrupt:
     free(regs);

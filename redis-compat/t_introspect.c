@@ -28,6 +28,7 @@
 #include "evict.h"
 #include "cluster.h"
 #include "commands.h"
+#include "notify.h"
 #include "object.h"
 #include "server.h"
 #include "shard.h"
@@ -140,8 +141,12 @@ void copyCommand(client *c) {
     int r = v.type == OBJ_STRING
                 ? db_set(&c->x, dst_db, c->argv[2], c->argvlen[2], v.ptr, v.len, v.expire_ms)
                 : db_set_copy(&c->x, dst_db, c->argv[2], c->argvlen[2], v.obj, v.expire_ms);
-    if (r == DB_OOM) reply_oom(c);
-    else resp_add_int(&c->out, 1);
+    if (r == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    notify_event(NOTIFY_GENERIC, "copy_to", c->argv[2], c->argvlen[2], dst_db);
+    resp_add_int(&c->out, 1);
 }
 
 /* ---------------- OBJECT ---------------- */
@@ -1028,14 +1033,18 @@ static void sort_generic(client *c, int readonly) {
         av[1] = dst;
         al[1] = dstlen;
         db_batch_begin(&c->x);
-        db_del(&c->x, c->db, dst, dstlen);   /* queued: cannot fail before the end */
+        int existed = db_del(&c->x, c->db, dst, dstlen) == 1;  /* queued: cannot fail before the end */
         if (outlen) {
             rbuf rep;
+            notify_mute(1);   /* the store is one "sortstore", not an "rpush" */
             if (call_capture(c, "rpush", (int)argc, av, al, &rep) == 0) rbuf_free(&rep);
+            notify_mute(0);
         }
         if (db_batch_end(&c->x) == DB_OOM) {
             reply_oom(c);
         } else {
+            if (outlen) notify_key(c, NOTIFY_LIST, "sortstore", store_i);
+            else if (existed) notify_key(c, NOTIFY_GENERIC, "del", store_i);
             resp_add_int(&c->out, outlen);
         }
         rbuf_free(&vals);

@@ -24,6 +24,8 @@
 #include <string.h>
 
 #include "commands.h"
+#include "notify.h"
+#include "tracking.h"
 #include "blocking.h"
 #include "cluster.h"
 #include "object.h"
@@ -58,22 +60,29 @@ static const char *type_name(int type) {
 static void del_generic(client *c) {
     int batch = c->argc > 2;
     long long deleted = 0;
+    char *gone = calloc((size_t)c->argc, 1);   /* which keys to report "del" for */
 
     if (batch) db_batch_begin(&c->x);
     for (int j = 1; j < c->argc; j++) {
         int r = db_del(&c->x, c->db, c->argv[j], c->argvlen[j]);
         if (r == DB_OOM) {   /* only outside a batch: batches fail at the end */
             reply_oom(c);
+            free(gone);
             return;
         }
         deleted += r;
         /* An XREADGROUP blocked on a deleted stream is told (t_stream.c). */
         if (r == 1) blocking_signal_key_all(c->db, c->argv[j], c->argvlen[j]);
+        gone[j] = (char)r;
     }
     if (batch && db_batch_end(&c->x) == DB_OOM) {
         reply_oom(c);
+        free(gone);
         return;
     }
+    for (int j = 1; j < c->argc; j++)
+        if (gone[j]) notify_key(c, NOTIFY_GENERIC, "del", j);
+    free(gone);
     resp_add_int(&c->out, deleted);
 }
 
@@ -187,8 +196,12 @@ static void expire_generic(client *c, int relative, int seconds) {
      * negative times, which db_set_expire would read as "no expiry"). */
     if (when <= now) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
     else r = db_set_expire(&c->x, c->db, c->argv[1], c->argvlen[1], when);
-    if (r == DB_OOM) reply_oom(c);
-    else resp_add_int(&c->out, 1);
+    if (r == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    notify_key(c, NOTIFY_GENERIC, when <= now ? "del" : "expire", 1);
+    resp_add_int(&c->out, 1);
 }
 
 void expireCommand(client *c) { expire_generic(c, 1, 1); }
@@ -230,8 +243,12 @@ void persistCommand(client *c) {
         resp_add_int(&c->out, 0);
         return;
     }
-    if (db_set_expire(&c->x, c->db, c->argv[1], c->argvlen[1], 0) == DB_OOM) reply_oom(c);
-    else resp_add_int(&c->out, 1);
+    if (db_set_expire(&c->x, c->db, c->argv[1], c->argvlen[1], 0) == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    notify_key(c, NOTIFY_GENERIC, "persist", 1);
+    resp_add_int(&c->out, 1);
 }
 
 /* ---------------- KEYS, SCAN ---------------- */
@@ -381,6 +398,8 @@ static void rename_generic(client *c, int nx) {
         reply_oom(c);
         return;
     }
+    notify_key(c, NOTIFY_GENERIC, "rename_from", 1);
+    notify_key(c, NOTIFY_GENERIC, "rename_to", 2);
     if (nx) resp_add_int(&c->out, 1);
     else resp_add_ok(&c->out);
 }
@@ -425,8 +444,13 @@ void moveCommand(client *c) {
         resp_add_int(&c->out, 0);
         return;
     }
-    if (move_value(c, &v, c->db, 1, db, 1) == DB_OOM) reply_oom(c);
-    else resp_add_int(&c->out, 1);
+    if (move_value(c, &v, c->db, 1, db, 1) == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    notify_key(c, NOTIFY_GENERIC, "move_from", 1);
+    notify_event(NOTIFY_GENERIC, "move_to", c->argv[1], c->argvlen[1], db);
+    resp_add_int(&c->out, 1);
 }
 
 /* ---------------- whole databases ---------------- */
@@ -450,8 +474,12 @@ static void flush_generic(client *c, int db) {
         resp_add_error(&c->out, ERR_SYNTAX);
         return;
     }
-    if (db_flush(&c->x, db) == DB_OOM) reply_oom(c);
-    else resp_add_ok(&c->out);
+    if (db_flush(&c->x, db) == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    tracking_invalidate_all();   /* client-side caching: every key is gone */
+    resp_add_ok(&c->out);
 }
 
 void flushdbCommand(client *c) { flush_generic(c, c->db); }

@@ -49,6 +49,7 @@
 
 #include "blocking.h"
 #include "commands.h"
+#include "notify.h"
 #include "le.h"
 #include "object.h"
 #include "server.h"
@@ -494,6 +495,7 @@ static void push_generic(client *c, int where, int xx) {
         return;
     }
     blocking_signal_key(c->db, c->argv[1], c->argvlen[1]);
+    notify_key(c, NOTIFY_LIST, where == LIST_HEAD ? "lpush" : "rpush", 1);
     resp_add_int(&c->out, (long long)(n + (size_t)(c->argc - 2)));
 }
 
@@ -527,6 +529,8 @@ static long long pop_and_reply(client *c, int ki, db_val *v, int where, long lon
         reply_oom(c, reply_start);
         return -1;
     }
+    notify_key(c, NOTIFY_LIST, where == LIST_HEAD ? "lpop" : "rpop", ki);
+    if (k == n) notify_key(c, NOTIFY_GENERIC, "del", ki);
     return (long long)k;
 }
 
@@ -717,6 +721,7 @@ void lsetCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    notify_key(c, NOTIFY_LIST, "lset", 1);
     resp_add_ok(&c->out);
 }
 
@@ -752,6 +757,7 @@ void linsertCommand(client *c) {
         return;
     }
     blocking_signal_key(c->db, c->argv[1], c->argvlen[1]);
+    notify_key(c, NOTIFY_LIST, "linsert", 1);
     resp_add_int(&c->out, (long long)n + 1);
 }
 
@@ -808,6 +814,8 @@ void lremCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    notify_key(c, NOTIFY_LIST, "lrem", 1);
+    if ((size_t)removed == n) notify_key(c, NOTIFY_GENERIC, "del", 1);
     resp_add_int(&c->out, removed);
 }
 
@@ -849,6 +857,8 @@ void ltrimCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    notify_key(c, NOTIFY_LIST, "ltrim", 1);
+    if (keep == 0) notify_key(c, NOTIFY_GENERIC, "del", 1);
     resp_add_ok(&c->out);
 }
 
@@ -908,6 +918,9 @@ static void move_elem(client *c, db_val *src, int wherefrom, int whereto) {
         return;
     }
     blocking_signal_key(c->db, c->argv[2], c->argvlen[2]);
+    notify_key(c, NOTIFY_LIST, whereto == LIST_HEAD ? "lpush" : "rpush", 2);
+    notify_key(c, NOTIFY_LIST, wherefrom == LIST_HEAD ? "lpop" : "rpop", 1);
+    if (n == 1 && !same) notify_key(c, NOTIFY_GENERIC, "del", 1);
 }
 
 static void lmove_generic(client *c, int wherefrom, int whereto) {

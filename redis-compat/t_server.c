@@ -16,8 +16,8 @@
  *     already persisted in the pool, there is nothing left to save;
  *   - WAIT answers 0 replicas at once (standalone) and WAITAOF answers
  *     "persisted locally" at once, for the same reason;
- *   - features Rowan lacks (client tracking, CLIENT REPLY OFF) are refused
- *     with an error instead of being silently ignored.
+ *   - CLIENT REPLY / PAUSE / TRACKING and friends live in t_client.c and
+ *     tracking.c; this file only has their rows in the CLIENT table.
  *
  * Threads: a command runs on its client's worker thread. Another worker may
  * be formatting this client's CLIENT LIST line at the same moment, under the
@@ -60,6 +60,10 @@
 #include "evict.h"
 #include "object.h"
 #include "repl.h"
+#include "t_client.h"   /* CLIENT REPLY, PAUSE, UNPAUSE */
+#include "pubsub.h"     /* INFO pubsub counts, CLIENT LIST/KILL TYPE pubsub */
+#include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
+#include "t_latency.h"  /* INFO modules, errorstats, latencystats */
 #include "shard.h"
 #include "util.h"
 
@@ -630,8 +634,8 @@ static void info_clients(rbuf *b)
     rbuf_appendf(b, "cluster_connections:0\r\n");
     rbuf_appendf(b, "maxclients:%d\r\n", server.cfg.maxclients);
     rbuf_appendf(b, "client_recent_max_input_buffer:0\r\nclient_recent_max_output_buffer:0\r\n");
-    rbuf_appendf(b, "blocked_clients:%lld\r\ntracking_clients:0\r\nclients_in_timeout_table:%lld\r\n",
-                 blocking_count(), blocking_count());
+    rbuf_appendf(b, "blocked_clients:%lld\r\ntracking_clients:%d\r\nclients_in_timeout_table:%lld\r\n",
+                 blocking_count(), tracking_count(), blocking_count());
 }
 
 static _Atomic long long peak_memory;
@@ -739,7 +743,13 @@ static void info_stats(rbuf *b)
                  stat_get(&server.stat.evicted_keys), stat_get(&server.stat.evicted_clients));
     rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
     rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
-    rbuf_appendf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
+    long long chans, pats, tkeys, titems, tprefixes;
+    pubsub_counts(&chans, &pats);
+    rbuf_appendf(b, "pubsub_channels:%lld\r\npubsub_patterns:%lld\r\npubsubshard_channels:0\r\n",
+                 chans, pats);
+    tracking_stats(&tkeys, &titems, &tprefixes);
+    rbuf_appendf(b, "tracking_total_keys:%lld\r\ntracking_total_items:%lld\r\n"
+                 "tracking_total_prefixes:%lld\r\n", tkeys, titems, tprefixes);
     rbuf_appendf(b, "latest_fork_usec:0\r\ntotal_forks:0\r\n");
     rbuf_appendf(b, "unexpected_error_replies:%lld\r\n", stat_get(&server.stat.unexpected_errors));
     rbuf_appendf(b, "total_error_replies:%lld\r\n", t.errors);
@@ -932,7 +942,10 @@ static const struct info_section {
     { "stats", info_stats, SEC_DEFAULT | SEC_ALL },
     { "replication", info_replication, SEC_DEFAULT | SEC_ALL },
     { "cpu", info_cpu, SEC_DEFAULT | SEC_ALL },
+    { "modules", info_modules, SEC_DEFAULT | SEC_ALL },
     { "commandstats", info_commandstats, SEC_ALL },
+    { "errorstats", info_errorstats, SEC_DEFAULT | SEC_ALL },
+    { "latencystats", info_latencystats, SEC_ALL },
     { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
     { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
     { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
@@ -1023,6 +1036,7 @@ static void reset_stats(void)
     };
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) atomic_store(counters[i], 0);
     command_foreach(resetstat_cb, NULL);
+    latency_resetstat();
     atomic_store(&peak_memory, 0);
     pthread_mutex_lock(&rates.mu);
     rates.t_us = 0;
@@ -1154,7 +1168,7 @@ static const char *const client_help[] = {
     "    Unblock the specified blocked client (Rowan never blocks clients).",
     "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
     "         [OPTIN] [OPTOUT] [NOLOOP]",
-    "    Not supported: Rowan has no client-side caching.",
+    "    Control server assisted client side caching.",
     "TRACKINGINFO",
     "    Report tracking status for the current connection.",
     "NO-EVICT (ON|OFF)",
@@ -1166,20 +1180,29 @@ static const char *const client_help[] = {
     NULL
 };
 
-/* Client types Redis knows. Every Rowan RESP client is "normal". 1 normal,
- * 0 another valid type, -1 unknown (error already sent). */
+/* Client types Redis knows (getClientType): a client with subscriptions
+ * is "pubsub", any other RESP client (a MONITOR too) "normal"; Rowan has no
+ * master or replica connections. CT_ANY when TYPE is not given; -1 after
+ * the error for an unknown name. */
+enum { CT_ANY = 0, CT_NORMAL, CT_PUBSUB, CT_NONE };
+
 static int parse_client_type(client *c, int i)
 {
-    if (arg_is(c, i, "normal")) return 1;
-    if (arg_is(c, i, "master") || arg_is(c, i, "replica") || arg_is(c, i, "slave") ||
-        arg_is(c, i, "pubsub"))
-        return 0;
+    if (arg_is(c, i, "normal")) return CT_NORMAL;
+    if (arg_is(c, i, "pubsub")) return CT_PUBSUB;
+    if (arg_is(c, i, "master") || arg_is(c, i, "replica") || arg_is(c, i, "slave")) return CT_NONE;
     resp_add_errorf(&c->out, "ERR Unknown client type '" ARGFMT "'", ARGP(c, i));
     return -1;
 }
 
+static int type_matches(int type, const client *cl)
+{
+    int pubsub = pubsub_channel_count(cl) + pubsub_pattern_count(cl) > 0;
+    return type == CT_ANY || (type == CT_NORMAL && !pubsub) || (type == CT_PUBSUB && pubsub);
+}
+
 struct list_filter {
-    int type_ok;            /* 0: TYPE selected a kind Rowan never has */
+    int type;               /* CT_* */
     long long *ids;
     int nids;
     rbuf *out;
@@ -1188,7 +1211,7 @@ struct list_filter {
 static void list_cb(client *cl, void *arg)
 {
     struct list_filter *f = arg;
-    if (!f->type_ok) return;
+    if (!type_matches(f->type, cl)) return;
     if (f->nids) {
         int hit = 0;
         for (int i = 0; i < f->nids && !hit; i++) hit = (uint64_t)f->ids[i] == cl->id;
@@ -1200,13 +1223,13 @@ static void list_cb(client *cl, void *arg)
 
 static void client_list(client *c)
 {
-    struct list_filter f = { 1, NULL, 0, NULL };
+    struct list_filter f = { CT_ANY, NULL, 0, NULL };
     rbuf out;
     for (int i = 2; i < c->argc; i++) {
         if (arg_is(c, i, "type") && i + 1 < c->argc) {
             int t = parse_client_type(c, ++i);
             if (t < 0) goto done;
-            f.type_ok = t;
+            f.type = t;
         } else if (arg_is(c, i, "id") && i + 1 < c->argc) {
             f.ids = realloc(f.ids, (size_t)(c->argc - i) * sizeof(*f.ids));
             if (!f.ids) abort();
@@ -1247,7 +1270,7 @@ struct kill_filter {
     long long id;                   /* 0 = any */
     const char *addr, *laddr;       /* NULL = any */
     size_t addrlen, laddrlen;
-    int type_ok, skipme;
+    int type, skipme;       /* type: CT_* */
     long long maxage;               /* 0 = any */
     time_t now;
     long long killed;
@@ -1260,7 +1283,7 @@ static int addr_eq(const char *have, const char *want, size_t wlen)
 
 static int kill_matches(const struct kill_filter *f, client *cl)
 {
-    if (!f->type_ok) return 0;
+    if (!type_matches(f->type, cl)) return 0;
     if (f->id && (uint64_t)f->id != cl->id) return 0;
     if (f->addr && !addr_eq(cl->addr, f->addr, f->addrlen)) return 0;
     if (f->laddr && !addr_eq(cl->laddr, f->laddr, f->laddrlen)) return 0;
@@ -1293,7 +1316,7 @@ static int parse_kill_filters(client *c, struct kill_filter *f)
         } else if (arg_is(c, i, "type")) {
             int t = parse_client_type(c, v);
             if (t < 0) return -1;
-            f->type_ok = f->type_ok && t;
+            f->type = t;
         } else if (arg_is(c, i, "user")) {
             if (!(c->argvlen[v] == 7 && memcmp(c->argv[v], "default", 7) == 0)) {
                 resp_add_errorf(&c->out, "ERR No such user '" ARGFMT "'", ARGP(c, v));
@@ -1327,7 +1350,7 @@ static void client_kill(client *c)
     struct kill_filter f;
     memset(&f, 0, sizeof(f));
     f.self = c;
-    f.type_ok = 1;
+    f.type = CT_ANY;
     f.now = time(NULL);
     if (c->argc == 3) {
         /* Old form: CLIENT KILL ip:port, which may name ourselves. */
@@ -1387,28 +1410,6 @@ static void client_no_evict(client *c)
     else if (arg_is(c, 2, "off")) atomic_store(&c->no_evict, 0);
 }
 
-static void client_reply(client *c)
-{
-    if (arg_is(c, 2, "on")) resp_add_ok(&c->out);
-    else if (arg_is(c, 2, "off") || arg_is(c, 2, "skip")) resp_add_error(&c->out, "ERR not supported");
-    else resp_add_error(&c->out, ERR_SYNTAX);
-}
-
-static void client_pause(client *c)
-{
-    long long ms;
-    if (parse_timeout(c, 2, &ms) < 0) return;
-    if (c->argc > 4) {
-        resp_add_error(&c->out, ERR_SYNTAX);
-        return;
-    }
-    if (c->argc == 4 && !arg_is(c, 3, "write") && !arg_is(c, 3, "all")) {
-        resp_add_error(&c->out, "ERR CLIENT PAUSE mode must be WRITE or ALL");
-        return;
-    }
-    resp_add_ok(&c->out);
-}
-
 static void client_unblock(client *c)
 {
     long long id;
@@ -1421,31 +1422,11 @@ static void client_unblock(client *c)
     resp_add_int(&c->out, blocking_unblock_id((uint64_t)id, c->argc == 4 && arg_is(c, 3, "error")));
 }
 
-static void client_trackinginfo(client *c)
-{
-    resp_add_map(&c->out, 3);
-    resp_add_bulkstr(&c->out, "flags");
-    resp_add_set(&c->out, 1);
-    resp_add_bulkstr(&c->out, "off");
-    resp_add_bulkstr(&c->out, "redirect");
-    resp_add_int(&c->out, -1);
-    resp_add_bulkstr(&c->out, "prefixes");
-    resp_add_array(&c->out, 0);
-}
-
 static void client_id(client *c) { resp_add_int(&c->out, (long long)c->id); }
 static void client_getname(client *c)
 {
     if (c->name) resp_add_bulkstr(&c->out, c->name);
     else resp_add_null(&c->out);
-}
-static void client_ok(client *c) { resp_add_ok(&c->out); }
-static void client_getredir(client *c) { resp_add_int(&c->out, -1); }
-static void client_tracking(client *c) { resp_add_error(&c->out, "ERR not supported"); }
-static void client_caching(client *c)
-{
-    resp_add_error(&c->out, "ERR CLIENT CACHING can be called only when the client is in "
-                            "tracking mode with OPTIN or OPTOUT mode enabled");
 }
 static void client_help_cmd(client *c) { reply_help(c, client_help); }
 
@@ -1462,7 +1443,7 @@ static const subcommand client_subs[] = {
     { "no-touch", 3, client_onoff },
     { "reply", 3, client_reply },
     { "pause", -3, client_pause },
-    { "unpause", 2, client_ok },
+    { "unpause", 2, client_unpause },
     { "unblock", -3, client_unblock },
     { "tracking", -3, client_tracking },
     { "caching", 3, client_caching },

@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "notify.h"
 #include "dict.h"
 #include "object.h"
 #include "server.h"
@@ -294,8 +295,12 @@ void saddCommand(client *c) {
     r = adds ? db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len)
              : DB_OK;
     rbuf_free(&ops);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, adds);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    if (adds) notify_key(c, NOTIFY_SET, "sadd", 1);
+    resp_add_int(&c->out, adds);
 }
 
 /* Each distinct member present is removed once; removing the last one
@@ -318,12 +323,18 @@ void sremCommand(client *c) {
         removed++;
     }
     dict_free(seen);
+    int emptied = removed && (size_t)removed == ssize(s);
     if (removed == 0) r = DB_OK;
-    else if ((size_t)removed == ssize(s)) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
+    else if (emptied) r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
     else r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
     rbuf_free(&ops);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, removed);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    if (removed) notify_key(c, NOTIFY_SET, "srem", 1);
+    if (emptied) notify_key(c, NOTIFY_GENERIC, "del", 1);
+    resp_add_int(&c->out, removed);
 }
 
 /* ---------------- reads ---------------- */
@@ -388,6 +399,10 @@ static void spop_count(client *c) {
         /* Everything: reply with the members, then delete the key. */
         reply_members(c, s);
         if (db_del(&c->x, c->db, c->argv[1], c->argvlen[1]) == DB_OOM) reply_oom(c, reply_start);
+        else {
+            notify_key(c, NOTIFY_SET, "spop", 1);
+            notify_key(c, NOTIFY_GENERIC, "del", 1);
+        }
         return;
     }
     const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
@@ -404,6 +419,7 @@ static void spop_count(client *c) {
     r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
     rbuf_free(&ops);
     if (r == DB_OOM) reply_oom(c, reply_start);
+    else notify_key(c, NOTIFY_SET, "spop", 1);
 }
 
 void spopCommand(client *c) {
@@ -427,7 +443,8 @@ void spopCommand(client *c) {
     }
     const dict_entry *e = dict_random(s->d, rnd64());
     resp_add_bulk(&c->out, e->key, e->klen);
-    if (ssize(s) == 1) {
+    int emptied = ssize(s) == 1;
+    if (emptied) {
         r = db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
     } else {
         rbuf ops;
@@ -436,7 +453,12 @@ void spopCommand(client *c) {
         r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
         rbuf_free(&ops);
     }
-    if (r == DB_OOM) reply_oom(c, reply_start);
+    if (r == DB_OOM) {
+        reply_oom(c, reply_start);
+        return;
+    }
+    notify_key(c, NOTIFY_SET, "spop", 1);
+    if (emptied) notify_key(c, NOTIFY_GENERIC, "del", 1);
 }
 
 void srandmemberCommand(client *c) {
@@ -523,8 +545,9 @@ void smoveCommand(client *c) {
     }
     rbuf ops;
     rbuf_init(&ops);
+    int emptied = ssize(src) == 1, added = !is_member(dst, m, mlen);
     db_batch_begin(&c->x);
-    if (ssize(src) == 1) {
+    if (emptied) {
         db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
     } else {
         obj_op(&ops, SET_OP_REM, m, mlen);
@@ -537,8 +560,14 @@ void smoveCommand(client *c) {
     }
     r = db_batch_end(&c->x);
     rbuf_free(&ops);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, 1);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_SET, "srem", 1);
+    if (emptied) notify_key(c, NOTIFY_GENERIC, "del", 1);
+    if (added) notify_key(c, NOTIFY_SET, "sadd", 2);
+    resp_add_int(&c->out, 1);
 }
 
 /* ---------------- SINTER SUNION SDIFF and their STORE forms ---------------- */
@@ -653,8 +682,14 @@ static void algebra_generic(client *c, int op, int store) {
         obj_free(tmp);
     }
     algebra_free(&a);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, card);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    static const char *const stored[] = {"sinterstore", "sunionstore", "sdiffstore"};
+    if (card) notify_key(c, NOTIFY_SET, stored[op], 1);
+    else if (r == 1) notify_key(c, NOTIFY_GENERIC, "del", 1);
+    resp_add_int(&c->out, card);
 }
 
 void sinterCommand(client *c) { algebra_generic(c, OP_INTER, 0); }

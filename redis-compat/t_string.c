@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "notify.h"
 #include "server.h"
 #include "t_string.h"
 #include "util.h"
@@ -218,6 +219,8 @@ static void set_generic(client *c, const set_opts *o, int val_arg, int reply_sty
         reply_oom(c, reply_start);
         return;
     }
+    notify_key(c, NOTIFY_STRING, "set", 1);
+    if (o->flags & SET_EXPIRE) notify_key(c, NOTIFY_GENERIC, "expire", 1);
     if (o->flags & SET_GET) return;
     if (reply_style == REPLY_ONE_ZERO) resp_add_int(&c->out, 1);
     else resp_add_ok(&c->out);
@@ -287,6 +290,8 @@ void getexCommand(client *c) {
         w = db_set_expire(&c->x, c->db, c->argv[1], c->argvlen[1], 0);
     }
     if (w == DB_OOM) reply_oom(c, reply_start);
+    else if (o.flags & SET_EXPIRE) notify_key(c, NOTIFY_GENERIC, expire <= mstime() ? "del" : "expire", 1);
+    else if ((o.flags & SET_PERSIST) && v.expire_ms) notify_key(c, NOTIFY_GENERIC, "persist", 1);
 }
 
 void getdelCommand(client *c) {
@@ -300,6 +305,7 @@ void getdelCommand(client *c) {
     }
     resp_add_bulk(&c->out, v.ptr, v.len);
     if (db_del(&c->x, c->db, c->argv[1], c->argvlen[1]) == DB_OOM) reply_oom(c, reply_start);
+    else notify_key(c, NOTIFY_GENERIC, "del", 1);
 }
 
 /* A key holding another type is a nil in MGET's reply, not an error. */
@@ -370,6 +376,7 @@ static void mset_generic(client *c, int nx) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    for (int j = 1; j < c->argc; j += 2) notify_key(c, NOTIFY_STRING, "set", j);
     if (nx) resp_add_int(&c->out, 1);
     else resp_add_ok(&c->out);
 }
@@ -392,6 +399,7 @@ void appendCommand(client *c) {
             resp_add_error(&c->out, db_error_text(&c->x));
             return;
         }
+        notify_key(c, NOTIFY_STRING, "append", 1);
         resp_add_int(&c->out, (long long)addlen);
         return;
     }
@@ -401,8 +409,12 @@ void appendCommand(client *c) {
     memcpy(buf + v.len, add, addlen);
     r = db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, v.len + addlen, v.expire_ms);
     free(buf);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, (long long)(v.len + addlen));
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_STRING, "append", 1);
+    resp_add_int(&c->out, (long long)(v.len + addlen));
 }
 
 /* Writing nothing never creates or changes the key: it only reports the
@@ -441,8 +453,12 @@ void setrangeCommand(client *c) {
     memcpy(buf + offset, val, vlen);
     r = db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, newlen, v.expire_ms);
     free(buf);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, (long long)newlen);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_STRING, "setrange", 1);
+    resp_add_int(&c->out, (long long)newlen);
 }
 
 /* ---------------- counters ---------------- */
@@ -473,6 +489,7 @@ static void incr_generic(client *c, long long incr) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    notify_key(c, NOTIFY_STRING, "incrby", 1);
     resp_add_int(&c->out, value);
 }
 
@@ -522,6 +539,7 @@ void incrbyfloatCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    notify_key(c, NOTIFY_STRING, "incrbyfloat", 1);
     resp_add_bulk(&c->out, buf, (size_t)len);
 }
 
@@ -591,8 +609,12 @@ void setbitCommand(client *c) {
     else buf[byte] = (char)((unsigned char)buf[byte] & ~(1u << (7 - (off & 7))));
     r = db_set(&c->x, c->db, c->argv[1], c->argvlen[1], buf, newlen, v.expire_ms);
     free(buf);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, old);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    notify_key(c, NOTIFY_STRING, "setbit", 1);
+    resp_add_int(&c->out, old);
 }
 
 void getbitCommand(client *c) {

@@ -41,6 +41,7 @@
 
 #include "blocking.h"
 #include "commands.h"
+#include "notify.h"
 #include "dict.h"
 #include "le.h"
 #include "object.h"
@@ -533,14 +534,16 @@ static void collect_lex(const zset *z, const zrange_lex *r, int rev, long long o
 /* ---------------- storing a computed set ---------------- */
 
 /* dst(argv[dsti]) := z (a private set), or deleted when z is empty; replies
- * with the new size. One entry either way. Frees z. */
-static void store_result(client *c, int dsti, zset *z) {
+ * with the new size and raises `event` (or "del"). One entry either way.
+ * Frees z. */
+static void store_result(client *c, int dsti, zset *z, const char *event) {
     size_t n = zset_len(z);
     zset_finish_result(z);
-    int r;
+    int r, existed = 0;
     if (n == 0) {
         zset_destroy(z);
-        r = zdelete_key(c, dsti);
+        existed = db_del(&c->x, c->db, c->argv[dsti], c->argvlen[dsti]);
+        r = existed == DB_OOM ? DB_OOM : DB_OK;
     } else {
         robj *o = obj_new(OBJ_ZSET, 0, c->argv[dsti], c->argvlen[dsti]);
         zset_destroy(o->data);
@@ -553,6 +556,8 @@ static void store_result(client *c, int dsti, zset *z) {
         return;
     }
     if (n) blocking_signal_key(c->db, c->argv[dsti], c->argvlen[dsti]);
+    if (n) notify_key(c, NOTIFY_ZSET, event, dsti);
+    else if (existed == 1) notify_key(c, NOTIFY_GENERIC, "del", dsti);
     resp_add_int(&c->out, (long long)n);
 }
 
@@ -562,7 +567,10 @@ void zset_result_add(void *z, const char *m, size_t mlen, double score) {
     zset_set(z, m, mlen, score);
 }
 
-void zset_store_result(client *c, int dsti, void *z) { store_result(c, dsti, z); }
+/* GEORADIUS / GEOSEARCHSTORE ... STORE (t_geo.c), with Redis's event. */
+void zset_store_result(client *c, int dsti, void *z) {
+    store_result(c, dsti, z, !strcmp(c->cmd->name, "geosearchstore") ? "geosearchstore" : "georadiusstore");
+}
 
 /* ---------------- ZADD, ZINCRBY ---------------- */
 
@@ -673,6 +681,7 @@ static void zadd_generic(client *c, int flags) {
         goto done;
     }
     if (added) blocking_signal_key(c->db, c->argv[1], c->argvlen[1]);
+    if (added || updated) notify_key(c, NOTIFY_ZSET, incr ? "zincr" : "zadd", 1);
     if (incr) {
         if (processed) resp_add_double(&c->out, newscore);
         else resp_add_null(&c->out);
@@ -710,9 +719,15 @@ void zremCommand(client *c) {
         zview_del(&view, c->argv[j], c->argvlen[j]);
         deleted++;
     }
-    int r = (size_t)deleted == zset_len(z) ? zdelete_key(c, 1) : zwrite(c, 1, &ops);
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, deleted);
+    int emptied = (size_t)deleted == zset_len(z);
+    int r = emptied ? zdelete_key(c, 1) : zwrite(c, 1, &ops);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+    } else {
+        if (deleted) notify_key(c, NOTIFY_ZSET, "zrem", 1);
+        if (emptied) notify_key(c, NOTIFY_GENERIC, "del", 1);
+        resp_add_int(&c->out, deleted);
+    }
     rbuf_free(&ops);
     if (view.pend) dict_free(view.pend);
 }
@@ -906,7 +921,7 @@ static void zrange_generic(client *c, int argc_start, int store, int rangetype, 
     if (store) {
         zset *dst = zset_create_result();
         for (size_t i = 0; i < nv.n; i++) zset_set(dst, nv.v[i]->member, nv.v[i]->mlen, nv.v[i]->score);
-        store_result(c, 1, dst);
+        store_result(c, 1, dst, "zrangestore");
     } else {
         reply_nodes(c, &nv, withscores);
     }
@@ -924,7 +939,8 @@ void zrevrangebylexCommand(client *c) { zrange_generic(c, 2, 0, ZR_LEX, ZD_REV);
 /* ---------------- removing ranges ---------------- */
 
 /* Delete the collected members: the whole key when that is all of them. */
-static void remove_nodes(client *c, const zset *z, const nodevec *nv) {
+static void remove_nodes(client *c, const zset *z, const nodevec *nv, const char *event) {
+    int emptied = nv->n && nv->n == zset_len(z);
     int r;
     if (nv->n == zset_len(z)) {
         r = nv->n ? zdelete_key(c, 1) : DB_OK;
@@ -935,8 +951,13 @@ static void remove_nodes(client *c, const zset *z, const nodevec *nv) {
         r = zwrite(c, 1, &ops);
         rbuf_free(&ops);
     }
-    if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
-    else resp_add_int(&c->out, (long long)nv->n);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return;
+    }
+    if (nv->n) notify_key(c, NOTIFY_ZSET, event, 1);
+    if (emptied) notify_key(c, NOTIFY_GENERIC, "del", 1);
+    resp_add_int(&c->out, (long long)nv->n);
 }
 
 static void zremrange_generic(client *c, int rangetype) {
@@ -966,7 +987,9 @@ static void zremrange_generic(client *c, int rangetype) {
     } else {
         collect_lex(z, &lr, 0, 0, -1, &nv);
     }
-    remove_nodes(c, z, &nv);
+    static const char *const events[] = {[ZR_RANK] = "zremrangebyrank",
+        [ZR_SCORE] = "zremrangebyscore", [ZR_LEX] = "zremrangebylex"};
+    remove_nodes(c, z, &nv, events[rangetype]);
     nv_free(&nv);
 }
 
@@ -1032,8 +1055,8 @@ static void zpop_generic(client *c, int first, int nkeys, int max, long long cou
         resp_add_double(&c->out, nv.v[i]->score);
     }
     /* The reply holds copies; now the effects (which free the nodes). */
-    int r;
-    if (nv.n == zset_len(z)) {
+    int r, emptied = nv.n == zset_len(z);
+    if (emptied) {
         r = zdelete_key(c, keyi);
     } else {
         rbuf ops;
@@ -1042,7 +1065,12 @@ static void zpop_generic(client *c, int first, int nkeys, int max, long long cou
         r = zwrite(c, keyi, &ops);
         rbuf_free(&ops);
     }
-    if (r == DB_OOM) reply_oom(c, reply_start);
+    if (r == DB_OOM) {
+        reply_oom(c, reply_start);
+    } else {
+        notify_key(c, NOTIFY_ZSET, max ? "zpopmax" : "zpopmin", keyi);
+        if (emptied) notify_key(c, NOTIFY_GENERIC, "del", keyi);
+    }
     nv_free(&nv);
 }
 
@@ -1328,7 +1356,7 @@ static void zsetop_generic(client *c, int dsti, int numkeys_i, int op, int card_
         zset_destroy(res);
         resp_add_int(&c->out, card);
     } else if (dsti) {
-        store_result(c, dsti, res);
+        store_result(c, dsti, res, op == ZOP_UNION ? "zunionstore" : op == ZOP_INTER ? "zinterstore" : "zdiffstore");
     } else {
         nodevec nv = {0};
         for (zsl_node *n = zsl_first(res->zsl); n; n = zsl_next(n)) nv_push(&nv, n);

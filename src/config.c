@@ -77,7 +77,8 @@ enum opt_type {
     T_REPLICAOF,/* "" ("no one") or "<host> <port>" */
     T_OOMVALS,  /* three integers in [-2000, 2000] */
     T_PCTLIST,  /* percentiles in [0, 100] */
-    T_OCTAL     /* int written in octal (unixsocketperm) */
+    T_OCTAL,    /* int written in octal (unixsocketperm) */
+    T_KSEV      /* int: notify-keyspace-events flags, shown as letters */
 };
 
 /* Types whose value is a char * (T_OBUF keeps its text only while parsed). */
@@ -230,6 +231,9 @@ static const struct option options[] = {
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
+    /* client-facing surface (redis-compat/notify.c, t_latency.c) */
+    { "notify-keyspace-events", T_KSEV, CFG(notify_keyspace_events), 0, 0, 0, "", NULL, NULL },
+    { "latency-monitor-threshold", T_LL, CFG(latency_monitor_threshold), 0, 0, LLONG_MAX, "0", NULL, NULL },
     /* data types */
     { "hll-sparse-max-bytes", T_MEM, CFG(hll_sparse_max_bytes), 0, 0, LONG_MAX, "3000", NULL, NULL },
     /* Redis 7.0 directives Rowan implements: memory limit and eviction
@@ -315,7 +319,6 @@ static const struct option options[] = {
     { "io-threads", T_INT, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 1, 128, "1", NULL, NULL },
     { "io-threads-do-reads", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
     { "jemalloc-bg-thread", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
-    { "latency-monitor-threshold", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "0", NULL, NULL },
     { "latency-tracking", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
     { "lazyfree-lazy-eviction", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
     { "lazyfree-lazy-expire", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
@@ -462,7 +465,7 @@ static void snapshot_configured(void)
         char *dst = (char *)&configured + o->off;
         const char *src = (const char *)&server.cfg + o->off;
         switch (o->type) {
-        case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: memcpy(dst, src, sizeof(int)); break;
+        case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: case T_KSEV: memcpy(dst, src, sizeof(int)); break;
         case T_LL: case T_MEM: case T_PCTMEM: memcpy(dst, src, sizeof(long long)); break;
         case T_OBUF: memcpy(dst, src, sizeof(struct obuf_limit) * OBUF_CLASSES); break;
         case T_STR: case T_SAVE: case T_REPLICAOF: case T_OOMVALS: case T_PCTLIST: {
@@ -652,6 +655,42 @@ static void obuf_defaults(const struct option *o, struct obuf_limit *lim)
     obuf_parse(o->def, lim, reason, sizeof(reason));
 }
 
+/* notify-keyspace-events, as Redis's keyspaceEventsStringToFlags and
+ * keyspaceEventsFlagsToString (whose quirk is kept: 'n' is not shown when
+ * every A class is on). */
+int keyspace_events_parse(const char *s)
+{
+    static const char letters[] = "g$lshzxeKEtmdn";
+    static const int bits[] = { NOTIFY_GENERIC, NOTIFY_STRING, NOTIFY_LIST, NOTIFY_SET,
+        NOTIFY_HASH, NOTIFY_ZSET, NOTIFY_EXPIRED, NOTIFY_EVICTED, NOTIFY_KEYSPACE,
+        NOTIFY_KEYEVENT, NOTIFY_STREAM, NOTIFY_KEY_MISS, NOTIFY_MODULE, NOTIFY_NEW };
+    int flags = 0;
+    for (; *s; s++) {
+        const char *p = *s == 'A' ? NULL : strchr(letters, *s);
+        if (*s == 'A') flags |= NOTIFY_ALL;
+        else if (!p) return -1;
+        else flags |= bits[p - letters];
+    }
+    return flags;
+}
+
+void keyspace_events_string(int flags, char *buf)
+{
+    static const char letters[] = "g$lshzxetdn";
+    static const int bits[] = { NOTIFY_GENERIC, NOTIFY_STRING, NOTIFY_LIST, NOTIFY_SET,
+        NOTIFY_HASH, NOTIFY_ZSET, NOTIFY_EXPIRED, NOTIFY_EVICTED, NOTIFY_STREAM,
+        NOTIFY_MODULE, NOTIFY_NEW };
+    char *p = buf;
+    if ((flags & NOTIFY_ALL) == NOTIFY_ALL) *p++ = 'A';
+    else
+        for (int i = 0; letters[i]; i++)
+            if (flags & bits[i]) *p++ = letters[i];
+    if (flags & NOTIFY_KEYSPACE) *p++ = 'K';
+    if (flags & NOTIFY_KEYEVENT) *p++ = 'E';
+    if (flags & NOTIFY_KEY_MISS) *p++ = 'm';
+    *p = 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Parsing, storing and rendering one value                                  */
 /* ------------------------------------------------------------------------ */
@@ -803,6 +842,12 @@ static int opt_parse(const struct option *o, const char *text, struct optval *v,
         }
         break;
     }
+    case T_KSEV:
+        if ((v->n = keyspace_events_parse(text)) < 0) {
+            snprintf(reason, rlen, "Invalid event class character. Use 'Ag$lshzxeKEtmdn'.");
+            return -1;
+        }
+        return 0;
     }
     if (n < o->min || n > o->max) {
         snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
@@ -830,7 +875,7 @@ static void opt_store(const struct option *o, struct optval *v, int runtime)
 {
     void *f = field_ptr(o);
     switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL:
+    case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: case T_KSEV:
         __atomic_store_n((int *)f, (int)v->n, __ATOMIC_RELEASE);
         break;
     case T_LL: case T_MEM: case T_PCTMEM:
@@ -900,6 +945,9 @@ static const char *opt_render(const struct option *o, char *buf, size_t blen)
         const char *s = *(char *const *)f;
         return s ? s : "";
     }
+    case T_KSEV:
+        keyspace_events_string(*(const int *)f, buf);
+        return buf;
     }
     return "";
 }
@@ -1374,7 +1422,9 @@ static void render_conf_value(const struct option *o, rbuf *b)
     }
     const char *s = opt_render(o, buf, sizeof(buf));
     /* bind is a list of words: written unquoted, as redis.conf does. */
-    if (is_string_type(o->type) && !(o->flags & OPT_MULTIARG) && needs_quotes(s)) append_quoted(b, s);
+    if ((is_string_type(o->type) || o->type == T_KSEV) && !(o->flags & OPT_MULTIARG) &&
+        needs_quotes(s))
+        append_quoted(b, s);
     else if (is_string_type(o->type) && (o->flags & OPT_MULTIARG) && !*s) rbuf_append(b, "\"\"", 2);
     else rbuf_append(b, s, strlen(s));
 }
@@ -1394,7 +1444,7 @@ static int opt_is_default(const struct option *o)
     const void *f = shown_ptr(o);
     int same;
     switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: same = *(const int *)f == (int)v.n; break;
+    case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: case T_KSEV: same = *(const int *)f == (int)v.n; break;
     case T_LL: case T_MEM: case T_PCTMEM: same = *(const long long *)f == v.n; break;
     default: {
         const char *s = *(char *const *)f;

@@ -41,6 +41,22 @@ int config_renames(const char *const **from, const char *const **to);
 void config_warn_no_effect(void);
 /* The current value name of an enum option (INFO's maxmemory_policy). */
 const char *config_enum_name(const char *option);
+/* notify-keyspace-events: Redis 7.0's event classes and flag letters
+ * (K E g $ l s h z x e t m d n; A = g$lshzxetd). */
+enum {
+    NOTIFY_KEYSPACE = 1 << 0, NOTIFY_KEYEVENT = 1 << 1, NOTIFY_GENERIC = 1 << 2,
+    NOTIFY_STRING = 1 << 3, NOTIFY_LIST = 1 << 4, NOTIFY_SET = 1 << 5, NOTIFY_HASH = 1 << 6,
+    NOTIFY_ZSET = 1 << 7, NOTIFY_EXPIRED = 1 << 8, NOTIFY_EVICTED = 1 << 9,
+    NOTIFY_STREAM = 1 << 10, NOTIFY_KEY_MISS = 1 << 11, NOTIFY_MODULE = 1 << 13,
+    NOTIFY_NEW = 1 << 14,
+    NOTIFY_ALL = NOTIFY_GENERIC | NOTIFY_STRING | NOTIFY_LIST | NOTIFY_SET | NOTIFY_HASH |
+                 NOTIFY_ZSET | NOTIFY_EXPIRED | NOTIFY_EVICTED | NOTIFY_STREAM | NOTIFY_MODULE,
+};
+/* "KEA" -> flags; -1 on a character that names no class. */
+int keyspace_events_parse(const char *s);
+/* flags -> Redis's canonical text (CONFIG GET); buf of at least 20 bytes. */
+void keyspace_events_string(int flags, char *buf);
+
 /* Options changed by CONFIG SET that the running server must apply (e.g.
  * loglevel) are read from server.cfg directly by their users. */
 

@@ -719,13 +719,19 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
         if (v->expire_ms && v->expire_ms <= mstime()) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
-            if (write_entry(x, s, &d) == DB_OK) atomic_fetch_add(&server.stat.expiredkeys, 1);
+            if (write_entry(x, s, &d) == DB_OK) {
+                atomic_fetch_add(&server.stat.expiredkeys, 1);
+                if (db_expired_hook) db_expired_hook(db, key, klen);
+            }
             ref = 0;
         }
     }
     if (!ref) {
         dep_add(x, s, s->next_ver - 1);
-        if (count) x->w->round_misses++;
+        if (count) {
+            x->w->round_misses++;
+            if (db_miss_hook) db_miss_hook(db, key, klen);
+        }
         return 0;
     }
     dep_add(x, s, v->ver);
@@ -1023,6 +1029,17 @@ int db_swap(db_ctx *x, int a, int b) {
 
 /* ---------------- active expiry ---------------- */
 
+void (*db_expired_hook)(int db, const char *key, size_t klen);
+void (*db_miss_hook)(int db, const char *key, size_t klen);
+void (*db_evicted_hook)(int db, const char *key, size_t klen);
+
+/* The logical db that physical db pdb of shard s holds now (SWAPDB). */
+static int logical_db(const shard *s, unsigned pdb) {
+    for (int d = 0; d < SHARD_MAX_DBS; d++)
+        if (s->dbmap[d] == pdb) return d;
+    return (int)pdb;
+}
+
 typedef struct expire_ctx {
     int64_t now;
     uint64_t refs[64];
@@ -1056,7 +1073,10 @@ static int expire_shard_step(db_ctx *x, shard *s, uint64_t *cursor, long *budget
         memcpy(key, ri.key, ri.klen);
         log_entry d = {.type = LOG_DEL, .db = (uint16_t)ri.pdb, .key = key, .klen = (uint32_t)ri.klen,
                        .val = "", .aux = pool_seq_now(server.pool)};
-        if (append_one(x, s, &d) == DB_OK) deleted++;
+        if (append_one(x, s, &d) == DB_OK) {
+            deleted++;
+            if (db_expired_hook) db_expired_hook(logical_db(s, ri.pdb), key, ri.klen);
+        }
         if (key != kb) free(key);
     }
     return deleted;
@@ -1179,7 +1199,9 @@ int db_evict_key(db_ctx *x, shard *s, unsigned pdb, const char *key, size_t klen
     log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
                    .val = "", .aux = pool_seq_now(server.pool)};
     int r = append_one(x, s, &d);
-    return r == DB_OK ? 1 : r;
+    if (r != DB_OK) return r;
+    if (db_evicted_hook) db_evicted_hook(logical_db(s, pdb), key, klen);
+    return 1;
 }
 
 long long db_live_bytes(void) {

@@ -164,6 +164,17 @@ int db_flush(db_ctx *x, int db);
 /* SWAPDB a b. DB_OK or DB_OOM. */
 int db_swap(db_ctx *x, int a, int b);
 
+/* Called after an expired key was deleted, by a lookup (lazily) or by
+ * active expiry, with the key's shard lock held; db is the logical db. The
+ * RESP edge sets it to raise keyspace notifications; NULL: nothing. */
+extern void (*db_expired_hook)(int db, const char *key, size_t klen);
+/* Called when db_lookup (a read that counts a keyspace miss) finds no key,
+ * with the shard lock held: keyspace notifications' "keymiss". */
+extern void (*db_miss_hook)(int db, const char *key, size_t klen);
+/* Called after maxmemory evicted a key (its DEL logged), shard lock held:
+ * keyspace notifications' "evicted". */
+extern void (*db_evicted_hook)(int db, const char *key, size_t klen);
+
 /* Active expiry: delete up to `budget` expired keys among shards s with
  * s % nworkers == wid. Returns how many it deleted. Called by workers. */
 int db_active_expire(db_ctx *x, long budget);

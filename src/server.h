@@ -69,6 +69,8 @@ struct rowan_config {
     long long zookeeper_session_timeout; /* ms */
     int cluster_init_nodes;     /* the first configuration waits for this many nodes */
     int min_replicas_to_write;  /* backups a shard needs to take writes */
+    int notify_keyspace_events; /* NOTIFY_* flags (config.h) */
+    long long latency_monitor_threshold; /* ms; 0 = off */
     long long hll_sparse_max_bytes; /* a sparse HyperLogLog grows to this, then goes dense */
     /* Redis 7.0 directives Rowan implements (config.c; the ones it accepts
      * with no effect live in config.c alone) */

@@ -215,3 +215,24 @@ def test_evictions_reach_replicas(cluster_factory):
         time.sleep(0.2)
     assert sum(n for _, n in d0.values()) >= left
     a.close()
+
+
+def test_evictions_raise_keyspace_events(srv):
+    """Each eviction publishes `evicted` (class e), as Redis's do: one
+    event per evicted key, on __keyevent@0__:evicted."""
+    cl = srv.resp()
+    sub = srv.resp()
+    assert cl.call("CONFIG", "SET", "notify-keyspace-events", "Ee") == "OK"
+    sub.call("SUBSCRIBE", "__keyevent@0__:evicted")
+    limit_to(cl, 1024 * 1024, "allkeys-random")
+    fill(cl, "ev", 3000)
+    assert cl.call("CONFIG", "SET", "maxmemory", "0") == "OK"
+    evicted = int(info_num(cl, "stats", "evicted_keys"))
+    assert evicted > 0
+    keys = set()
+    sub.sock.settimeout(5.0)
+    while len(keys) < evicted:
+        msg = sub.read_reply()
+        assert msg[0] == b"message" and msg[1] == b"__keyevent@0__:evicted", msg
+        keys.add(msg[2])
+    assert all(cl.call("EXISTS", k) == 0 for k in keys)

@@ -305,12 +305,6 @@ def test_client_misc(c):
     assert help_lines[0].startswith("CLIENT <subcommand>")
 
 
-@pytest.mark.rowan_only("Rowan has no client-side caching")
-def test_client_tracking_refused(c):
-    assert c.call("CLIENT", "TRACKING", "on") == RespError("ERR not supported")
-    assert c.call("CLIENT", "REPLY", "OFF") == RespError("ERR not supported")
-
-
 # ---------------------------------------------------------------- RESET / DEBUG / ROWAN / misc
 def test_reset(server_factory):
     srv = server_factory(extra={"requirepass": "pw"})
