@@ -79,6 +79,7 @@ typedef struct client {
     /* transactions and pub/sub: private to multi.c / pubsub.c, NULL when unused */
     struct multi_state *mstate;
     struct pubsub_client *ps;
+    struct acl_user *user;  /* acl.c: the user it runs as (never NULL while connected) */
 } client;
 
 /* Iterate over every client of every worker (takes the global client lock;

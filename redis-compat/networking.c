@@ -44,6 +44,7 @@
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
+#include "acl.h"        /* users and permissions: hooks marked "acl:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
 #include "clean.h"
 #include "evict.h"      /* maxmemory: hook marked "maxmemory" */
@@ -145,21 +146,22 @@ static void client_flags(const client *c, char *buf) {
 }
 
 void client_info_line(client *c, rbuf *out) {
-    char line[1024], flags[8];
+    char line[1024], flags[8], user[128];
     time_t now = time(NULL);
     size_t argv_mem = resp_parser_mem(&c->parser);   /* arrays the parser keeps */
     client_flags(c, flags);
+    acl_client_username(c, user, sizeof(user));
     int n = snprintf(line, sizeof(line),
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d "
         "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
-        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=-1 resp=%d lib-name=%s "
+        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=-1 resp=%d lib-name=%s "
         "lib-ver=%s",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
         c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
         atomic_load(&c->mem),
-        c->lastcmd ? c->lastcmd->name : "NULL", c->out.proto, c->lib_name, c->lib_ver);
+        c->lastcmd ? c->lastcmd->name : "NULL", user, c->out.proto, c->lib_name, c->lib_ver);
     rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
@@ -206,7 +208,7 @@ static const char *protected_msg =
     "no' from the loopback interface. 2) Set a password with 'requirepass'. 3) Start the server "
     "with '--protected-mode no'.\r\n";
 
-static int no_password(void) { return !server.cfg.requirepass || !server.cfg.requirepass[0]; }
+static int no_password(void) { return acl_default_nopass(); }
 
 /* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN: no write
  * can store it, so a command that stores its arguments (CMD_DENYOOM: SET,
@@ -254,7 +256,7 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     socklen_t lslen = sizeof(ls);
     if (getsockname(fd, (struct sockaddr *)&ls, &lslen) == 0)
         sockaddr_string((struct sockaddr *)&ls, c->laddr, sizeof(c->laddr));
-    c->authenticated = no_password();
+    acl_client_init(c);  /* acl: the default user; authenticated if it takes no password */
     c->ctime = c->last_interaction = time(NULL);
     rbuf_init(&c->qbuf);
     resp_out_init(&c->out, 2);
@@ -411,7 +413,7 @@ static int check_command(client *c) {
         resp_add_error(&c->out, ERR_NOAUTH);
         return -1;
     }
-    return 0;
+    return acl_check_command(c); /* acl: NOPERM */
 }
 
 /* May cmd run while the data set is still being recovered? Redis's rule is
@@ -932,6 +934,7 @@ static void client_free(client *c) {
     resp_parser_free(&c->parser);
     db_ctx_free(&c->x);
     free(c->name);
+    acl_client_free(c);       /* acl: drop the user */
     atomic_fetch_sub(&server.connected_clients, 1);
     free(c);
 }

@@ -383,6 +383,9 @@ static const struct option options[] = {
     { "tls-session-caching", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
     { "tracking-table-max-keys", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "1000000", NULL, NULL },
     { "unixsocket", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    /* ACL (redis-compat/acl.c; `user` lines: see apply_user_line) */
+    { "aclfile", T_STR, CFG(aclfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "acllog-max-len", T_LL, CFG(acllog_max_len), 0, 0, LONG_MAX, "128", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 
@@ -983,6 +986,25 @@ int config_renames(const char *const **from, const char *const **to)
  * default and the following ones add their pairs to it. */
 static int save_lines_seen;
 
+/* "user <name> <rule>..." lines may repeat: kept in order for the ACL
+ * (redis-compat/acl.c), which checks them when it starts. CONFIG GET does
+ * not show them and CONFIG REWRITE keeps them as they are. */
+static int apply_user_line(const char *name, int nwords, char **wordv)
+{
+    if (strcasecmp(name, "user") || nwords < 1) return 0;
+    rbuf line;
+    rbuf_init(&line);
+    for (int i = 0; i < nwords; i++) {
+        if (i) rbuf_append(&line, " ", 1);
+        rbuf_append(&line, wordv[i], strlen(wordv[i]));
+    }
+    rbuf_append(&line, "", 1);
+    struct rowan_config *cfg = &server.cfg;
+    cfg->acl_user_lines = realloc(cfg->acl_user_lines, sizeof(char *) * (size_t)(cfg->acl_nuser_lines + 1));
+    cfg->acl_user_lines[cfg->acl_nuser_lines++] = line.buf;
+    return 1;
+}
+
 /* Apply "name word..." at startup. 0 ok, -1 with err = the reason. */
 static int apply_words(const char *name, int nwords, char **wordv, char *err, size_t errlen)
 {
@@ -999,6 +1021,7 @@ static int apply_words(const char *name, int nwords, char **wordv, char *err, si
         snprintf(err, errlen, "Rowan has no module support (loadmodule)");
         return -1;
     }
+    if (apply_user_line(name, nwords, wordv)) return 0;
     const struct option *o = opt_find(name, strlen(name));
     if (!o || nwords < 1 || (nwords > 1 && !(o->flags & OPT_MULTIARG))) {
         snprintf(err, errlen, "Bad directive or wrong number of arguments");

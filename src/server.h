@@ -81,6 +81,11 @@ struct rowan_config {
     long long zset_max_listpack_entries, zset_max_listpack_value;
     int list_max_listpack_size;
     int enable_protected_configs, enable_debug_command, enable_module_command; /* PROTECTED_ACTION_* */
+    /* ACL (redis-compat/acl.c) */
+    char *aclfile;              /* "" = none */
+    long long acllog_max_len;
+    char **acl_user_lines;      /* the `user` directives, words after "user" */
+    int acl_nuser_lines;
 };
 
 enum {
