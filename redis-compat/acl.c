@@ -63,6 +63,8 @@
 #define U_ALLKEYS     (1u << 2)
 #define U_ALLCHANNELS (1u << 3)
 #define U_ALLCOMMANDS (1u << 4)  /* +@all: commands added later are allowed too */
+#define U_SANITIZE    (1u << 5)  /* shown only: RESTORE payloads are always checked */
+#define U_SKIP_SANITIZE (1u << 6)
 
 #define KEY_READ  1
 #define KEY_WRITE 2
@@ -489,7 +491,6 @@ static int rule_command(acl_user *u, const char *op, size_t len)
 /* ~pattern %R~pattern %W~pattern %RW~pattern */
 static int rule_keys(acl_user *u, const char *op, size_t len)
 {
-    if (u->flags & U_ALLKEYS) return RE_KEYS_ALL;
     int flags = 0;
     size_t off = 1;
     if (op[0] == '%') {
@@ -511,6 +512,7 @@ static int rule_keys(acl_user *u, const char *op, size_t len)
         u->flags |= U_ALLKEYS;
         return RE_OK;
     }
+    if (u->flags & U_ALLKEYS) return RE_KEYS_ALL;
     for (int i = 0; i < u->nkeys; i++)
         if (strlen(u->keys[i].pat) == plen && !memcmp(u->keys[i].pat, pat, plen)) {
             u->keys[i].flags |= flags;
@@ -524,12 +526,12 @@ static int rule_keys(acl_user *u, const char *op, size_t len)
 /* &pattern */
 static int rule_channel(acl_user *u, const char *op, size_t len)
 {
-    if (u->flags & U_ALLCHANNELS) return RE_CHANS_ALL;
     if (len == 2 && op[1] == '*') {
         user_clear_chans(u);
         u->flags |= U_ALLCHANNELS;
         return RE_OK;
     }
+    if (u->flags & U_ALLCHANNELS) return RE_CHANS_ALL;
     for (int i = 0; i < u->nchans; i++)
         if (strlen(u->chans[i]) == len - 1 && !memcmp(u->chans[i], op + 1, len - 1)) return RE_OK;
     u->chans = realloc(u->chans, sizeof(char *) * (size_t)(u->nchans + 1));
@@ -548,9 +550,12 @@ static int rule_apply(acl_user *u, const char *op, size_t len)
     if (len == 0) return RE_SYNTAX;
     if (rule_is(op, len, "on")) u->flags |= U_ON;
     else if (rule_is(op, len, "off")) u->flags &= ~U_ON;
-    else if (rule_is(op, len, "skip-sanitize-payload") || rule_is(op, len, "sanitize-payload") ||
-             rule_is(op, len, "clearselectors")) {
-        /* RESTORE payloads are always checked here; there are no selectors */
+    else if (rule_is(op, len, "skip-sanitize-payload"))
+        u->flags = (u->flags & ~U_SANITIZE) | U_SKIP_SANITIZE;
+    else if (rule_is(op, len, "sanitize-payload"))
+        u->flags = (u->flags & ~U_SKIP_SANITIZE) | U_SANITIZE;
+    else if (rule_is(op, len, "clearselectors")) {
+        /* there are no selectors besides the root one */
     } else if (rule_is(op, len, "allkeys")) return rule_apply(u, "~*", 2);
     else if (rule_is(op, len, "resetkeys")) { user_clear_keys(u); u->flags &= ~U_ALLKEYS; }
     else if (rule_is(op, len, "allchannels")) return rule_apply(u, "&*", 2);
@@ -570,6 +575,7 @@ static int rule_apply(acl_user *u, const char *op, size_t len)
         rule_apply(u, "resetkeys", 9);
         rule_apply(u, "resetchannels", 13);
         rule_apply(u, "off", 3);
+        rule_apply(u, "sanitize-payload", 16);
         rule_apply(u, "-@all", 5);
     } else if (op[0] == '>' || op[0] == '<') {
         sha256_hex(op + 1, len - 1, hex);
@@ -681,6 +687,8 @@ static void describe_user(const acl_user *u, rbuf *out)
 {
     rbuf_appendf(out, "user %s %s", u->name, (u->flags & U_ON) ? "on" : "off");
     if (u->flags & U_NOPASS) rbuf_appendf(out, " nopass");
+    if (u->flags & U_SKIP_SANITIZE) rbuf_appendf(out, " skip-sanitize-payload");
+    if (u->flags & U_SANITIZE) rbuf_appendf(out, " sanitize-payload");
     for (int i = 0; i < u->npass; i++) rbuf_appendf(out, " #%s", u->pass[i]);
     if ((u->flags & U_ALLKEYS) || u->nkeys) {
         rbuf_append(out, " ", 1);
@@ -886,7 +894,7 @@ int acl_authenticate(client *c, const char *user, size_t ulen, const char *pass,
     if (ok) user_ref(u);
     pthread_rwlock_unlock(&acl_lock);
     if (!ok) {
-        acl_log_add(c, DENIED_AUTH, "auth", 4, user, ulen);
+        acl_log_add(c, DENIED_AUTH, c->argv[0], c->argvlen[0], user, ulen);  /* as sent */
         return 0;
     }
     client_bind(c, u);
@@ -1051,10 +1059,7 @@ static void acl_setuser(client *c)
     pthread_rwlock_wrlock(&acl_lock);
     acl_user *u = user_find(name, nlen);
     int created = !u, err = 0;
-    if (created) {
-        u = user_new(name, nlen);
-        rule_apply(u, "reset", 5);
-    }
+    if (created) u = user_new(name, nlen);  /* off, no keys, channels or commands */
     int bad = user_set_rules(u, c->argc - 3, c->argv + 3, c->argvlen + 3, &err);
     if (bad >= 0) {
         if (created) user_free(u);
@@ -1079,9 +1084,12 @@ static void acl_getuser(client *c)
     }
     resp_add_map(&c->out, 6);
     resp_add_bulkstr(&c->out, "flags");
-    resp_add_set(&c->out, (u->flags & U_NOPASS) ? 2 : 1);
+    unsigned shown = u->flags & (U_NOPASS | U_SANITIZE | U_SKIP_SANITIZE);
+    resp_add_set(&c->out, 1 + __builtin_popcount(shown));
     resp_add_bulkstr(&c->out, (u->flags & U_ON) ? "on" : "off");
     if (u->flags & U_NOPASS) resp_add_bulkstr(&c->out, "nopass");
+    if (u->flags & U_SKIP_SANITIZE) resp_add_bulkstr(&c->out, "skip-sanitize-payload");
+    if (u->flags & U_SANITIZE) resp_add_bulkstr(&c->out, "sanitize-payload");
     resp_add_bulkstr(&c->out, "passwords");
     resp_add_array(&c->out, u->npass);
     for (int i = 0; i < u->npass; i++) resp_add_bulk(&c->out, u->pass[i], 64);
@@ -1196,7 +1204,11 @@ static void acl_cat(client *c)
 static void acl_genpass(client *c)
 {
     long long bits = 256;
-    if (c->argc == 3 && (!string2ll(c->argv[2], c->argvlen[2], &bits) || bits <= 0 || bits > 4096)) {
+    if (c->argc == 3 && !string2ll(c->argv[2], c->argvlen[2], &bits)) {
+        resp_add_error(&c->out, ERR_NOTINT);
+        return;
+    }
+    if (bits <= 0 || bits > 4096) {
         resp_add_error(&c->out, "ERR ACL GENPASS argument must be the number of bits for the "
                                 "output password, a positive number up to 4096");
         return;
@@ -1258,10 +1270,11 @@ static void acl_log(client *c)
             resp_add_ok(&c->out);
             return;
         }
-        if (!string2ll(c->argv[2], c->argvlen[2], &count) || count < 0) {
+        if (!string2ll(c->argv[2], c->argvlen[2], &count)) {
             resp_add_error(&c->out, ERR_NOTINT);
             return;
         }
+        if (count < 0) count = LLONG_MAX;  /* Redis counts down from it: all */
     } else if (c->argc > 3) {
         reply_sub_arity(c, "acl");
         return;
@@ -1332,11 +1345,9 @@ static int declare_user(char **w, size_t *wl, int nw, acl_user ***set, int *n, c
             return -1;
         }
     acl_user *u = user_new(w[0], wl[0]);
-    rule_apply(u, "reset", 5);
     int e = 0, bad = user_set_rules(u, nw - 1, (const char *const *)w + 1, wl + 1, &e);
     if (bad >= 0) {
-        snprintf(err, errlen, "Error in user declaration '%.*s': %s", (int)wl[1 + bad], w[1 + bad],
-                 rule_error(e));
+        snprintf(err, errlen, "%s", rule_error(e));
         user_free(u);
         return -1;
     }
@@ -1355,7 +1366,6 @@ static void users_replace(client *self, acl_user **set, int n)
         if (!strcmp(set[i]->name, "default")) { newdef = set[i]; set[i] = set[--n]; break; }
     if (!newdef) {
         newdef = user_new("default", 7);
-        rule_apply(newdef, "reset", 5);
         const char *ops[] = { "on", "nopass", "~*", "&*", "+@all" };
         for (int i = 0; i < 5; i++) rule_apply(newdef, ops[i], strlen(ops[i]));
     }
@@ -1543,6 +1553,7 @@ void aclCommand(client *c)
         { "setuser", -3, acl_setuser }, { "users", 2, acl_users }, { "whoami", 2, acl_whoami },
         { "help", 2, acl_help }, { NULL, 0, NULL },
     };
+    sync_requirepass();  /* a CONFIG SET requirepass shows in GETUSER default */
     subcommand_dispatch(c, subs, "acl");
 }
 
@@ -1587,7 +1598,8 @@ int acl_init(char *err, size_t errlen)
         int rc = declare_user(w, wl, nw, &set, &n, why, sizeof(why));
         free(line);
         if (rc != 0) {
-            snprintf(err, errlen, "Error in user declaration: %s", why);
+            snprintf(err, errlen, "Error in user declaration '%s': %s",
+                     server.cfg.acl_user_lines[i], why);
             for (int j = 0; j < n; j++) user_free(set[j]);
             free(set);
             return -1;
