@@ -1011,6 +1011,33 @@ int acl_check_command(client *c)
     return -1;
 }
 
+int acl_check_queued(client *c)
+{
+    char uname[256];
+    pthread_rwlock_rdlock(&acl_lock);
+    const acl_user *u = c->user;
+    int pos, r = user_check(u, c->cmd, c->argc, c->argv, c->argvlen, &pos);
+    if (r != DENIED_OK) snprintf(uname, sizeof(uname), "%s", u->name);
+    pthread_rwlock_unlock(&acl_lock);
+    if (r == DENIED_OK) return 0;
+    static const char *const why[] = {
+        "", "no permission to execute the command or subcommand",
+        "no permission to touch the specified keys",
+        "no permission to access one of the channels used as arguments",
+    };
+    resp_add_errorf(&c->out, "NOPERM ACLs rules changed between the moment the transaction was "
+                             "accumulated and the EXEC call. This command is no longer allowed for "
+                             "the following reason: %s", why[r]);
+    if (r == DENIED_CMD) {
+        char full[160];
+        command_fullname(c->cmd, c->argc, c->argv, c->argvlen, full, sizeof(full));
+        acl_log_add(c, r, full, strlen(full), uname, strlen(uname));
+    } else {
+        acl_log_add(c, r, c->argv[pos], c->argvlen[pos], uname, strlen(uname));
+    }
+    return -1;
+}
+
 /* ---- killing the clients of a user ---- */
 
 struct kill_args { client *self; acl_user **victims; int n; };

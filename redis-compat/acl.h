@@ -37,6 +37,10 @@ int acl_check_command(client *c);
 
 /* Is there a user of that name? (CLIENT KILL USER) */
 int acl_user_exists(const char *name, size_t len);
+/* EXEC, before each queued command (c->cmd/argv set to it): the rules
+ * may have changed since it was queued. 0 run it; -1 Redis's NOPERM "ACLs
+ * rules changed..." error is in c->out instead. */
+int acl_check_queued(client *c);
 /* The name of c's user into buf (CLIENT LIST user=). */
 void acl_client_username(client *c, char *buf, size_t len);
 

@@ -502,3 +502,20 @@ def test_aclfile_and_user_directives_together_refused(tmp_path):
         assert "users defined in redis.conf and at the same setting an ACL file" in str(e.value)
     finally:
         srv.cleanup()
+
+
+def test_exec_rechecks_rules_changed_after_queueing(conns, pair):
+    same(conns, "ACL", "SETUSER", "x", "on", ">pw", "~*", "&*", "+@all")
+    xc = user_conns(pair, "x", "pw")
+    try:
+        same(xc, "MULTI")
+        same(xc, "SET", "a", "1")
+        same(xc, "GET", "a")
+        same(xc, "SET", "b", "2")
+        same(xc, "PUBLISH", "ch", "m")
+        same(conns, "ACL", "SETUSER", "x", "-get", "resetkeys", "~a", "resetchannels")
+        same(xc, "EXEC")
+        same(conns, "ACL", "LOG")
+    finally:
+        for c in xc:
+            c.close()
