@@ -55,6 +55,7 @@
 #include "acl.h"
 #include "commands.h"
 #include "multi.h"
+#include "pubsub.h"
 #include "server.h"
 #include "util.h"
 
@@ -949,6 +950,44 @@ static int command_channels(const struct rcommand *cmd, int argc, int *first, in
     return 1;
 }
 
+/* Commands whose keys follow a count (Redis's "movable keys"): the table's
+ * first/last/step span the count and the options too, which are no keys
+ * to check against patterns. dest: argv[1] is a key as well. */
+static const struct { const char *cmd; int dest, countpos; } numkeys_cmds[] = {
+    { "zunionstore", 1, 2 }, { "zinterstore", 1, 2 }, { "zdiffstore", 1, 2 },
+    { "zunion", 0, 1 }, { "zinter", 0, 1 }, { "zdiff", 0, 1 }, { "zintercard", 0, 1 },
+    { "sintercard", 0, 1 }, { "lmpop", 0, 1 }, { "zmpop", 0, 1 }, { "blmpop", 0, 2 },
+    { "bzmpop", 0, 2 },
+};
+
+/* The argv positions of cmd's keys into pos (room for argc). SORT's STORE
+ * destination is a key too; otherwise the table's key positions. */
+static int acl_command_keys(const struct rcommand *cmd, int argc, const char *const *argv,
+                            const size_t *argvlen, int *pos)
+{
+    for (size_t i = 0; i < sizeof(numkeys_cmds) / sizeof(numkeys_cmds[0]); i++) {
+        if (strcmp(cmd->name, numkeys_cmds[i].cmd)) continue;
+        int cp = numkeys_cmds[i].countpos, n = 0;
+        long long nk;
+        if (cp >= argc || !string2ll(argv[cp], argvlen[cp], &nk) || nk < 1 || nk > argc - cp - 1)
+            break;   /* the command refuses it: check what the table names */
+        if (numkeys_cmds[i].dest) pos[n++] = 1;
+        for (int j = 0; j < nk; j++) pos[n++] = cp + 1 + j;
+        return n;
+    }
+    if (!strcmp(cmd->name, "sort") && argc > 1) {
+        int n = 0;
+        pos[n++] = 1;
+        for (int j = 2; j < argc; j++) {
+            if (strcaseeqlen(argv[j], argvlen[j], "limit")) j += 2;
+            else if (strcaseeqlen(argv[j], argvlen[j], "by") || strcaseeqlen(argv[j], argvlen[j], "get")) j++;
+            else if (strcaseeqlen(argv[j], argvlen[j], "store") && j + 1 < argc) pos[n++] = ++j;
+        }
+        return n;
+    }
+    return command_keys(cmd, argc, pos, argc);
+}
+
 /* DENIED_* with *pos the argv index of the refused key or channel. Read
  * lock held. */
 static int user_check(const acl_user *u, const struct rcommand *cmd, int argc,
@@ -962,7 +1001,7 @@ static int user_check(const acl_user *u, const struct rcommand *cmd, int argc,
         int need = (cmd->flags & CMD_READONLY) ? KEY_READ : KEY_ALL;
         int stackpos[64];
         int *kp = argc <= 64 ? stackpos : malloc(sizeof(int) * (size_t)argc);
-        int nk = command_keys(cmd, argc, kp, argc), denied = 0;
+        int nk = acl_command_keys(cmd, argc, argv, argvlen, kp), denied = 0;
         for (int k = 0; k < nk && !denied; k++)
             if (!key_allowed(u, argv[kp[k]], argvlen[kp[k]], need)) { denied = 1; *pos = kp[k]; }
         if (kp != stackpos) free(kp);
@@ -1062,6 +1101,29 @@ static void kill_clients_of(client *self, acl_user **victims, int n)
     client_foreach(kill_cb, &k);
 }
 
+/* After SETUSER: a subscriber of u to a channel (or pattern) its rules no
+ * longer allow is disconnected, as Redis 7.0 does. rules is a copy of u's
+ * new rules (no ACL lock held here). */
+struct pubsub_kill { client *self; const acl_user *u, *rules; };
+
+static void pubsub_kill_cb(void *arg, client *c, const char *name, size_t len, int is_pattern)
+{
+    struct pubsub_kill *k = arg;
+    if (__atomic_load_n(&c->user, __ATOMIC_ACQUIRE) != k->u) return;
+    if (channel_allowed(k->rules, name, len, is_pattern)) return;
+    if (c == k->self) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    else client_kill_async(c);
+}
+
+static void kill_pubsub_clients(client *self, const acl_user *u, acl_user *rules)
+{
+    if (!(rules->flags & U_ALLCHANNELS)) {
+        struct pubsub_kill k = { self, u, rules };
+        pubsub_foreach_subscription(pubsub_kill_cb, &k);
+    }
+    user_free(rules);
+}
+
 /* ---- the ACL command ---- */
 
 #define ARGFMT "%.*s"
@@ -1096,7 +1158,9 @@ static void acl_setuser(client *c)
         return;
     }
     if (created) user_insert(u);
+    acl_user *rules = created ? NULL : user_dup(u);
     pthread_rwlock_unlock(&acl_lock);
+    if (rules) kill_pubsub_clients(c, u, rules);
     resp_add_ok(&c->out);
 }
 

@@ -26,6 +26,12 @@ void pubsub_deliver(struct worker *w);
 int pubsub_channel_count(const client *c);
 int pubsub_pattern_count(const client *c);
 
+/* Every subscription of every client, under the registry's lock (acl.c:
+ * disconnect subscribers whose channels a changed user no longer allows). */
+void pubsub_foreach_subscription(void (*fn)(void *arg, client *c, const char *name, size_t len,
+                                            int is_pattern),
+                                 void *arg);
+
 /* Command procs (rows in cmds_multi.def). */
 void subscribeCommand(client *c);
 void unsubscribeCommand(client *c);

@@ -519,3 +519,45 @@ def test_exec_rechecks_rules_changed_after_queueing(conns, pair):
     finally:
         for c in xc:
             c.close()
+
+
+def test_keys_after_a_count_and_sort_store(conns, pair):
+    same(conns, "ACL", "SETUSER", "z", "on", ">pw", "~z*", "+@all")
+    zc = user_conns(pair, "z", "pw")
+    try:
+        for cmd in (["zadd", "za", "1", "a"], ["zadd", "zb", "1", "b"],
+                    ["zunionstore", "zd", "2", "za", "zb", "WEIGHTS", "1", "2"],
+                    ["zunionstore", "zd", "2", "za", "other"],
+                    ["zunionstore", "other", "1", "za"],
+                    ["zinter", "2", "za", "zb", "WITHSCORES"], ["zinter", "2", "za", "x"],
+                    ["zintercard", "1", "za", "LIMIT", "5"], ["sintercard", "1", "za"],
+                    ["lmpop", "1", "zl", "LEFT"], ["lmpop", "1", "x", "LEFT"],
+                    ["zmpop", "1", "za", "MIN"], ["bzmpop", "0.01", "1", "zq", "MIN"],
+                    ["blmpop", "0.01", "1", "x", "LEFT"],
+                    ["rpush", "zl", "3", "1", "2"], ["sort", "zl", "STORE", "zs"],
+                    ["sort", "zl", "STORE", "other"], ["sort", "zl", "LIMIT", "0", "1", "STORE", "zs"],
+                    ["sort_ro", "zl"], ["zunion", "0", "za"]):
+            same(zc, *cmd)
+    finally:
+        for c in zc:
+            c.close()
+
+
+def test_subscribers_disconnected_when_their_channels_are_revoked(conns, pair):
+    same(conns, "ACL", "SETUSER", "ps", "on", ">pw", "&ch*", "&keep", "+@all", "~*")
+    subs = user_conns(pair, "ps", "pw")
+    keep = user_conns(pair, "ps", "pw")
+    try:
+        same(subs, "SUBSCRIBE", "ch1")
+        same(keep, "SUBSCRIBE", "keep")
+        same(conns, "ACL", "SETUSER", "ps", "resetchannels", "&keep")
+        for s in subs:
+            assert s.wait_closed(5)
+        for k in keep:
+            assert not k.wait_closed(0.3)
+        same(conns, "ACL", "SETUSER", "ps", "off")   # subscriptions still allowed: stays
+        for k in keep:
+            assert not k.wait_closed(0.3)
+    finally:
+        for c in subs + keep:
+            c.close()
