@@ -776,6 +776,15 @@ int acl_user_exists(const char *name, size_t len)
     return r;
 }
 
+int acl_client_is_user(client *c, const char *name, size_t len)
+{
+    pthread_rwlock_rdlock(&acl_lock);
+    acl_user *u = __atomic_load_n(&c->user, __ATOMIC_ACQUIRE);
+    int r = u && strlen(u->name) == len && !memcmp(u->name, name, len);
+    pthread_rwlock_unlock(&acl_lock);
+    return r;
+}
+
 void acl_client_username(client *c, char *buf, size_t len)
 {
     pthread_rwlock_rdlock(&acl_lock);
@@ -1026,54 +1035,51 @@ static void command_fullname(const struct rcommand *cmd, int argc, const char *c
     }
 }
 
-int acl_check_command(client *c)
+/* Check c->cmd with c->argv for c's user; a refusal goes to ACL LOG and
+ * full gets the command's full name. Returns DENIED_*. */
+static int check_and_log(client *c, char *full, size_t fullen)
 {
-    const struct rcommand *cmd = c->cmd;
-    if (cmd->flags & CMD_NOAUTH) return 0;
-    char uname[256];
+    char *uname = NULL;
     pthread_rwlock_rdlock(&acl_lock);
     const acl_user *u = c->user;
-    int pos, r = user_check(u, cmd, c->argc, c->argv, c->argvlen, &pos);
-    if (r != DENIED_OK) snprintf(uname, sizeof(uname), "%s", u->name);
+    int pos, r = user_check(u, c->cmd, c->argc, c->argv, c->argvlen, &pos);
+    if (r != DENIED_OK) uname = strdup(u->name);
     pthread_rwlock_unlock(&acl_lock);
-    if (r == DENIED_OK) return 0;
+    if (r == DENIED_OK) return r;
+    command_fullname(c->cmd, c->argc, c->argv, c->argvlen, full, fullen);
+    if (r == DENIED_CMD) acl_log_add(c, r, full, strlen(full), uname, strlen(uname));
+    else acl_log_add(c, r, c->argv[pos], c->argvlen[pos], uname, strlen(uname));
+    free(uname);
+    return r;
+}
+
+int acl_check_command(client *c)
+{
     char full[160];
-    command_fullname(cmd, c->argc, c->argv, c->argvlen, full, sizeof(full));
-    if (r == DENIED_CMD) {
+    if (c->cmd->flags & CMD_NOAUTH) return 0;
+    int r = check_and_log(c, full, sizeof(full));
+    if (r == DENIED_OK) return 0;
+    if (r == DENIED_CMD)
         resp_add_errorf(&c->out, "NOPERM this user has no permissions to run the '%s' command", full);
-        acl_log_add(c, r, full, strlen(full), uname, strlen(uname));
-    } else {
-        resp_add_errorf(&c->out, "NOPERM this user has no permissions to access one of the %s used as arguments",
-                        r == DENIED_KEY ? "keys" : "channels");
-        acl_log_add(c, r, c->argv[pos], c->argvlen[pos], uname, strlen(uname));
-    }
+    else
+        resp_add_errorf(&c->out, "NOPERM this user has no permissions to access one of the %s used "
+                                 "as arguments", r == DENIED_KEY ? "keys" : "channels");
     return -1;
 }
 
 int acl_check_queued(client *c)
 {
-    char uname[256];
-    pthread_rwlock_rdlock(&acl_lock);
-    const acl_user *u = c->user;
-    int pos, r = user_check(u, c->cmd, c->argc, c->argv, c->argvlen, &pos);
-    if (r != DENIED_OK) snprintf(uname, sizeof(uname), "%s", u->name);
-    pthread_rwlock_unlock(&acl_lock);
-    if (r == DENIED_OK) return 0;
     static const char *const why[] = {
         "", "no permission to execute the command or subcommand",
         "no permission to touch the specified keys",
         "no permission to access one of the channels used as arguments",
     };
+    char full[160];
+    int r = check_and_log(c, full, sizeof(full));
+    if (r == DENIED_OK) return 0;
     resp_add_errorf(&c->out, "NOPERM ACLs rules changed between the moment the transaction was "
                              "accumulated and the EXEC call. This command is no longer allowed for "
                              "the following reason: %s", why[r]);
-    if (r == DENIED_CMD) {
-        char full[160];
-        command_fullname(c->cmd, c->argc, c->argv, c->argvlen, full, sizeof(full));
-        acl_log_add(c, r, full, strlen(full), uname, strlen(uname));
-    } else {
-        acl_log_add(c, r, c->argv[pos], c->argvlen[pos], uname, strlen(uname));
-    }
     return -1;
 }
 
@@ -1257,9 +1263,9 @@ static void acl_list(client *c)
 
 static void acl_whoami(client *c)
 {
-    char name[256];
-    acl_client_username(c, name, sizeof(name));
-    resp_add_bulkstr(&c->out, name);
+    pthread_rwlock_rdlock(&acl_lock);
+    resp_add_bulkstr(&c->out, c->user->name);
+    pthread_rwlock_unlock(&acl_lock);
 }
 
 struct cat_list { client *c; int cat; long long n; int emit; };

@@ -41,6 +41,8 @@ int acl_user_exists(const char *name, size_t len);
  * may have changed since it was queued. 0 run it; -1 Redis's NOPERM "ACLs
  * rules changed..." error is in c->out instead. */
 int acl_check_queued(client *c);
+/* Is c bound to the user of that name? (CLIENT KILL USER) */
+int acl_client_is_user(client *c, const char *name, size_t len);
 /* The name of c's user into buf (CLIENT LIST user=). */
 void acl_client_username(client *c, char *buf, size_t len);
 

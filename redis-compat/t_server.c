@@ -1239,11 +1239,7 @@ static int kill_matches(const struct kill_filter *f, client *cl)
     if (f->id && (uint64_t)f->id != cl->id) return 0;
     if (f->addr && !addr_eq(cl->addr, f->addr, f->addrlen)) return 0;
     if (f->laddr && !addr_eq(cl->laddr, f->laddr, f->laddrlen)) return 0;
-    if (f->user) {
-        char name[256];
-        acl_client_username(cl, name, sizeof(name));
-        if (!addr_eq(name, f->user, f->userlen)) return 0;
-    }
+    if (f->user && !acl_client_is_user(cl, f->user, f->userlen)) return 0;
     if (f->maxage && (long long)(f->now - cl->ctime) < f->maxage) return 0;
     if (f->skipme && cl == f->self) return 0;
     return 1;

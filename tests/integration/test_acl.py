@@ -590,3 +590,19 @@ def test_categories_match_redis_for_every_command(conns):
         mine = set(rowan.call("ACL", "CAT", cat)) - {n.encode() for n in CONTAINERS}
         theirs = set(x.split(b"|")[0] for x in redis_.call("ACL", "CAT", cat))
         assert mine <= theirs | {b"waitaof"}, (cat, mine - theirs)
+
+
+def test_client_kill_user_and_long_names(conns, pair):
+    long = "u" * 1000
+    same(conns, "ACL", "SETUSER", long, "on", ">pw", "+@all", "~*")
+    lc = user_conns(pair, long, "pw")
+    try:
+        same(lc, "ACL", "WHOAMI")
+        same(lc, "GETX")
+        same(conns, "CLIENT", "KILL", "USER", "nosuch")
+        same(conns, "CLIENT", "KILL", "USER", long)
+        for c in lc:
+            assert c.wait_closed(5)
+    finally:
+        for c in lc:
+            c.close()
