@@ -42,6 +42,9 @@ def pair():
     finally:
         for s in srvs:
             s.cleanup()
+        # after the last test's own check: a report at exit (leaks) fails here
+        import conftest
+        conftest._fail_on_sanitizer_reports()
 
 
 @pytest.fixture
