@@ -54,6 +54,7 @@
 
 #include "acl.h"
 #include "commands.h"
+#include "config.h"
 #include "multi.h"
 #include "pubsub.h"
 #include "server.h"
@@ -1427,8 +1428,10 @@ static int split_words(char *line, char **w, size_t *wl, int max)
 #define MAX_RULES 1024
 
 /* One "user NAME rule..." declaration (words after "user") into the set
- * being built (list of *n users, sorted by the caller later). Returns 0 or
- * -1 with err. default_copy receives the default user's new rules. */
+ * being built (*n users). Returns 0 or -1 with err (the rule's error).
+ * Redis resets a declared default user first when the line is in the
+ * config file (it then shows sanitize-payload): not here, so that CONFIG
+ * REWRITE gives the same file again after a restart. */
 static int declare_user(char **w, size_t *wl, int nw, acl_user ***set, int *n, char *err,
                         size_t errlen)
 {
@@ -1654,12 +1657,27 @@ void aclCommand(client *c)
     subcommand_dispatch(c, subs, "acl");
 }
 
+/* CONFIG REWRITE (config.c): every user as a `user` line, or none when
+ * the users live in the aclfile, as Redis does. */
+static void config_user_lines(rbuf *out)
+{
+    if (aclfile_configured()) return;
+    sync_requirepass();   /* a CONFIG SET requirepass just before */
+    pthread_rwlock_rdlock(&acl_lock);
+    for (int i = 0; i < nusers; i++) {
+        describe_user(users[i], out);
+        rbuf_append(out, "\n", 1);
+    }
+    pthread_rwlock_unlock(&acl_lock);
+}
+
 /* ---- startup ---- */
 
 int acl_init(char *err, size_t errlen)
 {
     command_foreach(base_cb, NULL);
     ncmd = command_count();
+    config_set_user_lines(config_user_lines);
     cmd_cats = calloc((size_t)ncmd, sizeof(*cmd_cats));
     for (int i = 0; i < ncmd; i++) cmd_cats[i] = derive_categories(&cmd_base[i]);
     /* the default user: everything, no password (requirepass sets one) */

@@ -1455,6 +1455,12 @@ static int conf_lines(const struct option *o, rbuf *lines, int *force)
     return OBUF_CLASSES;
 }
 
+static void (*user_lines_fn)(rbuf *out);
+
+void config_set_user_lines(void (*fn)(rbuf *out)) { user_lines_fn = fn; }
+
+static int is_user_line(const struct words *ws) { return ws->n > 0 && !strcasecmp(ws->w[0], "user"); }
+
 /* Build the new file text from the old one, as Redis does: an option's
  * lines replace its existing lines in the file in order (extra old lines
  * vanish), and lines left over are appended if they differ from the
@@ -1463,7 +1469,10 @@ static void rewrite_text(char *old, rbuf *out)
 {
     rbuf lines[NOPTIONS][MAX_CONF_LINES];
     int nlines[NOPTIONS], used[NOPTIONS], force[NOPTIONS][MAX_CONF_LINES];
-    int has_mark = 0;
+    int has_mark = 0, users_done = 0;
+    rbuf users;   /* the user lines go where the first one was */
+    rbuf_init(&users);
+    if (user_lines_fn) user_lines_fn(&users);
     for (int i = 0; i < NOPTIONS; i++) {
         for (int k = 0; k < MAX_CONF_LINES; k++) rbuf_init(&lines[i][k]);
         nlines[i] = conf_lines(&options[i], lines[i], force[i]);
@@ -1475,9 +1484,17 @@ static void rewrite_text(char *old, rbuf *out)
         p = next;
         struct words ws = { 0, 0, NULL };
         const struct option *o = NULL;
-        if (!is_blank_or_comment(line) && split_line(line, &ws) == 0 && ws.n > 0)
+        int user_line = 0;
+        if (!is_blank_or_comment(line) && split_line(line, &ws) == 0 && ws.n > 0) {
             o = opt_find(ws.w[0], strlen(ws.w[0]));
+            user_line = user_lines_fn && is_user_line(&ws);
+        }
         words_free(&ws);
+        if (user_line) {
+            if (!users_done && users.len) rbuf_append(out, users.buf, users.len);
+            users_done = 1;
+            continue;
+        }
         if (!o) {
             if (!strcmp(line, REWRITE_MARK)) has_mark = 1;
             rbuf_append(out, line, strlen(line));
@@ -1501,6 +1518,11 @@ static void rewrite_text(char *old, rbuf *out)
         }
         for (int k = 0; k < MAX_CONF_LINES; k++) rbuf_free(&lines[i][k]);
     }
+    if (!users_done && users.len) {
+        if (!has_mark) rbuf_append(out, REWRITE_MARK "\n", strlen(REWRITE_MARK) + 1);
+        rbuf_append(out, users.buf, users.len);
+    }
+    rbuf_free(&users);
 }
 
 /* Write data to path atomically: temp file in the same directory, fsync,

@@ -41,6 +41,11 @@ int config_renames(const char *const **from, const char *const **to);
 void config_warn_no_effect(void);
 /* The current value name of an enum option (INFO's maxmemory_policy). */
 const char *config_enum_name(const char *option);
+/* CONFIG REWRITE's `user` lines: the ACL (redis-compat/acl.c) registers a
+ * function that appends its "user ...\n" lines, which replace the file's
+ * (Redis writes every user, or none when an aclfile holds them). Without
+ * one the file's user lines are kept as they are. */
+void config_set_user_lines(void (*fn)(rbuf *out));
 /* Options changed by CONFIG SET that the running server must apply (e.g.
  * loglevel) are read from server.cfg directly by their users. */
 
