@@ -962,7 +962,8 @@ static int command_channels(const struct rcommand *cmd, int argc, int *first, in
 
 /* Commands whose keys follow a count (Redis's "movable keys"): the table's
  * first/last/step span the count and the options too, which are no keys
- * to check against patterns. dest: argv[1] is a key as well. */
+ * to check against patterns. dest: argv[1] is a key as well, written
+ * only, and the counted keys are read only. */
 static const struct { const char *cmd; int dest, countpos; } numkeys_cmds[] = {
     { "zunionstore", 1, 2 }, { "zinterstore", 1, 2 }, { "zdiffstore", 1, 2 },
     { "zunion", 0, 1 }, { "zinter", 0, 1 }, { "zdiff", 0, 1 }, { "zintercard", 0, 1 },
@@ -970,32 +971,44 @@ static const struct { const char *cmd; int dest, countpos; } numkeys_cmds[] = {
     { "bzmpop", 0, 2 },
 };
 
-/* The argv positions of cmd's keys into pos (room for argc). SORT's STORE
- * destination is a key too; otherwise the table's key positions. */
+/* The argv positions of cmd's keys into pos and the access each needs into
+ * need (both with room for argc). A read-only command reads its keys; any
+ * other reads and writes them, except where the roles are known (a STORE
+ * destination is only written, its sources only read): the table has no
+ * per-key flags. */
 static int acl_command_keys(const struct rcommand *cmd, int argc, const char *const *argv,
-                            const size_t *argvlen, int *pos)
+                            const size_t *argvlen, int *pos, int *need)
 {
+    int dflt = (cmd->flags & CMD_READONLY) ? KEY_READ : KEY_ALL, n = 0;
     for (size_t i = 0; i < sizeof(numkeys_cmds) / sizeof(numkeys_cmds[0]); i++) {
         if (strcmp(cmd->name, numkeys_cmds[i].cmd)) continue;
-        int cp = numkeys_cmds[i].countpos, n = 0;
+        int cp = numkeys_cmds[i].countpos;
         long long nk;
         if (cp >= argc || !string2ll(argv[cp], argvlen[cp], &nk) || nk < 1 || nk > argc - cp - 1)
             break;   /* the command refuses it: check what the table names */
-        if (numkeys_cmds[i].dest) pos[n++] = 1;
-        for (int j = 0; j < nk; j++) pos[n++] = cp + 1 + j;
+        if (numkeys_cmds[i].dest) { need[n] = KEY_WRITE; pos[n++] = 1; }
+        for (int j = 0; j < nk; j++) {
+            need[n] = numkeys_cmds[i].dest ? KEY_READ : dflt;
+            pos[n++] = cp + 1 + j;
+        }
         return n;
     }
-    if (!strcmp(cmd->name, "sort") && argc > 1) {
-        int n = 0;
+    if ((!strcmp(cmd->name, "sort") || !strcmp(cmd->name, "sort_ro")) && argc > 1) {
+        need[n] = KEY_READ;
         pos[n++] = 1;
         for (int j = 2; j < argc; j++) {
             if (strcaseeqlen(argv[j], argvlen[j], "limit")) j += 2;
             else if (strcaseeqlen(argv[j], argvlen[j], "by") || strcaseeqlen(argv[j], argvlen[j], "get")) j++;
-            else if (strcaseeqlen(argv[j], argvlen[j], "store") && j + 1 < argc) pos[n++] = ++j;
+            else if (strcaseeqlen(argv[j], argvlen[j], "store") && j + 1 < argc) {
+                need[n] = KEY_WRITE;
+                pos[n++] = ++j;
+            }
         }
         return n;
     }
-    return command_keys(cmd, argc, pos, argc);
+    n = command_keys(cmd, argc, pos, argc);
+    for (int k = 0; k < n; k++) need[k] = dflt;
+    return n;
 }
 
 /* DENIED_* with *pos the argv index of the refused key or channel. Read
@@ -1008,13 +1021,12 @@ static int user_check(const acl_user *u, const struct rcommand *cmd, int argc,
     if (u->deleted) return DENIED_CMD;
     if (!command_allowed(u, cmd_index(cmd), argc, argv, argvlen)) return DENIED_CMD;
     if (!(u->flags & U_ALLKEYS)) {
-        int need = (cmd->flags & CMD_READONLY) ? KEY_READ : KEY_ALL;
-        int stackpos[64];
-        int *kp = argc <= 64 ? stackpos : malloc(sizeof(int) * (size_t)argc);
-        int nk = acl_command_keys(cmd, argc, argv, argvlen, kp), denied = 0;
+        int stack[2 * 64];
+        int *kp = argc <= 64 ? stack : malloc(2 * sizeof(int) * (size_t)argc), *need = kp + argc;
+        int nk = acl_command_keys(cmd, argc, argv, argvlen, kp, need), denied = 0;
         for (int k = 0; k < nk && !denied; k++)
-            if (!key_allowed(u, argv[kp[k]], argvlen[kp[k]], need)) { denied = 1; *pos = kp[k]; }
-        if (kp != stackpos) free(kp);
+            if (!key_allowed(u, argv[kp[k]], argvlen[kp[k]], need[k])) { denied = 1; *pos = kp[k]; }
+        if (kp != stack) free(kp);
         if (denied) return DENIED_KEY;
     }
     int first, last, is_pattern;
@@ -1036,14 +1048,44 @@ static void command_fullname(const struct rcommand *cmd, int argc, const char *c
     }
 }
 
+/* May u read any key (SORT's BY and GET patterns)? Read lock held. */
+static int full_key_access(const acl_user *u)
+{
+    if (u->flags & U_ALLKEYS) return 1;
+    for (int i = 0; i < u->nkeys; i++)
+        if ((u->keys[i].flags & KEY_READ) && !strcmp(u->keys[i].pat, "*")) return 1;
+    return 0;
+}
+
+/* SORT BY <pattern> and GET read keys that no key position names: Redis
+ * refuses them to a user without access to every key. 0 or -1 (replied). */
+static int sort_patterns_check(client *c)
+{
+    for (int j = 2; j < c->argc; j++) {
+        if (arg_is(c, j, "limit")) { j += 2; continue; }
+        if (arg_is(c, j, "store")) { j++; continue; }
+        int by = arg_is(c, j, "by");
+        if (!by && !arg_is(c, j, "get")) continue;
+        if (j + 1 >= c->argc) return 0;
+        j++;
+        if (by && !memchr(c->argv[j], '*', c->argvlen[j])) continue;   /* BY nosort */
+        resp_add_errorf(&c->out, "ERR %s option of SORT denied due to insufficient ACL permissions.",
+                        by ? "BY" : "GET");
+        return -1;
+    }
+    return 0;
+}
+
 /* Check c->cmd with c->argv for c's user; a refusal goes to ACL LOG and
- * full gets the command's full name. Returns DENIED_*. */
-static int check_and_log(client *c, char *full, size_t fullen)
+ * full gets the command's full name. Returns DENIED_*; *full_keys: may
+ * the user read any key. */
+static int check_and_log(client *c, char *full, size_t fullen, int *full_keys)
 {
     char *uname = NULL;
     pthread_rwlock_rdlock(&acl_lock);
     const acl_user *u = c->user;
     int pos, r = user_check(u, c->cmd, c->argc, c->argv, c->argvlen, &pos);
+    *full_keys = full_key_access(u);
     if (r != DENIED_OK) uname = strdup(u->name);
     pthread_rwlock_unlock(&acl_lock);
     if (r == DENIED_OK) return r;
@@ -1057,9 +1099,14 @@ static int check_and_log(client *c, char *full, size_t fullen)
 int acl_check_command(client *c)
 {
     char full[160];
+    int full_keys;
     if (c->cmd->flags & CMD_NOAUTH) return 0;
-    int r = check_and_log(c, full, sizeof(full));
-    if (r == DENIED_OK) return 0;
+    int r = check_and_log(c, full, sizeof(full), &full_keys);
+    if (r == DENIED_OK) {
+        if (!full_keys && (!strcmp(c->cmd->name, "sort") || !strcmp(c->cmd->name, "sort_ro")))
+            return sort_patterns_check(c);
+        return 0;
+    }
     if (r == DENIED_CMD)
         resp_add_errorf(&c->out, "NOPERM this user has no permissions to run the '%s' command", full);
     else
@@ -1076,7 +1123,8 @@ int acl_check_queued(client *c)
         "no permission to access one of the channels used as arguments",
     };
     char full[160];
-    int r = check_and_log(c, full, sizeof(full));
+    int full_keys;
+    int r = check_and_log(c, full, sizeof(full), &full_keys);
     if (r == DENIED_OK) return 0;
     resp_add_errorf(&c->out, "NOPERM ACLs rules changed between the moment the transaction was "
                              "accumulated and the EXEC call. This command is no longer allowed for "

@@ -539,10 +539,45 @@ def test_keys_after_a_count_and_sort_store(conns, pair):
                     ["blmpop", "0.01", "1", "x", "LEFT"],
                     ["rpush", "zl", "3", "1", "2"], ["sort", "zl", "STORE", "zs"],
                     ["sort", "zl", "STORE", "other"], ["sort", "zl", "LIMIT", "0", "1", "STORE", "zs"],
-                    ["sort_ro", "zl"], ["zunion", "0", "za"]):
+                    ["sort_ro", "zl"], ["zunion", "0", "za"],
+                    ["sort", "zl", "BY", "w_*"], ["sort", "zl", "BY", "nosort"],
+                    ["sort", "zl", "GET", "#"], ["sort_ro", "zl", "GET", "z*"],
+                    ["sort", "zl", "LIMIT", "0", "1", "BY", "z*", "STORE", "zs"]):
             same(zc, *cmd)
     finally:
         for c in zc:
+            c.close()
+
+
+def test_sort_patterns_need_access_to_every_key(conns, pair):
+    same(conns, "ACL", "SETUSER", "sr", "on", ">pw", "%R~*", "+@all")
+    same(conns, "ACL", "SETUSER", "sw", "on", ">pw", "%W~*", "~l", "+@all")
+    same(conns, "RPUSH", "l", "2", "1")
+    for user in ("sr", "sw"):
+        uc = user_conns(pair, user, "pw")
+        try:
+            same(uc, "SORT", "l", "BY", "w_*")
+            same(uc, "SORT", "l", "GET", "#")
+        finally:
+            for c in uc:
+                c.close()
+
+
+def test_read_and_write_patterns_for_sources_and_destinations(conns, pair):
+    same(conns, "ACL", "SETUSER", "rw", "on", ">pw", "%R~src*", "%W~dst*", "~both*", "+@all")
+    same(conns, "ZADD", "src1", "1", "a")
+    same(conns, "RPUSH", "srcl", "3", "1")
+    uc = user_conns(pair, "rw", "pw")
+    try:
+        for cmd in (["zunionstore", "dst1", "1", "src1"], ["zunionstore", "src2", "1", "src1"],
+                    ["zunionstore", "dst1", "1", "dst2"], ["zinterstore", "both1", "1", "src1"],
+                    ["zrange", "src1", "0", "-1"], ["zrange", "dst1", "0", "-1"],
+                    ["sort", "srcl", "STORE", "dst3"], ["sort", "srcl", "STORE", "src3"],
+                    ["sort_ro", "srcl"], ["sort", "dst3"], ["get", "both1"],
+                    ["incr", "both2"], ["lmpop", "1", "srcl", "LEFT"]):
+            same(uc, *cmd)
+    finally:
+        for c in uc:
             c.close()
 
 
