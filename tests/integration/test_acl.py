@@ -689,3 +689,55 @@ def test_config_rewrite_writes_the_users_like_redis(tmp_path):
     finally:
         for s in srvs:
             s.cleanup()
+
+
+def test_resp3_reply_types_same_as_redis(conns):
+    for c in conns:
+        assert isinstance(c.call("HELLO", "3"), dict)
+    try:
+        same(conns, "ACL", "SETUSER", "r3", "on", ">pw", "nopass", "~a*", "&c", "+@hash")
+        reps = [c.call("ACL", "GETUSER", "r3") for c in conns]
+        assert reps[0] == reps[1]
+        assert type(reps[0][b"flags"]) is type(reps[1][b"flags"])   # a set in both
+        assert reps[0][b"commands"] == b"-@all +@hash"
+        same(conns, "ACL", "GETUSER", "nosuch")
+        same(conns, "ACL", "SETUSER", "r3", "-hset")
+        same(conns, "ACL", "DRYRUN", "r3", "hset", "a", "f", "v")
+        logs = [c.call("ACL", "LOG") for c in conns]
+        assert [type(x) for x in logs] == [list, list]
+        assert type(logs[0][0]) is dict if logs[0] else True
+    finally:
+        for c in conns:
+            c.call("HELLO", "2")
+
+
+def test_redis_py_acl_api(pair):
+    """Debian's redis-py parses the replies the same way for both servers."""
+    import redis
+    results = []
+    for s in pair:
+        r = redis.Redis(port=s.port, decode_responses=True)
+        try:
+            r.acl_log_reset()
+            assert r.acl_setuser("py", enabled=True, passwords=["+secret"], keys=["app:*"],
+                                 commands=["+get", "+set", "+@hash", "+acl|whoami"], reset=True)
+            u = r.acl_getuser("py")
+            u["commands"] = sorted(u["commands"])
+            u.pop("selectors", None)
+            ru = redis.Redis(port=s.port, username="py", password="secret", decode_responses=True)
+            who = ru.acl_whoami()
+            ru.set("app:1", "v")
+            try:
+                ru.get("other")
+                denied = None
+            except redis.exceptions.NoPermissionError as e:
+                denied = str(e)
+            log = [{k: v for k, v in e.items() if k not in ("age_seconds", "client_info",
+                                                          "age-seconds", "client-info")}
+                   for e in r.acl_log()]
+            results.append((u, who, denied, log, sorted(r.acl_users()), len(r.acl_genpass()),
+                            sorted(r.acl_cat("hash")), r.acl_deluser("py")))
+            ru.close()
+        finally:
+            r.close()
+    assert results[0] == results[1]
