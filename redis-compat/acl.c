@@ -282,7 +282,7 @@ static acl_user *user_dup(const acl_user *u)
     d->flags = u->flags;
     d->npass = u->npass;
     d->pass = malloc(sizeof(*d->pass) * (size_t)(u->npass + 1));
-    memcpy(d->pass, u->pass, sizeof(*d->pass) * (size_t)u->npass);
+    if (u->npass) memcpy(d->pass, u->pass, sizeof(*d->pass) * (size_t)u->npass);
     d->nkeys = u->nkeys;
     d->keys = malloc(sizeof(keypat) * (size_t)(u->nkeys + 1));
     for (int i = 0; i < u->nkeys; i++)
