@@ -224,7 +224,7 @@ static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     const struct rcommand *cmd = command_lookup(name, nlen);
     if (!cmd) return NULL;
     c->refused = cmd;
-    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) return ERR_NOAUTH;
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !no_password()) return ERR_NOAUTH;
     if (cmd->flags & CMD_DENYOOM) return db_too_big_error;
     c->refused = NULL;
     return NULL;
@@ -409,7 +409,9 @@ static int check_command(client *c) {
         resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s' command", cmd->name);
         return -1;
     }
-    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
+    /* acl: as Redis, a default user that takes any password lets in even
+     * connections made while it had one */
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !acl_default_nopass()) {
         resp_add_error(&c->out, ERR_NOAUTH);
         return -1;
     }

@@ -283,6 +283,17 @@ def test_requirepass_is_the_default_users_password(conns):
     finally:
         for c in fresh:
             c.close()
+    # a connection made while there was a password, then none: let in
+    same(conns, "CONFIG", "SET", "requirepass", "pw2")
+    fresh = [RespClient(s.port) for s in conns_ports(conns)]
+    try:
+        same(fresh, "GET", "k")
+        same(conns, "CONFIG", "SET", "requirepass", "")
+        same(fresh, "GET", "k")
+        same(fresh, "ACL", "WHOAMI")
+    finally:
+        for c in fresh:
+            c.close()
     # ACL SETUSER default changes the password but not the requirepass option
     same(conns, "ACL", "SETUSER", "default", "resetpass", ">other")
     same(conns, "CONFIG", "GET", "requirepass")
