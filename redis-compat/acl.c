@@ -1457,51 +1457,60 @@ static const char *no_aclfile_msg =
     "users via the ACL SETUSER command and then issue a CONFIG REWRITE (assuming you have a "
     "Redis configuration file set) in order to store users in the Redis configuration.";
 
-/* Split a line into words (spaces and tabs). Returns the count (at most max). */
-static int split_words(char *line, char **w, size_t *wl, int max)
+/* The words of a line (split at spaces and tabs, NUL-terminated in place). */
+typedef struct words { int n, cap; char **w; size_t *len; } words;
+
+static void split_words(char *line, words *ws)
 {
-    int n = 0;
-    char *p = line;
-    while (*p && n < max) {
+    ws->n = 0;
+    for (char *p = line; *p;) {
         while (*p == ' ' || *p == '\t' || *p == '\r') p++;
         if (!*p) break;
-        w[n] = p;
+        if (ws->n == ws->cap) {
+            ws->cap = ws->cap ? ws->cap * 2 : 16;
+            ws->w = realloc(ws->w, sizeof(char *) * (size_t)ws->cap);
+            ws->len = realloc(ws->len, sizeof(size_t) * (size_t)ws->cap);
+        }
+        char *start = p;
         while (*p && *p != ' ' && *p != '\t' && *p != '\r') p++;
-        wl[n] = (size_t)(p - w[n]);
-        n++;
+        ws->w[ws->n] = start;
+        ws->len[ws->n++] = (size_t)(p - start);
+        if (*p) *p++ = 0;
     }
-    return n;
 }
 
-#define MAX_RULES 1024
-
-/* One "user NAME rule..." declaration (words after "user") into the set
- * being built (*n users). Returns 0 or -1 with err (the rule's error).
- * Redis resets a declared default user first when the line is in the
- * config file (it then shows sanitize-payload): not here, so that CONFIG
- * REWRITE gives the same file again after a restart. */
-static int declare_user(char **w, size_t *wl, int nw, acl_user ***set, int *n, char *err,
-                        size_t errlen)
+static void words_free(words *ws)
 {
-    if (nw < 1 || !valid_username(w[0], wl[0])) {
-        snprintf(err, errlen, "Usernames can't contain spaces or null characters");
-        return -1;
-    }
+    free(ws->w);
+    free(ws->len);
+}
+
+/* One user declaration (the words after "user": name, rules) into the set
+ * being built (*n users). Returns RE_OK; RE_DUPLICATE; RE_SYNTAX for a bad
+ * name; or the failing rule's error with *bad its index in w. */
+static int declare_user(char **w, size_t *wl, int nw, acl_user ***set, int *n, int *bad)
+{
+    *bad = 0;
+    if (nw < 1 || !valid_username(w[0], wl[0])) return RE_SYNTAX;
     for (int i = 0; i < *n; i++)
-        if (strlen((*set)[i]->name) == wl[0] && !memcmp((*set)[i]->name, w[0], wl[0])) {
-            snprintf(err, errlen, "%s", rule_error(RE_DUPLICATE));
-            return -1;
-        }
+        if (strlen((*set)[i]->name) == wl[0] && !memcmp((*set)[i]->name, w[0], wl[0]))
+            return RE_DUPLICATE;
     acl_user *u = user_new(w[0], wl[0]);
-    int e = 0, bad = user_set_rules(u, nw - 1, (const char *const *)w + 1, wl + 1, &e);
-    if (bad >= 0) {
-        snprintf(err, errlen, "%s", rule_error(e));
+    int e = RE_OK, i = user_set_rules(u, nw - 1, (const char *const *)w + 1, wl + 1, &e);
+    if (i >= 0) {
+        *bad = i + 1;
         user_free(u);
-        return -1;
+        return e;
     }
     *set = realloc(*set, sizeof(**set) * (size_t)(*n + 1));
     (*set)[(*n)++] = u;
-    return 0;
+    return RE_OK;
+}
+
+static void set_free(acl_user **set, int n)
+{
+    for (int i = 0; i < n; i++) user_free(set[i]);
+    free(set);
 }
 
 /* Replace every user with set (the default user keeps its identity and
@@ -1537,7 +1546,8 @@ static void users_replace(client *self, acl_user **set, int n)
     free(old);
 }
 
-/* Parse the aclfile into a new set of users. 0 ok, -1 with err. */
+/* Parse the aclfile into a new set of users. 0 ok, -1 with err = Redis's
+ * text (the first error, then its "WARNING: ACL errors detected..."). */
 static int aclfile_parse(const char *path, acl_user ***set, int *n, char *err, size_t errlen)
 {
     FILE *f = fopen(path, "r");
@@ -1548,31 +1558,34 @@ static int aclfile_parse(const char *path, acl_user ***set, int *n, char *err, s
     char *line = NULL;
     size_t cap = 0;
     int lineno = 0, rc = 0;
-    char *w[MAX_RULES];
-    size_t wl[MAX_RULES];
-    while (getline(&line, &cap, f) >= 0) {
+    words ws = { 0, 0, NULL, NULL };
+    while (rc == 0 && getline(&line, &cap, f) >= 0) {
         lineno++;
         line[strcspn(line, "\n")] = 0;
-        int nw = split_words(line, w, wl, MAX_RULES);
-        if (nw == 0 || w[0][0] == '#') continue;
-        char why[512];
-        if (!strcaseeqlen(w[0], wl[0], "user") || nw < 2) {
-            snprintf(err, errlen, "%s:%d: line should start with user keyword", path, lineno);
-            rc = -1;
-            break;
+        split_words(line, &ws);
+        if (ws.n == 0) continue;   /* blank; a comment is an error, as in Redis */
+        int bad, e = RE_SYNTAX;
+        if (strcmp(ws.w[0], "user") || ws.n < 2) {
+            snprintf(err, errlen, "%s:%d should start with user keyword followed by the username. ",
+                     path, lineno);
+        } else if ((e = declare_user(ws.w + 1, ws.len + 1, ws.n - 1, set, n, &bad)) == RE_DUPLICATE) {
+            snprintf(err, errlen, "WARNING: Duplicate user '%s' found on line %d. ", ws.w[1], lineno);
+        } else if (e == RE_NOENT) {   /* Redis finds the others in a first pass */
+            snprintf(err, errlen, "%s:%d: Error in applying operation '%s': %s. ", path, lineno,
+                     ws.w[1 + bad], rule_error(e));
+        } else if (e != RE_OK) {
+            snprintf(err, errlen, "%s:%d: %s. ", path, lineno, rule_error(e));
         }
-        for (int i = 0; i < nw; i++) w[i][wl[i]] = 0;
-        if (declare_user(w + 1, wl + 1, nw - 1, set, n, why, sizeof(why)) != 0) {
-            snprintf(err, errlen, "%s:%d: %s", path, lineno, why);
-            rc = -1;
-            break;
-        }
+        if (e != RE_OK) rc = -1;
     }
+    words_free(&ws);
     free(line);
     fclose(f);
     if (rc != 0) {
-        for (int i = 0; i < *n; i++) user_free((*set)[i]);
-        free(*set);
+        size_t used = strlen(err);
+        snprintf(err + used, errlen - used, "WARNING: ACL errors detected, no change to the "
+                                            "previously active ACL rules was performed");
+        set_free(*set, *n);
         *set = NULL;
         *n = 0;
     }
@@ -1591,8 +1604,7 @@ static void acl_load(client *c)
     int n = 0;
     char err[1024];
     if (aclfile_parse(server.cfg.aclfile, &set, &n, err, sizeof(err)) != 0) {
-        resp_add_errorf(&c->out, "ERR %s. WARNING: ACL errors detected, no change to the "
-                                 "previously active ACL rules was performed", err);
+        resp_add_errorf(&c->out, "ERR %s", err);
         return;
     }
     users_replace(c, set, n);
@@ -1744,30 +1756,31 @@ int acl_init(char *err, size_t errlen)
         return -1;
     }
     if (aclfile_configured()) {
-        if (access(server.cfg.aclfile, F_OK) != 0) {
-            serverLog(LL_NOTICE, "ACL file %s does not exist yet: starting with the default user",
-                      server.cfg.aclfile);
-        } else if (aclfile_parse(server.cfg.aclfile, &set, &n, err, errlen) != 0) {
+        /* a missing file too stops the server, as in Redis */
+        char why[1024];
+        if (aclfile_parse(server.cfg.aclfile, &set, &n, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "Aborting startup because of ACL errors: %s", why);
             return -1;
         }
     }
+    words ws = { 0, 0, NULL, NULL };
     for (int i = 0; i < nlines; i++) {
         char *line = strdup(server.cfg.acl_user_lines[i]);
-        char *w[MAX_RULES];
-        size_t wl[MAX_RULES];
-        int nw = split_words(line, w, wl, MAX_RULES);
-        for (int j = 0; j < nw; j++) w[j][wl[j]] = 0;
-        char why[512];
-        int rc = declare_user(w, wl, nw, &set, &n, why, sizeof(why));
-        free(line);
-        if (rc != 0) {
+        split_words(line, &ws);
+        int bad, e = declare_user(ws.w, ws.len, ws.n, &set, &n, &bad);
+        if (e != RE_OK)
             snprintf(err, errlen, "Error in user declaration '%s': %s",
-                     server.cfg.acl_user_lines[i], why);
-            for (int j = 0; j < n; j++) user_free(set[j]);
-            free(set);
+                     bad ? ws.w[bad] : server.cfg.acl_user_lines[i],
+                     e == RE_SYNTAX && !bad ? "Usernames can't contain spaces or null characters"
+                                           : rule_error(e));
+        free(line);
+        if (e != RE_OK) {
+            words_free(&ws);
+            set_free(set, n);
             return -1;
         }
     }
+    words_free(&ws);
     if (n) {
         /* a declared default user replaces the default default; requirepass,
          * when set, still gives it its password (applied first in Redis) */

@@ -457,7 +457,9 @@ def test_bad_user_directive_stops_the_server(tmp_path):
 
 def test_aclfile_save_load_and_restart(server_factory, tmp_path):
     aclfile = str(tmp_path / "users.acl")
+    open(aclfile, "w").close()       # empty: the default user only
     srv = server_factory(extra={"aclfile": aclfile})
+    assert RespClient(srv.port).call("ACL", "LIST") == [b"user default on nopass ~* &* +@all"]
     c = RespClient(srv.port)
     assert c.call("ACL", "SETUSER", "alice", "on", ">pw", "~a*", "%R~r*", "&ch", "+@hash",
                   "-hdel", "+select|0") == "OK"
@@ -506,6 +508,25 @@ def test_acl_save_is_atomic_file_replacement(server_factory, tmp_path):
     assert os.stat(aclfile).st_ino != ino        # a new file renamed over the old
     assert "user z on" in open(aclfile).read()
     c.close()
+
+
+def test_missing_or_bad_aclfile_stops_the_server(tmp_path):
+    srv = Server("rowan", extra={"aclfile": str(tmp_path / "none.acl")})
+    try:
+        with pytest.raises(ServerStartError) as e:
+            srv.start()
+        assert "Error loading ACLs, opening file" in str(e.value)
+    finally:
+        srv.cleanup()
+    bad = tmp_path / "bad.acl"
+    bad.write_text("user a on\nuser a off\n")
+    srv = Server("rowan", extra={"aclfile": str(bad)})
+    try:
+        with pytest.raises(ServerStartError) as e:
+            srv.start()
+        assert "WARNING: Duplicate user 'a' found on line 2." in str(e.value)
+    finally:
+        srv.cleanup()
 
 
 def test_aclfile_and_user_directives_together_refused(tmp_path):
@@ -752,3 +773,70 @@ def test_redis_py_acl_api(pair):
         finally:
             r.close()
     assert results[0] == results[1]
+
+
+def test_acl_load_errors_same_as_redis(tmp_path):
+    if not REDIS:
+        pytest.skip("no redis-server to compare with")
+    files = {
+        "good": "user default on nopass ~* &* +@all\nuser a on >x ~k* +get\n",
+        "rule": "user a on\nuser b on +nosuch\n",
+        "dup": "user a on\nuser a off\n",
+        "keyword": "usr a on\n",
+        "noname": "user\n",
+        "hash": "user a #abc\n",
+        "syntax": "user a on foo\n",
+        "keys": "user a allkeys ~x\n",
+        "category": "user a +@nosuch\n",
+        "pass": "user a <nosuch\n",
+        "comment": "# users\n\nuser a on\n",
+    }
+    srvs, replies = [], []
+    try:
+        for target in ("rowan", "redis"):
+            d = tmp_path / target
+            d.mkdir()
+            acl = d / "users.acl"
+            acl.write_text("")
+            srv = Server(target, extra={"aclfile": str(acl)}, dir=str(d))
+            srv.start()
+            srvs.append(srv)
+            c = RespClient(srv.port)
+            out = []
+            for name, text in files.items():
+                acl.write_text(text)
+                rep = c.call("ACL", "LOAD")
+                if isinstance(rep, RespError):
+                    rep = ("ERR", rep.msg.replace(str(acl), "FILE"))
+                out.append((name, rep, [norm_list_line(l) for l in c.call("ACL", "LIST")]))
+            replies.append(out)
+            c.close()
+        for a, b in zip(*replies):
+            assert a == b
+    finally:
+        for s in srvs:
+            s.cleanup()
+
+
+def test_aclfile_keeps_users_with_thousands_of_rules(server_factory, tmp_path):
+    aclfile = str(tmp_path / "users.acl")
+    open(aclfile, "w").close()
+    srv = server_factory(extra={"aclfile": aclfile})
+    c = RespClient(srv.port)
+    rules = ["~p%d" % i for i in range(3000)] + ["&c%d" % i for i in range(1000)]
+    assert c.call("ACL", "SETUSER", "many", "on", ">pw", "+get", *rules) == "OK"
+    before = c.call("ACL", "GETUSER", "many")
+    assert c.call("ACL", "SAVE") == "OK"
+    assert c.call("ACL", "LOAD") == "OK"
+    assert c.call("ACL", "GETUSER", "many") == before
+    c.close()
+    srv.stop()
+    srv.start()
+    c = RespClient(srv.port)
+    assert c.call("ACL", "GETUSER", "many") == before
+    u = RespClient(srv.port)
+    assert u.call("AUTH", "many", "pw") == "OK"
+    assert u.call("GET", "p2999") is None
+    assert u.call("GET", "q").msg.startswith("NOPERM")
+    c.close()
+    u.close()
