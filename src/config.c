@@ -988,7 +988,8 @@ static int save_lines_seen;
 
 /* "user <name> <rule>..." lines may repeat: kept in order for the ACL
  * (redis-compat/acl.c), which checks them when it starts. CONFIG GET does
- * not show them and CONFIG REWRITE keeps them as they are. */
+ * not show them; CONFIG REWRITE writes the users the ACL has then
+ * (config_set_user_lines). */
 static int apply_user_line(const char *name, int nwords, char **wordv)
 {
     if (strcasecmp(name, "user") || nwords < 1) return 0;
