@@ -197,6 +197,15 @@ static void base_cb(struct rcommand *cmd, void *arg)
 
 static int cmd_index(const struct rcommand *cmd) { return (int)(cmd - cmd_base); }
 
+/* A rule names a command by its original name, as Redis's ACL does, also
+ * when rename-command gave it another one (command_lookup's). -1: none. */
+static int cmd_find(const char *name, size_t len)
+{
+    for (int i = 0; i < ncmd; i++)
+        if (strcaseeqlen(name, len, cmd_base[i].name)) return i;
+    return -1;
+}
+
 /* Redis's container commands: their "cmd|sub" names a subcommand. */
 static int is_container(int i)
 {
@@ -469,9 +478,8 @@ static int rule_command(acl_user *u, const char *op, size_t len)
     int allow = op[0] == '+';
     const char *name = op + 1, *bar = memchr(name, '|', len - 1);
     size_t nlen = bar ? (size_t)(bar - name) : len - 1;
-    struct rcommand *cmd = command_lookup(name, nlen);
-    if (!cmd) return RE_NOENT;
-    int i = cmd_index(cmd);
+    int i = cmd_find(name, nlen);
+    if (i < 0) return RE_NOENT;
     if (!bar) {
         set_cmd(u, i, allow);
         return RE_OK;

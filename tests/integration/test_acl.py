@@ -840,3 +840,23 @@ def test_aclfile_keeps_users_with_thousands_of_rules(server_factory, tmp_path):
     assert u.call("GET", "q").msg.startswith("NOPERM")
     c.close()
     u.close()
+
+
+def test_rules_name_commands_by_their_original_names(tmp_path):
+    srv = _conf_server("rowan", tmp_path, "rename-command flushdb wipe\n")
+    try:
+        _check_renamed(srv)
+    finally:
+        srv.cleanup()
+
+
+def _check_renamed(srv):
+    c = RespClient(srv.port)
+    assert c.call("ACL", "SETUSER", "rn", "on", ">pw", "~*", "+@all", "-flushdb") == "OK"
+    assert c.call("ACL", "SETUSER", "rn", "-wipe").msg.startswith("ERR Error in ACL SETUSER modifier")
+    u = RespClient(srv.port)
+    assert u.call("AUTH", "rn", "pw") == "OK"
+    assert u.call("WIPE").msg == "NOPERM this user has no permissions to run the 'flushdb' command"
+    assert u.call("SET", "k", "v") == "OK"
+    c.close()
+    u.close()
