@@ -242,6 +242,15 @@ static acl_user *user_new(const char *name, size_t len)
     return u;
 }
 
+/* A user as ACL SETUSER creates it: off, no passwords, keys or commands,
+ * and the channels acl-pubsub-default gives. */
+static acl_user *user_new_default(const char *name, size_t len)
+{
+    acl_user *u = user_new(name, len);
+    if (__atomic_load_n(&server.cfg.acl_pubsub_default, __ATOMIC_RELAXED)) u->flags |= U_ALLCHANNELS;
+    return u;
+}
+
 static void user_clear_subs(acl_user *u, int cmd)
 {
     int n = 0;
@@ -584,6 +593,8 @@ static int rule_apply(acl_user *u, const char *op, size_t len)
         rule_apply(u, "resetpass", 9);
         rule_apply(u, "resetkeys", 9);
         rule_apply(u, "resetchannels", 13);
+        if (__atomic_load_n(&server.cfg.acl_pubsub_default, __ATOMIC_RELAXED))
+            rule_apply(u, "allchannels", 11);
         rule_apply(u, "off", 3);
         rule_apply(u, "sanitize-payload", 16);
         rule_apply(u, "-@all", 5);
@@ -1211,7 +1222,7 @@ static void acl_setuser(client *c)
     pthread_rwlock_wrlock(&acl_lock);
     acl_user *u = user_find(name, nlen);
     int created = !u, err = 0;
-    if (created) u = user_new(name, nlen);  /* off, no keys, channels or commands */
+    if (created) u = user_new_default(name, nlen);
     int bad = user_set_rules(u, c->argc - 3, c->argv + 3, c->argvlen + 3, &err);
     if (bad >= 0) {
         if (created) user_free(u);
@@ -1503,7 +1514,7 @@ static int declare_user(char **w, size_t *wl, int nw, acl_user ***set, int *n, i
     for (int i = 0; i < *n; i++)
         if (strlen((*set)[i]->name) == wl[0] && !memcmp((*set)[i]->name, w[0], wl[0]))
             return RE_DUPLICATE;
-    acl_user *u = user_new(w[0], wl[0]);
+    acl_user *u = user_new_default(w[0], wl[0]);
     int e = RE_OK, i = user_set_rules(u, nw - 1, (const char *const *)w + 1, wl + 1, &e);
     if (i >= 0) {
         *bad = i + 1;

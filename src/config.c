@@ -153,6 +153,9 @@ static const struct enum_name syslog_facility_names[] = {
     { "user", 0 }, { "local0", 1 }, { "local1", 2 }, { "local2", 3 }, { "local3", 4 },
     { "local4", 5 }, { "local5", 6 }, { "local6", 7 }, { "local7", 8 }, { NULL, 0 }
 };
+static const struct enum_name acl_pubsub_default_names[] = {
+    { "allchannels", 1 }, { "resetchannels", 0 }, { NULL, 0 }   /* Redis's order */
+};
 static const struct enum_name tls_auth_clients_names[] = {
     { "no", 0 }, { "yes", 1 }, { "optional", 2 }, { NULL, 0 }
 };
@@ -386,6 +389,7 @@ static const struct option options[] = {
     /* ACL (redis-compat/acl.c; `user` lines: see apply_user_line) */
     { "aclfile", T_STR, CFG(aclfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
     { "acllog-max-len", T_LL, CFG(acllog_max_len), 0, 0, LONG_MAX, "128", NULL, NULL },
+    { "acl-pubsub-default", T_ENUM, CFG(acl_pubsub_default), 0, 0, 0, "resetchannels", acl_pubsub_default_names, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 

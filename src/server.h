@@ -84,6 +84,7 @@ struct rowan_config {
     /* ACL (redis-compat/acl.c) */
     char *aclfile;              /* "" = none */
     long long acllog_max_len;
+    int acl_pubsub_default;     /* 1: new and reset users get allchannels */
     char **acl_user_lines;      /* the `user` directives, words after "user" */
     int acl_nuser_lines;
 };

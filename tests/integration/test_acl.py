@@ -860,3 +860,19 @@ def _check_renamed(srv):
     assert u.call("SET", "k", "v") == "OK"
     c.close()
     u.close()
+
+
+def test_acl_pubsub_default_same_as_redis(conns):
+    same(conns, "CONFIG", "GET", "acl-pubsub-default")
+    same(conns, "CONFIG", "SET", "acl-pubsub-default", "allchannels")
+    try:
+        same(conns, "ACL", "SETUSER", "pd1")
+        same(conns, "ACL", "GETUSER", "pd1")
+        same(conns, "ACL", "SETUSER", "pd1", "resetchannels", "&x", "reset")
+        same(conns, "ACL", "GETUSER", "pd1")
+        same(conns, "ACL", "LIST")
+        same(conns, "CONFIG", "SET", "acl-pubsub-default", "nosuch")
+    finally:
+        same(conns, "CONFIG", "SET", "acl-pubsub-default", "resetchannels")
+    same(conns, "ACL", "SETUSER", "pd2")
+    same(conns, "ACL", "GETUSER", "pd2")
