@@ -85,6 +85,7 @@ typedef struct client {
     struct multi_state *mstate;
     struct pubsub_client *ps;
     struct tracking_client *trk;  /* client-side caching: tracking.c, under its lock */
+    struct acl_user *user;  /* acl.c: the user it runs as (never NULL while connected) */
 } client;
 
 /* Iterate over every client of every worker (takes the global client lock;

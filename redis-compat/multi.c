@@ -49,6 +49,7 @@
 #include "multi.h"
 #include "monitor.h"     /* MONITOR: the commands EXEC runs */
 #include "tracking.h"    /* client-side caching: the reads EXEC runs */
+#include "acl.h"
 #include "t_cluster.h"
 #include "clean.h"
 #include "commands.h"
@@ -330,7 +331,7 @@ void execCommand(client *c) {
             c->x.hint_key = NULL;
             if (split) db_batch_begin(&c->x);
             int64_t t0 = monotonic_us();
-            q->cmd->proc(c);
+            if (acl_check_queued(c) == 0) q->cmd->proc(c); /* acl: rules may have changed */
             int64_t dt = monotonic_us() - t0;
             if (split && db_batch_end(&c->x) == DB_OOM) {
                 c->out.b.len = cstart;

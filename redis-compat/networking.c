@@ -44,6 +44,7 @@
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
+#include "acl.h"        /* users and permissions: hooks marked "acl:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
 #include "script.h"     /* Lua scripts: hook marked "script:" */
 #include "t_client.h"   /* REPLY, PAUSE, tracking, MONITOR: hooks marked "client:" */
@@ -152,22 +153,23 @@ static void client_flags(const client *c, char *buf) {
 }
 
 void client_info_line(client *c, rbuf *out) {
-    char line[1024], flags[16];
+    char line[1024], flags[16], user[128];
     time_t now = time(NULL);
     size_t argv_mem = resp_parser_mem(&c->parser);   /* arrays the parser keeps */
     client_flags(c, flags);
+    acl_client_username(c, user, sizeof(user));
     int n = snprintf(line, sizeof(line),
         "id=%llu addr=%s laddr=%s fd=%d name=%s age=%lld idle=%lld flags=%s db=%d sub=%d psub=%d "
         "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
-        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=default redir=%lld resp=%d lib-name=%s "
+        "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=%lld resp=%d lib-name=%s "
         "lib-ver=%s",
         (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
         c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
         atomic_load(&c->mem),
-        c->lastcmd ? c->lastcmd->name : "NULL", tracking_list_redir(c), c->out.proto, c->lib_name,
-        c->lib_ver);
+        c->lastcmd ? c->lastcmd->name : "NULL", user, tracking_list_redir(c), c->out.proto,
+        c->lib_name, c->lib_ver);
     rbuf_append(out, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
@@ -214,7 +216,7 @@ static const char *protected_msg =
     "no' from the loopback interface. 2) Set a password with 'requirepass'. 3) Start the server "
     "with '--protected-mode no'.\r\n";
 
-static int no_password(void) { return !server.cfg.requirepass || !server.cfg.requirepass[0]; }
+static int no_password(void) { return acl_default_nopass(); }
 
 /* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN: no write
  * can store it, so a command that stores its arguments (CMD_DENYOOM: SET,
@@ -230,7 +232,7 @@ static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     const struct rcommand *cmd = command_lookup(name, nlen);
     if (!cmd) return NULL;
     c->refused = cmd;
-    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) return ERR_NOAUTH;
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !no_password()) return ERR_NOAUTH;
     if (cmd->flags & CMD_DENYOOM) return db_too_big_error;
     c->refused = NULL;
     return NULL;
@@ -262,7 +264,7 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
     socklen_t lslen = sizeof(ls);
     if (getsockname(fd, (struct sockaddr *)&ls, &lslen) == 0)
         sockaddr_string((struct sockaddr *)&ls, c->laddr, sizeof(c->laddr));
-    c->authenticated = no_password();
+    acl_client_init(c);  /* acl: the default user; authenticated if it takes no password */
     c->ctime = c->last_interaction = time(NULL);
     rbuf_init(&c->qbuf);
     resp_out_init(&c->out, 2);
@@ -425,11 +427,13 @@ static int check_command(client *c) {
         resp_add_errorf(&c->out, "ERR wrong number of arguments for '%s' command", cmd->name);
         return -1;
     }
-    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH)) {
+    /* acl: as Redis, a default user that takes any password lets in even
+     * connections made while it had one */
+    if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !acl_default_nopass()) {
         resp_add_error(&c->out, ERR_NOAUTH);
         return -1;
     }
-    return 0;
+    return acl_check_command(c); /* acl: NOPERM */
 }
 
 /* May cmd run while the data set is still being recovered? Redis's rule is
@@ -970,6 +974,7 @@ static void client_free(client *c) {
     db_ctx_free(&c->x);
     free(c->name);
     client_hooks_release(c);
+    acl_client_free(c);       /* acl: drop the user */
     atomic_fetch_sub(&server.connected_clients, 1);
     free(c);
 }

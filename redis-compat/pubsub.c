@@ -750,3 +750,21 @@ void pubsubCommand(client *c) {
         resp_add_errorf(&c->out, "ERR unknown subcommand '%.*s'. Try PUBSUB HELP.", n, sub);
     }
 }
+
+/* ---------------- ACL ---------------- */
+
+/* acl.c, after a user's channel rules changed: fn sees every subscription
+ * of every client, under ps_lock (so no subscriber can be freed meanwhile);
+ * any thread. fn must not block nor call back into pub/sub. */
+void pubsub_foreach_subscription(void (*fn)(void *arg, client *c, const char *name, size_t len,
+                                            int is_pattern),
+                                 void *arg) {
+    pthread_mutex_lock(&ps_lock);
+    for (size_t b = 0; b < nbuckets; b++)
+        for (channel *ch = buckets[b]; ch; ch = ch->next)
+            for (int i = 0; i < ch->subs.n; i++) fn(arg, ch->subs.v[i], ch->name, ch->len, 0);
+    for (int p = 0; p < npatterns; p++)
+        for (int i = 0; i < patterns[p].subs.n; i++)
+            fn(arg, patterns[p].subs.v[i], patterns[p].name, patterns[p].len, 1);
+    pthread_mutex_unlock(&ps_lock);
+}

@@ -42,6 +42,11 @@ void pubsub_push_invalidate(client *target, const char *key, size_t klen);
 void pubsub_push_line(client *target, const char *line, size_t len);
 /* The same for "tracking-redir-broken" <id> (RESP3 targets only). */
 void pubsub_push_redir_broken(client *target, uint64_t id);
+/* Every subscription of every client, under the registry's lock (acl.c:
+ * disconnect subscribers whose channels a changed user no longer allows). */
+void pubsub_foreach_subscription(void (*fn)(void *arg, client *c, const char *name, size_t len,
+                                            int is_pattern),
+                                 void *arg);
 
 /* Command procs (rows in cmds_multi.def). */
 void subscribeCommand(client *c);

@@ -47,6 +47,7 @@
 #include "client.h"
 #include "cluster.h"
 #include "commands.h"
+#include "acl.h"
 #include "blocking.h"
 #include "config.h"
 #include "daemon.h"
@@ -102,35 +103,11 @@ static int valid_client_attr(const char *s, size_t len)
     return 1;
 }
 
-/* The password in force, or NULL when none: "" means none too. */
-static const char *current_password(void)
-{
-    const char *p = __atomic_load_n(&server.cfg.requirepass, __ATOMIC_ACQUIRE);
-    return (p && *p) ? p : NULL;
-}
-
+/* The password checks are the ACL's (acl.c): requirepass is the default
+ * user's password there. */
 static int client_is_authenticated(client *c)
 {
-    return c->authenticated || current_password() == NULL;
-}
-
-/* Compare a password without leaking where the first difference is. */
-static int password_matches(const char *given, size_t glen, const char *want)
-{
-    size_t wlen = strlen(want);
-    unsigned diff = (unsigned)(glen != wlen);
-    for (size_t i = 0; i < glen; i++) diff |= (unsigned char)given[i] ^ (unsigned char)want[i % (wlen ? wlen : 1)];
-    return diff == 0 && wlen > 0;
-}
-
-/* AUTH's credential check, shared with HELLO ... AUTH. user may be NULL
- * (the legacy one-argument form). 1 ok, 0 wrong. */
-static int check_credentials(const char *user, size_t ulen, const char *pass, size_t plen)
-{
-    const char *want = current_password();
-    if (user && !(ulen == 7 && memcmp(user, "default", 7) == 0)) return 0;
-    if (!want) return 1;  /* the default user has no password: any works */
-    return password_matches(pass, plen, want);
+    return c->authenticated || acl_default_nopass();
 }
 
 /* ------------------------------------------------------------------------ */
@@ -224,7 +201,7 @@ void resetCommand(client *c)
     c->db = 0;
     c->out.proto = 2;
     if (c->name) client_set_attr(c, ATTR_NAME, "", 0);
-    c->authenticated = current_password() == NULL;
+    acl_client_reset(c);
     resp_add_simple(&c->out, "RESET");
 }
 
@@ -351,20 +328,19 @@ void authCommand(client *c)
         resp_add_error(&c->out, ERR_SYNTAX);
         return;
     }
-    if (c->argc == 2 && current_password() == NULL) {
+    if (c->argc == 2 && acl_default_nopass()) {
         resp_add_error(&c->out, "ERR AUTH <password> called without any password configured "
                                 "for the default user. Are you sure your configuration is correct?");
         return;
     }
     int ok = c->argc == 2
-        ? check_credentials(NULL, 0, c->argv[1], c->argvlen[1])
-        : check_credentials(c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
+        ? acl_authenticate(c, NULL, 0, c->argv[1], c->argvlen[1])
+        : acl_authenticate(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
     if (!ok) {
         /* A failed AUTH leaves the connection's state as it was (Redis). */
         resp_add_error(&c->out, ERR_WRONGPASS);
         return;
     }
-    c->authenticated = 1;
     resp_add_ok(&c->out);
 }
 
@@ -412,12 +388,11 @@ void helloCommand(client *c)
         }
     }
     if (auth_at) {
-        if (!check_credentials(c->argv[auth_at], c->argvlen[auth_at],
-                               c->argv[auth_at + 1], c->argvlen[auth_at + 1])) {
+        if (!acl_authenticate(c, c->argv[auth_at], c->argvlen[auth_at],
+                              c->argv[auth_at + 1], c->argvlen[auth_at + 1])) {
             resp_add_error(&c->out, ERR_WRONGPASS);
             return;
         }
-        c->authenticated = 1;
     }
     if (!client_is_authenticated(c)) {
         resp_add_error(&c->out, "NOAUTH HELLO must be called with the client already authenticated, "
@@ -1268,9 +1243,9 @@ static void client_info(client *c)
 struct kill_filter {
     client *self;
     long long id;                   /* 0 = any */
-    const char *addr, *laddr;       /* NULL = any */
-    size_t addrlen, laddrlen;
-    int type, skipme;       /* type: CT_* */
+    const char *addr, *laddr, *user; /* NULL = any */
+    size_t addrlen, laddrlen, userlen;
+    int type, skipme;               /* type: CT_* */
     long long maxage;               /* 0 = any */
     time_t now;
     long long killed;
@@ -1287,6 +1262,7 @@ static int kill_matches(const struct kill_filter *f, client *cl)
     if (f->id && (uint64_t)f->id != cl->id) return 0;
     if (f->addr && !addr_eq(cl->addr, f->addr, f->addrlen)) return 0;
     if (f->laddr && !addr_eq(cl->laddr, f->laddr, f->laddrlen)) return 0;
+    if (f->user && !acl_client_is_user(cl, f->user, f->userlen)) return 0;
     if (f->maxage && (long long)(f->now - cl->ctime) < f->maxage) return 0;
     if (f->skipme && cl == f->self) return 0;
     return 1;
@@ -1318,10 +1294,12 @@ static int parse_kill_filters(client *c, struct kill_filter *f)
             if (t < 0) return -1;
             f->type = t;
         } else if (arg_is(c, i, "user")) {
-            if (!(c->argvlen[v] == 7 && memcmp(c->argv[v], "default", 7) == 0)) {
+            if (!acl_user_exists(c->argv[v], c->argvlen[v])) {
                 resp_add_errorf(&c->out, "ERR No such user '" ARGFMT "'", ARGP(c, v));
                 return -1;
             }
+            f->user = c->argv[v];
+            f->userlen = c->argvlen[v];
         } else if (arg_is(c, i, "addr")) {
             f->addr = c->argv[v];
             f->addrlen = c->argvlen[v];
@@ -1501,38 +1479,6 @@ static const struct { uint32_t flag; const char *name; } flag_names[] = {
     { CMD_NOAUTH, "no_auth" },
 };
 
-/* ACL category implied by a command group ("sorted-set" -> "@sortedset"). */
-static const char *group_category(const char *group)
-{
-    static const struct { const char *group, *cat; } map[] = {
-        { "string", "@string" }, { "generic", "@keyspace" }, { "keyspace", "@keyspace" },
-        { "hash", "@hash" }, { "list", "@list" }, { "set", "@set" },
-        { "sorted-set", "@sortedset" }, { "sorted_set", "@sortedset" }, { "zset", "@sortedset" },
-        { "bitmap", "@bitmap" }, { "hyperloglog", "@hyperloglog" }, { "geo", "@geo" },
-        { "stream", "@stream" }, { "pubsub", "@pubsub" }, { "connection", "@connection" },
-        { "transactions", "@transaction" }, { "scripting", "@scripting" },
-    };
-    if (!group) return NULL;
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (!strcasecmp(group, map[i].group)) return map[i].cat;
-    return NULL;
-}
-
-/* Up to 8 ACL categories, in Redis's usual order. */
-static int command_categories(const struct rcommand *cmd, const char **cats)
-{
-    int n = 0;
-    const char *g = group_category(cmd->group);
-    if (cmd->flags & CMD_WRITE) cats[n++] = "@write";
-    if (cmd->flags & CMD_READONLY) cats[n++] = "@read";
-    if (g && !(g == group_category("pubsub") && (cmd->flags & CMD_PUBSUB))) cats[n++] = g;
-    if (cmd->flags & CMD_ADMIN) cats[n++] = "@admin";
-    if (cmd->flags & CMD_PUBSUB) cats[n++] = "@pubsub";
-    cats[n++] = (cmd->flags & CMD_FAST) ? "@fast" : "@slow";
-    if (cmd->flags & (CMD_ADMIN | CMD_KEYSEARCH)) cats[n++] = "@dangerous";
-    return n;
-}
-
 static void reply_key_specs(client *c, const struct rcommand *cmd)
 {
     if (cmd->firstkey <= 0) { resp_add_array(&c->out, 0); return; }
@@ -1591,7 +1537,7 @@ static void reply_command_info(client *c, const struct rcommand *parent, const s
     resp_add_int(&c->out, cmd->firstkey);
     resp_add_int(&c->out, cmd->lastkey);
     resp_add_int(&c->out, cmd->keystep);
-    int ncats = command_categories(cmd, cats);
+    int ncats = acl_command_categories(cmd, cats);
     resp_add_set(&c->out, ncats);
     for (int i = 0; i < ncats; i++) resp_add_simple(&c->out, cats[i]);
     resp_add_array(&c->out, 0);     /* tips */
@@ -2034,7 +1980,7 @@ static int list_match(struct list_args *l, const struct rcommand *cmd, const cha
     case 0: return 1;
     case 1: return 0;
     case 2: {
-        int n = command_categories(cmd, cats);
+        int n = acl_command_categories(cmd, cats);
         for (int i = 0; i < n; i++)
             if (strcaseeqlen(l->arg, l->arglen, cats[i] + 1)) return 1;
         return 0;

@@ -154,6 +154,9 @@ static const struct enum_name syslog_facility_names[] = {
     { "user", 0 }, { "local0", 1 }, { "local1", 2 }, { "local2", 3 }, { "local3", 4 },
     { "local4", 5 }, { "local5", 6 }, { "local6", 7 }, { "local7", 8 }, { NULL, 0 }
 };
+static const struct enum_name acl_pubsub_default_names[] = {
+    { "allchannels", 1 }, { "resetchannels", 0 }, { NULL, 0 }   /* Redis's order */
+};
 static const struct enum_name tls_auth_clients_names[] = {
     { "no", 0 }, { "yes", 1 }, { "optional", 2 }, { NULL, 0 }
 };
@@ -393,6 +396,10 @@ static const struct option options[] = {
      * is what approximate (~) trimming removes whole */
     { "stream-node-max-bytes", T_MEM, CFG(stream_node_max_bytes), 0, 0, LLONG_MAX, "4096", NULL, NULL },
     { "stream-node-max-entries", T_LL, CFG(stream_node_max_entries), 0, 0, LLONG_MAX, "100", NULL, NULL },
+    /* ACL (redis-compat/acl.c; `user` lines: see apply_user_line) */
+    { "aclfile", T_STR, CFG(aclfile), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "acllog-max-len", T_LL, CFG(acllog_max_len), 0, 0, LONG_MAX, "128", NULL, NULL },
+    { "acl-pubsub-default", T_ENUM, CFG(acl_pubsub_default), 0, 0, 0, "resetchannels", acl_pubsub_default_names, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
 
@@ -1038,6 +1045,26 @@ int config_renames(const char *const **from, const char *const **to)
  * default and the following ones add their pairs to it. */
 static int save_lines_seen;
 
+/* "user <name> <rule>..." lines may repeat: kept in order for the ACL
+ * (redis-compat/acl.c), which checks them when it starts. CONFIG GET does
+ * not show them; CONFIG REWRITE writes the users the ACL has then
+ * (config_set_user_lines). */
+static int apply_user_line(const char *name, int nwords, char **wordv)
+{
+    if (strcasecmp(name, "user") || nwords < 1) return 0;
+    rbuf line;
+    rbuf_init(&line);
+    for (int i = 0; i < nwords; i++) {
+        if (i) rbuf_append(&line, " ", 1);
+        rbuf_append(&line, wordv[i], strlen(wordv[i]));
+    }
+    rbuf_append(&line, "", 1);
+    struct rowan_config *cfg = &server.cfg;
+    cfg->acl_user_lines = realloc(cfg->acl_user_lines, sizeof(char *) * (size_t)(cfg->acl_nuser_lines + 1));
+    cfg->acl_user_lines[cfg->acl_nuser_lines++] = line.buf;
+    return 1;
+}
+
 /* Apply "name word..." at startup. 0 ok, -1 with err = the reason. */
 static int apply_words(const char *name, int nwords, char **wordv, char *err, size_t errlen)
 {
@@ -1054,6 +1081,7 @@ static int apply_words(const char *name, int nwords, char **wordv, char *err, si
         snprintf(err, errlen, "Rowan has no module support (loadmodule)");
         return -1;
     }
+    if (apply_user_line(name, nwords, wordv)) return 0;
     const struct option *o = opt_find(name, strlen(name));
     if (!o || nwords < 1 || (nwords > 1 && !(o->flags & OPT_MULTIARG))) {
         snprintf(err, errlen, "Bad directive or wrong number of arguments");
@@ -1489,6 +1517,12 @@ static int conf_lines(const struct option *o, rbuf *lines, int *force)
     return OBUF_CLASSES;
 }
 
+static void (*user_lines_fn)(rbuf *out);
+
+void config_set_user_lines(void (*fn)(rbuf *out)) { user_lines_fn = fn; }
+
+static int is_user_line(const struct words *ws) { return ws->n > 0 && !strcasecmp(ws->w[0], "user"); }
+
 /* Build the new file text from the old one, as Redis does: an option's
  * lines replace its existing lines in the file in order (extra old lines
  * vanish), and lines left over are appended if they differ from the
@@ -1497,7 +1531,10 @@ static void rewrite_text(char *old, rbuf *out)
 {
     rbuf lines[NOPTIONS][MAX_CONF_LINES];
     int nlines[NOPTIONS], used[NOPTIONS], force[NOPTIONS][MAX_CONF_LINES];
-    int has_mark = 0;
+    int has_mark = 0, users_done = 0;
+    rbuf users;   /* the user lines go where the first one was */
+    rbuf_init(&users);
+    if (user_lines_fn) user_lines_fn(&users);
     for (int i = 0; i < NOPTIONS; i++) {
         for (int k = 0; k < MAX_CONF_LINES; k++) rbuf_init(&lines[i][k]);
         nlines[i] = conf_lines(&options[i], lines[i], force[i]);
@@ -1509,9 +1546,17 @@ static void rewrite_text(char *old, rbuf *out)
         p = next;
         struct words ws = { 0, 0, NULL };
         const struct option *o = NULL;
-        if (!is_blank_or_comment(line) && split_line(line, &ws) == 0 && ws.n > 0)
+        int user_line = 0;
+        if (!is_blank_or_comment(line) && split_line(line, &ws) == 0 && ws.n > 0) {
             o = opt_find(ws.w[0], strlen(ws.w[0]));
+            user_line = user_lines_fn && is_user_line(&ws);
+        }
         words_free(&ws);
+        if (user_line) {
+            if (!users_done && users.len) rbuf_append(out, users.buf, users.len);
+            users_done = 1;
+            continue;
+        }
         if (!o) {
             if (!strcmp(line, REWRITE_MARK)) has_mark = 1;
             rbuf_append(out, line, strlen(line));
@@ -1535,6 +1580,11 @@ static void rewrite_text(char *old, rbuf *out)
         }
         for (int k = 0; k < MAX_CONF_LINES; k++) rbuf_free(&lines[i][k]);
     }
+    if (!users_done && users.len) {
+        if (!has_mark) rbuf_append(out, REWRITE_MARK "\n", strlen(REWRITE_MARK) + 1);
+        rbuf_append(out, users.buf, users.len);
+    }
+    rbuf_free(&users);
 }
 
 /* Write data to path atomically: temp file in the same directory, fsync,

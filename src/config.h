@@ -57,6 +57,11 @@ int keyspace_events_parse(const char *s);
 /* flags -> Redis's canonical text (CONFIG GET); buf of at least 20 bytes. */
 void keyspace_events_string(int flags, char *buf);
 
+/* CONFIG REWRITE's `user` lines: the ACL (redis-compat/acl.c) registers a
+ * function that appends its "user ...\n" lines, which replace the file's
+ * (Redis writes every user, or none when an aclfile holds them). Without
+ * one the file's user lines are kept as they are. */
+void config_set_user_lines(void (*fn)(rbuf *out));
 /* Options changed by CONFIG SET that the running server must apply (e.g.
  * loglevel) are read from server.cfg directly by their users. */
 

@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include "clean.h"
 #include "cluster.h"
+#include "acl.h"
 #include "commands.h"
 #include "config.h"
 #include "control.h"
@@ -228,6 +229,7 @@ int main(int argc, char **argv) {
     types_register();
     repl_init();
     char err[2048];   /* recovery names each damaged region */
+    if (acl_init(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
     daemon_started();
     loading_begin();

@@ -86,6 +86,12 @@ struct rowan_config {
     int enable_protected_configs, enable_debug_command, enable_module_command; /* PROTECTED_ACTION_* */
     long long stream_node_max_bytes;   /* streams: node size limits (t_stream.c) */
     long long stream_node_max_entries;
+    /* ACL (redis-compat/acl.c) */
+    char *aclfile;              /* "" = none */
+    long long acllog_max_len;
+    int acl_pubsub_default;     /* 1: new and reset users get allchannels */
+    char **acl_user_lines;      /* the `user` directives, words after "user" */
+    int acl_nuser_lines;
 };
 
 enum {
