@@ -31,4 +31,7 @@ int rdb_verify_payload(const char *p, size_t len);
  * we do not read (Redis: "ERR Bad data format"). */
 int rdb_load_value(const char *p, size_t len, rbuf *str, robj **obj);
 
+/* t_dump.c: MIGRATE's key positions (argv[3], or those after KEYS). */
+int migrate_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
+
 #endif

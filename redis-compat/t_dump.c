@@ -36,6 +36,7 @@
 #include "object.h"
 #include "rdb.h"
 #include "server.h"
+#include "util.h"
 
 /* DUMP key */
 void dumpCommand(client *c) {
@@ -357,4 +358,28 @@ done:
     rbuf_free(&payload);
     rbuf_free(&in);
     rbuf_free(&line);
+}
+
+/* MIGRATE's keys as Redis 7.0 finds them (movablekeys): argv[3], or with
+ * KEYS (after skipping AUTH's and AUTH2's arguments) everything after it.
+ * For a movable-keys hook in the dispatcher (the command table can only
+ * say 3..-1 meanwhile, which also locks the other arguments). */
+int migrate_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max) {
+    int first = 3, n = 1;
+    for (int j = 6; j < argc; j++) {
+        if (strcaseeqlen(argv[j], argvlen[j], "auth")) {
+            j++;
+        } else if (strcaseeqlen(argv[j], argvlen[j], "auth2")) {
+            j += 2;
+        } else if (strcaseeqlen(argv[j], argvlen[j], "keys")) {
+            if (argvlen[3] != 0) break;  /* MIGRATE refuses it anyway */
+            first = j + 1;
+            n = argc - j - 1;
+            break;
+        }
+    }
+    if (argc <= 3) n = 0;
+    int k = 0;
+    for (int i = 0; i < n && k < max; i++) idx[k++] = first + i;
+    return k;
 }
