@@ -234,3 +234,35 @@ def test_restored_keys_survive_kill9(server_factory, ref):
     for k, v in want.items():
         assert contents(cl, k) == v, k
     assert cl.ttl("list_big") > 0 and cl.ttl("hash_big") == -1
+
+
+def test_restore_replicates(cluster_factory, ref):
+    """RESTOREd keys of every type reach every replica: ROWAN DIGEST agrees
+    on all three nodes of a 3-way replicated cluster."""
+    from conftest import key_slot
+    from test_cluster import owner_map
+    from test_replication import wait_digests_agree
+    ref.flushall()
+    fill(ref)
+    cl = cluster_factory(3, 3)
+    owner = owner_map(cl)
+    conns = [nd.resp() for nd in cl.nodes]
+    want = {}
+    for k in ref.keys():
+        c = conns[owner[key_slot(k.decode())]]
+        assert c.call("RESTORE", k, 0, ref.dump(k)) == "OK"
+        want[k] = contents(ref, k)
+    # hash order effects on a restored hash, then a REPLACE over it
+    c = conns[owner[key_slot("hash_small")]]
+    c.call("HDEL", "hash_small", "f1")
+    c.call("HSET", "hash_small", "f1", "back")
+    assert c.call("HKEYS", "hash_small")[-1] == b"f1"
+    c.call("RESTORE", "hash_small", 0, ref.dump("hash_big"), "REPLACE")
+    d = wait_digests_agree(cl)
+    assert sum(n for _, n in d.values()) == len(want)
+    for k, v in want.items():
+        if k == b"hash_small":
+            continue
+        cc = cl.nodes[owner[key_slot(k.decode())]].client()
+        assert contents(cc, k) == v, k
+        cc.close()
