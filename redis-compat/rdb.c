@@ -223,6 +223,7 @@ static void gather(void *arg, const char *a, size_t alen, const char *b, size_t 
     if (es->is_zset && blen == 8) {
         uint64_t u = le_get_u64(b);
         memcpy(&e->score, &u, 8);
+        e->b = NULL;   /* the visitor's own buffer: only the score is kept */
     }
 }
 
@@ -471,7 +472,9 @@ static int rd_string(reader *r, rbuf *out) {
     if (n != 3) return -1;
     uint64_t clen, ulen;
     if (rd_count(r, &clen) || rd_len(r, &ulen, &special) || special) return -1;
-    if (clen > r->len - r->pos || ulen == 0 || ulen / 300 > clen) return -1; /* LZF expands < 300x */
+    /* A back reference of 3 bytes yields at most 264: LZF never expands
+     * more than 88x, so a larger claim is bad data, not an allocation. */
+    if (clen > r->len - r->pos || ulen == 0 || ulen > clen * 90 + 64) return -1;
     rbuf_reserve(out, ulen);
     if (lzf_decode(r->p + r->pos, clen, out->buf, ulen)) return -1;
     out->len = ulen;

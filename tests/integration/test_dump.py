@@ -266,3 +266,20 @@ def test_restore_replicates(cluster_factory, ref):
         cc = cl.nodes[owner[key_slot(k.decode())]].client()
         assert contents(cc, k) == v, k
         cc.close()
+
+
+def test_forged_sizes_refused(r):
+    """Counts and lengths that promise more than the payload holds are bad
+    data, not allocations."""
+    forged = [
+        b"\x02\x81" + (1 << 40).to_bytes(8, "big") + b"\x01a",          # set of 2^40 members
+        b"\x12\x80" + (1 << 30).to_bytes(4, "big") + b"\x02\x01a",      # quicklist of 2^30 nodes
+        b"\x00\xc3\x03\x80" + (1 << 31).to_bytes(4, "big") + b"\x01ab",  # LZF claiming 2 GB
+        b"\x00\x80" + (1 << 31).to_bytes(4, "big") + b"abc",             # string of 2 GB
+        b"\x10\x07\x07\x00\x00\x00\x05\x00\xff",                         # listpack count lies
+        b"\x0b\x0c\x02\x00\x00\x00\x02\x00\x00\x00\x05\x00\x01\x00",    # intset out of order
+    ]
+    for body in forged:
+        with pytest.raises(redis.ResponseError, match="Bad data format"):
+            r.restore("k", 0, reseal(body))
+    assert r.ping()
