@@ -11,6 +11,11 @@
  *    an entry is its encoding+data then a "backlen" (the entry's size in
  *    7-bit groups, readable from the right).
  *  - intset: u32 width (2, 4, 8), u32 count, sorted little-endian integers.
+ *  - ziplist (what Redis before 7.0 wrote; 7.0 still reads it): u32 total
+ *    bytes, u32 tail offset, u16 count, entries, 0xFF; an entry is the
+ *    previous entry's length (1 byte, or 0xFE + u32), an encoding (00/01/10
+ *    string lengths of 6 bits, 14 bits BE, u32 BE; 0xC0 int16, 0xD0 int32,
+ *    0xE0 int64, 0xF0 int24, 0xFE int8, 0xF1..0xFD the values 0..12), data.
  *
  * Writing mirrors what Redis 7.0 picks for a value of that size: strings
  * that are int32 integers get the int encoding (others are written plain,
@@ -19,8 +24,9 @@
  * <= 512 integers are intsets, other sets plain; hashes and sorted sets of
  * <= 128 elements of <= 64 bytes are listpacks, larger ones the plain
  * hashtable / skiplist (binary scores) forms. Reading takes every form
- * Redis 7.0 writes, plus the older plain list and string-score zset, and
- * the listpack set (Redis 7.2).
+ * Redis 7.0 writes, plus what it still reads from older versions (the plain
+ * list, the string-score zset, ziplist hashes/zsets/lists and quicklists of
+ * ziplists), and the listpack set (Redis 7.2).
  *
  * One place per type: the saver table (by Rowan type) and the loader table
  * (by RDB type) at the bottom. A restored collection is built through its
@@ -41,7 +47,8 @@
 /* RDB object types (the ones we read or write). */
 enum {
     RDB_TYPE_STRING = 0, RDB_TYPE_LIST = 1, RDB_TYPE_SET = 2, RDB_TYPE_ZSET = 3,
-    RDB_TYPE_HASH = 4, RDB_TYPE_ZSET_2 = 5, RDB_TYPE_SET_INTSET = 11,
+    RDB_TYPE_HASH = 4, RDB_TYPE_ZSET_2 = 5, RDB_TYPE_LIST_ZIPLIST = 10, RDB_TYPE_SET_INTSET = 11,
+    RDB_TYPE_ZSET_ZIPLIST = 12, RDB_TYPE_HASH_ZIPLIST = 13, RDB_TYPE_LIST_QUICKLIST = 14,
     RDB_TYPE_HASH_LISTPACK = 16, RDB_TYPE_ZSET_LISTPACK = 17,
     RDB_TYPE_LIST_QUICKLIST_2 = 18, RDB_TYPE_SET_LISTPACK = 20,
 };
@@ -547,6 +554,72 @@ static int lp_walk(const unsigned char *lp, size_t size, lp_fn fn, void *arg) {
     return (int)count;
 }
 
+/* Ziplist walking, like lp_walk: every entry through fn; the count, the
+ * previous-length fields, the tail offset and the terminator are checked.
+ * Returns the number of entries, or -1. */
+static int zl_walk(const unsigned char *zl, size_t size, lp_fn fn, void *arg) {
+    if (size < 11 || le_get_u32(zl) != size || zl[size - 1] != 0xFF) return -1;
+    uint32_t tail = le_get_u32(zl + 4);
+    unsigned hdr_count = (unsigned)zl[8] | ((unsigned)zl[9] << 8);
+    size_t pos = 10, count = 0, prev = 0, last = 10;
+    char nb[24];
+    while (pos < size - 1) {
+        const unsigned char *e = zl + pos;
+        size_t left = size - 1 - pos, pl, hl, dl = 0;
+        long long v = 0;
+        int isint = 1;
+        if (e[0] < 0xFE) { pl = 1; if (e[0] != prev) return -1; }
+        else if (e[0] == 0xFE && left >= 5) { pl = 5; if (le_get_u32(e + 1) != prev) return -1; }
+        else return -1;
+        if (left <= pl) return -1;
+        const unsigned char *h = e + pl;
+        left -= pl;
+        unsigned b = h[0];
+        switch (b >> 6) {
+        case 0: hl = 1; dl = b & 63; isint = 0; break;
+        case 1:
+            if (left < 2) return -1;
+            hl = 2; dl = ((size_t)(b & 63) << 8) | h[1]; isint = 0;
+            break;
+        case 2:
+            if (b != 0x80 || left < 5) return -1;
+            hl = 5; isint = 0;
+            dl = ((size_t)h[1] << 24) | ((size_t)h[2] << 16) | ((size_t)h[3] << 8) | h[4];
+            break;
+        default: {
+            size_t w = b == 0xC0 ? 2 : b == 0xD0 ? 4 : b == 0xE0 ? 8 : b == 0xF0 ? 3 : b == 0xFE ? 1 : 0;
+            if (w) {
+                if (left < 1 + w) return -1;
+                uint64_t u = 0;
+                for (size_t i = 0; i < w; i++) u |= (uint64_t)h[1 + i] << (8 * i);
+                if (w < 8 && (u >> (8 * w - 1))) u |= ~0ULL << (8 * w);
+                v = (long long)u;
+                hl = 1 + w;
+            } else if (b >= 0xF1 && b <= 0xFD) {
+                v = (long long)(b & 0x0F) - 1;
+                hl = 1;
+            } else {
+                return -1;
+            }
+        }
+        }
+        if (hl > left || dl > left - hl) return -1;
+        const char *s;
+        size_t slen;
+        if (isint) { slen = (size_t)ll2string(nb, sizeof(nb), v); s = nb; }
+        else { s = (const char *)h + hl; slen = dl; }
+        if (fn && fn(arg, s, slen)) return -1;
+        last = pos;
+        prev = pl + hl + dl;
+        pos += prev;
+        if (++count > INT32_MAX) return -1;
+    }
+    if ((hdr_count != 65535 && hdr_count != count) || (count && tail != last) ||
+        (!count && tail != 10))
+        return -1;
+    return (int)count;
+}
+
 /* ---- building the restored object ---- */
 
 typedef struct builder {
@@ -613,6 +686,30 @@ static int rd_listpack(reader *r, builder *bd, lp_fn fn, rbuf *tmp) {
     if (rd_string(r, tmp)) return -1;
     int n = lp_walk((const unsigned char *)tmp->buf, tmp->len, fn, bd);
     return n < 0 || bd->have_pend ? -1 : n;
+}
+
+/* The same for a ziplist blob. */
+static int rd_ziplist(reader *r, builder *bd, lp_fn fn, rbuf *tmp) {
+    if (rd_string(r, tmp)) return -1;
+    int n = zl_walk((const unsigned char *)tmp->buf, tmp->len, fn, bd);
+    return n < 0 || bd->have_pend ? -1 : n;
+}
+
+static int load_list_ziplist(reader *r, builder *bd, rbuf *tmp) {
+    return rd_ziplist(r, bd, add_member, tmp) < 0 ? -1 : 0;
+}
+
+static int load_pairs_ziplist(reader *r, builder *bd, rbuf *tmp) {
+    return rd_ziplist(r, bd, add_pair, tmp) < 0 ? -1 : 0;
+}
+
+/* RDB_TYPE_LIST_QUICKLIST: a count of ziplist nodes. */
+static int load_list_quicklist_1(reader *r, builder *bd, rbuf *tmp) {
+    uint64_t n;
+    if (rd_count(r, &n)) return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (rd_ziplist(r, bd, add_member, tmp) < 0) return -1;
+    return 0;
 }
 
 static int load_plain_members(reader *r, builder *bd, rbuf *tmp) {
@@ -727,6 +824,10 @@ static const struct {
 } loaders[] = {
     {RDB_TYPE_LIST, OBJ_LIST, load_plain_members},
     {RDB_TYPE_LIST_QUICKLIST_2, OBJ_LIST, load_list_quicklist},
+    {RDB_TYPE_LIST_QUICKLIST, OBJ_LIST, load_list_quicklist_1},
+    {RDB_TYPE_LIST_ZIPLIST, OBJ_LIST, load_list_ziplist},
+    {RDB_TYPE_HASH_ZIPLIST, OBJ_HASH, load_pairs_ziplist},
+    {RDB_TYPE_ZSET_ZIPLIST, OBJ_ZSET, load_pairs_ziplist},
     {RDB_TYPE_SET, OBJ_SET, load_plain_members},
     {RDB_TYPE_SET_INTSET, OBJ_SET, load_set_intset},
     {RDB_TYPE_SET_LISTPACK, OBJ_SET, load_set_listpack},
