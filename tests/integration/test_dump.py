@@ -201,7 +201,9 @@ def test_corrupt_payloads_never_crash(r, ref):
     fill(ref)
     rnd = random.Random(7)
     payloads = [ref.dump(k) for k in sorted(ref.keys())]
-    for i in range(600):
+    payloads.append(reseal(bytes([10]) + rdb_str(ziplist([b"a", 5, -300, b"x" * 300, 2 ** 40]))))
+    payloads.append(reseal(bytes([13]) + rdb_str(ziplist([b"f", b"v", b"g", 7]))))
+    for i in range(1000):
         body = bytearray(rnd.choice(payloads)[:-10])
         how = rnd.randrange(3)
         if how == 0:
