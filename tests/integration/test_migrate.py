@@ -103,3 +103,26 @@ def test_migrate_auth(server_factory, r):
         finally:
             dst.stop()
             dst.cleanup()
+
+
+def test_migrate_timeout_like_redis(server, r, ref_srv):
+    """A target that accepts but never answers: IOERR after the timeout, and
+    the key stays."""
+    import socket
+    import time
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    port = silent.getsockname()[1]
+    try:
+        answers = []
+        for cl in (r, ref_srv.client()):
+            cl.set("k", "v")
+            t0 = time.monotonic()
+            answers.append(run(cl, "migrate", "127.0.0.1", port, "k", 0, 300))
+            assert time.monotonic() - t0 < 5
+            assert cl.exists("k") == 1
+        assert answers[0] == answers[1]
+        assert answers[0].startswith("ERR:IOERR")
+    finally:
+        silent.close()
