@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "blocking.h"
+#include "cluster.h"
 #include "commands.h"
 #include "db.h"
 #include "object.h"
@@ -298,7 +299,9 @@ void migrateCommand(client *c) {
         payload.len = 0;
         rdb_dump_value(&v, &payload);
         rbuf_appendf(&cmd, "*%d\r\n", o.replace ? 5 : 4);
-        mig_arg(&cmd, "RESTORE", 7);
+        /* In a cluster the target may be importing the slot (Redis's rule). */
+        if (cluster_enabled()) mig_arg(&cmd, "RESTORE-ASKING", 14);
+        else mig_arg(&cmd, "RESTORE", 7);
         mig_arg(&cmd, c->argv[k], c->argvlen[k]);
         nl = snprintf(num, sizeof(num), "%lld", ttl);
         mig_arg(&cmd, num, (size_t)nl);
