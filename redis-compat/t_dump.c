@@ -6,8 +6,8 @@
  * only then writes it: a string with db_set, a collection as one snapshot
  * entry with db_set_copy, each replacing what the key held, so the key is
  * logged and replicated like any other write. IDLETIME and FREQ are
- * checked as Redis checks them and otherwise ignored: Rowan keeps no LRU
- * or LFU state (there is no eviction; the pool refuses writes instead).
+ * checked as Redis checks them and otherwise ignored: a restored key
+ * starts with fresh access information.
  *
  * MIGRATE sends DUMP payloads to another server (Rowan or Redis) as
  * RESTORE commands over a plain blocking connection with the command's
@@ -15,7 +15,9 @@
  * Like Redis it blocks while it talks to the target; unlike Redis only the
  * worker running it waits (no connection cache: one connection a call).
  * Its key positions cover every argument from the key on (the table holds
- * ranges only), so the KEYS form's keys are locked too.
+ * ranges only), so the KEYS form's keys are locked too; migrate_keys
+ * finds the real ones, for a dispatcher that supports movable keys (in a
+ * cluster the extra arguments would otherwise count as cross-slot keys).
  *
  * Replies, error texts and the order of checks follow Redis 7.0. */
 #include <errno.h>
