@@ -10,7 +10,10 @@
 #include <ctype.h>
 #include <pthread.h>
 #include <string.h>
+#include <stdio.h>
+#include <strings.h>
 #include "commands.h"
+#include "config.h"
 
 #define W  CMD_WRITE
 #define R  CMD_READONLY
@@ -122,6 +125,38 @@ _Static_assert(LOOKUP_SLOTS > 2 * NCOMMANDS, "grow LOOKUP_SLOTS");
 static struct rcommand *lookup_slots[LOOKUP_SLOTS];
 static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
 
+/* rename-command: the name a command is called by, when renamed; a
+ * command renamed to "" is not found at all. Set once, before serving. */
+static const char *renamed[NCOMMANDS];
+
+static const char *called_name(const struct rcommand *c) {
+    const char *r = renamed[c - command_table];
+    return r ? r : c->name;
+}
+
+int commands_rename(char *err, size_t errlen) {
+    const char *const *from, *const *to;
+    int n = config_renames(&from, &to);
+    for (int i = 0; i < n; i++) {
+        int found = -1;
+        for (int k = 0; k < NCOMMANDS && found < 0; k++)
+            if (!strcasecmp(called_name(&command_table[k]), from[i])) found = k;
+        if (found < 0) {
+            snprintf(err, errlen, "rename-command %s: No such command in rename-command", from[i]);
+            return -1;
+        }
+        for (int k = 0; k < NCOMMANDS && *to[i]; k++) {
+            if (k != found && !strcasecmp(called_name(&command_table[k]), to[i])) {
+                snprintf(err, errlen, "rename-command %s %s: Target command name already exists",
+                         from[i], to[i]);
+                return -1;
+            }
+        }
+        renamed[found] = to[i];
+    }
+    return 0;
+}
+
 static unsigned name_hash(const char *s, size_t len) {
     unsigned h = 2166136261u;
     for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)tolower((unsigned char)s[i])) * 16777619u;
@@ -130,7 +165,9 @@ static unsigned name_hash(const char *s, size_t len) {
 
 static void lookup_build(void) {
     for (int i = 0; i < NCOMMANDS; i++) {
-        unsigned h = name_hash(command_table[i].name, strlen(command_table[i].name));
+        const char *name = called_name(&command_table[i]);
+        if (!*name) continue;   /* renamed to "": disabled */
+        unsigned h = name_hash(name, strlen(name));
         while (lookup_slots[h & (LOOKUP_SLOTS - 1)]) h++;
         lookup_slots[h & (LOOKUP_SLOTS - 1)] = &command_table[i];
     }
@@ -142,7 +179,7 @@ struct rcommand *command_lookup(const char *name, size_t len) {
     for (unsigned h = name_hash(name, len);; h++) {
         struct rcommand *c = lookup_slots[h & (LOOKUP_SLOTS - 1)];
         if (!c) return NULL;
-        if (strlen(c->name) == len && strncasecmp(c->name, name, len) == 0) return c;
+        if (strlen(called_name(c)) == len && strncasecmp(called_name(c), name, len) == 0) return c;
     }
 }
 

@@ -42,6 +42,9 @@ struct rcommand {
     _Atomic long long calls, usec, failed_calls, rejected_calls;
 };
 
+/* Apply the configuration's rename-command lines (before serving). 0 ok,
+ * -1 with err for an unknown command or a name already taken. */
+int commands_rename(char *err, size_t errlen);
 /* Look a command up by name (case-insensitive); NULL if unknown. */
 struct rcommand *command_lookup(const char *name, size_t len);
 /* Iterate the table. */

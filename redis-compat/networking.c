@@ -46,6 +46,7 @@
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
 #include "clean.h"
+#include "evict.h"      /* maxmemory: hook marked "maxmemory" */
 #include "commands.h"
 #include "server.h"
 #include "shard.h"
@@ -440,6 +441,26 @@ static int lease_stale(const client *c) {
            (c->lease_epoch != member_lease_epoch() || !member_lease_valid());
 }
 
+static int queued_denyoom(void *arg, const struct rcommand *cmd, int argc,
+                          const char *const *argv, const size_t *argvlen) {
+    (void)arg; (void)argc; (void)argv; (void)argvlen;
+    return (cmd->flags & CMD_DENYOOM) != 0;
+}
+
+/* Redis's processCommand rule: with maxmemory set, evict before every
+ * command; if memory stays over the limit, refuse commands that may grow
+ * it (CMD_DENYOOM, an EXEC queuing one, and anything but EXEC/DISCARD
+ * inside MULTI since queuing itself takes memory). */
+static int maxmemory_refuses(client *c) {
+    if (!__atomic_load_n(&server.cfg.maxmemory, __ATOMIC_RELAXED)) return 0;
+    if (evict_perform(&c->x) == 0) return 0;
+    const struct rcommand *cmd = c->cmd;
+    if (cmd->flags & CMD_DENYOOM) return 1;
+    if (cmd->proc == execCommand) return multi_foreach_queued(c, queued_denyoom, NULL) != 0;
+    return multi_active(c) && cmd->proc != discardCommand && cmd->proc != multiCommand &&
+           cmd->proc != watchCommand && cmd->proc != resetCommand;
+}
+
 static void call_command(client *c) {
     if (lease_stale(c)) {
         c->flags |= CLIENT_CLOSE_ASAP;
@@ -469,6 +490,14 @@ static void call_command(client *c) {
      * before MULTI queues the command (a refused one aborts the EXEC). */
     if (server_loading() && !allowed_while_loading(c)) {
         resp_add_error(&c->out, ERR_LOADING);
+        atomic_fetch_add(&cmd->rejected_calls, 1);
+        multi_flag_error(c);
+        return;
+    }
+    /* maxmemory (evict.c): evict first; still over the limit, refuse what
+     * may grow memory, in Redis's place (before MULTI queues it). */
+    if (maxmemory_refuses(c)) {
+        resp_add_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
         atomic_fetch_add(&cmd->rejected_calls, 1);
         multi_flag_error(c);
         return;
@@ -675,16 +704,22 @@ static int write_out(client *c) {
 }
 
 /* The head held reply waited longer than replication-timeout: its data is
- * not on every replica (a backup is down or catching up), so the client gets
- * an error instead of an acknowledgement. The effect may still become
- * durable later, like a write whose reply was lost; it is never reported as
- * done while it is not. Later held replies move by the size difference. */
+ * not on every replica (a backup is down or catching up), or, with no
+ * replicas at all, not flushed to this node's own device (a device slower
+ * than the timeout), so the client gets an error naming that cause instead
+ * of an acknowledgement. The effect may still become durable later, like a
+ * write whose reply was lost; it is never reported as done while it is not.
+ * Later held replies move by the size difference. */
 static void held_expire(client *c) {
     held_reply *h = &c->held[c->headheld];
-    char msg[160];
-    int n = snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
-                     "every replica within replication-timeout (%lld ms)\r\n",
-                     (long long)server.cfg.replication_timeout);
+    char msg[200];
+    int n = cluster_enabled()
+        ? snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
+                   "every replica within replication-timeout (%lld ms)\r\n",
+                   (long long)server.cfg.replication_timeout)
+        : snprintf(msg, sizeof(msg), "-TIMEOUT Not persisted: the pool's device did not complete "
+                   "a flush within replication-timeout (%lld ms)\r\n",
+                   (long long)server.cfg.replication_timeout);
     size_t oldlen = h->end - h->start, newlen = (size_t)n;
     rbuf_reserve(&c->out.b, newlen);
     char *b = c->out.b.buf;

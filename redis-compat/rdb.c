@@ -17,13 +17,14 @@
  *    string lengths of 6 bits, 14 bits BE, u32 BE; 0xC0 int16, 0xD0 int32,
  *    0xE0 int64, 0xF0 int24, 0xFE int8, 0xF1..0xFD the values 0..12), data.
  *
- * Writing mirrors what Redis 7.0 picks for a value of that size: strings
- * that are int32 integers get the int encoding (others are written plain,
- * never LZF-compressed, which every reader accepts); lists are quicklists
- * of listpack nodes (<= 8 KB each, list-max-listpack-size -2); sets of
- * <= 512 integers are intsets, other sets plain; hashes and sorted sets of
- * <= 128 elements of <= 64 bytes are listpacks, larger ones the plain
- * hashtable / skiplist (binary scores) forms. Reading takes every form
+ * Writing mirrors what Redis 7.0 writes for the encoding the value reports
+ * (OBJECT ENCODING, which follows the *-max-listpack-* / intset limits):
+ * strings that are int32 integers get the int encoding (others are written
+ * plain, never LZF-compressed, which every reader accepts); lists are
+ * quicklists of listpack nodes (<= 8 KB each, list-max-listpack-size -2);
+ * "intset" sets are intsets, other sets plain (Redis 7.0 has no listpack
+ * sets); "listpack" hashes and sorted sets are listpacks, the others the
+ * plain hashtable / skiplist (binary scores) forms. Reading takes every form
  * Redis 7.0 writes, plus what it still reads from older versions (the plain
  * list, the string-score zset, ziplist hashes/zsets/lists and quicklists of
  * ziplists), and the listpack set (Redis 7.2).
@@ -58,9 +59,6 @@ enum {
 #define QL_NODE_PLAIN 1
 #define QL_NODE_PACKED 2
 #define QL_NODE_BYTES 8192      /* list-max-listpack-size -2 */
-#define SMALL_ENTRIES 128       /* hash/zset-max-listpack-entries */
-#define SMALL_VALUE 64          /* hash/zset-max-listpack-value */
-#define INTSET_ENTRIES 512      /* set-max-intset-entries */
 
 /* The element effects of the collection types (documented in t_hash.c,
  * t_set.c, t_zset.c, t_list.c; they are the log's format, so fixed). */
@@ -216,7 +214,12 @@ static void lp_end(rbuf *b, size_t start, size_t count) {
 
 /* A collection's elements, gathered so the writer can pick an encoding. */
 typedef struct elem { const char *a; size_t alen; const char *b; size_t blen; double score; } elem;
-typedef struct elems { elem *v; size_t n, cap; int is_zset; } elems;
+typedef struct elems {
+    elem *v;
+    size_t n, cap;
+    int is_zset;
+    const char *enc;    /* the value's OBJECT ENCODING */
+} elems;
 
 static void gather(void *arg, const char *a, size_t alen, const char *b, size_t blen) {
     elems *es = arg;
@@ -234,12 +237,7 @@ static void gather(void *arg, const char *a, size_t alen, const char *b, size_t 
     }
 }
 
-static int small_pairs(const elems *es) {
-    if (es->n > SMALL_ENTRIES) return 0;
-    for (size_t i = 0; i < es->n; i++)
-        if (es->v[i].alen > SMALL_VALUE || (!es->is_zset && es->v[i].blen > SMALL_VALUE)) return 0;
-    return 1;
-}
+static int is_listpack(const elems *es) { return strcmp(es->enc, "listpack") == 0; }
 
 static void save_list(elems *es, rbuf *out) {
     /* Count the nodes first: the quicklist's length precedes them. */
@@ -278,7 +276,7 @@ static int cmp_i64(const void *x, const void *y) {
 
 static void save_set(elems *es, rbuf *out) {
     long long *ints = NULL;
-    int intset = es->n <= INTSET_ENTRIES;
+    int intset = strcmp(es->enc, "intset") == 0;
     if (intset) {
         ints = malloc((es->n ? es->n : 1) * sizeof(*ints));
         if (!ints) abort();
@@ -315,7 +313,7 @@ static void save_set(elems *es, rbuf *out) {
 }
 
 static void save_hash(elems *es, rbuf *out) {
-    if (small_pairs(es)) {
+    if (is_listpack(es)) {
         rbuf lp;
         rbuf_init(&lp);
         size_t start = lp_begin(&lp);
@@ -349,7 +347,7 @@ static int cmp_zelem(const void *x, const void *y) {
 
 static void save_zset(elems *es, rbuf *out) {
     qsort(es->v, es->n, sizeof(elem), cmp_zelem);
-    if (small_pairs(es)) {
+    if (is_listpack(es)) {
         rbuf lp;
         char sb[64];
         rbuf_init(&lp);
@@ -853,8 +851,8 @@ void rdb_dump_value(const db_val *v, rbuf *out) {
         put_byte(out, RDB_TYPE_STRING);
         put_string(out, v->ptr, v->len);
     } else {
-        elems es = {.is_zset = v->type == OBJ_ZSET};
         const obj_class *cls = obj_class_of(v->type);
+        elems es = {.is_zset = v->type == OBJ_ZSET, .enc = cls->encoding(v->obj->data)};
         cls->elements(v->obj->data, gather, &es);
         for (size_t i = 0; i < sizeof(savers) / sizeof(savers[0]); i++)
             if (savers[i].type == v->type) savers[i].save(&es, out);

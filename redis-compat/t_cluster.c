@@ -39,6 +39,7 @@
 #include "multi.h"
 #include "server.h"
 #include "shard.h"
+#include "t_geo.h"
 #include "util.h"
 
 #define ERR_CLUSTER_DISABLED "ERR This instance has cluster support disabled"
@@ -79,6 +80,10 @@ static int route_command(void *arg, const struct rcommand *cmd, int argc,
     if (pos != stack) free(pos);
     if (!cross && cmd->proc == sortCommand) {
         int j = sort_store_pos(argc, argv, argvlen);
+        if (j > 0) cross = route_key(r, argv[j], argvlen[j]);
+    }
+    if (!cross) {
+        int j = geo_store_pos(cmd, argc, argv, argvlen);
         if (j > 0) cross = route_key(r, argv[j], argvlen[j]);
     }
     return cross;

@@ -47,8 +47,9 @@
 #define HASH_OP_SET 1
 #define HASH_OP_DEL 2
 
-#define HASH_LP_ENTRIES 512   /* hash-max-listpack-entries (Redis default) */
-#define HASH_LP_VALUE 64      /* hash-max-listpack-value */
+/* hash-max-listpack-entries / -value (CONFIG SET changes them for later writes) */
+#define HASH_LP_ENTRIES ((size_t)server.cfg.hash_max_listpack_entries)
+#define HASH_LP_VALUE ((size_t)server.cfg.hash_max_listpack_value)
 
 #define LDOUBLE_TEXT_MAX (5 * 1024)
 
@@ -57,7 +58,7 @@ typedef struct hashobj {
     int big;    /* would be a hashtable in Redis (sticky) */
     /* field names in insertion order while !big (see the top comment) */
     char **order;
-    uint8_t *ordlen;    /* !big: every field is at most HASH_LP_VALUE bytes */
+    uint32_t *ordlen;   /* !big: every field is at most HASH_LP_VALUE bytes */
     size_t nord, capord;
 } hashobj;
 
@@ -74,14 +75,14 @@ static void order_add(hashobj *h, const char *f, size_t flen) {
     if (h->nord == h->capord) {
         h->capord = h->capord ? h->capord * 2 : 8;
         h->order = realloc(h->order, h->capord * sizeof(*h->order));
-        h->ordlen = realloc(h->ordlen, h->capord);
+        h->ordlen = realloc(h->ordlen, h->capord * sizeof(*h->ordlen));
         if (!h->order || !h->ordlen) abort();
     }
     char *copy = malloc(flen ? flen : 1);
     if (!copy) abort();
     memcpy(copy, f, flen);
     h->order[h->nord] = copy;
-    h->ordlen[h->nord++] = (uint8_t)flen;
+    h->ordlen[h->nord++] = (uint32_t)flen;
 }
 
 static void order_del(hashobj *h, const char *f, size_t flen) {
@@ -89,7 +90,7 @@ static void order_del(hashobj *h, const char *f, size_t flen) {
         if (h->ordlen[i] != flen || memcmp(h->order[i], f, flen)) continue;
         free(h->order[i]);
         memmove(h->order + i, h->order + i + 1, (h->nord - i - 1) * sizeof(*h->order));
-        memmove(h->ordlen + i, h->ordlen + i + 1, h->nord - i - 1);
+        memmove(h->ordlen + i, h->ordlen + i + 1, (h->nord - i - 1) * sizeof(*h->ordlen));
         h->nord--;
         return;
     }
@@ -206,7 +207,8 @@ static const char *hash_encoding(const void *data) {
 
 static size_t hash_memory(const void *data) {
     const hashobj *h = data;
-    size_t n = sizeof(hashobj) + dict_mem_bytes(h->d) + h->capord * (sizeof(char *) + 1);
+    size_t n = sizeof(hashobj) + dict_mem_bytes(h->d) +
+               h->capord * (sizeof(char *) + sizeof(*h->ordlen));
     for (size_t i = 0; i < h->nord; i++) n += h->ordlen[i];
     return n;
 }

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "evict.h"
 #include "cluster.h"
 #include "commands.h"
 #include "object.h"
@@ -199,10 +200,18 @@ void objectCommand(client *c) {
         reply_sub_arity(c, "object");
         return;
     }
-    if (!db_lookup(&c->x, c->db, c->argv[2], c->argvlen[2], &v)) {
+    /* FREQ and IDLETIME must not count as an access (Redis's NOTOUCH). */
+    int found = sub == 1 || sub == 2 ? db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v)
+                                     : db_lookup(&c->x, c->db, c->argv[2], c->argvlen[2], &v);
+    if (!found) {
         resp_add_null(&c->out);
         return;
     }
+    int lfu = server.cfg.maxmemory_policy == MAXMEMORY_ALLKEYS_LFU ||
+              server.cfg.maxmemory_policy == MAXMEMORY_VOLATILE_LFU;
+    int sid;
+    uint64_t hash;
+    db_key_clock(&c->x, c->db, c->argv[2], c->argvlen[2], &sid, &hash);
     switch (sub) {
     case 0: {
         const char *enc = "unknown";
@@ -216,14 +225,21 @@ void objectCommand(client *c) {
         break;
     }
     case 1:
-        /* maxmemory-policy is always noeviction: no LFU counter. */
-        resp_add_error(&c->out, "ERR An LFU maxmemory policy is not selected, access frequency "
-                                "not tracked. Please note that when switching between policies "
-                                "at runtime LRU and LFU data will take some time to adjust.");
+        /* evict.c's access clocks keep both; Redis answers by the policy. */
+        if (!lfu)
+            resp_add_error(&c->out, "ERR An LFU maxmemory policy is not selected, access frequency "
+                                    "not tracked. Please note that when switching between policies "
+                                    "at runtime LRU and LFU data will take some time to adjust.");
+        else
+            resp_add_int(&c->out, evict_lfu_freq(sid, hash));
         break;
     case 2:
-        /* No LRU clock is kept per key. */
-        resp_add_int(&c->out, 0);
+        if (lfu)
+            resp_add_error(&c->out, "ERR An LFU maxmemory policy is selected, idle time not "
+                                    "tracked. Please note that when switching between policies at "
+                                    "runtime LRU and LFU data will take some time to adjust.");
+        else
+            resp_add_int(&c->out, evict_idle_seconds(sid, hash));
         break;
     default:
         /* Redis shares the objects of small integers (refcount INT_MAX). */

@@ -57,6 +57,8 @@
 #include "pool.h"
 #include "resp.h"
 #include "server.h"
+#include "evict.h"
+#include "object.h"
 #include "repl.h"
 #include "shard.h"
 #include "util.h"
@@ -438,14 +440,71 @@ static const char *const debug_help[] = {
     "    Stop the server for <seconds>. Decimals allowed.",
     "JMAP",
     "    Accepted for compatibility; does nothing.",
+    "OBJECT <key>",
+    "    Show low level info about the key and associated value.",
+    "SET-ACTIVE-EXPIRE <0|1>",
+    "    Setting it to 0 disables expiring keys in background when they are not",
+    "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
+    "    default.",
     "HELP",
     "    Prints this help.",
     NULL
 };
 
+/* Redis 7's protected commands (DEBUG, MODULE): enable-debug-command no,
+ * yes, or local (loopback clients only). */
+static int protected_action_allowed(int setting, const client *c)
+{
+    return setting == PROTECTED_ACTION_YES || (setting == PROTECTED_ACTION_LOCAL && c->is_local);
+}
+
+/* DEBUG OBJECT: Redis's one-line summary (serializedlength approximated by
+ * the value's size in the log). */
+static void debug_object(client *c)
+{
+    db_val v;
+    if (!db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v)) {   /* no access */
+        resp_add_error(&c->out, "ERR no such key");
+        return;
+    }
+    int sid;
+    uint64_t hash;
+    db_key_clock(&c->x, c->db, c->argv[2], c->argvlen[2], &sid, &hash);
+    const char *enc = "unknown";
+    size_t len = v.len;
+    if (v.type == OBJ_STRING) {
+        long long n;
+        enc = v.len <= 20 && string2ll(v.ptr, v.len, &n) ? "int" : v.len <= 44 ? "embstr" : "raw";
+    } else {
+        const obj_class *k = obj_class_of(v.type);
+        if (k && k->encoding) enc = k->encoding(v.obj->data);
+        len = (size_t)v.obj->snap_bytes;
+    }
+    long long idle = evict_idle_seconds(sid, hash);
+    char line[256];
+    snprintf(line, sizeof(line), "Value at:%p refcount:1 encoding:%s serializedlength:%zu lru:%lld "
+             "lru_seconds_idle:%lld", v.obj ? (const void *)v.obj : (const void *)v.ptr,
+             enc, len, (long long)((time(NULL) - idle) & ((1 << 24) - 1)), idle);
+    resp_add_simple(&c->out, line);
+}
+
 void debugCommand(client *c)
 {
-    if (c->argc == 2 && arg_is(c, 1, "help")) {
+    if (!protected_action_allowed(server.cfg.enable_debug_command, c)) {
+        resp_add_error(&c->out, "ERR DEBUG command not allowed. If the enable-debug-command option "
+                       "is set to \"local\", you can run it from a local connection, otherwise you "
+                       "need to set this option in the configuration file, and then restart the "
+                       "server.");
+        return;
+    }
+    if (c->argc == 3 && arg_is(c, 1, "object")) {
+        debug_object(c);
+    } else if (c->argc == 3 && arg_is(c, 1, "set-active-expire")) {
+        long long on;
+        if (!string2ll(c->argv[2], c->argvlen[2], &on)) on = 0;   /* Redis: atoi */
+        atomic_store(&server.active_expire_off, on == 0);
+        resp_add_ok(&c->out);
+    } else if (c->argc == 2 && arg_is(c, 1, "help")) {
         reply_help(c, debug_help);
     } else if (c->argc == 3 && arg_is(c, 1, "sleep")) {
         /* Like Redis: strtod semantics, garbage means 0. Blocks this worker,
@@ -495,19 +554,6 @@ static long long rss_bytes(void)
     if (fscanf(f, "%lld %lld", &pages_total, &pages_rss) != 2) pages_rss = 0;
     fclose(f);
     return pages_rss * sysconf(_SC_PAGESIZE);
-}
-
-/* Bytes allocated with malloc (indexes and collections included: they are
- * malloc'd). Under an allocator mallinfo2 cannot see (ASan's), fall back to
- * the RSS rather than report 0. */
-static long long heap_used(void)
-{
-    long long used = 0;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
-    struct mallinfo2 mi = mallinfo2();
-    used = (long long)(mi.uordblks + mi.hblkhd);
-#endif
-    return used > 0 ? used : rss_bytes();
 }
 
 /* Rates between INFO calls at least a second apart (Redis samples every
@@ -592,8 +638,12 @@ static _Atomic long long peak_memory;
 
 static void info_memory(rbuf *b)
 {
-    char h1[32], h2[32], h3[32], h4[32];
-    long long used = heap_used(), rss = rss_bytes();
+    char h1[32], h2[32], h3[32], h4[32], h5[32];
+    /* What maxmemory bounds (evict.c): the heap plus the data set as
+     * stored in the pool. */
+    long long dataset = evict_dataset_memory();
+    long long used = evict_heap_memory() + dataset, rss = rss_bytes();
+    long long maxmem = server.cfg.maxmemory;
     long long peak = atomic_load(&peak_memory);
     while (used > peak && !atomic_compare_exchange_weak(&peak_memory, &peak, used)) {}
     if (used > peak) peak = used;
@@ -607,7 +657,10 @@ static void info_memory(rbuf *b)
     rbuf_appendf(b, "used_memory_rss:%lld\r\nused_memory_rss_human:%s\r\n", rss, h2);
     rbuf_appendf(b, "used_memory_peak:%lld\r\nused_memory_peak_human:%s\r\n", peak, h3);
     rbuf_appendf(b, "total_system_memory:%lld\r\ntotal_system_memory_human:%s\r\n", total, h4);
-    rbuf_appendf(b, "maxmemory:0\r\nmaxmemory_human:0B\r\nmaxmemory_policy:noeviction\r\n");
+    bytes_human(h5, sizeof(h5), (unsigned long long)maxmem);
+    rbuf_appendf(b, "used_memory_dataset:%lld\r\n", dataset);
+    rbuf_appendf(b, "maxmemory:%lld\r\nmaxmemory_human:%s\r\nmaxmemory_policy:%s\r\n", maxmem, h5,
+                 config_enum_name("maxmemory-policy"));
     /* What maxmemory-clients counts: every client's buffers. */
     rbuf_appendf(b, "mem_clients_slaves:0\r\nmem_clients_normal:%lld\r\n",
                  (long long)atomic_load(&server.clients_mem));
@@ -682,8 +735,8 @@ static void info_stats(rbuf *b)
     rbuf_appendf(b, "sync_full:0\r\nsync_partial_ok:0\r\nsync_partial_err:0\r\n");
     rbuf_appendf(b, "expired_keys:%lld\r\n", stat_get(&server.stat.expiredkeys));
     rbuf_appendf(b, "expired_stale_perc:0.00\r\nexpired_time_cap_reached_count:0\r\n");
-    rbuf_appendf(b, "evicted_keys:0\r\nevicted_clients:%lld\r\n",
-                 stat_get(&server.stat.evicted_clients));
+    rbuf_appendf(b, "evicted_keys:%lld\r\nevicted_clients:%lld\r\n",
+                 stat_get(&server.stat.evicted_keys), stat_get(&server.stat.evicted_clients));
     rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
     rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
     rbuf_appendf(b, "pubsub_channels:0\r\npubsub_patterns:0\r\n");
@@ -966,6 +1019,7 @@ static void reset_stats(void)
         &st->keyspace_hits, &st->keyspace_misses, &st->net_input_bytes,
         &st->net_output_bytes, &st->oom_refused, &st->held_replies, &st->syncs,
         &st->clean_segments, &st->clean_bytes_copied, &st->unexpected_errors,
+        &st->evicted_keys,
     };
     for (size_t i = 0; i < sizeof(counters) / sizeof(counters[0]); i++) atomic_store(counters[i], 0);
     command_foreach(resetstat_cb, NULL);

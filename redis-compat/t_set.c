@@ -43,9 +43,10 @@
 #define SET_OP_REM 2
 #define SET_OP_ENC 3
 
-#define SET_MAX_INTSET 512     /* set-max-intset-entries */
-#define SET_LP_ENTRIES 128     /* set-max-listpack-entries */
-#define SET_LP_VALUE 64        /* set-max-listpack-value */
+/* set-max-intset-entries, set-max-listpack-entries / -value (CONFIG SET) */
+#define SET_MAX_INTSET ((size_t)server.cfg.set_max_intset_entries)
+#define SET_LP_ENTRIES ((size_t)server.cfg.set_max_listpack_entries)
+#define SET_LP_VALUE ((size_t)server.cfg.set_max_listpack_value)
 
 enum { ENC_INTSET = 0, ENC_LISTPACK = 1, ENC_HT = 2 };
 
@@ -272,7 +273,7 @@ void saddCommand(client *c) {
     rbuf_init(&ops);
     if (!s) {
         /* Redis sizes a new set by the number of arguments. */
-        long long hint = c->argc - 2;
+        size_t hint = (size_t)c->argc - 2;
         int first_int = is_int(c->argv[2], c->argvlen[2]);
         if (hint > SET_LP_ENTRIES && !(first_int && hint <= SET_MAX_INTSET)) {
             char enc = ENC_HT;

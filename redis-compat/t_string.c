@@ -31,6 +31,7 @@
 
 #include "commands.h"
 #include "server.h"
+#include "t_string.h"
 #include "util.h"
 
 /* Room for any INCRBYFLOAT result: the largest long double printed with 17
@@ -42,7 +43,7 @@
 /* Look argv[i] up as a string. 1 found (*v filled), 0 missing, -1 the key
  * holds another type (WRONGTYPE replied). for_write picks db_peek, which
  * does not count a keyspace hit or miss. */
-static int lookup_string(client *c, int i, db_val *v, int for_write) {
+int lookup_string(client *c, int i, db_val *v, int for_write) {
     int found = for_write ? db_peek(&c->x, c->db, c->argv[i], c->argvlen[i], v)
                           : db_lookup(&c->x, c->db, c->argv[i], c->argvlen[i], v);
     if (!found) return 0;
@@ -527,16 +528,23 @@ void incrbyfloatCommand(client *c) {
 /* ---------------- bits ---------------- */
 
 /* A bit offset: a non-negative integer whose byte lies within
- * proto-max-bulk-len. Replies and returns -1 otherwise. */
-static int parse_bit_offset(client *c, int i, unsigned long long *off) {
+ * proto-max-bulk-len ("#n" = n * bits for BITFIELD). Replies and returns -1
+ * otherwise. */
+int parse_bit_offset_arg(client *c, int i, int bits, unsigned long long *off) {
+    int hash = bits > 0 && c->argvlen[i] > 0 && c->argv[i][0] == '#';
     long long v;
-    if (!string2ll(c->argv[i], c->argvlen[i], &v) || v < 0 ||
-        (v >> 3) >= server.cfg.proto_max_bulk_len) {
+    if (!string2ll(c->argv[i] + hash, c->argvlen[i] - hash, &v) ||
+        (hash && (v < 0 || v > LLONG_MAX / bits)) || v < 0 ||
+        ((v *= hash ? bits : 1) >> 3) >= server.cfg.proto_max_bulk_len) {
         resp_add_error(&c->out, "ERR bit offset is not an integer or out of range");
         return -1;
     }
     *off = (unsigned long long)v;
     return 0;
+}
+
+static int parse_bit_offset(client *c, int i, unsigned long long *off) {
+    return parse_bit_offset_arg(c, i, 0, off);
 }
 
 /* Bits are numbered from the most significant bit of byte 0. */

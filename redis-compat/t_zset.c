@@ -45,14 +45,16 @@
 #include "le.h"
 #include "object.h"
 #include "server.h"
+#include "t_zset.h"
 #include "util.h"
 #include "zskiplist.h"
 
 #define ZOP_SET 1
 #define ZOP_DEL 2
 
-#define ZSET_LISTPACK_ENTRIES 128
-#define ZSET_LISTPACK_VALUE   64
+/* zset-max-listpack-entries / -value (CONFIG SET changes them for later writes) */
+#define ZSET_LISTPACK_ENTRIES ((size_t)server.cfg.zset_max_listpack_entries)
+#define ZSET_LISTPACK_VALUE   ((size_t)server.cfg.zset_max_listpack_value)
 
 #define ZSNAP_VERSION 1
 #define ZSNAP_BIG     1
@@ -303,7 +305,7 @@ static void zview_del(zview *v, const char *m, size_t mlen) {
 
 /* Look argv[i] up as a zset: 1 found, 0 missing, -1 another type
  * (WRONGTYPE replied). for_write picks db_peek (no hit/miss counting). */
-static int lookup_zset(client *c, int i, db_val *v, int for_write) {
+int lookup_zset(client *c, int i, db_val *v, int for_write) {
     int found = for_write ? db_peek(&c->x, c->db, c->argv[i], c->argvlen[i], v)
                           : db_lookup(&c->x, c->db, c->argv[i], c->argvlen[i], v);
     if (!found) return 0;
@@ -315,6 +317,12 @@ static int lookup_zset(client *c, int i, db_val *v, int for_write) {
 }
 
 static zset *zof(const db_val *v) { return v->obj->data; }
+
+const zskiplist *zset_skiplist(const db_val *v) { return zof(v)->zsl; }
+
+int zset_member_score(const db_val *v, const char *m, size_t mlen, double *score) {
+    return zset_score(zof(v), m, mlen, score);
+}
 
 static int zwrite(client *c, int i, const rbuf *ops) {
     if (ops->len == 0) return DB_OK;
@@ -547,6 +555,14 @@ static void store_result(client *c, int dsti, zset *z) {
     if (n) blocking_signal_key(c->db, c->argv[dsti], c->argvlen[dsti]);
     resp_add_int(&c->out, (long long)n);
 }
+
+void *zset_result_new(void) { return zset_create_result(); }
+
+void zset_result_add(void *z, const char *m, size_t mlen, double score) {
+    zset_set(z, m, mlen, score);
+}
+
+void zset_store_result(client *c, int dsti, void *z) { store_result(c, dsti, z); }
 
 /* ---------------- ZADD, ZINCRBY ---------------- */
 

@@ -24,6 +24,14 @@
  *                 appended; written to a temporary file, synced and renamed so
  *                 a crash never leaves a half-written rowan.conf.
  *
+ * Redis 7.0's whole redis.conf is understood, so a stock file starts the
+ * server: the directives Rowan implements are ordinary rows; those it cannot
+ * apply are rows flagged OPT_NOEFFECT, parsed and shown exactly as Redis
+ * does but stored here (noeffect_values) rather than in server.cfg. Redis's
+ * aliases (slave*, *ziplist*) map to their main rows; "include" reads other
+ * files, "rename-command" is collected for the command table, and several
+ * "save" lines add up as in Redis.
+ *
  * Threads: CONFIG SET/GET/REWRITE run on worker threads concurrently with
  * readers of server.cfg everywhere else. A mutex serialises the config
  * commands among themselves. Readers are not locked: numeric fields are
@@ -35,6 +43,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -62,11 +71,27 @@ enum opt_type {
     T_ENUM,     /* int: one of a list of names */
     T_STR,      /* char * */
     T_PCTMEM,   /* long long: a size, or "N%" stored as -N (maxmemory-clients) */
-    T_OBUF      /* struct obuf_limit[OBUF_CLASSES]: client-output-buffer-limit */
+    T_OBUF,     /* struct obuf_limit[OBUF_CLASSES]: client-output-buffer-limit */
+    /* Redis's special syntaxes, kept as normalised strings (char *): */
+    T_SAVE,     /* "" or pairs "<seconds> <changes>" */
+    T_REPLICAOF,/* "" ("no one") or "<host> <port>" */
+    T_OOMVALS,  /* three integers in [-2000, 2000] */
+    T_PCTLIST,  /* percentiles in [0, 100] */
+    T_OCTAL     /* int written in octal (unixsocketperm) */
 };
+
+/* Types whose value is a char * (T_OBUF keeps its text only while parsed). */
+static int is_string_type(enum opt_type t)
+{
+    return t == T_STR || t == T_SAVE || t == T_REPLICAOF || t == T_OOMVALS || t == T_PCTLIST;
+}
 
 #define OPT_IMMUTABLE (1u << 0)  /* CONFIG SET refuses it */
 #define OPT_MULTIARG  (1u << 1)  /* several words join into one value (bind) */
+#define OPT_NOEFFECT  (1u << 2)  /* Redis 7.0 directive Rowan accepts with no
+                                  * effect (README says why): its value lives in
+                                  * noeffect_values[], not in server.cfg */
+#define OPT_PROTECTED (1u << 3)  /* CONFIG SET needs enable-protected-configs */
 
 struct enum_name { const char *name; int value; };
 
@@ -88,6 +113,50 @@ static const struct enum_name repl_transport_names[] = {
     { "tcp", REPL_TRANSPORT_TCP }, { "verbs", REPL_TRANSPORT_VERBS }, { NULL, 0 }
 };
 
+static const struct enum_name maxmemory_policy_names[] = {
+    { "volatile-lru", MAXMEMORY_VOLATILE_LRU }, { "volatile-lfu", MAXMEMORY_VOLATILE_LFU },
+    { "volatile-random", MAXMEMORY_VOLATILE_RANDOM }, { "volatile-ttl", MAXMEMORY_VOLATILE_TTL },
+    { "allkeys-lru", MAXMEMORY_ALLKEYS_LRU }, { "allkeys-lfu", MAXMEMORY_ALLKEYS_LFU },
+    { "allkeys-random", MAXMEMORY_ALLKEYS_RANDOM }, { "noeviction", MAXMEMORY_NO_EVICTION },
+    { NULL, 0 }
+};
+
+static const struct enum_name protected_action_names[] = {
+    { "no", PROTECTED_ACTION_NO }, { "yes", PROTECTED_ACTION_YES },
+    { "local", PROTECTED_ACTION_LOCAL }, { NULL, 0 }
+};
+
+/* Value names of the Redis 7.0 enums Rowan accepts with no effect (the
+ * numbers only tell them apart). */
+static const struct enum_name appendfsync_names[] = {
+    { "everysec", 0 }, { "always", 1 }, { "no", 2 }, { NULL, 0 }
+};
+static const struct enum_name cluster_preferred_endpoint_type_names[] = {
+    { "ip", 0 }, { "hostname", 1 }, { "unknown-endpoint", 2 }, { NULL, 0 }
+};
+static const struct enum_name oom_score_adj_names[] = {
+    { "no", 0 }, { "yes", 1 }, { "relative", 2 }, { "absolute", 3 }, { NULL, 0 }
+};
+static const struct enum_name propagation_error_behavior_names[] = {
+    { "ignore", 0 }, { "panic", 1 }, { "panic-on-replicas", 2 }, { NULL, 0 }
+};
+static const struct enum_name repl_diskless_load_names[] = {
+    { "disabled", 0 }, { "on-empty-db", 1 }, { "swapdb", 2 }, { NULL, 0 }
+};
+static const struct enum_name sanitize_dump_payload_names[] = {
+    { "no", 0 }, { "yes", 1 }, { "clients", 2 }, { NULL, 0 }
+};
+static const struct enum_name shutdown_names[] = {
+    { "default", 0 }, { "save", 1 }, { "nosave", 2 }, { "now", 3 }, { "force", 4 }, { NULL, 0 }
+};
+static const struct enum_name syslog_facility_names[] = {
+    { "user", 0 }, { "local0", 1 }, { "local1", 2 }, { "local2", 3 }, { "local3", 4 },
+    { "local4", 5 }, { "local5", 6 }, { "local6", 7 }, { "local7", 8 }, { NULL, 0 }
+};
+static const struct enum_name tls_auth_clients_names[] = {
+    { "no", 0 }, { "yes", 1 }, { "optional", 2 }, { NULL, 0 }
+};
+
 struct option {
     const char *name;
     enum opt_type type;
@@ -99,10 +168,14 @@ struct option {
     long long (*clamp)(long long); /* optional: adjust a valid value (hz) */
 };
 
+/* Redis keeps repl-backlog-size at least 16 KB. */
+static long long clamp_backlog(long long v) { return v < 16384 ? 16384 : v; }
+
 /* Redis accepts any hz and silently keeps it within [1, 500]. */
 static long long clamp_hz(long long v) { return v < 1 ? 1 : v > 500 ? 500 : v; }
 
 #define CFG(f) offsetof(struct rowan_config, f)
+#define NOOP 0   /* offset of an OPT_NOEFFECT option: unused (see field_ptr) */
 #define MB (1024LL * 1024)
 #define GB (1024LL * MB)
 
@@ -154,8 +227,193 @@ static const struct option options[] = {
     { "zookeeper-session-timeout", T_LL, CFG(zookeeper_session_timeout), OPT_IMMUTABLE, 200, 600000, "2000", NULL, NULL },
     { "cluster-init-nodes", T_INT, CFG(cluster_init_nodes), OPT_IMMUTABLE, 0, 64, "0", NULL, NULL },
     { "min-replicas-to-write", T_INT, CFG(min_replicas_to_write), 0, 0, 64, "1", NULL, NULL },
+    /* data types */
+    { "hll-sparse-max-bytes", T_MEM, CFG(hll_sparse_max_bytes), 0, 0, LONG_MAX, "3000", NULL, NULL },
+    /* Redis 7.0 directives Rowan implements: memory limit and eviction
+     * (evict.c), the encodings OBJECT ENCODING reports (t_hash.c, t_set.c,
+     * t_zset.c, t_list.c), the protected features (DEBUG, CONFIG SET of
+     * protected options). */
+    { "maxmemory", T_MEM, CFG(maxmemory), 0, 0, LLONG_MAX, "0", NULL, NULL },
+    { "maxmemory-policy", T_ENUM, CFG(maxmemory_policy), 0, 0, 0, "noeviction", maxmemory_policy_names, NULL },
+    { "maxmemory-samples", T_INT, CFG(maxmemory_samples), 0, 1, INT_MAX, "5", NULL, NULL },
+    { "lfu-log-factor", T_INT, CFG(lfu_log_factor), 0, 0, INT_MAX, "10", NULL, NULL },
+    { "lfu-decay-time", T_INT, CFG(lfu_decay_time), 0, 0, INT_MAX, "1", NULL, NULL },
+    { "hash-max-listpack-entries", T_LL, CFG(hash_max_listpack_entries), 0, 0, LLONG_MAX, "512", NULL, NULL },
+    { "hash-max-listpack-value", T_MEM, CFG(hash_max_listpack_value), 0, 0, LLONG_MAX, "64", NULL, NULL },
+    { "set-max-intset-entries", T_LL, CFG(set_max_intset_entries), 0, 0, LLONG_MAX, "512", NULL, NULL },
+    { "set-max-listpack-entries", T_LL, CFG(set_max_listpack_entries), 0, 0, LLONG_MAX, "128", NULL, NULL },
+    { "set-max-listpack-value", T_MEM, CFG(set_max_listpack_value), 0, 0, LLONG_MAX, "64", NULL, NULL },
+    { "zset-max-listpack-entries", T_LL, CFG(zset_max_listpack_entries), 0, 0, LLONG_MAX, "128", NULL, NULL },
+    { "zset-max-listpack-value", T_MEM, CFG(zset_max_listpack_value), 0, 0, LLONG_MAX, "64", NULL, NULL },
+    { "list-max-listpack-size", T_INT, CFG(list_max_listpack_size), 0, INT_MIN, INT_MAX, "-2", NULL, NULL },
+    { "enable-protected-configs", T_ENUM, CFG(enable_protected_configs), OPT_IMMUTABLE, 0, 0, "no", protected_action_names, NULL },
+    { "enable-debug-command", T_ENUM, CFG(enable_debug_command), OPT_IMMUTABLE, 0, 0, "no", protected_action_names, NULL },
+    { "enable-module-command", T_ENUM, CFG(enable_module_command), OPT_IMMUTABLE, 0, 0, "no", protected_action_names, NULL },
+    /* Redis 7.0 directives accepted with Redis's syntax and checks, shown by
+     * CONFIG GET and kept by CONFIG REWRITE, with no effect: Rowan persists
+     * every write in its pool before acknowledging it (save, appendonly and
+     * the rdb/aof tuning), replicates its own way (replicaof, repl-*), has
+     * its own cluster protocol and threads, and no TLS, unix socket, syslog
+     * or jemalloc. README lists them with the reason. */
+    { "save", T_SAVE, NOOP, OPT_NOEFFECT | OPT_MULTIARG, 0, 0, "3600 1 300 100 60 10000", NULL, NULL },
+    { "replicaof", T_REPLICAOF, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT | OPT_MULTIARG, 0, 0, "", NULL, NULL },
+    { "oom-score-adj-values", T_OOMVALS, NOOP, OPT_NOEFFECT | OPT_MULTIARG, 0, 0, "0 200 800", NULL, NULL },
+    { "latency-tracking-info-percentiles", T_PCTLIST, NOOP, OPT_NOEFFECT | OPT_MULTIARG, 0, 0, "50 99 99.9", NULL, NULL },
+    { "unixsocketperm", T_OCTAL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0777, "0", NULL, NULL },
+    { "dbfilename", T_STR, NOOP, OPT_PROTECTED | OPT_NOEFFECT, 0, 0, "dump.rdb", NULL, NULL },
+    { "active-defrag-cycle-max", T_INT, NOOP, OPT_NOEFFECT, 1, 99, "25", NULL, NULL },
+    { "active-defrag-cycle-min", T_INT, NOOP, OPT_NOEFFECT, 1, 99, "1", NULL, NULL },
+    { "active-defrag-ignore-bytes", T_MEM, NOOP, OPT_NOEFFECT, 1, LLONG_MAX, "104857600", NULL, NULL },
+    { "active-defrag-max-scan-fields", T_LL, NOOP, OPT_NOEFFECT, 1, LLONG_MAX, "1000", NULL, NULL },
+    { "active-defrag-threshold-lower", T_INT, NOOP, OPT_NOEFFECT, 0, 1000, "10", NULL, NULL },
+    { "active-defrag-threshold-upper", T_INT, NOOP, OPT_NOEFFECT, 0, 1000, "100", NULL, NULL },
+    { "active-expire-effort", T_INT, NOOP, OPT_NOEFFECT, 1, 10, "1", NULL, NULL },
+    { "activedefrag", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "activerehashing", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "always-show-logo", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "aof-disable-auto-gc", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "aof-load-truncated", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "aof-rewrite-incremental-fsync", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "aof-timestamp-enabled", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "aof-use-rdb-preamble", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "aof_rewrite_cpulist", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "appenddirname", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "appendonlydir", NULL, NULL },
+    { "appendfilename", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "appendonly.aof", NULL, NULL },
+    { "appendfsync", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "everysec", appendfsync_names, NULL },
+    { "appendonly", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "auto-aof-rewrite-min-size", T_MEM, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "67108864", NULL, NULL },
+    { "auto-aof-rewrite-percentage", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "100", NULL, NULL },
+    { "bgsave_cpulist", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "bind-source-addr", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "bio_cpulist", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "cluster-allow-pubsubshard-when-down", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "cluster-allow-reads-when-down", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "cluster-allow-replica-migration", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "cluster-announce-bus-port", T_INT, NOOP, OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
+    { "cluster-announce-hostname", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "cluster-announce-ip", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "cluster-announce-port", T_INT, NOOP, OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
+    { "cluster-announce-tls-port", T_INT, NOOP, OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
+    { "cluster-config-file", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "nodes.conf", NULL, NULL },
+    { "cluster-enabled", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "cluster-link-sendbuf-limit", T_MEM, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "0", NULL, NULL },
+    { "cluster-migration-barrier", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "1", NULL, NULL },
+    { "cluster-node-timeout", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "15000", NULL, NULL },
+    { "cluster-port", T_INT, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
+    { "cluster-preferred-endpoint-type", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "ip", cluster_preferred_endpoint_type_names, NULL },
+    { "cluster-replica-no-failover", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "cluster-replica-validity-factor", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "10", NULL, NULL },
+    { "cluster-require-full-coverage", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "crash-log-enabled", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "crash-memcheck-enabled", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "disable-thp", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "dynamic-hz", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "ignore-warnings", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "io-threads", T_INT, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 1, 128, "1", NULL, NULL },
+    { "io-threads-do-reads", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "jemalloc-bg-thread", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "latency-monitor-threshold", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "0", NULL, NULL },
+    { "latency-tracking", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "lazyfree-lazy-eviction", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "lazyfree-lazy-expire", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "lazyfree-lazy-server-del", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "lazyfree-lazy-user-del", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "lazyfree-lazy-user-flush", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "list-compress-depth", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "0", NULL, NULL },
+    { "masterauth", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "masteruser", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "maxmemory-eviction-tenacity", T_INT, NOOP, OPT_NOEFFECT, 0, 100, "10", NULL, NULL },
+    { "min-replicas-max-lag", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "10", NULL, NULL },
+    { "no-appendfsync-on-rewrite", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "oom-score-adj", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "no", oom_score_adj_names, NULL },
+    { "proc-title-template", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "{title} {listen-addr} {server-mode}", NULL, NULL },
+    { "propagation-error-behavior", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "ignore", propagation_error_behavior_names, NULL },
+    { "rdb-del-sync-files", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "rdb-save-incremental-fsync", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "rdbchecksum", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "rdbcompression", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "repl-backlog-size", T_MEM, NOOP, OPT_NOEFFECT, 1, LLONG_MAX, "1048576", NULL, clamp_backlog },
+    { "repl-backlog-ttl", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "3600", NULL, NULL },
+    { "repl-disable-tcp-nodelay", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "repl-diskless-load", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "disabled", repl_diskless_load_names, NULL },
+    { "repl-diskless-sync", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "repl-diskless-sync-delay", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "5", NULL, NULL },
+    { "repl-diskless-sync-max-replicas", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "0", NULL, NULL },
+    { "repl-ping-replica-period", T_INT, NOOP, OPT_NOEFFECT, 1, INT_MAX, "10", NULL, NULL },
+    { "repl-timeout", T_INT, NOOP, OPT_NOEFFECT, 1, INT_MAX, "60", NULL, NULL },
+    { "replica-announce-ip", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "replica-announce-port", T_INT, NOOP, OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
+    { "replica-announced", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "replica-ignore-disk-write-errors", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "replica-ignore-maxmemory", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "replica-lazy-flush", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "replica-priority", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "100", NULL, NULL },
+    { "replica-read-only", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "replica-serve-stale-data", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "sanitize-dump-payload", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "no", sanitize_dump_payload_names, NULL },
+    { "server_cpulist", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "set-proc-title", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "shutdown-on-sigint", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "default", shutdown_names, NULL },
+    { "shutdown-on-sigterm", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "default", shutdown_names, NULL },
+    { "shutdown-timeout", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "10", NULL, NULL },
+    { "socket-mark-id", T_INT, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, INT_MAX, "0", NULL, NULL },
+    { "stop-writes-on-bgsave-error", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "syslog-enabled", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "syslog-facility", T_ENUM, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "local0", syslog_facility_names, NULL },
+    { "syslog-ident", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "redis", NULL, NULL },
+    { "tls-auth-clients", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "yes", tls_auth_clients_names, NULL },
+    { "tls-ca-cert-dir", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-ca-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-ciphers", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-ciphersuites", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-client-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-client-key-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-client-key-file-pass", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-cluster", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "tls-dh-params-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-key-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-key-file-pass", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-port", T_INT, NOOP, OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
+    { "tls-prefer-server-ciphers", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "tls-protocols", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
+    { "tls-replication", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
+    { "tls-session-cache-size", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "20480", NULL, NULL },
+    { "tls-session-cache-timeout", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "300", NULL, NULL },
+    { "tls-session-caching", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
+    { "tracking-table-max-keys", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "1000000", NULL, NULL },
+    { "unixsocket", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
 };
 #define NOPTIONS ((int)(sizeof(options) / sizeof(options[0])))
+
+/* Redis's alternative names: CONFIG GET shows both, CONFIG SET and the
+ * config file take both (setting both in one CONFIG SET is a duplicate),
+ * CONFIG REWRITE writes the main name. */
+static const struct { const char *alias, *name; } aliases[] = {
+    { "slaveof", "replicaof" },
+    { "slave-announce-ip", "replica-announce-ip" },
+    { "slave-announce-port", "replica-announce-port" },
+    { "slave-ignore-maxmemory", "replica-ignore-maxmemory" },
+    { "slave-lazy-flush", "replica-lazy-flush" },
+    { "slave-priority", "replica-priority" },
+    { "slave-read-only", "replica-read-only" },
+    { "slave-serve-stale-data", "replica-serve-stale-data" },
+    { "min-slaves-max-lag", "min-replicas-max-lag" },
+    { "min-slaves-to-write", "min-replicas-to-write" },
+    { "cluster-slave-no-failover", "cluster-replica-no-failover" },
+    { "cluster-slave-validity-factor", "cluster-replica-validity-factor" },
+    { "repl-ping-slave-period", "repl-ping-replica-period" },
+    { "hash-max-ziplist-entries", "hash-max-listpack-entries" },
+    { "hash-max-ziplist-value", "hash-max-listpack-value" },
+    { "zset-max-ziplist-entries", "zset-max-listpack-entries" },
+    { "zset-max-ziplist-value", "zset-max-listpack-value" },
+    { "list-max-ziplist-size", "list-max-listpack-size" },
+};
+#define NALIASES ((int)(sizeof(aliases) / sizeof(aliases[0])))
+
+/* Values of the OPT_NOEFFECT options, by option index. Written like the
+ * server.cfg fields (atomic stores, retired strings). */
+static union noeffect_value { int i; long long ll; char *s; } noeffect_values[NOPTIONS];
 
 /* A parsed but not yet stored value. */
 struct optval { long long n; char *s; };
@@ -173,12 +431,17 @@ static size_t nretired, capretired;
 static struct rowan_config configured;
 static int configured_valid;
 
-static void *field_ptr(const struct option *o) { return (char *)&server.cfg + o->off; }
+static void *field_ptr(const struct option *o)
+{
+    if (o->flags & OPT_NOEFFECT) return &noeffect_values[o - options];
+    return (char *)&server.cfg + o->off;
+}
 
 /* Where CONFIG GET / REWRITE read an option: the configured snapshot for
  * immutable options (once a snapshot exists), the live config otherwise. */
 static const void *shown_ptr(const struct option *o)
 {
+    if (o->flags & OPT_NOEFFECT) return field_ptr(o);   /* the server never adjusts them */
     const char *base = (o->flags & OPT_IMMUTABLE) && configured_valid ? (const char *)&configured
                                                                       : (const char *)&server.cfg;
     return base + o->off;
@@ -188,14 +451,14 @@ static void snapshot_configured(void)
 {
     for (int i = 0; i < NOPTIONS; i++) {
         const struct option *o = &options[i];
-        if (!(o->flags & OPT_IMMUTABLE)) continue;
+        if (!(o->flags & OPT_IMMUTABLE) || (o->flags & OPT_NOEFFECT)) continue;
         char *dst = (char *)&configured + o->off;
         const char *src = (const char *)&server.cfg + o->off;
         switch (o->type) {
-        case T_BOOL: case T_INT: case T_ENUM: memcpy(dst, src, sizeof(int)); break;
+        case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: memcpy(dst, src, sizeof(int)); break;
         case T_LL: case T_MEM: case T_PCTMEM: memcpy(dst, src, sizeof(long long)); break;
         case T_OBUF: memcpy(dst, src, sizeof(struct obuf_limit) * OBUF_CLASSES); break;
-        case T_STR: {
+        case T_STR: case T_SAVE: case T_REPLICAOF: case T_OOMVALS: case T_PCTLIST: {
             const char *v = *(char *const *)src;
             free(*(char **)dst);
             *(char **)dst = strdup(v ? v : "");
@@ -206,11 +469,21 @@ static void snapshot_configured(void)
     configured_valid = 1;
 }
 
-static const struct option *opt_find(const char *name, size_t len)
+static const struct option *opt_find_main(const char *name, size_t len)
 {
     for (int i = 0; i < NOPTIONS; i++)
         if (strcaseeqlen(name, len, options[i].name)) return &options[i];
     return NULL;
+}
+
+/* An option by its name or one of Redis's aliases for it. */
+static const struct option *opt_find(const char *name, size_t len)
+{
+    const struct option *o = opt_find_main(name, len);
+    for (int i = 0; !o && i < NALIASES; i++)
+        if (strcaseeqlen(name, len, aliases[i].alias))
+            o = opt_find_main(aliases[i].name, strlen(aliases[i].name));
+    return o;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -376,6 +649,71 @@ static void obuf_defaults(const struct option *o, struct obuf_limit *lim)
 /* Parsing, storing and rendering one value                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Redis's special syntaxes: check text as Redis does (same reasons) and
+ * append its normalised form to norm. 0 ok, -1 with reason. */
+static int parse_special(enum opt_type t, const char *text, rbuf *norm, char *reason, size_t rlen)
+{
+    struct words ws = { 0, 0, NULL };
+    const char *why = NULL;
+    long long n;
+    double d;
+    int split_ok = split_line(text, &ws) == 0;
+    switch (t) {
+    case T_SAVE:
+        /* pairs <seconds> (>= 1) <changes> (>= 0); none at all is "no saving" */
+        if (!split_ok || ws.n % 2) why = "Invalid save parameters";
+        for (int j = 0; j < ws.n && !why; j++) {
+            if (!string2ll(ws.w[j], strlen(ws.w[j]), &n) || n < (j % 2 ? 0 : 1))
+                why = "Invalid save parameters";
+            else
+                rbuf_appendf(norm, "%s%lld", j ? " " : "", n);
+        }
+        break;
+    case T_REPLICAOF:
+        if (!split_ok || (ws.n != 0 && ws.n != 2)) {
+            why = "wrong number of arguments";
+        } else if (ws.n == 2 && !(!strcasecmp(ws.w[0], "no") && !strcasecmp(ws.w[1], "one"))) {
+            if (!string2ll(ws.w[1], strlen(ws.w[1]), &n) || n < 0 || n > 65535)
+                why = "Invalid master port";
+            else
+                rbuf_appendf(norm, "%s %lld", ws.w[0], n);
+        }
+        break;
+    case T_OOMVALS:
+        if (!split_ok || ws.n != 3) why = "wrong number of arguments";
+        for (int j = 0; j < ws.n && !why; j++) {
+            if (!string2ll(ws.w[j], strlen(ws.w[j]), &n) || n < -2000 || n > 2000)
+                why = "Invalid oom-score-adj-values, elements must be between -2000 and 2000.";
+            else
+                rbuf_appendf(norm, "%s%lld", j ? " " : "", n);
+        }
+        break;
+    case T_PCTLIST:
+        if (!split_ok) why = "Invalid latency-tracking-info-percentiles parameters";
+        for (int j = 0; j < ws.n && !why; j++) {
+            char num[64];
+            if (!string2d(ws.w[j], strlen(ws.w[j]), &d)) {
+                why = "Invalid latency-tracking-info-percentiles parameters";
+            } else if (d < 0 || d > 100) {
+                why = "latency-tracking-info-percentiles parameters should sit between [0.0,100.0]";
+            } else {
+                /* Redis shows "%f" without trailing zeros (99.9, 100) */
+                snprintf(num, sizeof(num), "%f", d);
+                char *e = num + strlen(num);
+                while (e > num && e[-1] == '0') *--e = '\0';
+                if (e > num && e[-1] == '.') *--e = '\0';
+                rbuf_appendf(norm, "%s%s", j ? " " : "", num);
+            }
+        }
+        break;
+    default:
+        break;
+    }
+    words_free(&ws);
+    if (why) snprintf(reason, rlen, "%s", why);
+    return why ? -1 : 0;
+}
+
 /* Parse text into *v. On failure fills reason with Redis's CONFIG SET reason
  * text (the part after "... - ") and returns -1. */
 static int opt_parse(const struct option *o, const char *text, struct optval *v,
@@ -408,7 +746,7 @@ static int opt_parse(const struct option *o, const char *text, struct optval *v,
         }
         break;
     case T_MEM:
-        if (!memtoll(text, &n)) {
+        if (*text && !memtoll(text, &n)) {   /* Redis reads "" as 0 */
             snprintf(reason, rlen, "argument must be a memory value");
             return -1;
         }
@@ -439,6 +777,25 @@ static int opt_parse(const struct option *o, const char *text, struct optval *v,
         v->s = strdup(text);
         if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
         return 0;
+    case T_SAVE: case T_REPLICAOF: case T_OOMVALS: case T_PCTLIST: {
+        rbuf norm;
+        rbuf_init(&norm);
+        if (parse_special(o->type, text, &norm, reason, rlen) < 0) { rbuf_free(&norm); return -1; }
+        v->s = strndup(norm.buf ? norm.buf : "", norm.len);
+        rbuf_free(&norm);
+        if (!v->s) { snprintf(reason, rlen, "out of memory"); return -1; }
+        return 0;
+    }
+    case T_OCTAL: {
+        char *end;
+        errno = 0;
+        n = strtoll(text, &end, 8);
+        if (!*text || *end || errno) {
+            snprintf(reason, rlen, "argument couldn't be parsed into an integer");
+            return -1;
+        }
+        break;
+    }
     }
     if (n < o->min || n > o->max) {
         snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
@@ -466,7 +823,7 @@ static void opt_store(const struct option *o, struct optval *v, int runtime)
 {
     void *f = field_ptr(o);
     switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM:
+    case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL:
         __atomic_store_n((int *)f, (int)v->n, __ATOMIC_RELEASE);
         break;
     case T_LL: case T_MEM: case T_PCTMEM:
@@ -488,7 +845,7 @@ static void opt_store(const struct option *o, struct optval *v, int runtime)
         v->s = NULL;
         break;
     }
-    case T_STR: {
+    case T_STR: case T_SAVE: case T_REPLICAOF: case T_OOMVALS: case T_PCTLIST: {
         char *old = __atomic_exchange_n((char **)f, v->s, __ATOMIC_ACQ_REL);
         if (runtime) retire_string(old);
         else free(old);
@@ -513,6 +870,9 @@ static const char *opt_render(const struct option *o, char *buf, size_t blen)
     case T_INT:
         snprintf(buf, blen, "%d", *(const int *)f);
         return buf;
+    case T_OCTAL:
+        snprintf(buf, blen, "%o", (unsigned)*(const int *)f);
+        return buf;
     case T_LL: case T_MEM:
         snprintf(buf, blen, "%lld", *(const long long *)f);
         return buf;
@@ -529,7 +889,7 @@ static const char *opt_render(const struct option *o, char *buf, size_t blen)
                                   obuf_class_names[k], l[k].hard, l[k].soft, l[k].soft_seconds);
         return buf;
     }
-    case T_STR: {
+    case T_STR: case T_SAVE: case T_REPLICAOF: case T_OOMVALS: case T_PCTLIST: {
         const char *s = *(char *const *)f;
         return s ? s : "";
     }
@@ -590,11 +950,55 @@ arity:
     return 1;
 }
 
+/* rename-command lines, in order (the command table applies them:
+ * commands_rename). Like the cluster lines, CONFIG REWRITE keeps them as
+ * they are. */
+static char **rename_from, **rename_to;
+static int nrenames;
+
+static int add_rename(const char *from, const char *to, char *err, size_t errlen)
+{
+    char **f = realloc(rename_from, (size_t)(nrenames + 1) * sizeof(*f));
+    if (f) rename_from = f;
+    char **t = f ? realloc(rename_to, (size_t)(nrenames + 1) * sizeof(*t)) : NULL;
+    if (t) rename_to = t;
+    if (!f || !t) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    rename_from[nrenames] = strdup(from);
+    rename_to[nrenames] = strdup(to);
+    nrenames++;
+    return 0;
+}
+
+int config_renames(const char *const **from, const char *const **to)
+{
+    *from = (const char *const *)rename_from;
+    *to = (const char *const *)rename_to;
+    return nrenames;
+}
+
+/* Startup "save" lines seen so far: as in Redis, the first one replaces the
+ * default and the following ones add their pairs to it. */
+static int save_lines_seen;
+
 /* Apply "name word..." at startup. 0 ok, -1 with err = the reason. */
 static int apply_words(const char *name, int nwords, char **wordv, char *err, size_t errlen)
 {
     int crc;
     if (apply_cluster_line(name, nwords, wordv, &crc, err, errlen)) return crc;
+    if (!strcasecmp(name, "rename-command")) {
+        if (nwords != 2) {
+            snprintf(err, errlen, "Bad directive or wrong number of arguments");
+            return -1;
+        }
+        return add_rename(wordv[0], wordv[1], err, errlen);
+    }
+    if (!strcasecmp(name, "loadmodule")) {
+        snprintf(err, errlen, "Rowan has no module support (loadmodule)");
+        return -1;
+    }
     const struct option *o = opt_find(name, strlen(name));
     if (!o || nwords < 1 || (nwords > 1 && !(o->flags & OPT_MULTIARG))) {
         snprintf(err, errlen, "Bad directive or wrong number of arguments");
@@ -602,6 +1006,13 @@ static int apply_words(const char *name, int nwords, char **wordv, char *err, si
     }
     rbuf joined;
     rbuf_init(&joined);
+    if (o->type == T_SAVE && save_lines_seen++ > 0 && !(nwords == 1 && !*wordv[0])) {
+        const char *cur = *(char *const *)field_ptr(o);
+        if (cur && *cur) {
+            rbuf_append(&joined, cur, strlen(cur));
+            rbuf_append(&joined, " ", 1);
+        }
+    }
     for (int i = 0; i < nwords; i++) {
         if (i) rbuf_append(&joined, " ", 1);
         rbuf_append(&joined, wordv[i], strlen(wordv[i]));
@@ -654,7 +1065,31 @@ static int is_blank_or_comment(const char *line)
     return *line == '\0' || *line == '#';
 }
 
-int config_load_file(const char *path, char *err, size_t errlen)
+static int load_file(const char *path, int depth, char *err, size_t errlen);
+
+/* "include <path>": every file the glob matches, in order; a pattern that
+ * matches nothing is ignored, a plain path that is missing is an error (as
+ * in Redis). Included files may include others, up to a depth. */
+static int load_include(const char *pattern, int depth, char *err, size_t errlen)
+{
+    if (depth >= 16) {
+        snprintf(err, errlen, "include nesting too deep (a loop?) at '%s'", pattern);
+        return -1;
+    }
+    if (!strpbrk(pattern, "*?[")) return load_file(pattern, depth + 1, err, errlen);
+    glob_t g;
+    int grc = glob(pattern, 0, NULL, &g), rc = 0;
+    if (grc == GLOB_NOMATCH) return 0;
+    if (grc != 0) {
+        snprintf(err, errlen, "include '%s': glob failed", pattern);
+        return -1;
+    }
+    for (size_t i = 0; i < g.gl_pathc && rc == 0; i++) rc = load_file(g.gl_pathv[i], depth + 1, err, errlen);
+    globfree(&g);
+    return rc;
+}
+
+static int load_file(const char *path, int depth, char *err, size_t errlen)
 {
     char *text = read_file(path, NULL);
     if (!text) {
@@ -669,17 +1104,26 @@ int config_load_file(const char *path, char *err, size_t errlen)
         lineno++;
         if (is_blank_or_comment(line)) continue;
         struct words ws = { 0, 0, NULL };
-        char reason[256];
+        char reason[512];
         if (split_line(line, &ws) < 0) {
             snprintf(reason, sizeof(reason), "Unbalanced quotes in configuration line");
             rc = -1;
+        } else if (ws.n == 2 && !strcasecmp(ws.w[0], "include")) {
+            rc = load_include(ws.w[1], depth, reason, sizeof(reason));
         } else if (ws.n > 0) {
             rc = apply_words(ws.w[0], ws.n - 1, ws.w + 1, reason, sizeof(reason));
         }
-        if (rc < 0) snprintf(err, errlen, "line %d: >>> '%s': %s", lineno, line, reason);
+        if (rc < 0 && depth) snprintf(err, errlen, "%s, line %d: >>> '%s': %s", path, lineno, line, reason);
+        else if (rc < 0) snprintf(err, errlen, "line %d: >>> '%s': %s", lineno, line, reason);
         words_free(&ws);
     }
     free(text);
+    return rc;
+}
+
+int config_load_file(const char *path, char *err, size_t errlen)
+{
+    int rc = load_file(path, 0, err, errlen);
     if (rc == 0) {
         /* CONFIG REWRITE needs the file even if the server later chdir()s. */
         char *abs = realpath(path, NULL);
@@ -737,8 +1181,15 @@ static int set_check_names(int n, const char *const *names, int runtime,
             snprintf(err, errlen, SET_FAILED, names[i], "can't set immutable config");
             return -1;
         }
+        if (runtime && (found[i]->flags & OPT_PROTECTED) &&
+            server.cfg.enable_protected_configs == PROTECTED_ACTION_NO) {
+            snprintf(err, errlen, SET_FAILED, names[i], "can't set protected config");
+            return -1;
+        }
+        /* Redis compares names: an option and its alias both set is no
+         * duplicate (the later one wins). */
         for (int k = 0; k < i; k++) {
-            if (found[k] == found[i]) {
+            if (!strcasecmp(names[k], names[i])) {
                 snprintf(err, errlen, SET_FAILED, names[i], "duplicate parameter");
                 return -1;
             }
@@ -792,25 +1243,39 @@ int config_set(const char *name, const char *value, int runtime, char *err, size
 /* CONFIG GET                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static int opt_matches(const struct option *o, int npat, const char *const *pats, const size_t *plens)
+static int name_matches(const char *name, int npat, const char *const *pats, const size_t *plens)
 {
     for (int k = 0; k < npat; k++)
-        if (stringmatchlen(pats[k], plens[k], o->name, strlen(o->name), 1)) return 1;
+        if (stringmatchlen(pats[k], plens[k], name, strlen(name), 1)) return 1;
     return 0;
+}
+
+/* Every option, then every alias (shown with its option's value). */
+#define NSHOWN (NOPTIONS + NALIASES)
+
+static const char *shown_name(int i)
+{
+    return i < NOPTIONS ? options[i].name : aliases[i - NOPTIONS].alias;
+}
+
+static const struct option *shown_option(int i)
+{
+    if (i < NOPTIONS) return &options[i];
+    return opt_find_main(aliases[i - NOPTIONS].name, strlen(aliases[i - NOPTIONS].name));
 }
 
 void config_get_reply_multi(resp_out *out, int npat, const char *const *pats, const size_t *plens)
 {
     pthread_mutex_lock(&config_mu);
     long long count = 0;
-    for (int i = 0; i < NOPTIONS; i++)
-        if (opt_matches(&options[i], npat, pats, plens)) count++;
+    for (int i = 0; i < NSHOWN; i++)
+        if (name_matches(shown_name(i), npat, pats, plens)) count++;
     resp_add_map(out, count);
-    for (int i = 0; i < NOPTIONS; i++) {
-        if (!opt_matches(&options[i], npat, pats, plens)) continue;
+    for (int i = 0; i < NSHOWN; i++) {
+        if (!name_matches(shown_name(i), npat, pats, plens)) continue;
         char buf[256];
-        resp_add_bulkstr(out, options[i].name);
-        resp_add_bulkstr(out, opt_render(&options[i], buf, sizeof(buf)));
+        resp_add_bulkstr(out, shown_name(i));
+        resp_add_bulkstr(out, opt_render(shown_option(i), buf, sizeof(buf)));
     }
     pthread_mutex_unlock(&config_mu);
 }
@@ -818,6 +1283,28 @@ void config_get_reply_multi(resp_out *out, int npat, const char *const *pats, co
 void config_get_reply(resp_out *out, const char *pattern, size_t plen)
 {
     config_get_reply_multi(out, 1, &pattern, &plen);
+}
+
+static int opt_is_default(const struct option *o);
+
+void config_warn_no_effect(void)
+{
+    static const char *const surprising[] = { "replicaof", "tls-port", "unixsocket" };
+    for (size_t i = 0; i < sizeof(surprising) / sizeof(surprising[0]); i++) {
+        const struct option *o = opt_find(surprising[i], strlen(surprising[i]));
+        if (!o || opt_is_default(o)) continue;
+        char buf[256];
+        serverLog(LL_WARNING, "WARNING: '%s %s' is accepted for compatibility but has no effect "
+                  "in Rowan (see README, Redis configuration files)", o->name,
+                  opt_render(o, buf, sizeof(buf)));
+    }
+}
+
+const char *config_enum_name(const char *option)
+{
+    const struct option *o = opt_find(option, strlen(option));
+    char buf[8];
+    return o && o->type == T_ENUM ? opt_render(o, buf, sizeof(buf)) : "";
 }
 
 /* ------------------------------------------------------------------------ */
@@ -880,8 +1367,8 @@ static void render_conf_value(const struct option *o, rbuf *b)
     }
     const char *s = opt_render(o, buf, sizeof(buf));
     /* bind is a list of words: written unquoted, as redis.conf does. */
-    if (o->type == T_STR && !(o->flags & OPT_MULTIARG) && needs_quotes(s)) append_quoted(b, s);
-    else if (o->type == T_STR && (o->flags & OPT_MULTIARG) && !*s) rbuf_append(b, "\"\"", 2);
+    if (is_string_type(o->type) && !(o->flags & OPT_MULTIARG) && needs_quotes(s)) append_quoted(b, s);
+    else if (is_string_type(o->type) && (o->flags & OPT_MULTIARG) && !*s) rbuf_append(b, "\"\"", 2);
     else rbuf_append(b, s, strlen(s));
 }
 
@@ -900,7 +1387,7 @@ static int opt_is_default(const struct option *o)
     const void *f = shown_ptr(o);
     int same;
     switch (o->type) {
-    case T_BOOL: case T_INT: case T_ENUM: same = *(const int *)f == (int)v.n; break;
+    case T_BOOL: case T_INT: case T_ENUM: case T_OCTAL: same = *(const int *)f == (int)v.n; break;
     case T_LL: case T_MEM: case T_PCTMEM: same = *(const long long *)f == v.n; break;
     default: {
         const char *s = *(char *const *)f;

@@ -33,6 +33,14 @@ int config_set_many(int n, const char *const *names, const char *const *values,
  * lines kept, atomically replaced). 0 ok, -1 with err = the whole Redis error
  * text ("ERR The server is running without a config file"...). */
 int config_rewrite(char *err, size_t errlen);
+/* rename-command pairs from the configuration (to "" disables the
+ * command); returns how many. */
+int config_renames(const char *const **from, const char *const **to);
+/* Log a warning for each accepted directive whose absence of effect could
+ * surprise (replicaof, tls-port, unixsocket set away from their defaults). */
+void config_warn_no_effect(void);
+/* The current value name of an enum option (INFO's maxmemory_policy). */
+const char *config_enum_name(const char *option);
 /* Options changed by CONFIG SET that the running server must apply (e.g.
  * loglevel) are read from server.cfg directly by their users. */
 

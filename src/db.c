@@ -29,6 +29,7 @@
 #include "clean.h"
 #include "cluster.h"
 #include "db.h"
+#include "evict.h"
 #include "db_shard.h"
 #include "hash.h"
 #include "log.h"
@@ -482,6 +483,11 @@ static int append_one(db_ctx *x, shard *s, log_entry *e) {
     worker_touch_shard(w, s->id);
     if (db_apply_entry(s, off, e) != 0) db_report_refused(s, e);
     dep_add_write(x, s, e->ver);
+    /* access clocks (evict.c): a write is an access, a delete frees the slot */
+    if (e->type == LOG_DEL)
+        evict_forget(s->id, hash_key(e->db, e->key, e->klen));
+    else if (e->type == LOG_SET || e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT)
+        evict_touch(s->id, hash_key(e->db, e->key, e->klen), 1);
     return DB_OK;
 }
 
@@ -699,7 +705,9 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
         if (r >= 0) return 0;
     }
     keyref k = {pdb, key, klen};
-    uint64_t ref = index_get(s->idx, hash_key(pdb, key, klen), match_key, &k);
+    uint64_t h = hash_key(pdb, key, klen);
+    uint64_t ref = index_get(s->idx, h, match_key, &k);
+    if (ref && count) evict_touch(s->id, h, 0);   /* db_peek does not touch (OBJECT) */
     if (ref) {
         fill_ref(v, ref);
         if (v->expire_ms && v->expire_ms <= mstime()) {
@@ -1138,4 +1146,42 @@ void db_relocate(shard *s, uint64_t old_ref, uint64_t new_ref, const log_entry *
     }
     live_add(old_ref, -bytes);
     live_add(new_ref, bytes);
+}
+
+/* ---------------- eviction support (evict.c) ---------------- */
+
+int db_evict_shard(int sid) { return client_shard(sid); }
+
+int db_sample_key(shard *s, int volatile_only, uint64_t rnd, db_key_info *ki) {
+    uint64_t ref = index_random(volatile_only ? s->vidx : s->idx, rnd);
+    if (!ref) return 0;
+    refinfo ri;
+    ref_info(ref, &ri);
+    long long bytes;
+    if (ref_is_obj(ref)) bytes = (long long)ref_obj(ref)->hist_bytes;
+    else bytes = ref_bytes(ref);
+    *ki = (db_key_info){ri.pdb, ri.key, ri.klen, ri.expire_ms, hash_key(ri.pdb, ri.key, ri.klen), bytes};
+    return 1;
+}
+
+int db_evict_key(db_ctx *x, shard *s, unsigned pdb, const char *key, size_t klen) {
+    keyref k = {pdb, key, klen};
+    if (!index_get(s->idx, hash_key(pdb, key, klen), match_key, &k)) return 0;
+    log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                   .val = "", .aux = pool_seq_now(server.pool)};
+    int r = append_one(x, s, &d);
+    return r == DB_OK ? 1 : r;
+}
+
+long long db_live_bytes(void) {
+    long long sum = 0;
+    uint32_t n = pool_nsegs(server.pool);
+    for (uint32_t i = 0; i < n; i++) sum += pool_live_get(server.pool, i);
+    return sum;
+}
+
+void db_key_clock(db_ctx *x, int db, const char *key, size_t klen, int *sid, uint64_t *hash) {
+    shard *s = key_shard(x, key, klen);
+    *sid = s->id;
+    *hash = hash_key(phys_db(s, db), key, klen);
 }

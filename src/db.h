@@ -165,6 +165,32 @@ int db_swap(db_ctx *x, int a, int b);
  * s % nworkers == wid. Returns how many it deleted. Called by workers. */
 int db_active_expire(db_ctx *x, long budget);
 
+/* ---- eviction support (evict.c) ----
+ * Candidates are sampled one shard at a time: the caller holds the shard's
+ * lock (db_evict_shard tells which shards it may evict from: those clients
+ * see). */
+typedef struct db_key_info {
+    unsigned pdb;          /* physical db */
+    const char *key;       /* valid while the shard lock is held */
+    size_t klen;
+    int64_t expire_ms;
+    uint64_t hash;         /* the key's hash (evict.c's access clock slot) */
+    long long bytes;       /* pool bytes its entries hold (what deleting it frees) */
+} db_key_info;
+int db_evict_shard(int sid);
+/* A random key of shard s (volatile_only: among keys with an expiry). 1 and
+ * *ki filled, 0 when there is none. */
+int db_sample_key(struct shard *s, int volatile_only, uint64_t rnd, db_key_info *ki);
+/* Delete the key as an eviction: one DEL entry, logged and replicated like
+ * any DEL (the reply of the command that caused it waits for it). The
+ * caller holds s's lock. 1 deleted, 0 gone already, DB_OOM. */
+int db_evict_key(db_ctx *x, struct shard *s, unsigned pdb, const char *key, size_t klen);
+/* The shard and hash behind key's access clock (evict.h), for OBJECT
+ * IDLETIME / FREQ; the caller holds the key's shard lock. */
+void db_key_clock(db_ctx *x, int db, const char *key, size_t klen, int *sid, uint64_t *hash);
+/* Pool bytes held by live entries: the data set as stored. */
+long long db_live_bytes(void);
+
 /* Segments ordinary writes leave free, and whether the pool is down to them
  * (writes are then refused unless the cleaner makes room). */
 uint32_t db_reserve_segments(void);

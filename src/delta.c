@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "blog.h"
 #include "bus.h"
 #include "cluster.h"
@@ -99,7 +100,13 @@ static int ask_batch(int node, const int *sids, int n, delta_base *out) {
     for (int i = 0; i < n; i++) le_put_u16(q + 2 + 2 * i, (uint16_t)sids[i]);
     uint8_t *resp = NULL;
     size_t rlen = 0;
-    int st = bus_call_sync(node, BUS_DELTAINFO, q, 2 + 2 * (size_t)n, DELTA_TIMEOUT_MS, &resp, &rlen);
+    /* A node that just restarted: our bus connection to its previous
+     * process fails the first call, the next one connects afresh. */
+    int st = BUS_FAILED;
+    for (int attempt = 0; attempt < 3 && st == BUS_FAILED; attempt++) {
+        if (attempt) usleep(20000);
+        st = bus_call_sync(node, BUS_DELTAINFO, q, 2 + 2 * (size_t)n, DELTA_TIMEOUT_MS, &resp, &rlen);
+    }
     int rc = -1;
     if (st == BUS_OK && rlen == (size_t)n * DELTA_ANSWER) {
         rc = 0;
@@ -111,6 +118,9 @@ static int ask_batch(int node, const int *sids, int n, delta_base *out) {
             for (int b = 0; b < DB_SHARD_BUCKETS; b++) out[i].digests[b] = le_get_u64(p + 11 + 8 * b);
         }
     }
+    if (rc != 0)
+        serverLog(LL_VERBOSE, "Delta: node %d did not describe its copies (bus status %d, %zu bytes); "
+                  "whole shards then", node, st, rlen);
     free(resp);
     return rc;
 }

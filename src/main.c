@@ -105,6 +105,7 @@ static void configure(int argc, char **argv) {
         start = 2;
     }
     if (config_parse_argv(argc, argv, start, err, sizeof(err)) != 0) die("Bad arguments: %s", err);
+    if (commands_rename(err, sizeof(err)) != 0) die("Bad config file: %s", err);
     if (server.cfg.workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         server.cfg.workers = n > 0 ? (int)n : 1;
@@ -218,6 +219,7 @@ int main(int argc, char **argv) {
     make_run_id();
     serverLog(LL_NOTICE, "Rowan %s starting, pid=%d, %d workers, %d shards", ROWAN_VERSION,
               (int)getpid(), server.cfg.workers, server.cfg.shards);
+    config_warn_no_effect();
     open_listeners();
     daemon_pidfile_write();
     open_pool();

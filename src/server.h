@@ -68,7 +68,28 @@ struct rowan_config {
     long long zookeeper_session_timeout; /* ms */
     int cluster_init_nodes;     /* the first configuration waits for this many nodes */
     int min_replicas_to_write;  /* backups a shard needs to take writes */
+    long long hll_sparse_max_bytes; /* a sparse HyperLogLog grows to this, then goes dense */
+    /* Redis 7.0 directives Rowan implements (config.c; the ones it accepts
+     * with no effect live in config.c alone) */
+    long long maxmemory;        /* bytes, 0 = no limit (evict.c) */
+    int maxmemory_policy;       /* MAXMEMORY_* */
+    int maxmemory_samples;
+    int lfu_log_factor;
+    int lfu_decay_time;         /* minutes */
+    long long hash_max_listpack_entries, hash_max_listpack_value;
+    long long set_max_intset_entries, set_max_listpack_entries, set_max_listpack_value;
+    long long zset_max_listpack_entries, zset_max_listpack_value;
+    int list_max_listpack_size;
+    int enable_protected_configs, enable_debug_command, enable_module_command; /* PROTECTED_ACTION_* */
 };
+
+enum {
+    MAXMEMORY_VOLATILE_LRU, MAXMEMORY_VOLATILE_LFU, MAXMEMORY_VOLATILE_RANDOM,
+    MAXMEMORY_VOLATILE_TTL, MAXMEMORY_ALLKEYS_LRU, MAXMEMORY_ALLKEYS_LFU,
+    MAXMEMORY_ALLKEYS_RANDOM, MAXMEMORY_NO_EVICTION
+};
+/* enable-debug-command and friends: no, yes, local (loopback clients only). */
+enum { PROTECTED_ACTION_NO, PROTECTED_ACTION_YES, PROTECTED_ACTION_LOCAL };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
 enum { REPL_TRANSPORT_TCP = 0, REPL_TRANSPORT_VERBS = 1 };
@@ -98,6 +119,7 @@ struct rowan_stats {
     _Atomic long long evicted_clients;      /* closed by maxmemory-clients */
     _Atomic long long qbuf_limit_disconnections; /* client-query-buffer-limit */
     _Atomic long long obuf_limit_disconnections; /* client-output-buffer-limit / -max */
+    _Atomic long long evicted_keys;         /* maxmemory evictions (evict.c) */
 };
 
 struct rowan_server {
@@ -121,6 +143,7 @@ struct rowan_server {
     /* Loading (recovery): set while the workers answer -LOADING; the
      * progress is in pool bytes (see recovery.c), for INFO persistence. */
     _Atomic int loading;
+    _Atomic int active_expire_off;      /* DEBUG SET-ACTIVE-EXPIRE 0 */
     time_t loading_start_time;
     _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
 };

@@ -276,7 +276,7 @@ static void wake_cb(evutil_socket_t fd, short what, void *arg) {
 static void cron_cb(evutil_socket_t fd, short what, void *arg) {
     worker *w = arg;
     /* before_sleep follows: held replies past replication-timeout fail there */
-    if (!server_loading()) {
+    if (!server_loading() && !atomic_load(&server.active_expire_off)) {
         db_ctx_reset(&w->x);
         db_active_expire(&w->x, 200);
     }

@@ -410,10 +410,12 @@ class Server:
     def argv(self):
         if self.target == "rowan":
             opts = {"port": str(self.port), "bind": "127.0.0.1", "dir": self.dir,
-                    "pool-size": "64mb", "workers": "2", "logfile": self.logfile}
+                    "pool-size": "64mb", "workers": "2", "logfile": self.logfile,
+                    "enable-debug-command": "yes"}   # as Redis's own test suite runs it
         else:
             opts = {"port": str(self.port), "bind": "127.0.0.1", "dir": self.dir,
-                    "save": "", "appendonly": "no", "logfile": self.logfile}
+                    "save": "", "appendonly": "no", "logfile": self.logfile,
+                    "enable-debug-command": "yes"}
             if os.environ.get("ROWAN_TEST_REDIS_AOF") == "1":
                 opts.update({"appendonly": "yes", "appendfsync": "always"})
         for k, v in self.extra.items():

@@ -14,7 +14,7 @@ import time
 import pytest
 import redis
 
-from conftest import RawConn, RespError, encode_command, describe_rc
+from conftest import RawConn, RespError, encode_command, describe_rc, wait_for
 
 pytestmark = pytest.mark.rowan_only("durability of acknowledged writes across kill -9")
 
@@ -544,3 +544,32 @@ def test_bounded_pool_under_overwrite(server_factory):
     c = srv.resp()
     check_all(c)
     assert c.call("DBSIZE") == nkeys
+
+
+def test_slow_device_standalone_says_so(server_factory):
+    """A standalone server whose device does not complete a flush within
+    replication-timeout answers the held write with an error that names the
+    cause (-TIMEOUT, the device), never -NOREPLICAS: it has no replicas. The
+    write is not reported as done, and once the flush completes it is there.
+    The device is slowed by the power-loss shim (every flush takes 1.5 s)."""
+    from ackcheck import shim_env
+    srv = server_factory(extra={"replication-timeout": "300"}, start=False)
+    srv.env = shim_env(srv, os.path.join(srv.dir, "durable.image"), sync_delay_ms=1500)
+    try:
+        srv.start()
+    finally:
+        srv.env = None
+    r = redis.Redis(port=srv.port, socket_timeout=30)
+    with pytest.raises(redis.exceptions.ResponseError) as ei:
+        r.set("slow", "v")
+    msg = str(ei.value)
+    assert "NOREPLICAS" not in msg and "flush" in msg, msg
+    # a read of it waits for the same flush (reads see durable data only)
+    def there():
+        try:
+            return r.get("slow") == b"v"
+        except redis.exceptions.ResponseError as e:
+            assert "NOREPLICAS" not in str(e), e
+            return False
+    assert wait_for(there, timeout=20.0)
+    r.close()

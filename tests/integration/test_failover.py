@@ -701,8 +701,19 @@ def test_randomized_faults(mcl):
     for _ in range(rounds):
         i = rng.randrange(3)
         nd = cl.nodes[i]
-        kind = rng.choice(["kill", "pause", "wipe"])
-        if kind == "pause":
+        kind = rng.choice(os.environ.get("ROWAN_FAULT_KINDS", "kill,pause,wipe,pause2").split(","))
+        if kind == "pause2":
+            # two nodes starved at once (what a CPU-starved machine does):
+            # both fail, the CM alone holds every shard, both rejoin
+            others = [j for j in range(3) if cl.nodes[j] is not cm_node(cl)] or [i]
+            for j in others:
+                os.kill(cl.nodes[j].pid, signal.SIGSTOP)
+                cl.nodes[j].stopped = True
+            time.sleep(rng.uniform(0.5, 3.0) * LEASE_MS / 100)
+            for j in others:
+                os.kill(cl.nodes[j].pid, signal.SIGCONT)
+                cl.nodes[j].stopped = False
+        elif kind == "pause":
             os.kill(nd.pid, signal.SIGSTOP)
             nd.stopped = True
             time.sleep(rng.uniform(0.1, 3.0) * LEASE_MS / 100)
