@@ -351,3 +351,18 @@ def test_ziplist_payloads_like_redis(r, ref):
         assert ref.restore(k, 0, p), k
         assert r.restore(k, 0, p), k
         assert contents(r, k) == contents(ref, k), k
+
+
+def test_hyperloglog_moves_both_ways(r, ref):
+    """An HLL is a string: its DUMP moves between Redis and Rowan and keeps
+    counting the same."""
+    ref.flushall()
+    ref.pfadd("h_sparse", *["a%d" % i for i in range(50)])
+    ref.pfadd("h_dense", *["b%d" % i for i in range(5000)])
+    for k in ("h_sparse", "h_dense"):
+        assert r.restore(k, 0, ref.dump(k))
+        assert r.pfcount(k) == ref.pfcount(k)
+        r.pfadd(k, "extra1", "extra2")
+        ref.pfadd(k, "extra1", "extra2")
+        assert ref.restore(k + ":back", 0, r.dump(k))
+        assert ref.pfcount(k + ":back") == ref.pfcount(k) == r.pfcount(k)
