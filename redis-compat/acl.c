@@ -151,6 +151,8 @@ static const struct { const char *cmd; uint32_t add, drop; } cat_fixes[] = {
     { "xread", B(C_BLOCKING), 0 }, { "xreadgroup", B(C_BLOCKING), 0 },
     { "eval_ro", 0, B(C_READ) }, { "evalsha_ro", 0, B(C_READ) },
     { "role", B(C_ADMIN) | B(C_DANGEROUS), 0 },
+    { "migrate", B(C_DANGEROUS), 0 }, { "restore", B(C_DANGEROUS), 0 },
+    { "restore-asking", B(C_DANGEROUS) | B(C_KEYSPACE), 0 },
 #undef B
 };
 

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <strings.h>
 #include "commands.h"
+#include "rdb.h"
 #include "config.h"
 #include "notify.h"
 #include "t_latency.h"
@@ -202,11 +203,13 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max) {
 /* XREAD and XREADGROUP name their keys after STREAMS, which no fixed
  * (firstkey, lastkey, step) describes (Redis: movablekeys). */
 int command_movable_keys(const struct rcommand *cmd) {
-    return cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand;
+    return cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand ||
+           cmd->proc == migrateCommand;
 }
 
 int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
                       const size_t *argvlen, int *idx, int max) {
+    if (cmd->proc == migrateCommand) return migrate_keys(argc, argv, argvlen, idx, max);
     if (command_movable_keys(cmd))
         return stream_read_keys(argc, argv, argvlen, idx, max);
     return command_keys(cmd, argc, idx, max);

@@ -30,8 +30,16 @@
  * inside EXEC), never the other way round.
  *
  * Context rule (RESP2): a client with subscriptions may only run
- * (P)SUBSCRIBE, (P)UNSUBSCRIBE, PING, QUIT and RESET; PING then answers
- * ["pong", arg]. RESP3 clients get push messages and may run anything. */
+ * (P|S)SUBSCRIBE, (P|S)UNSUBSCRIBE, PING, QUIT and RESET; PING then answers
+ * ["pong", arg]. RESP3 clients get push messages and may run anything.
+ *
+ * Sharded pub/sub (SSUBSCRIBE, SUNSUBSCRIBE, SPUBLISH, PUBSUB SHARD*) is
+ * the same machinery over a second channel table (shard_table) and a third
+ * list per client: shard channels are a namespace of their own, patterns
+ * never match them, messages are "smessage", and (S)SUBSCRIBE's counts are
+ * the client's shard channels alone, as in Redis 7.0. The command table
+ * gives the channels as key positions, so in a cluster they route by slot
+ * (-MOVED, -CROSSSLOT) exactly as Redis Cluster's slot rules say. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,9 +75,10 @@ typedef struct pattern {
 typedef struct pubsub_client {
     char **chans; size_t *chlens; int nch, capch;
     char **pats; size_t *patlens; int npat, cappat;
+    char **schans; size_t *schlens; int nsch, capsch;   /* shard channels */
     rbuf inbox;            /* records: u8 kind, then (u32 len, bytes) x 3; kinds: m message,
-                            * p pmessage, i/I invalidation (of a key / of all), l MONITOR
-                            * line, b tracking-redir-broken */
+                            * p pmessage, s smessage, i/I invalidation (of a key / of all),
+                            * l MONITOR line, b tracking-redir-broken */
     int queued;            /* on its worker's delivery list */
     int inbox_full;        /* a message was dropped: the inbox reached the limit */
 } pubsub_client;
@@ -90,9 +99,14 @@ typedef struct delivery {
     int captaken;
 } delivery;
 
+/* A channel name -> subscribers table: the plain one and the shard one. */
+typedef struct chtable {
+    channel **buckets;
+    size_t nbuckets, nchannels;
+} chtable;
+
 static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
-static channel **buckets;
-static size_t nbuckets, nchannels;
+static chtable plain_table, shard_table;
 static pattern *patterns;
 static int npatterns, cappatterns;
 static delivery *deliveries;
@@ -132,54 +146,54 @@ static void sublist_remove(sublist *l, client *c) {
     }
 }
 
-static channel *channel_find(const char *name, size_t len) {
-    if (!nbuckets) return NULL;
+static channel *channel_find(const chtable *t, const char *name, size_t len) {
+    if (!t->nbuckets) return NULL;
     uint64_t h = name_hash(name, len);
-    for (channel *ch = buckets[h & (nbuckets - 1)]; ch; ch = ch->next)
+    for (channel *ch = t->buckets[h & (t->nbuckets - 1)]; ch; ch = ch->next)
         if (ch->hash == h && same(ch->name, ch->len, name, len)) return ch;
     return NULL;
 }
 
-static void channels_grow(void) {
-    size_t n = nbuckets ? nbuckets * 2 : 64;
+static void channels_grow(chtable *t) {
+    size_t n = t->nbuckets ? t->nbuckets * 2 : 64;
     channel **b = calloc(n, sizeof(channel *));
-    for (size_t i = 0; i < nbuckets; i++) {
-        for (channel *ch = buckets[i], *next; ch; ch = next) {
+    for (size_t i = 0; i < t->nbuckets; i++) {
+        for (channel *ch = t->buckets[i], *next; ch; ch = next) {
             next = ch->next;
             ch->next = b[ch->hash & (n - 1)];
             b[ch->hash & (n - 1)] = ch;
         }
     }
-    free(buckets);
-    buckets = b;
-    nbuckets = n;
+    free(t->buckets);
+    t->buckets = b;
+    t->nbuckets = n;
 }
 
-static channel *channel_get(const char *name, size_t len) {
-    channel *ch = channel_find(name, len);
+static channel *channel_get(chtable *t, const char *name, size_t len) {
+    channel *ch = channel_find(t, name, len);
     if (ch) return ch;
-    if (nchannels >= nbuckets) channels_grow();
+    if (t->nchannels >= t->nbuckets) channels_grow(t);
     ch = calloc(1, sizeof(channel) + len + 1);
     ch->hash = name_hash(name, len);
     ch->len = len;
     memcpy(ch->name, name, len);
-    ch->next = buckets[ch->hash & (nbuckets - 1)];
-    buckets[ch->hash & (nbuckets - 1)] = ch;
-    nchannels++;
+    ch->next = t->buckets[ch->hash & (t->nbuckets - 1)];
+    t->buckets[ch->hash & (t->nbuckets - 1)] = ch;
+    t->nchannels++;
     return ch;
 }
 
-static void channel_unsubscribe(const char *name, size_t len, client *c) {
-    channel *ch = channel_find(name, len);
+static void channel_unsubscribe(chtable *t, const char *name, size_t len, client *c) {
+    channel *ch = channel_find(t, name, len);
     if (!ch) return;
     sublist_remove(&ch->subs, c);
     if (ch->subs.n) return;
-    channel **pp = &buckets[ch->hash & (nbuckets - 1)];
+    channel **pp = &t->buckets[ch->hash & (t->nbuckets - 1)];
     while (*pp != ch) pp = &(*pp)->next;
     *pp = ch->next;
     free(ch->subs.v);
     free(ch);
-    nchannels--;
+    t->nchannels--;
 }
 
 static pattern *pattern_find(const char *name, size_t len) {
@@ -239,6 +253,8 @@ static pubsub_client *ps_of(client *c) {
 int pubsub_channel_count(const client *c) { return c->ps ? c->ps->nch : 0; }
 int pubsub_pattern_count(const client *c) { return c->ps ? c->ps->npat : 0; }
 static int sub_count(const client *c) { return c->ps ? c->ps->nch + c->ps->npat : 0; }
+/* Any subscription at all (the RESP2 context rule). */
+static int any_sub(const client *c) { return c->ps && (c->ps->nch + c->ps->npat + c->ps->nsch) > 0; }
 
 static int list_find(char **names, size_t *lens, int n, const char *s, size_t len) {
     for (int i = 0; i < n; i++)
@@ -267,26 +283,29 @@ static void list_del(char **names, size_t *lens, int *n, int i) {
     (*n)--;
 }
 
-/* ["kind", name, count]: the answer to each (un)subscription. */
+/* ["kind", name, count]: the answer to each (un)subscription; a shard
+ * kind counts the shard channels only. */
 static void reply_sub(client *c, const char *kind, const char *name, size_t len, int has_name) {
     resp_add_push(&c->out, 3);
     resp_add_bulkstr(&c->out, kind);
     if (has_name) resp_add_bulk(&c->out, name, len);
     else resp_add_null(&c->out);
-    resp_add_int(&c->out, sub_count(c));
+    int sharded = !strcmp(kind, "ssubscribe") || !strcmp(kind, "sunsubscribe");
+    resp_add_int(&c->out, sharded ? c->ps->nsch : sub_count(c));
 }
 
 /* ---------------- delivery ---------------- */
 
-static void write_message(client *c, const char *pat, size_t plen, const char *ch, size_t clen,
-                          const char *msg, size_t mlen) {
-    if (pat) {
+/* kind: 'm' message, 'p' pmessage (pat set), 's' smessage. */
+static void write_message(client *c, char kind, const char *pat, size_t plen, const char *ch,
+                          size_t clen, const char *msg, size_t mlen) {
+    if (kind == 'p') {
         resp_add_push(&c->out, 4);
         resp_add_bulkstr(&c->out, "pmessage");
         resp_add_bulk(&c->out, pat, plen);
     } else {
         resp_add_push(&c->out, 3);
-        resp_add_bulkstr(&c->out, "message");
+        resp_add_bulkstr(&c->out, kind == 's' ? "smessage" : "message");
     }
     resp_add_bulk(&c->out, ch, clen);
     resp_add_bulk(&c->out, msg, mlen);
@@ -363,18 +382,19 @@ static void inbox_add(client *sub, char kind, const char *pat, size_t plen, cons
                       size_t clen, const char *msg, size_t mlen, char *wake);
 static void push_record(client *target, char kind, const char *s, size_t len);
 
-static void send_to(client *pub, client *sub, const char *pat, size_t plen, const char *ch,
-                    size_t clen, const char *msg, size_t mlen, char *wake) {
+/* kind: 'm' message, 'p' pmessage, 's' smessage. */
+static void send_to(client *pub, client *sub, char kind, const char *pat, size_t plen,
+                    const char *ch, size_t clen, const char *msg, size_t mlen, char *wake) {
     /* Written at once only when nothing waits in sub's inbox: a message
      * never overtakes an earlier one (a keyspace notification). */
     if (pub && sub->w == pub->w && sub != pub && !sub->ps->queued) {
         client_out_prepare(sub);
-        write_message(sub, pat, plen, ch, clen, msg, mlen);
+        write_message(sub, kind, pat, plen, ch, clen, msg, mlen);
         client_out_check(sub);
         worker_add_pending(sub->w, sub);
         return;
     }
-    inbox_add(sub, pat ? 'p' : 'm', pat, plen, ch, clen, msg, mlen, wake);
+    inbox_add(sub, kind, pat, plen, ch, clen, msg, mlen, wake);
 }
 
 /* Queue one record for sub's worker to write (ps_lock held). */
@@ -418,7 +438,7 @@ static void deliver_inbox(client *c, const rbuf *msgs, int full) {
         if (kind == 'i' || kind == 'I') write_invalidate(c, kind == 'i' ? ch : NULL, clen);
         else if (kind == 'l') write_line(c, ch, clen);
         else if (kind == 'b') write_redir_broken(c, ch, clen);
-        else write_message(c, kind == 'p' ? pat : NULL, plen, ch, clen, msg, mlen);
+        else write_message(c, kind, pat, plen, ch, clen, msg, mlen);
         client_out_write_some(c);
     }
     client_out_check(c);
@@ -454,10 +474,11 @@ void pubsub_deliver(worker *w) {
     }
 }
 
-void pubsub_counts(long long *channels, long long *patterns_n) {
+void pubsub_counts(long long *channels, long long *patterns_n, long long *shard_channels) {
     pthread_mutex_lock(&ps_lock);
-    *channels = (long long)nchannels;
+    *channels = (long long)plain_table.nchannels;
     *patterns_n = npatterns;
+    *shard_channels = (long long)shard_table.nchannels;
     pthread_mutex_unlock(&ps_lock);
 }
 
@@ -468,8 +489,12 @@ void pubsub_reset(client *c) {
     pthread_mutex_lock(&ps_lock);
     c->ps = NULL;   /* under the lock: pubsub_push_invalidate reads it there */
     for (int i = 0; i < ps->nch; i++) {
-        channel_unsubscribe(ps->chans[i], ps->chlens[i], c);
+        channel_unsubscribe(&plain_table, ps->chans[i], ps->chlens[i], c);
         free(ps->chans[i]);
+    }
+    for (int i = 0; i < ps->nsch; i++) {
+        channel_unsubscribe(&shard_table, ps->schans[i], ps->schlens[i], c);
+        free(ps->schans[i]);
     }
     for (int i = 0; i < ps->npat; i++) {
         pattern_unsubscribe(ps->pats[i], ps->patlens[i], c);
@@ -487,6 +512,8 @@ void pubsub_reset(client *c) {
     pthread_mutex_unlock(&ps_lock);
     free(ps->chans);
     free(ps->chlens);
+    free(ps->schans);
+    free(ps->schlens);
     free(ps->pats);
     free(ps->patlens);
     rbuf_free(&ps->inbox);
@@ -524,7 +551,7 @@ static void push_record(client *target, char kind, const char *s, size_t len) {
 /* ---------------- the context rule ---------------- */
 
 int pubsub_intercept(client *c) {
-    if (c->out.proto != 2 || sub_count(c) == 0) return 0;
+    if (c->out.proto != 2 || !any_sub(c)) return 0;
     static const char *const allowed[] = {"subscribe", "unsubscribe", "psubscribe",
                                           "punsubscribe", "ssubscribe", "sunsubscribe",
                                           "quit", "reset", NULL};
@@ -555,20 +582,27 @@ int pubsub_intercept(client *c) {
 
 /* ---------------- commands ---------------- */
 
-void subscribeCommand(client *c) {
+/* SUBSCRIBE / SSUBSCRIBE */
+static void subscribe_generic(client *c, int sharded) {
     pubsub_client *ps = ps_of(c);
+    char ***names = sharded ? &ps->schans : &ps->chans;
+    size_t **lens = sharded ? &ps->schlens : &ps->chlens;
+    int *n = sharded ? &ps->nsch : &ps->nch, *cap = sharded ? &ps->capsch : &ps->capch;
     for (int j = 1; j < c->argc; j++) {
         const char *ch = c->argv[j];
         size_t len = c->argvlen[j];
-        if (list_find(ps->chans, ps->chlens, ps->nch, ch, len) < 0) {
+        if (list_find(*names, *lens, *n, ch, len) < 0) {
             pthread_mutex_lock(&ps_lock);
-            sublist_add(&channel_get(ch, len)->subs, c);
-            list_add(&ps->chans, &ps->chlens, &ps->nch, &ps->capch, ch, len);
+            sublist_add(&channel_get(sharded ? &shard_table : &plain_table, ch, len)->subs, c);
+            list_add(names, lens, n, cap, ch, len);
             pthread_mutex_unlock(&ps_lock);
         }
-        reply_sub(c, "subscribe", ch, len, 1);
+        reply_sub(c, sharded ? "ssubscribe" : "subscribe", ch, len, 1);
     }
 }
+
+void subscribeCommand(client *c) { subscribe_generic(c, 0); }
+void ssubscribeCommand(client *c) { subscribe_generic(c, 1); }
 
 void psubscribeCommand(client *c) {
     pubsub_client *ps = ps_of(c);
@@ -585,13 +619,17 @@ void psubscribeCommand(client *c) {
     }
 }
 
-/* UNSUBSCRIBE / PUNSUBSCRIBE: the named ones, or all of them. */
+/* UNSUBSCRIBE / PUNSUBSCRIBE / SUNSUBSCRIBE (patterns_too 2): the named
+ * ones, or all of them. */
 static void unsubscribe_generic(client *c, int patterns_too) {
     pubsub_client *ps = ps_of(c);
-    char ***names = patterns_too ? &ps->pats : &ps->chans;
-    size_t **lens = patterns_too ? &ps->patlens : &ps->chlens;
-    int *n = patterns_too ? &ps->npat : &ps->nch;
-    const char *kind = patterns_too ? "punsubscribe" : "unsubscribe";
+    int sharded = patterns_too == 2;
+    if (sharded) patterns_too = 0;
+    chtable *t = sharded ? &shard_table : &plain_table;
+    char ***names = patterns_too ? &ps->pats : sharded ? &ps->schans : &ps->chans;
+    size_t **lens = patterns_too ? &ps->patlens : sharded ? &ps->schlens : &ps->chlens;
+    int *n = patterns_too ? &ps->npat : sharded ? &ps->nsch : &ps->nch;
+    const char *kind = patterns_too ? "punsubscribe" : sharded ? "sunsubscribe" : "unsubscribe";
     if (c->argc == 1) {
         if (*n == 0) {
             reply_sub(c, kind, NULL, 0, 0);
@@ -603,7 +641,7 @@ static void unsubscribe_generic(client *c, int patterns_too) {
             size_t len = (*lens)[i];
             pthread_mutex_lock(&ps_lock);
             if (patterns_too) pattern_unsubscribe(name, len, c);
-            else channel_unsubscribe(name, len, c);
+            else channel_unsubscribe(t, name, len, c);
             (*n)--;
             pthread_mutex_unlock(&ps_lock);
             reply_sub(c, kind, name, len, 1);
@@ -618,7 +656,7 @@ static void unsubscribe_generic(client *c, int patterns_too) {
         if (i >= 0) {
             pthread_mutex_lock(&ps_lock);
             if (patterns_too) pattern_unsubscribe(name, len, c);
-            else channel_unsubscribe(name, len, c);
+            else channel_unsubscribe(t, name, len, c);
             list_del(*names, *lens, n, i);
             pthread_mutex_unlock(&ps_lock);
         }
@@ -628,25 +666,29 @@ static void unsubscribe_generic(client *c, int patterns_too) {
 
 void unsubscribeCommand(client *c) { unsubscribe_generic(c, 0); }
 void punsubscribeCommand(client *c) { unsubscribe_generic(c, 1); }
+void sunsubscribeCommand(client *c) { unsubscribe_generic(c, 2); }
 
-long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen) {
+/* PUBLISH (sharded 0) or SPUBLISH (1): see pubsub_publish. */
+static long long publish_to(client *pub, int sharded, const char *ch, size_t clen, const char *msg,
+                            size_t mlen) {
     pthread_once(&deliveries_once, deliveries_init);
     char wakestack[64];
     char *wake = server.nworkers <= 64 ? wakestack : malloc((size_t)server.nworkers);
     memset(wake, 0, (size_t)server.nworkers);
     long long receivers = 0;
     pthread_mutex_lock(&ps_lock);
-    channel *chan = channel_find(ch, clen);
+    channel *chan = channel_find(sharded ? &shard_table : &plain_table, ch, clen);
     if (chan) {
         for (int i = 0; i < chan->subs.n; i++)
-            send_to(pub, chan->subs.v[i], NULL, 0, ch, clen, msg, mlen, wake);
+            send_to(pub, chan->subs.v[i], sharded ? 's' : 'm', NULL, 0, ch, clen, msg, mlen,
+                    wake);
         receivers += chan->subs.n;
     }
-    for (int p = 0; p < npatterns; p++) {
+    for (int p = 0; p < npatterns && !sharded; p++) {
         pattern *pat = &patterns[p];
         if (!stringmatchlen(pat->name, pat->len, ch, clen, 0)) continue;
         for (int i = 0; i < pat->subs.n; i++)
-            send_to(pub, pat->subs.v[i], pat->name, pat->len, ch, clen, msg, mlen, wake);
+            send_to(pub, pat->subs.v[i], 'p', pat->name, pat->len, ch, clen, msg, mlen, wake);
         receivers += pat->subs.n;
     }
     pthread_mutex_unlock(&ps_lock);
@@ -656,9 +698,18 @@ long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *m
     return receivers;
 }
 
-void publishCommand(client *c) {
-    resp_add_int(&c->out, pubsub_publish(c, c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]));
+long long pubsub_publish(client *pub, const char *ch, size_t clen, const char *msg, size_t mlen) {
+    return publish_to(pub, 0, ch, clen, msg, mlen);
 }
+
+void publishCommand(client *c) {
+    int sharded = c->cmd->proc == spublishCommand;
+    resp_add_int(&c->out, publish_to(c, sharded, c->argv[1], c->argvlen[1], c->argv[2],
+                                     c->argvlen[2]));
+}
+
+/* SPUBLISH: PUBLISH to the sharded table (publishCommand tells them apart). */
+void spublishCommand(client *c) { publishCommand(c); }
 
 /* ---------------- PUBSUB ---------------- */
 
@@ -673,9 +724,9 @@ static void pubsub_help(client *c) {
         "    Return the number of subscribers for the specified channels, excluding",
         "    pattern subscriptions(default: no channels).",
         "SHARDCHANNELS [<pattern>]",
-        "    Return the currently active shard level channels matching a <pattern> (default: '*').",
+        "    Return the currently active sharded level channels matching a <pattern> (default: '*').",
         "SHARDNUMSUB [<shardchannel> ...]",
-        "    Return the number of subscribers for the specified shard level channel(s)",
+        "    Return the number of subscribers for the specified sharded level channel(s)",
         "HELP",
         "    Print this help.",
         NULL,
@@ -686,13 +737,13 @@ static void pubsub_help(client *c) {
     for (int i = 0; i < n; i++) resp_add_simple(&c->out, lines[i]);
 }
 
-static void reply_channels(client *c, const char *pat, size_t plen) {
+static void reply_channels(client *c, const chtable *t, const char *pat, size_t plen) {
     rbuf names;
     rbuf_init(&names);
     long long n = 0;
     pthread_mutex_lock(&ps_lock);
-    for (size_t b = 0; b < nbuckets; b++) {
-        for (channel *ch = buckets[b]; ch; ch = ch->next) {
+    for (size_t b = 0; b < t->nbuckets; b++) {
+        for (channel *ch = t->buckets[b]; ch; ch = ch->next) {
             if (pat && !stringmatchlen(pat, plen, ch->name, ch->len, 0)) continue;
             inbox_put(&names, ch->name, ch->len);
             n++;
@@ -717,19 +768,16 @@ void pubsubCommand(client *c) {
         pubsub_help(c);
     } else if ((strcaseeqlen(sub, sublen, "channels") ||
                 (sharded = strcaseeqlen(sub, sublen, "shardchannels"))) && c->argc <= 3) {
-        if (sharded) resp_add_array(&c->out, 0);   /* no sharded pub/sub (yet) */
-        else reply_channels(c, c->argc == 3 ? c->argv[2] : NULL, c->argc == 3 ? c->argvlen[2] : 0);
+        reply_channels(c, sharded ? &shard_table : &plain_table, c->argc == 3 ? c->argv[2] : NULL,
+                       c->argc == 3 ? c->argvlen[2] : 0);
     } else if (strcaseeqlen(sub, sublen, "numsub") ||
                (sharded = strcaseeqlen(sub, sublen, "shardnumsub"))) {
         resp_add_array(&c->out, (long long)(c->argc - 2) * 2);
         for (int j = 2; j < c->argc; j++) {
-            long long n = 0;
-            if (!sharded) {
-                pthread_mutex_lock(&ps_lock);
-                channel *ch = channel_find(c->argv[j], c->argvlen[j]);
-                n = ch ? ch->subs.n : 0;
-                pthread_mutex_unlock(&ps_lock);
-            }
+            pthread_mutex_lock(&ps_lock);
+            channel *ch = channel_find(sharded ? &shard_table : &plain_table, c->argv[j], c->argvlen[j]);
+            long long n = ch ? ch->subs.n : 0;
+            pthread_mutex_unlock(&ps_lock);
             resp_add_bulk(&c->out, c->argv[j], c->argvlen[j]);
             resp_add_int(&c->out, n);
         }
@@ -760,9 +808,12 @@ void pubsub_foreach_subscription(void (*fn)(void *arg, client *c, const char *na
                                             int is_pattern),
                                  void *arg) {
     pthread_mutex_lock(&ps_lock);
-    for (size_t b = 0; b < nbuckets; b++)
-        for (channel *ch = buckets[b]; ch; ch = ch->next)
-            for (int i = 0; i < ch->subs.n; i++) fn(arg, ch->subs.v[i], ch->name, ch->len, 0);
+    for (int t = 0; t < 2; t++) {
+        const chtable *tab = t ? &shard_table : &plain_table;
+        for (size_t b = 0; b < tab->nbuckets; b++)
+            for (channel *ch = tab->buckets[b]; ch; ch = ch->next)
+                for (int i = 0; i < ch->subs.n; i++) fn(arg, ch->subs.v[i], ch->name, ch->len, 0);
+    }
     for (int p = 0; p < npatterns; p++)
         for (int i = 0; i < patterns[p].subs.n; i++)
             fn(arg, patterns[p].subs.v[i], patterns[p].name, patterns[p].len, 1);

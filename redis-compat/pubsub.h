@@ -22,8 +22,8 @@ void pubsub_reset(client *c);
 /* Worker's before_sleep: write the messages published to w's clients by
  * other workers since the last round. */
 void pubsub_deliver(struct worker *w);
-/* Channels and patterns with subscribers (INFO pubsub_channels / _patterns). */
-void pubsub_counts(long long *channels, long long *patterns);
+/* Channels, patterns and shard channels with subscribers (INFO pubsub_*). */
+void pubsub_counts(long long *channels, long long *patterns, long long *shard_channels);
 /* Subscriptions of c (CLIENT LIST sub= / psub=). */
 int pubsub_channel_count(const client *c);
 int pubsub_pattern_count(const client *c);
@@ -55,5 +55,8 @@ void psubscribeCommand(client *c);
 void punsubscribeCommand(client *c);
 void publishCommand(client *c);
 void pubsubCommand(client *c);
+void ssubscribeCommand(client *c);
+void sunsubscribeCommand(client *c);
+void spublishCommand(client *c);
 
 #endif

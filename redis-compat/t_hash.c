@@ -20,6 +20,16 @@
  * once it has exceeded either (and from then on, as Redis never converts
  * back). The structure itself is always the dict.
  *
+ * Field order: while the hash is "listpack"-sized, Redis keeps fields in
+ * insertion order (an update keeps a field's place; a deleted field that
+ * comes back goes last) and HGETALL/HKEYS/HVALS/HSCAN/HRANDFIELD list them
+ * so; clients depend on it. Such a hash also keeps its field names in an
+ * array in that order (order/nord), dropped for good when it turns "big".
+ * Every walk goes through hash_foreach, which follows the array when there
+ * is one. Order is state only apply and load change, so the live path,
+ * recovery and replicas agree; the snapshot lists fields in that order so
+ * a reload, COPY or RENAME keeps it (digests ignore order).
+ *
  * Replies, error texts and the order of checks follow Redis 7.2. */
 #include <ctype.h>
 #include <errno.h>
@@ -47,7 +57,57 @@
 typedef struct hashobj {
     dict *d;
     int big;    /* would be a hashtable in Redis (sticky) */
+    /* field names in insertion order while !big (see the top comment) */
+    char **order;
+    uint32_t *ordlen;   /* !big: every field is at most HASH_LP_VALUE bytes */
+    size_t nord, capord;
 } hashobj;
+
+static void order_free(hashobj *h) {
+    for (size_t i = 0; i < h->nord; i++) free(h->order[i]);
+    free(h->order);
+    free(h->ordlen);
+    h->order = NULL;
+    h->ordlen = NULL;
+    h->nord = h->capord = 0;
+}
+
+static void order_add(hashobj *h, const char *f, size_t flen) {
+    if (h->nord == h->capord) {
+        h->capord = h->capord ? h->capord * 2 : 8;
+        h->order = realloc(h->order, h->capord * sizeof(*h->order));
+        h->ordlen = realloc(h->ordlen, h->capord * sizeof(*h->ordlen));
+        if (!h->order || !h->ordlen) abort();
+    }
+    char *copy = malloc(flen ? flen : 1);
+    if (!copy) abort();
+    memcpy(copy, f, flen);
+    h->order[h->nord] = copy;
+    h->ordlen[h->nord++] = (uint32_t)flen;
+}
+
+static void order_del(hashobj *h, const char *f, size_t flen) {
+    for (size_t i = 0; i < h->nord; i++) {
+        if (h->ordlen[i] != flen || memcmp(h->order[i], f, flen)) continue;
+        free(h->order[i]);
+        memmove(h->order + i, h->order + i + 1, (h->nord - i - 1) * sizeof(*h->order));
+        memmove(h->ordlen + i, h->ordlen + i + 1, (h->nord - i - 1) * sizeof(*h->ordlen));
+        h->nord--;
+        return;
+    }
+}
+
+/* Visit every field: insertion order while small, else the dict's. */
+static void hash_foreach(const hashobj *h, dict_iter_fn fn, void *arg) {
+    if (h->big) {
+        dict_foreach(h->d, fn, arg);
+        return;
+    }
+    for (size_t i = 0; i < h->nord; i++) {
+        const dict_entry *e = dict_find(h->d, h->order[i], h->ordlen[i]);
+        if (e && fn(arg, e)) return;
+    }
+}
 
 /* ---------------- the class ---------------- */
 
@@ -60,14 +120,17 @@ static void *hash_create(void) {
 
 static void hash_destroy(void *data) {
     hashobj *h = data;
+    order_free(h);
     dict_free(h->d);
     free(h);
 }
 
 static void hash_put(hashobj *h, const char *f, size_t flen, const char *v, size_t vlen) {
-    dict_set(h->d, f, flen, v, vlen);
+    int added = dict_set(h->d, f, flen, v, vlen);
     if (flen > HASH_LP_VALUE || vlen > HASH_LP_VALUE || dict_size(h->d) > HASH_LP_ENTRIES)
         h->big = 1;
+    if (h->big) order_free(h);
+    else if (added) order_add(h, f, flen);
 }
 
 static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
@@ -81,7 +144,7 @@ static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
         return 0;
     }
     case HASH_OP_DEL:
-        dict_del(h->d, arg, len);
+        if (dict_del(h->d, arg, len) && !h->big) order_del(h, arg, len);
         return 0;
     default:
         return -1;
@@ -102,7 +165,7 @@ static void hash_snapshot(const void *data, rbuf *out) {
     unsigned char big = (unsigned char)h->big;
     rbuf_append(out, &big, 1);
     obj_put_u32(out, (uint32_t)dict_size(h->d));
-    dict_foreach(h->d, snap_fn, out);
+    hash_foreach(h, snap_fn, out);
 }
 
 static void *hash_load(const char *buf, size_t len) {
@@ -144,11 +207,24 @@ static const char *hash_encoding(const void *data) {
 }
 
 static size_t hash_memory(const void *data) {
-    return sizeof(hashobj) + dict_mem_bytes(((const hashobj *)data)->d);
+    const hashobj *h = data;
+    size_t n = sizeof(hashobj) + dict_mem_bytes(h->d) +
+               h->capord * (sizeof(char *) + sizeof(*h->ordlen));
+    for (size_t i = 0; i < h->nord; i++) n += h->ordlen[i];
+    return n;
+}
+
+typedef struct pair_ctx { obj_elem_fn fn; void *arg; } pair_ctx;
+
+static int pair_fn(void *arg, const dict_entry *e) {
+    pair_ctx *p = arg;
+    p->fn(p->arg, e->key, e->klen, e->vlen ? e->val : "", e->vlen);
+    return 0;
 }
 
 static void hash_elements(const void *data, obj_elem_fn fn, void *arg) {
-    dict_foreach_pair(((const hashobj *)data)->d, fn, arg);
+    pair_ctx p = {fn, arg};
+    hash_foreach(data, pair_fn, &p);
 }
 
 static const obj_class hash_class = {
@@ -442,7 +518,7 @@ static void getall_generic(client *c, int what) {
     long long n = (long long)hsize(h);
     if (what == (WANT_KEYS | WANT_VALS)) resp_add_map(&c->out, n);
     else resp_add_array(&c->out, n);
-    if (h) dict_foreach(h->d, getall_fn, &g);
+    if (h) hash_foreach(h, getall_fn, &g);
 }
 
 void hgetallCommand(client *c) { getall_generic(c, WANT_KEYS | WANT_VALS); }
@@ -518,11 +594,11 @@ static void hrandfield_count(client *c, long long count, int withvalues) {
             /* RESP3: each pair is its own two-element array. */
             const dict_entry **all = malloc(sizeof(*all) * size), **p = all;
             if (!all) abort();
-            dict_foreach(h->d, collect_fn, &p);
+            hash_foreach(h, collect_fn, &p);
             for (size_t i = 0; i < size; i++) add_pair(c, all[i], 1);
             free(all);
         } else {
-            dict_foreach(h->d, getall_fn, &g);
+            hash_foreach(h, getall_fn, &g);
         }
         return;
     }
@@ -617,7 +693,7 @@ void hscanCommand(client *c) {
     c->out.b = tmp;
     if (!h->big) {
         /* Like Redis's listpack encoding: everything in one call. */
-        dict_foreach(h->d, hscan_all_fn, &s);
+        hash_foreach(h, hscan_all_fn, &s);
         cursor = 0;
     } else {
         cursor = dict_scan(h->d, cursor, count, hscan_fn, &s);

@@ -205,9 +205,9 @@ void objectCommand(client *c) {
         reply_sub_arity(c, "object");
         return;
     }
-    /* FREQ and IDLETIME must not count as an access (Redis's NOTOUCH). */
-    int found = sub == 1 || sub == 2 ? db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v)
-                                     : db_lookup(&c->x, c->db, c->argv[2], c->argvlen[2], &v);
+    /* No subcommand counts as an access or raises "keymiss" (Redis looks
+     * the key up with NOTOUCH | NONOTIFY for all of them). */
+    int found = db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v);
     if (!found) {
         resp_add_null(&c->out);
         return;

@@ -718,10 +718,10 @@ static void info_stats(rbuf *b)
                  stat_get(&server.stat.evicted_keys), stat_get(&server.stat.evicted_clients));
     rbuf_appendf(b, "keyspace_hits:%lld\r\n", stat_get(&server.stat.keyspace_hits));
     rbuf_appendf(b, "keyspace_misses:%lld\r\n", stat_get(&server.stat.keyspace_misses));
-    long long chans, pats, tkeys, titems, tprefixes;
-    pubsub_counts(&chans, &pats);
-    rbuf_appendf(b, "pubsub_channels:%lld\r\npubsub_patterns:%lld\r\npubsubshard_channels:0\r\n",
-                 chans, pats);
+    long long chans, pats, schans, tkeys, titems, tprefixes;
+    pubsub_counts(&chans, &pats, &schans);
+    rbuf_appendf(b, "pubsub_channels:%lld\r\npubsub_patterns:%lld\r\npubsubshard_channels:%lld\r\n",
+                 chans, pats, schans);
     tracking_stats(&tkeys, &titems, &tprefixes);
     rbuf_appendf(b, "tracking_total_keys:%lld\r\ntracking_total_items:%lld\r\n"
                  "tracking_total_prefixes:%lld\r\n", tkeys, titems, tprefixes);

@@ -1,0 +1,37 @@
+/* rdb.h -- values in Redis 7.0's RDB object serialization (DUMP/RESTORE).
+ *
+ * A DUMP payload is: u8 RDB object type, the object's serialization, the
+ * RDB version (u16 little endian, 10 for Redis 7.0), then the CRC64 (Jones
+ * polynomial, reflected, as Redis computes it) of everything before it, as
+ * u64 little endian. rdb.c writes and reads that format; t_dump.c holds
+ * the commands. */
+#ifndef ROWAN_RDB_H
+#define ROWAN_RDB_H
+#include <stddef.h>
+#include <stdint.h>
+#include "db.h"
+#include "object.h"
+#include "resp.h"
+
+#define RDB_VERSION 10   /* what Redis 7.0 writes and the newest it reads */
+
+/* Redis's CRC64 (crc64("123456789") = 0xe9c6d914c4b8d9ca). */
+uint64_t rdb_crc64(uint64_t crc, const void *p, size_t len);
+
+/* Append v's DUMP payload (type, object, version, CRC) to out. */
+void rdb_dump_value(const db_val *v, rbuf *out);
+
+/* 0 if the payload's version is one we read and its CRC matches, else -1
+ * (Redis: "ERR DUMP payload version or checksum are wrong"). */
+int rdb_verify_payload(const char *p, size_t len);
+
+/* Decode a verified payload. A string: returns OBJ_STRING with its bytes in
+ * *str (appended). A collection: returns its type with a new private object
+ * in *obj (obj_free it). -1 if the object is malformed, empty, or of a type
+ * we do not read (Redis: "ERR Bad data format"). */
+int rdb_load_value(const char *p, size_t len, rbuf *str, robj **obj);
+
+/* t_dump.c: MIGRATE's key positions (argv[3], or those after KEYS). */
+int migrate_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
+
+#endif
