@@ -38,7 +38,8 @@ LDFLAGS += $(SAN) -pthread
 # -lmlx5: rdma/transport_verbs.c queries mlx5dv for a striding (multi-packet) RQ.
 # -lcrypto: HMAC-SHA256 of the peer handshake (src/peer_auth.c).
 # -lsystemd: sd_notify for `supervised systemd` (src/daemon.c).
-LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lcrypto -lzookeeper_mt \
+# -lssl: TLS for clients (src/tls.c, src/conn.c).
+LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lssl -lcrypto -lzookeeper_mt \
            -lsystemd -lm
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 

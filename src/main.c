@@ -254,8 +254,12 @@ int main(int argc, char **argv) {
         member_start();
         loading_end();
         serverLog(LL_NOTICE, "Server initialized");
-        serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
-                  server.cfg.port);
+        if (server.cfg.port > 0)
+            serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
+                      server.cfg.port);
+        if (server.cfg.tls_port > 0)
+            serverLog(LL_NOTICE, "Ready to accept connections tls on %s:%d", server.cfg.bind,
+                      server.cfg.tls_port);
         daemon_notify("STATUS=Ready to accept connections\n");
         daemon_notify("READY=1\n");
     }
