@@ -368,6 +368,8 @@ def _reused(certs, port):
     return r
 
 
+@pytest.mark.rowan_only("redis-server 7.0 sets no session id context: a resumed handshake "
+                        "with client certificates fails with an internal error alert")
 def test_session_caching(server_factory, certs):
     srv, tport = start_tls(server_factory, certs)
     assert _reused(certs, tport) is True
@@ -425,7 +427,7 @@ def test_kill9_durability_over_tls(server_factory, certs):
 
 # ---------------------------------------------------------------- CONFIG SET
 
-def test_config_set_rebuilds_the_context(server_factory, certs):
+def test_config_set_rebuilds_the_context(server_factory, certs, target):
     srv, tport = start_tls(server_factory, certs)
     c = tls_client(certs, tport)
     assert refused(lambda: tls_client(certs, tport, client_cert=False).ping())
@@ -446,5 +448,6 @@ def test_config_set_rebuilds_the_context(server_factory, certs):
     assert c.config_get("tls-protocols") == {"tls-protocols": "TLSv1.2"}
     assert c.ping()                               # the old connection goes on
     assert tls_client(certs, tport, client_cert=False).ping()
-    with pytest.raises(redis.exceptions.ResponseError):
-        c.config_set("tls-port", str(free_port()))   # fixed at start, like port
+    if target == "rowan":   # fixed at start, like port (README: differs on purpose)
+        with pytest.raises(redis.exceptions.ResponseError):
+            c.config_set("tls-port", str(free_port()))
