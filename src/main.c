@@ -42,6 +42,7 @@
 #include "server.h"
 #include "shard.h"
 #include "syncer.h"
+#include "tls.h"
 #include "util.h"
 #include "worker.h"
 
@@ -121,6 +122,9 @@ static void configure(int argc, char **argv) {
 /* Bind every port this server listens on (see the file comment, step 3). */
 static void open_listeners(void) {
     char err[512];
+    /* TLS first: a bad certificate or key stops the server with its reason. */
+    if (server.cfg.tls_port > 0 && tls_configure(err, sizeof(err)) != 0)
+        die("Failed to configure TLS: %s", err);
     if (workers_listen(err, sizeof(err)) != 0) {
         serverLog(LL_WARNING, "Warning: %s", err);
         fprintf(stderr, "%s\n", err);

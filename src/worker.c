@@ -41,7 +41,6 @@
 #include <sys/socket.h>
 #include <event2/listener.h>
 #include <event2/thread.h>
-#include "tls.h"
 #include "worker.h"
 #include "clean.h"
 #include "listen.h"
@@ -385,15 +384,10 @@ static int listen_port(int port, int tls, char *err, size_t errlen) {
     return rc;
 }
 
-/* port 0 opens no plain TCP listener, tls-port 0 no TLS one (Redis). */
+/* port 0 opens no plain TCP listener, tls-port 0 no TLS one (Redis); a TLS
+ * one needs tls_configure() done. */
 int workers_listen(char *err, size_t errlen) {
     int rc = 0;
-    if (server.cfg.tls_port > 0 && tls_configure(err, errlen) != 0) {
-        char why[400];
-        snprintf(why, sizeof(why), "%s", err);
-        snprintf(err, errlen, "Failed to configure TLS: %s", why);
-        return -1;
-    }
     if (server.cfg.port > 0) rc = listen_port(server.cfg.port, 0, err, errlen);
     if (rc == 0 && server.cfg.tls_port > 0) rc = listen_port(server.cfg.tls_port, 1, err, errlen);
     if (rc == 0 && nlisten == 0) {

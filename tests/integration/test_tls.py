@@ -313,6 +313,44 @@ def test_large_values_and_pipelines(server_factory, certs):
     assert_serving(srv, certs, tport)
 
 
+def test_slow_reader_gets_every_byte(server_factory, certs):
+    """Replies far beyond the socket buffers, taken in small slow reads:
+    SSL_write hits WANT_WRITE again and again while the output buffer grows
+    and is compacted under it (ACCEPT_MOVING_WRITE_BUFFER)."""
+    srv, tport = start_tls(server_factory, certs)
+    c = tls_client(certs, tport)
+    val = os.urandom(300 * 1024)
+    assert c.set("v", val)
+    s = ssl_connect(ssl_context(certs), tport)
+    n = 40
+    s.sendall(b"*2\r\n$3\r\nGET\r\n$1\r\nv\r\n" * n)
+    want = (b"$%d\r\n" % len(val) + val + b"\r\n") * n
+    got = bytearray()
+    reads = 0
+    while len(got) < len(want):
+        chunk = s.recv(7000)
+        assert chunk
+        got += chunk
+        reads += 1
+        if reads % 200 == 0:
+            time.sleep(0.05)
+            assert c.ping()        # others are served meanwhile
+    assert bytes(got) == want
+    s.close()
+    assert_serving(srv, certs, tport)
+
+
+@pytest.mark.rowan_only("Redis writes its refusal line inside TLS after the handshake")
+def test_maxclients_refusal_on_tls_port(server_factory, certs):
+    srv, tport = start_tls(server_factory, certs)
+    plain = redis.Redis(port=srv.port)
+    n = plain.info("clients")["connected_clients"]
+    assert plain.config_set("maxclients", n)
+    assert refused(lambda: tls_client(certs, tport).ping())
+    assert plain.config_set("maxclients", 10000)
+    assert_serving(srv, certs, tport)
+
+
 def test_many_clients_at_once(server_factory, certs):
     srv, tport = start_tls(server_factory, certs)
     clients = [tls_client(certs, tport) for _ in range(40)]
