@@ -40,7 +40,8 @@ LDFLAGS += $(SAN) -pthread
 # Lua 5.1 with Debian's cjson and bit modules: scripting (redis-compat/t_script.c).
 LUA_LIBS := -llua5.1 -llua5.1-cjson -llua5.1-bitop
 # -lsystemd: sd_notify for `supervised systemd` (src/daemon.c).
-LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lcrypto -lzookeeper_mt \
+# -lssl: TLS for clients (src/tls.c, src/conn.c).
+LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lssl -lcrypto -lzookeeper_mt \
            -lsystemd -lm $(LUA_LIBS)
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <event2/event.h>
+#include "conn.h"
 #include "resp.h"
 #include "db.h"
 
@@ -42,7 +43,7 @@ typedef struct held_reply {
 
 typedef struct client {
     uint64_t id;
-    int fd;
+    conn conn;              /* the socket, plain or TLS (conn.h) */
     struct worker *w;
     struct event *ev_read, *ev_write;
     char addr[64];          /* ip:port of the peer */

@@ -163,7 +163,7 @@ void client_info_line(client *c, rbuf *out) {
         "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
         "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=%lld resp=%d lib-name=%s "
         "lib-ver=%s",
-        (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
+        (unsigned long long)c->id, c->addr, c->laddr, c->conn.fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
         c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
@@ -201,10 +201,14 @@ static int is_loopback(const struct sockaddr *sa) {
     return 1; /* unix sockets */
 }
 
-/* Refuse a connection with one error line, as Redis does before any command. */
-static void refuse(int fd, const char *msg) {
-    ssize_t n = write(fd, msg, strlen(msg));
-    (void)n;
+/* Refuse a connection with one error line, as Redis does before any
+ * command. A TLS connection is just closed: the line could only be sent
+ * after a handshake, which a refused client does not get. */
+static void refuse(int fd, int tls, const char *msg) {
+    if (!tls) {
+        ssize_t n = write(fd, msg, strlen(msg));
+        (void)n;
+    }
     close(fd);
 }
 
@@ -238,15 +242,21 @@ static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     return NULL;
 }
 
-void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
+void client_accept(worker *w, int fd, int tls, struct sockaddr *sa, int salen) {
     if (atomic_load(&server.connected_clients) >= server.cfg.maxclients) {
         atomic_fetch_add(&server.stat.rejected_conn, 1);
-        refuse(fd, "-ERR max number of clients reached\r\n");
+        refuse(fd, tls, "-ERR max number of clients reached\r\n");
         return;
     }
     if (server.cfg.protected_mode && no_password() && !is_loopback(sa)) {
         atomic_fetch_add(&server.stat.rejected_conn, 1);
-        refuse(fd, protected_msg);
+        refuse(fd, tls, protected_msg);
+        return;
+    }
+    conn cn;
+    if (conn_accept(&cn, fd, tls) != 0) {
+        serverLog(LL_WARNING, "Error accepting a TLS client connection: out of memory");
+        refuse(fd, tls, "");
         return;
     }
     evutil_make_socket_nonblocking(fd);
@@ -256,7 +266,7 @@ void client_accept(worker *w, int fd, struct sockaddr *sa, int salen) {
 
     client *c = calloc(1, sizeof(*c));
     c->id = atomic_fetch_add(&server.next_client_id, 1) + 1;
-    c->fd = fd;
+    c->conn = cn;
     c->w = w;
     c->is_local = is_loopback(sa);
     sockaddr_string(sa, c->addr, sizeof(c->addr));
@@ -672,14 +682,20 @@ void blocking_client_resume(client *c) { client_process_input(c); }
 
 static void read_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
+    (void)fd;
     if (atomic_load(&c->killed)) return;   /* freed at the end of this round */
+    /* TLS: a write that waited for the socket to be readable goes on. */
+    if (c->conn.want & CONN_WRITE_WANTS_READ) worker_add_pending(c->w, c);
     /* Commands back-pressure left run first (resume_commands woke us). */
     if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c)) client_process_input(c);
     if (c->flags & CLIENT_INPUT_EOF) return;
     rbuf_reserve(&c->qbuf, READ_CHUNK);
-    ssize_t n = read(fd, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
+    ssize_t n = conn_read(&c->conn, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
     if (n <= 0) {
-        if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+            if (c->conn.want & CONN_READ_WANTS_WRITE) event_add(c->ev_write, NULL);
+            return;
+        }
         if (n == 0 && (c->flags & CLIENT_INPUT_LEFT)) {
             /* The client wrote its last command (and shut its side down)
              * before reading its replies: the commands it sent still run,
@@ -701,6 +717,9 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
         client_free(c);
         return;
     }
+    /* TLS: bytes already decrypted wait in OpenSSL, not on the socket, so
+     * no read event would come for them: read again in the next round. */
+    if (conn_pending(&c->conn) > 0) event_active(c->ev_read, EV_READ, 0);
     client_process_input(c);
 }
 
@@ -728,11 +747,12 @@ static void compact_output(client *c) {
 static int write_out(client *c) {
     size_t end = sendable_end(c);
     while (c->sent < end) {
-        ssize_t n = write(c->fd, c->out.b.buf + c->sent, end - c->sent);
+        ssize_t n = conn_write(&c->conn, c->out.b.buf + c->sent, end - c->sent);
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN) {
-                event_add(c->ev_write, NULL);
+                /* TLS may need the socket readable instead: read_cb resumes. */
+                if (!(c->conn.want & CONN_WRITE_WANTS_READ)) event_add(c->ev_write, NULL);
                 return 0;
             }
             return -1;
@@ -815,6 +835,8 @@ int client_flush(client *c) {
 
 static void write_cb(evutil_socket_t fd, short what, void *arg) {
     client *c = arg;
+    /* TLS: a read that waited for the socket to be writable goes on. */
+    if (c->conn.want & CONN_READ_WANTS_WRITE) event_active(c->ev_read, EV_READ, 0);
     if (client_flush(c) == 1) worker_add_pending(c->w, c);
 }
 
@@ -965,7 +987,7 @@ static void client_free(client *c) {
     registry_remove(w, c);
     event_free(c->ev_read);
     event_free(c->ev_write);
-    close(c->fd);
+    conn_close(&c->conn);
     while (c->nheld) held_pop(c);
     free(c->held);
     rbuf_free(&c->qbuf);

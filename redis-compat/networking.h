@@ -5,8 +5,8 @@
 #include "client.h"
 
 struct worker;
-/* A new connection accepted by worker w. */
-void client_accept(struct worker *w, int fd, struct sockaddr *sa, int salen);
+/* A new connection accepted by worker w (tls: on a tls-port socket). */
+void client_accept(struct worker *w, int fd, int tls, struct sockaddr *sa, int salen);
 /* Release held replies that became durable and write what may be sent.
  * Returns 1 if replies are still held, 0 otherwise (the client may have been
  * freed: do not touch it after a 0 from a closed client). */

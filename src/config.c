@@ -57,6 +57,7 @@
 #include "config.h"
 #include "daemon.h"
 #include "server.h"
+#include "tls.h"
 #include "util.h"
 
 /* ------------------------------------------------------------------------ */
@@ -259,11 +260,28 @@ static const struct option options[] = {
     { "enable-protected-configs", T_ENUM, CFG(enable_protected_configs), OPT_IMMUTABLE, 0, 0, "no", protected_action_names, NULL },
     { "enable-debug-command", T_ENUM, CFG(enable_debug_command), OPT_IMMUTABLE, 0, 0, "no", protected_action_names, NULL },
     { "enable-module-command", T_ENUM, CFG(enable_module_command), OPT_IMMUTABLE, 0, 0, "no", protected_action_names, NULL },
+    /* TLS for clients (tls.c): CONFIG SET rebuilds the context (see
+     * config_set_many); tls-port is fixed at start like port and bind. */
+    { "tls-auth-clients", T_ENUM, CFG(tls_auth_clients), 0, 0, 0, "yes", tls_auth_clients_names, NULL },
+    { "tls-ca-cert-dir", T_STR, CFG(tls_ca_cert_dir), 0, 0, 0, "", NULL, NULL },
+    { "tls-ca-cert-file", T_STR, CFG(tls_ca_cert_file), 0, 0, 0, "", NULL, NULL },
+    { "tls-cert-file", T_STR, CFG(tls_cert_file), 0, 0, 0, "", NULL, NULL },
+    { "tls-ciphers", T_STR, CFG(tls_ciphers), 0, 0, 0, "", NULL, NULL },
+    { "tls-ciphersuites", T_STR, CFG(tls_ciphersuites), 0, 0, 0, "", NULL, NULL },
+    { "tls-dh-params-file", T_STR, CFG(tls_dh_params_file), 0, 0, 0, "", NULL, NULL },
+    { "tls-key-file", T_STR, CFG(tls_key_file), 0, 0, 0, "", NULL, NULL },
+    { "tls-key-file-pass", T_STR, CFG(tls_key_file_pass), 0, 0, 0, "", NULL, NULL },
+    { "tls-port", T_INT, CFG(tls_port), OPT_IMMUTABLE, 0, 65535, "0", NULL, NULL },
+    { "tls-prefer-server-ciphers", T_BOOL, CFG(tls_prefer_server_ciphers), 0, 0, 1, "no", NULL, NULL },
+    { "tls-protocols", T_STR, CFG(tls_protocols), 0, 0, 0, "", NULL, NULL },
+    { "tls-session-cache-size", T_INT, CFG(tls_session_cache_size), 0, 0, INT_MAX, "20480", NULL, NULL },
+    { "tls-session-cache-timeout", T_INT, CFG(tls_session_cache_timeout), 0, 0, INT_MAX, "300", NULL, NULL },
+    { "tls-session-caching", T_BOOL, CFG(tls_session_caching), 0, 0, 1, "yes", NULL, NULL },
     /* Redis 7.0 directives accepted with Redis's syntax and checks, shown by
      * CONFIG GET and kept by CONFIG REWRITE, with no effect: Rowan persists
      * every write in its pool before acknowledging it (save, appendonly and
      * the rdb/aof tuning), replicates its own way (replicaof, repl-*), has
-     * its own cluster protocol and threads, and no TLS, unix socket, syslog
+     * its own cluster protocol and threads, and no TLS between nodes, unix socket, syslog
      * or jemalloc. README lists them with the reason. */
     { "save", T_SAVE, NOOP, OPT_NOEFFECT | OPT_MULTIARG, 0, 0, "3600 1 300 100 60 10000", NULL, NULL },
     { "replicaof", T_REPLICAOF, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT | OPT_MULTIARG, 0, 0, "", NULL, NULL },
@@ -370,26 +388,11 @@ static const struct option options[] = {
     { "syslog-enabled", T_BOOL, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
     { "syslog-facility", T_ENUM, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "local0", syslog_facility_names, NULL },
     { "syslog-ident", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "redis", NULL, NULL },
-    { "tls-auth-clients", T_ENUM, NOOP, OPT_NOEFFECT, 0, 0, "yes", tls_auth_clients_names, NULL },
-    { "tls-ca-cert-dir", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-ca-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-ciphers", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-ciphersuites", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-client-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-client-key-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-client-key-file-pass", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-cluster", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
-    { "tls-dh-params-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-key-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-key-file-pass", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-port", T_INT, NOOP, OPT_NOEFFECT, 0, 65535, "0", NULL, NULL },
-    { "tls-prefer-server-ciphers", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
-    { "tls-protocols", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-replication", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
-    { "tls-session-cache-size", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "20480", NULL, NULL },
-    { "tls-session-cache-timeout", T_INT, NOOP, OPT_NOEFFECT, 0, INT_MAX, "300", NULL, NULL },
-    { "tls-session-caching", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "yes", NULL, NULL },
     { "tracking-table-max-keys", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "1000000", NULL, NULL },
     { "unixsocket", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     /* streams (redis-compat/t_stream.c): when XADD starts a new node, which
@@ -1302,8 +1305,33 @@ int config_set_many(int n, const char *const *names, const char *const *values,
             goto unlock;
         }
     }
+    /* TLS options apply by rebuilding the TLS context (tls.c); if that
+     * fails, as in Redis, nothing changes: the old values are put back. */
+    const char *tls_name = NULL;
+    char **old = NULL;
+    for (int i = 0; i < n && !tls_name; i++)
+        if (!strncmp(found[i]->name, "tls-", 4) && !(found[i]->flags & OPT_NOEFFECT))
+            tls_name = names[i];
+    if (tls_name && (old = calloc((size_t)n, sizeof(*old)))) {
+        char buf[512];
+        for (int i = 0; i < n; i++) old[i] = strdup(opt_render(found[i], buf, sizeof(buf)));
+    }
     for (int i = 0; i < n; i++) opt_store(found[i], &vals[i], 1);
     rc = 0;
+    char why[512];
+    if (tls_name && tls_reconfigure(why, sizeof(why)) != 0) {
+        serverLog(LL_WARNING, "Unable to update TLS configuration: %s", why);
+        for (int i = 0; old && i < n; i++) {
+            struct optval v;
+            if (old[i] && opt_parse(found[i], old[i], &v, why, sizeof(why)) == 0)
+                opt_store(found[i], &v, 1);
+        }
+        snprintf(err, errlen, SET_FAILED, tls_name,
+                 "Unable to update TLS configuration. Check server logs.");
+        rc = -1;
+    }
+    for (int i = 0; old && i < n; i++) free(old[i]);
+    free(old);
 unlock:
     pthread_mutex_unlock(&config_mu);
     for (int i = 0; i < parsed; i++) free(vals[i].s);  /* NULL once stored */
@@ -1372,7 +1400,7 @@ static int opt_is_default(const struct option *o);
 
 void config_warn_no_effect(void)
 {
-    static const char *const surprising[] = { "replicaof", "tls-port", "unixsocket" };
+    static const char *const surprising[] = { "replicaof", "tls-replication", "tls-cluster", "unixsocket" };
     for (size_t i = 0; i < sizeof(surprising) / sizeof(surprising[0]); i++) {
         const struct option *o = opt_find(surprising[i], strlen(surprising[i]));
         if (!o || opt_is_default(o)) continue;

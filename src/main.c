@@ -43,6 +43,7 @@
 #include "server.h"
 #include "shard.h"
 #include "syncer.h"
+#include "tls.h"
 #include "util.h"
 #include "worker.h"
 
@@ -122,6 +123,9 @@ static void configure(int argc, char **argv) {
 /* Bind every port this server listens on (see the file comment, step 3). */
 static void open_listeners(void) {
     char err[512];
+    /* TLS first: a bad certificate or key stops the server with its reason. */
+    if (server.cfg.tls_port > 0 && tls_configure(err, sizeof(err)) != 0)
+        die("Failed to configure TLS: %s", err);
     if (workers_listen(err, sizeof(err)) != 0) {
         serverLog(LL_WARNING, "Warning: %s", err);
         fprintf(stderr, "%s\n", err);
@@ -256,8 +260,12 @@ int main(int argc, char **argv) {
         member_start();
         loading_end();
         serverLog(LL_NOTICE, "Server initialized");
-        serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
-                  server.cfg.port);
+        if (server.cfg.port > 0)
+            serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
+                      server.cfg.port);
+        if (server.cfg.tls_port > 0)
+            serverLog(LL_NOTICE, "Ready to accept connections tls on %s:%d", server.cfg.bind,
+                      server.cfg.tls_port);
         daemon_notify("STATUS=Ready to accept connections\n");
         daemon_notify("READY=1\n");
     }

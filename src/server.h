@@ -92,6 +92,14 @@ struct rowan_config {
     int acl_pubsub_default;     /* 1: new and reset users get allchannels */
     char **acl_user_lines;      /* the `user` directives, words after "user" */
     int acl_nuser_lines;
+    /* TLS for clients (tls.c): a listener on tls_port (0 = none) */
+    int tls_port;
+    char *tls_cert_file, *tls_key_file, *tls_key_file_pass;
+    char *tls_ca_cert_file, *tls_ca_cert_dir, *tls_dh_params_file;
+    int tls_auth_clients;       /* TLS_AUTH_CLIENTS_* */
+    char *tls_protocols, *tls_ciphers, *tls_ciphersuites;
+    int tls_prefer_server_ciphers;
+    int tls_session_caching, tls_session_cache_size, tls_session_cache_timeout;
 };
 
 enum {
@@ -103,6 +111,7 @@ enum {
 enum { PROTECTED_ACTION_NO, PROTECTED_ACTION_YES, PROTECTED_ACTION_LOCAL };
 
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
+enum { TLS_AUTH_CLIENTS_NO = 0, TLS_AUTH_CLIENTS_YES = 1, TLS_AUTH_CLIENTS_OPTIONAL = 2 };
 enum { REPL_TRANSPORT_TCP = 0, REPL_TRANSPORT_VERBS = 1 };
 
 struct rowan_stats {

@@ -288,12 +288,14 @@ static void cron_cb(evutil_socket_t fd, short what, void *arg) {
 /* The client port's listening sockets, bound by workers_listen() before the
  * pool is opened; worker 0's loop accepts on them. */
 static int listen_fds[16];
+static int listen_tls[16];        /* the socket is a tls-port one */
 static int nlisten;
 static struct evconnlistener *listeners[16];
 
 /* A connection accepted by worker 0 for another worker. */
 struct handoff {
     int fd;
+    int tls;
     int salen;
     struct sockaddr_storage sa;
 };
@@ -306,11 +308,11 @@ static void handoff_cb(evutil_socket_t fd, short what, void *arg) {
     w->handoffs = NULL;
     w->nhandoffs = w->caphandoffs = 0;
     pthread_mutex_unlock(&w->handoff_mu);
-    for (int i = 0; i < n; i++) client_accept(w, q[i].fd, (struct sockaddr *)&q[i].sa, q[i].salen);
+    for (int i = 0; i < n; i++) client_accept(w, q[i].fd, q[i].tls, (struct sockaddr *)&q[i].sa, q[i].salen);
     free(q);
 }
 
-static void handoff_push(worker *w, int fd, const struct sockaddr *sa, int salen) {
+static void handoff_push(worker *w, int fd, int tls, const struct sockaddr *sa, int salen) {
     pthread_mutex_lock(&w->handoff_mu);
     if (w->nhandoffs == w->caphandoffs) {
         w->caphandoffs = w->caphandoffs ? w->caphandoffs * 2 : 16;
@@ -318,19 +320,22 @@ static void handoff_push(worker *w, int fd, const struct sockaddr *sa, int salen
     }
     struct handoff *h = &w->handoffs[w->nhandoffs++];
     h->fd = fd;
+    h->tls = tls;
     h->salen = salen < (int)sizeof(h->sa) ? salen : (int)sizeof(h->sa);
     memcpy(&h->sa, sa, (size_t)h->salen);
     pthread_mutex_unlock(&w->handoff_mu);
     event_active(w->handoff_ev, EV_READ, 0);
 }
 
-/* Runs on worker 0: connections go to the workers in turn. */
+/* Runs on worker 0: connections go to the workers in turn. arg is the
+ * listener's index (which tells a tls-port socket). */
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg) {
     static unsigned next;
+    int tls = listen_tls[(intptr_t)arg];
     worker *w = server.workers[next++ % (unsigned)server.nworkers];
-    if (w == arg) client_accept(w, fd, sa, salen);
-    else handoff_push(w, fd, sa, salen);
+    if (w == server.workers[0]) client_accept(w, fd, tls, sa, salen);
+    else handoff_push(w, fd, tls, sa, salen);
 }
 
 static void accept_error_cb(struct evconnlistener *l, void *arg) {
@@ -347,7 +352,8 @@ static int optional_ok(int e) {
            e == ESOCKTNOSUPPORT || e == EPFNOSUPPORT || e == EAFNOSUPPORT;
 }
 
-int workers_listen(char *err, size_t errlen) {
+/* Listen on port (tls: a tls-port) at every `bind` address. */
+static int listen_port(int port, int tls, char *err, size_t errlen) {
     char *copy = strdup(server.cfg.bind), *save = NULL;
     int rc = 0;
     for (char *a = strtok_r(copy, " ", &save); a && rc == 0; a = strtok_r(NULL, " ", &save)) {
@@ -359,14 +365,15 @@ int workers_listen(char *err, size_t errlen) {
             break;
         }
         char why[256];
-        int fd = listen_tcp(a, server.cfg.port, server.cfg.tcp_backlog, why, sizeof(why));
+        int fd = listen_tcp(a, port, server.cfg.tcp_backlog, why, sizeof(why));
         if (fd >= 0) {
+            listen_tls[nlisten] = tls;
             listen_fds[nlisten++] = fd;
             continue;
         }
         int e = errno;
-        snprintf(err, errlen, "Could not create server TCP listening socket %s:%d: %s", a,
-                 server.cfg.port, why);
+        snprintf(err, errlen, "Could not create server %s listening socket %s:%d: %s",
+                 tls ? "TLS" : "TCP", a, port, why);
         if (optional && optional_ok(e)) {
             serverLog(LL_WARNING, "Warning: %s", err);
             continue;
@@ -374,6 +381,15 @@ int workers_listen(char *err, size_t errlen) {
         rc = -1;
     }
     free(copy);
+    return rc;
+}
+
+/* port 0 opens no plain TCP listener, tls-port 0 no TLS one (Redis); a TLS
+ * one needs tls_configure() done. */
+int workers_listen(char *err, size_t errlen) {
+    int rc = 0;
+    if (server.cfg.port > 0) rc = listen_port(server.cfg.port, 0, err, errlen);
+    if (rc == 0 && server.cfg.tls_port > 0) rc = listen_port(server.cfg.tls_port, 1, err, errlen);
     if (rc == 0 && nlisten == 0) {
         snprintf(err, errlen, "Configured to not listen anywhere");
         rc = -1;
@@ -389,7 +405,7 @@ int workers_listen(char *err, size_t errlen) {
 static int worker_attach_listeners(worker *w, char *err, size_t errlen) {
     for (int i = 0; i < nlisten; i++) {
         /* backlog 0: the socket is listening already */
-        listeners[i] = evconnlistener_new(w->base, accept_cb, w,
+        listeners[i] = evconnlistener_new(w->base, accept_cb, (void *)(intptr_t)i,
                                           LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0,
                                           listen_fds[i]);
         if (!listeners[i]) {

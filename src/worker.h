@@ -80,7 +80,8 @@ typedef struct worker {
     uint64_t handover_seen;       /* last clean_handover_gen acted on */
 } worker;
 
-/* Bind the client port on every `bind` address (before the pool is opened,
+/* Bind the client port, and the tls-port if set (after tls_configure), on
+ * every `bind` address; port 0 means no plain TCP (before the pool is opened,
  * so a busy port or a bad address fails early). -1 with Redis's message:
  * "Could not create server TCP listening socket 127.0.0.1:6379: bind:
  * Address already in use". */

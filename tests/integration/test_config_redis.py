@@ -403,10 +403,10 @@ def test_rename_command(file_server, target):
 def test_no_effect_directives_warn(server_factory, target):
     if target != "rowan":
         pytest.skip("Rowan's warning")
-    srv = server_factory(extra={"replicaof": "10.0.0.1 6379", "tls-port": "6380"})
+    srv = server_factory(extra={"replicaof": "10.0.0.1 6379", "tls-replication": "yes"})
     cl = srv.resp()
     assert flat_to_dict(cl.call("CONFIG", "GET", "slaveof")) == {b"slaveof": b"10.0.0.1 6379"}
     log = srv.log_text()
     assert "'replicaof 10.0.0.1 6379' is accepted for compatibility but has no effect" in log
-    assert "'tls-port 6380' is accepted" in log
+    assert "'tls-replication yes' is accepted" in log
     assert cl.call("SET", "k", "v") == "OK"     # still a primary
