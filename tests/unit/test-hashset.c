@@ -11,6 +11,7 @@
 #include <string.h>
 #include "unit.h"
 #include "commands.h"
+#include "config.h"
 #include "db.h"
 #include "dict.h"
 #include "object.h"
@@ -155,6 +156,7 @@ static void test_encodings(void) {
 }
 
 int main(void) {
+    config_init_defaults();   /* the encoding limits (set-max-intset-entries...) */
     types_register();
     test_roundtrip(OBJ_HASH);
     test_roundtrip(OBJ_SET);

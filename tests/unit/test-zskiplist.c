@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "commands.h"
+#include "config.h"
 #include "db.h"
 #include "object.h"
 #include "unit.h"
@@ -337,6 +338,7 @@ static void test_zset_class(void) {
 }
 
 int main(void) {
+    config_init_defaults();   /* the encoding limits (zset-max-listpack-entries...) */
     test_zset_class();
     test_random_ops();
     test_lex();
