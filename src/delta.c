@@ -31,7 +31,9 @@
 /* Shards per question: keeps an answer (~2 KB a shard) far below
  * BUS_MAX_PAYLOAD whatever `shards` is. */
 #define DELTA_BATCH 256
-#define DELTA_TIMEOUT_MS 10000
+/* The answer costs the peer a walk of its copy of the shards asked
+ * (DELTA_BATCH of them); a peer slower than this gets whole shards. */
+#define DELTA_TIMEOUT_MS 3000
 
 static int bit(const uint8_t *map, unsigned b) { return (map[b / 8] >> (b % 8)) & 1; }
 
@@ -105,7 +107,12 @@ static int ask_batch(int node, const int *sids, int n, delta_base *out) {
     int st = BUS_FAILED;
     for (int attempt = 0; attempt < 3 && st == BUS_FAILED; attempt++) {
         if (attempt) usleep(20000);
+        int64_t t0 = monotonic_us();
         st = bus_call_sync(node, BUS_DELTAINFO, q, 2 + 2 * (size_t)n, DELTA_TIMEOUT_MS, &resp, &rlen);
+        /* a quick failure is the stale connection; a slow one, a node
+         * that does not answer: not worth waiting for again (the catch-up
+         * sends whole shards instead) */
+        if (st == BUS_FAILED && monotonic_us() - t0 > 200000) break;
     }
     int rc = -1;
     if (st == BUS_OK && rlen == (size_t)n * DELTA_ANSWER) {

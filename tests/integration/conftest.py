@@ -793,6 +793,29 @@ def c(server):
     return server.resp()
 
 
+@pytest.fixture(scope="module")
+def ref_srv(target):
+    """A redis-server (Debian's, the reference) shared by one module's
+    differential tests; skipped when the tests already target redis."""
+    if target == "redis":
+        pytest.skip("differential test: already running against redis-server")
+    srv = Server("redis")
+    srv.start()
+    yield srv
+    _teardown_servers([srv])
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """[rowan-server, redis-server], shared by one module's differential
+    tests."""
+    made = [Server("rowan"), Server("redis")]
+    for s in made:
+        s.start()
+    yield made
+    _teardown_servers(made)
+
+
 @pytest.fixture
 def raw(server):
     conns = []

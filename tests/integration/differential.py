@@ -2,26 +2,10 @@
 rowan-server under test and a real redis-server (Debian's, the reference),
 and compare the exact replies (RespClient: errors with their full text).
 
-Use the `ref` fixture (a module-scoped redis-server, see ref_server) with
+Use the `ref` fixture (on conftest's module-scoped `ref_srv`) with
 `c` (RespClient on Rowan): both(c, ref, cmd...) runs one command on both,
-asserts equal replies and returns Rowan's. Skipped when the tests already
-target redis (nothing to compare with) or no redis-server is installed."""
-import shutil
-
-import pytest
-
-from conftest import RespClient, RespError, Server
-
-
-def ref_server(request, target):
-    if target == "redis":
-        pytest.skip("differential test: already running against redis-server")
-    if not shutil.which("redis-server"):
-        pytest.skip("no redis-server to compare with")
-    srv = Server("redis")
-    srv.start()
-    request.addfinalizer(srv.cleanup)
-    return srv
+asserts equal replies and returns Rowan's."""
+from conftest import RespClient, RespError
 
 
 def call(cl, *args):

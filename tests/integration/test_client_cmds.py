@@ -8,16 +8,7 @@ import time
 
 import pytest
 
-from conftest import Push, RespClient, RespError, Server, _teardown_servers
-
-
-@pytest.fixture(scope="module")
-def pair():
-    made = [Server("rowan"), Server("redis")]
-    for s in made:
-        s.start()
-    yield made
-    _teardown_servers(made)
+from conftest import Push, RespClient, RespError
 
 
 def conn(srv, proto=2):

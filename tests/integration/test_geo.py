@@ -12,12 +12,7 @@ import random
 import pytest
 
 from conftest import RespError
-from differential import both, call, fresh_ref, ref_server
-
-
-@pytest.fixture(scope="module")
-def ref_srv(request, target):
-    return ref_server(request, target)
+from differential import both, call, fresh_ref
 
 
 @pytest.fixture

@@ -8,19 +8,9 @@ import shutil
 
 import pytest
 
-from conftest import Server
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="needs redis-server as the reference")
-
-
-@pytest.fixture(scope="module")
-def ref_srv():
-    srv = Server("redis")
-    srv.start()
-    yield srv
-    srv.stop()
-    srv.cleanup()
 
 
 def random_ops(rnd, n=400, fields=20):

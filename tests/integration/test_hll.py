@@ -12,15 +12,10 @@ import struct
 import pytest
 
 from conftest import RespError
-from differential import both, call, fresh_ref, ref_server
+from differential import both, call, fresh_ref
 
 E_NOT_HLL = RespError("WRONGTYPE Key is not a valid HyperLogLog string value.")
 E_CORRUPT = RespError("INVALIDOBJ Corrupted HLL object detected")
-
-
-@pytest.fixture(scope="module")
-def ref_srv(request, target):
-    return ref_server(request, target)
 
 
 @pytest.fixture

@@ -6,16 +6,7 @@ import time
 
 import pytest
 
-from conftest import RespClient, RespError, Server, _teardown_servers
-
-
-@pytest.fixture(scope="module")
-def pair():
-    made = [Server("rowan"), Server("redis")]
-    for s in made:
-        s.start()
-    yield made
-    _teardown_servers(made)
+from conftest import RespClient
 
 
 def both(pair, fn):

@@ -6,19 +6,9 @@ import shutil
 import pytest
 import redis
 
-from conftest import RespError, Server  # noqa: F401
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="needs redis-server as the reference")
-
-
-@pytest.fixture(scope="module")
-def ref_srv():
-    srv = Server("redis")
-    srv.start()
-    yield srv
-    srv.stop()
-    srv.cleanup()
 
 
 def replies(cl, cmds):

@@ -13,15 +13,6 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="needs redis-server as the reference")
 
 
-@pytest.fixture(scope="module")
-def ref_srv():
-    srv = Server("redis")
-    srv.start()
-    yield srv
-    srv.stop()
-    srv.cleanup()
-
-
 def run(cl, *args):
     try:
         return cl.execute_command(*args)

@@ -10,18 +10,8 @@ import time
 import pytest
 import redis
 
-from conftest import Server, _teardown_servers
 
 MARK = b"__end__"
-
-
-@pytest.fixture(scope="module")
-def pair():
-    made = [Server("rowan"), Server("redis")]
-    for s in made:
-        s.start()
-    yield made
-    _teardown_servers(made)
 
 
 def connect(srv, **kw):

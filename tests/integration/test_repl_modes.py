@@ -12,7 +12,7 @@ import tempfile
 import pytest
 from redis.cluster import RedisCluster
 
-from conftest import DEFAULT_BINARY, RespClient, tmp_root, wait_for
+from conftest import DEFAULT_BINARY, RespClient, free_port, tmp_root, wait_for
 
 pytestmark = pytest.mark.rowan_only("Rowan replication settings")
 
@@ -105,7 +105,7 @@ def test_verbs_transport_without_device_refuses_to_start():
         conf = os.path.join(d, "rowan.conf")
         with open(conf, "w") as f:
             f.write("cluster-node a 127.0.0.1 1 11\ncluster-node b 127.0.0.1 2 12\n"
-                    "cluster-self a\nreplication-transport verbs\nport 0\n")
+                    "cluster-self a\nreplication-transport verbs\nport %d\n" % free_port())
         p = subprocess.run([binary, conf, "--dir", d, "--pool-size", "64mb"],
                            capture_output=True, text=True, timeout=60)
     assert p.returncode != 0

@@ -5,19 +5,9 @@ import shutil
 
 import pytest
 
-from conftest import Server
 
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
                                 reason="needs redis-server as the reference")
-
-
-@pytest.fixture(scope="module")
-def ref_srv():
-    srv = Server("redis")
-    srv.start()
-    yield srv
-    srv.stop()
-    srv.cleanup()
 
 
 def transcript(srv, proto):
