@@ -912,13 +912,17 @@ static void busy_hook(lua_State *L, lua_Debug *ar) {
     }
 }
 
-static void set_array_global(lua_State *L, const char *name, const char **v, const size_t *len, int n) {
-    lua_pushstring(L, name);
+static void push_array(lua_State *L, const char **v, const size_t *len, int n) {
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_pushlstring(L, v[i], len[i]);
         lua_rawseti(L, -2, i + 1);
     }
+}
+
+static void set_array_global(lua_State *L, const char *name, const char **v, const size_t *len, int n) {
+    lua_pushstring(L, name);
+    push_array(L, v, len, n);
     lua_rawset(L, LUA_GLOBALSINDEX);
 }
 
@@ -975,14 +979,21 @@ static void unlock_shards(uint8_t *taken) {
 }
 
 /* Run the function on top of the stack (popped) with keys and args, reply. */
+/* as_function (FCALL): keys and args are the function's two arguments
+ * instead of the KEYS and ARGV globals. */
 static void script_call(client *c, lua_State *L, const char *name, int ro, int nkeys,
                         const char **keys, const size_t *keylen, int nargs, const char **args,
-                        const size_t *arglen) {
+                        const size_t *arglen, int as_function) {
     int base = lua_gettop(L); /* the function */
     lua_rawgeti(L, LUA_REGISTRYINDEX, errh_ref);
     lua_insert(L, base);
-    set_array_global(L, "KEYS", keys, keylen, nkeys);
-    set_array_global(L, "ARGV", args, arglen, nargs);
+    if (as_function) {
+        push_array(L, keys, keylen, nkeys);
+        push_array(L, args, arglen, nargs);
+    } else {
+        set_array_global(L, "KEYS", keys, keylen, nkeys);
+        set_array_global(L, "ARGV", args, arglen, nargs);
+    }
     int db = c->db;
     run.c = c;
     run.ro = ro;
@@ -995,7 +1006,7 @@ static void script_call(client *c, lua_State *L, const char *name, int ro, int n
     db_batch_begin(&c->x);
     lua_sethook(L, busy_hook, LUA_MASKCOUNT, HOOK_EVERY);
     atomic_store(&run.since_us, monotonic_us());
-    int rc = lua_pcall(L, 0, 1, base);
+    int rc = lua_pcall(L, as_function ? 2 : 0, 1, base);
     atomic_store(&run.since_us, 0);
     lua_sethook(L, NULL, 0, 0);
     if (rc) reply_script_error(c, L, name);
@@ -1062,7 +1073,7 @@ static void eval_generic(client *c, int evalsha, int ro) {
         int nk = (int)numkeys;
         if (script_flags(L, sha) & SCRIPT_NO_WRITES) ro = 1;
         script_call(c, L, sha, ro, nk, c->argv + 3, c->argvlen + 3, c->argc - 3 - nk,
-                    c->argv + 3 + nk, c->argvlen + 3 + nk);
+                    c->argv + 3 + nk, c->argvlen + 3 + nk, 0);
     }
     pthread_mutex_unlock(&run_lock);
     unlock_shards(taken);
@@ -1159,6 +1170,22 @@ void scriptCommand(client *c) {
         {"kill", 2, script_kill},   {"help", 2, script_help},      {NULL, 0, NULL},
     };
     subcommand_dispatch(c, subs, "script");
+}
+
+/* ---------------- for t_function.c (script.h) ---------------- */
+
+void script_run_lock(void) { pthread_mutex_lock(&run_lock); }
+void script_run_unlock(void) { pthread_mutex_unlock(&run_lock); }
+lua_State *script_new_state(void) { return lua_create(); }
+uint8_t *script_lock_shards(void) { return lock_all_shards(); }
+void script_unlock_shards(uint8_t *taken) { unlock_shards(taken); }
+int script_route_keys(client *c, int numkeys) { return route_declared_keys(c, numkeys); }
+void script_kill_reply(client *c) { script_kill(c); }
+int script_busy(void) { return atomic_load(&run.since_us) != 0; }
+
+void script_run(client *c, lua_State *L, const char *name, int ro, int nkeys, const char **keys,
+                const size_t *keylen, int nargs, const char **args, const size_t *arglen) {
+    script_call(c, L, name, ro, nkeys, keys, keylen, nargs, args, arglen, 1);
 }
 
 /* ---------------- the dispatcher's gate ---------------- */
