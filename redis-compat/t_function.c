@@ -687,7 +687,7 @@ static void function_list(client *c) {
             for (int k = 0; flag_names[k]; k++) nf += (f->flags >> k) & 1;
             resp_add_set(&c->out, nf);
             for (int k = 0; flag_names[k]; k++)
-                if ((f->flags >> k) & 1) add_str(c, flag_names[k]);
+                if ((f->flags >> k) & 1) resp_add_simple(&c->out, flag_names[k]); /* status, as Redis */
         }
         if (withcode) {
             add_str(c, "library_code");

@@ -1,0 +1,326 @@
+"""Redis 7 functions: FUNCTION, FCALL, FCALL_RO (redis-compat/t_function.c).
+
+Reply shapes and error texts are compared with a real redis-server (Debian's
+7.0) running the same commands in the same order. Rowan only: libraries are
+durable server metadata (a LOG_FUNCS log entry, not a key): a load, a delete
+and a flush survive kill -9; libraries never show in DBSIZE, KEYS or the key
+digest and FLUSHALL keeps them; FUNCTION DUMP is Rowan's own payload and
+Redis's is refused clearly; in a static cluster every node gets them.
+"""
+import shutil
+
+import pytest
+
+from conftest import RespClient, RespError, Server, wait_for
+
+pytestmark = pytest.mark.rowan_only
+
+
+def _reply(cl, *args):
+    try:
+        return cl.call(*args)
+    except RespError as e:
+        return e
+
+
+@pytest.fixture
+def pair(server_factory, request):
+    """(rowan RespClient, redis RespClient), both servers fresh."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    rowan = server_factory()
+    ref = Server("redis")
+    ref.start()
+    request.addfinalizer(ref.stop)
+    return rowan.resp(), ref.resp()
+
+
+LIB1 = """#!lua name=lib1
+redis.register_function{function_name='rd', callback=function(k, a) return redis.call('get', k[1]) end,
+                        flags={'no-writes'}, description='reads a key'}
+"""
+LIB2 = """#!lua name=lib2
+redis.register_function('wr', function(k, a) redis.call('set', k[1], a[1]); return {a[1], #k, #a} end)
+"""
+LIB3 = """#!lua name=lib3
+redis.register_function{function_name='sneaky', flags={'no-writes'},
+                        callback=function(k, a) return redis.call('set', k[1], 'x') end}
+"""
+
+
+def fl(name, body):
+    return "#!lua name=%s\n%s" % (name, body)
+
+
+# Each case: commands run in order on both servers; every reply compared.
+CASES = [
+    # FUNCTION LOAD: the header and its errors
+    ("function", "load", "return 1"),
+    ("function", "load", "#!lua"),
+    ("function", "load", "#!lua name=x"),
+    ("function", "load", "#!lua\nreturn 1"),
+    ("function", "load", "#!foo name=x\n"),
+    ("function", "load", "#!lua name=x foo=bar\n"),
+    ("function", "load", "#!lua name=a name=b\nreturn 1"),
+    ("function", "load", "#!lua name=a-b\nreturn 1"),
+    ("function", "load", "#!lua name=nf\nlocal x = 1"),
+    ("function", "load", "#!lua name=ce\nthis is bad"),
+    ("function", "load", fl("e1", "redis.call('ping')")),
+    ("function", "load", fl("e2", "x = 1")),
+    ("function", "load", fl("e3", "redis.register_function('f', 'notfn')")),
+    ("function", "load", fl("e4", "redis.register_function('f', function() end, 5)")),
+    ("function", "load", fl("e5", "redis.register_function()")),
+    ("function", "load", fl("e6", "redis.register_function('f')")),
+    ("function", "load", fl("e7", "redis.register_function{function_name='y', callback=function() end, foo=1}")),
+    ("function", "load", fl("e8", "redis.register_function{function_name='y'}")),
+    ("function", "load", fl("e9", "redis.register_function{callback=function() end}")),
+    ("function", "load", fl("e10", "redis.register_function{function_name='y', callback=function() end, flags='no-writes'}")),
+    ("function", "load", fl("e11", "redis.register_function{function_name='y', callback=function() end, flags={'bad'}}")),
+    ("function", "load", fl("e12", "redis.register_function('', function() end)")),
+    ("function", "load", fl("e13", "redis.register_function('x', function() end) redis.register_function('x', function() end)")),
+    ("function", "load", fl("e14", "local s = redis.sha1hex('a')")),
+    ("function", "load", fl("e15", "while true do end")),
+    ("function", "load", "extra", fl("e16", "redis.register_function('f', function() end)")),
+    # loading, conflicts, REPLACE
+    ("function", "load", LIB1),
+    ("function", "load", LIB1),
+    ("function", "load", "REPLACE", LIB1),
+    ("function", "load", fl("other", "redis.register_function('rd', function() end)")),
+    ("function", "load", LIB2),
+    ("function", "load", LIB3),
+    ("function", "load", fl("allflags", "redis.register_function{function_name='af', callback=function() return 1 end, "
+                                        "flags={'no-writes','allow-oom','allow-stale','no-cluster','allow-cross-slot-keys'}}")),
+    # FCALL, FCALL_RO
+    ("fcall", "wr", "1", "k", "v", "extra"),
+    ("fcall", "rd", "1", "k"),
+    ("fcall_ro", "rd", "1", "k"),
+    ("fcall_ro", "wr", "1", "k", "v"),
+    ("fcall", "sneaky", "1", "k"),
+    ("fcall_ro", "sneaky", "1", "k"),
+    ("fcall", "af", "0"),
+    ("fcall", "nosuch", "0"),
+    ("fcall", "nosuch", "x"),
+    ("fcall", "rd", "x"),
+    ("fcall", "rd", "-1"),
+    ("fcall", "rd", "5", "a"),
+    ("fcall",),
+    ("fcall", "rd"),
+    ("get", "k"),
+    # LIST (one function per library: Redis lists a library's functions in
+    # its dict's order)
+    ("function", "list", "libraryname", "lib1"),
+    ("function", "list", "libraryname", "lib1", "withcode"),
+    ("function", "list", "withcode", "libraryname", "allf*"),
+    ("function", "list", "libraryname", "nomatch*"),
+    ("function", "list", "libraryname"),
+    ("function", "list", "foo"),
+    ("function", "list", "withcode", "withcode"),
+    ("function", "list", "libraryname", "a", "libraryname", "b"),
+    # STATS, DELETE, FLUSH, KILL, HELP, RESTORE argument errors
+    ("function", "stats"),
+    ("function", "delete", "nolib"),
+    ("function", "delete", "lib3"),
+    ("function", "delete", "lib3"),
+    ("function", "delete"),
+    ("function", "kill"),
+    ("function", "help"),
+    ("function", "nosub"),
+    ("function", "restore", "a", "b"),
+    ("function", "restore", "xyz"),
+    ("function", "flush", "foo"),
+    ("function", "flush", "async"),
+    ("function", "list"),
+    ("function", "stats"),
+    ("fcall", "rd", "1", "k"),
+]
+
+
+def test_differential(pair):
+    rowan, ref = pair
+    for cmd in CASES:
+        a, b = _reply(rowan, *cmd), _reply(ref, *cmd)
+        assert a == b, "%r: rowan %r, redis %r" % (cmd, a, b)
+
+
+def test_differential_resp3_shapes(server_factory, request):
+    """FUNCTION LIST and STATS are maps and sets in RESP3."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    rowan = server_factory()
+    ref = Server("redis")
+    ref.start()
+    request.addfinalizer(ref.stop)
+    for srv in (rowan, ref):
+        c = srv.resp()
+        assert c.call("hello", "3")
+    outs = []
+    for srv in (rowan, ref):
+        c = srv.resp()
+        c.call("hello", "3")
+        c.call("function", "load", LIB1)
+        outs.append([c.call("function", "list"), c.call("function", "stats"),
+                     c.call("fcall", "rd", "1", "nokey")])
+    assert outs[0] == outs[1]
+
+
+def test_script_flush_keeps_functions_and_eval_is_separate(server_factory):
+    srv = server_factory()
+    c = srv.resp()
+    assert c.call("function", "load", LIB2) == b"lib2"
+    assert c.call("script", "flush") == "OK"
+    assert c.call("fcall", "wr", "1", "k", "v") == [b"v", 1, 1]
+    # an EVAL script cannot register functions
+    e = _reply(c, "eval", "redis.register_function('z', function() end)", "0")
+    assert isinstance(e, RespError)
+
+
+def test_functions_are_not_keys(server_factory):
+    srv = server_factory()
+    c = srv.resp()
+    c.call("debug", "set-active-expire", "1")
+    before = c.call("debug", "digest")
+    assert c.call("function", "load", LIB1) == b"lib1"
+    assert c.call("function", "load", LIB2) == b"lib2"
+    assert c.call("dbsize") == 0
+    assert c.call("keys", "*") == []
+    assert c.call("scan", "0") == [b"0", []]
+    assert c.call("debug", "digest") == before
+    assert c.call("fcall", "wr", "1", "k", "v") == [b"v", 1, 1]
+    assert c.call("dbsize") == 1
+    assert c.call("flushall") == "OK"
+    assert c.call("dbsize") == 0
+    # FLUSHALL keeps libraries, as in Redis
+    assert c.call("fcall_ro", "rd", "1", "k") is None
+    assert len(c.call("function", "list")) == 2
+
+
+def test_load_delete_flush_survive_kill9(server_factory):
+    srv = server_factory()
+    c = srv.resp()
+    assert c.call("function", "load", LIB1) == b"lib1"
+    assert c.call("function", "load", LIB2) == b"lib2"
+    assert c.call("fcall", "wr", "1", "k", "v1") == [b"v1", 1, 1]
+    srv.kill9()
+    srv.restart()
+    c = srv.resp()
+    assert sorted(lib[1] for lib in c.call("function", "list")) == [b"lib1", b"lib2"]
+    assert c.call("fcall_ro", "rd", "1", "k") == b"v1"
+    assert c.call("function", "stats")[3] == [b"LUA", [b"libraries_count", 2, b"functions_count", 2]]
+    # REPLACE, then DELETE: the newest state comes back each time
+    assert c.call("function", "load", "replace",
+                  LIB1.replace("redis.call('get', k[1])", "'replaced'")) == b"lib1"
+    assert c.call("function", "delete", "lib2") == "OK"
+    srv.kill9()
+    srv.restart()
+    c = srv.resp()
+    assert [lib[1] for lib in c.call("function", "list")] == [b"lib1"]
+    assert c.call("fcall", "rd", "1", "k") == b"replaced"
+    assert isinstance(_reply(c, "fcall", "wr", "1", "k", "v"), RespError)
+    assert c.call("get", "k") == b"v1"
+    assert c.call("function", "flush") == "OK"
+    srv.kill9()
+    srv.restart()
+    c = srv.resp()
+    assert c.call("function", "list") == []
+    assert c.call("get", "k") == b"v1"
+    # many loads: the cleaner keeps only the live entry; a restart still
+    # finds the newest
+    for i in range(50):
+        assert c.call("function", "load", "replace",
+                      fl("many", "redis.register_function('m', function() return %d end)" % i)) == b"many"
+    srv.kill9()
+    srv.restart()
+    assert srv.resp().call("fcall", "m", "0") == 49
+
+
+def test_dump_restore(server_factory, request):
+    srv = server_factory()
+    c = srv.resp()
+    c.call("function", "load", LIB1)
+    c.call("function", "load", LIB2)
+    dump = c.call("function", "dump")
+    assert isinstance(dump, bytes)
+    assert isinstance(_reply(c, "function", "restore", dump), RespError)   # APPEND: collision
+    assert str(_reply(c, "function", "restore", dump)) in ("Library lib1 already exists",
+                                                          "ERR Library lib1 already exists",
+                                                          "Library lib2 already exists",
+                                                          "ERR Library lib2 already exists")
+    assert c.call("function", "restore", dump, "replace") == "OK"
+    assert c.call("function", "flush") == "OK"
+    assert c.call("function", "restore", dump) == "OK"
+    assert sorted(lib[1] for lib in c.call("function", "list")) == [b"lib1", b"lib2"]
+    c.call("function", "load", fl("solo", "redis.register_function('s', function() return 's' end)"))
+    assert c.call("function", "restore", dump, "flush") == "OK"
+    assert sorted(lib[1] for lib in c.call("function", "list")) == [b"lib1", b"lib2"]
+    # a function name clash with another library
+    c.call("function", "flush")
+    c.call("function", "load", fl("clash", "redis.register_function('wr', function() end)"))
+    assert "Function wr already exists" in str(_reply(c, "function", "restore", dump, "replace"))
+    # damaged payloads
+    bad = dump[:-1] + bytes([dump[-1] ^ 1])
+    assert "DUMP payload version or checksum are wrong" in str(_reply(c, "function", "restore", bad))
+    # Redis's own payload is refused with a clear error
+    if shutil.which("redis-server"):
+        ref = Server("redis")
+        ref.start()
+        request.addfinalizer(ref.stop)
+        rc = ref.resp()
+        rc.call("function", "load", LIB1)
+        e = _reply(c, "function", "restore", rc.call("function", "dump"))
+        assert isinstance(e, RespError) and "Redis FUNCTION DUMP payload" in str(e)
+    # restored libraries are durable
+    c.call("function", "restore", dump, "flush")
+    srv.kill9()
+    srv.restart()
+    assert sorted(lib[1] for lib in srv.resp().call("function", "list")) == [b"lib1", b"lib2"]
+
+
+def test_fcall_ro_rules(server_factory):
+    srv = server_factory()
+    c = srv.resp()
+    c.call("function", "load", LIB1)
+    c.call("function", "load", LIB2)
+    c.call("function", "load", LIB3)
+    assert "Can not execute a script with write flag using *_ro command" in str(
+        _reply(c, "fcall_ro", "wr", "1", "k", "v"))
+    # a no-writes function cannot write, even through FCALL
+    assert "Write commands are not allowed from read-only scripts" in str(
+        _reply(c, "fcall", "sneaky", "1", "k"))
+    assert c.call("exists", "k") == 0
+    assert c.call("fcall_ro", "rd", "1", "k") is None
+    # FUNCTION and FCALL are not callable from scripts
+    assert "not allowed from script" in str(_reply(c, "eval", "return redis.call('fcall', 'rd', 1, 'k')", "0"))
+    assert "not allowed from script" in str(_reply(c, "eval", "return redis.call('function', 'list')", "0"))
+
+
+def test_cluster_every_node_gets_libraries(cluster_factory):
+    cl = cluster_factory(3, 3, options={"replication-timeout": 1500, "workers": 2})
+    n0 = RespClient(cl.nodes[0].port)
+    assert n0.call("function", "load", LIB2) == b"lib2"
+    n0.close()
+
+    def everywhere(names):
+        for nd in cl.nodes:
+            c = RespClient(nd.port)
+            try:
+                got = sorted(lib[1] for lib in c.call("function", "list"))
+            finally:
+                c.close()
+            if got != names:
+                return False
+        return True
+
+    wait_for(lambda: everywhere([b"lib2"]), timeout=20)
+    # loaded on another node: the newest set wins everywhere
+    n1 = RespClient(cl.nodes[1].port)
+    assert n1.call("function", "load", LIB1) == b"lib1"
+    n1.close()
+    wait_for(lambda: everywhere([b"lib1", b"lib2"]), timeout=20)
+    # FCALL on a node's own key works; libraries survive kill -9 of a node
+    cl.nodes[2].kill9()
+    cl.nodes[2].restart()
+    wait_for(lambda: everywhere([b"lib1", b"lib2"]), timeout=30)
+    n2 = RespClient(cl.nodes[2].port)
+    n2.call("function", "delete", "lib1")
+    n2.close()
+    wait_for(lambda: everywhere([b"lib2"]), timeout=20)
