@@ -81,6 +81,9 @@ CASES = [
     ("function", "load", fl("e14", "local s = redis.sha1hex('a')")),
     ("function", "load", fl("e15", "while true do end")),
     ("function", "load", "extra", fl("e16", "redis.register_function('f', function() end)")),
+    ("function", "load", fl("lg", "redis.log(redis.LOG_WARNING, 'loading lg') redis.register_function('lgf', function() return redis.REDIS_VERSION_NUM > 0 end)")),
+    ("fcall", "lgf", "0"),
+    ("function", "delete", "lg"),
     # loading, conflicts, REPLACE
     ("function", "load", LIB1),
     ("function", "load", LIB1),
