@@ -60,6 +60,7 @@
 #include "worker.h"
 
 #define ERR_BUSY "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+#define ERR_BUSY_FN "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
 #define ERR_NOSCRIPT "NOSCRIPT No matching script. Please use EVAL."
 #define ERR_KILLED "ERR Script killed by user with SCRIPT KILL..."
 #define HOOK_EVERY 100000      /* interpreter instructions between busy checks */
@@ -82,6 +83,7 @@ static struct {
     _Atomic int64_t since_us;   /* monotonic start, 0 = none running */
     _Atomic int kill;           /* SCRIPT KILL asked for it */
     _Atomic int wrote;          /* it called a write command: unkillable */
+    _Atomic int function;       /* an FCALL (FUNCTION KILL, not SCRIPT KILL) */
     client *c;
     int ro;                     /* EVAL_RO: writes refused */
     int resp;                   /* redis.setresp */
@@ -1002,6 +1004,7 @@ static void script_call(client *c, lua_State *L, const char *name, int ro, int n
     run.aborted = 0;
     atomic_store(&run.kill, 0);
     atomic_store(&run.wrote, 0);
+    atomic_store(&run.function, as_function);
     size_t start = c->out.b.len;
     db_batch_begin(&c->x);
     lua_sethook(L, busy_hook, LUA_MASKCOUNT, HOOK_EVERY);
@@ -1130,7 +1133,11 @@ static void script_flush(client *c) {
 }
 
 static void script_kill(client *c) {
-    if (!atomic_load(&run.since_us)) {
+    int by_function = !strcmp(c->cmd->name, "function");
+    if (atomic_load(&run.since_us) && atomic_load(&run.function) != by_function) {
+        /* Redis: SCRIPT KILL does not stop a function, nor FUNCTION KILL a script */
+        resp_add_error(&c->out, by_function ? ERR_BUSY : ERR_BUSY_FN);
+    } else if (!atomic_load(&run.since_us)) {
         resp_add_error(&c->out, "NOTBUSY No scripts in execution right now.");
     } else if (atomic_load(&run.wrote)) {
         resp_add_error(&c->out, "UNKILLABLE Sorry the script already executed write commands "
@@ -1207,7 +1214,7 @@ int script_gate(client *c) {
         int64_t since = atomic_load(&run.since_us);
         if (!since) return 0;
         if (monotonic_us() - since >= server.cfg.busy_reply_threshold * 1000) {
-            resp_add_error(&c->out, ERR_BUSY);
+            resp_add_error(&c->out, atomic_load(&run.function) ? ERR_BUSY_FN : ERR_BUSY);
             return 1;
         }
         usleep(200);

@@ -327,3 +327,52 @@ def test_cluster_every_node_gets_libraries(cluster_factory):
     n2.call("function", "delete", "lib1")
     n2.close()
     wait_for(lambda: everywhere([b"lib2"]), timeout=20)
+
+
+BUSY_FN = "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
+
+
+def test_busy_function_stats_and_kill(server_factory):
+    """The texts are redis-server 7.0.15's for the same sequence."""
+    import threading
+    import time
+    srv = server_factory(extra={"busy-reply-threshold": "200"})
+    c = srv.resp()
+    c.call("function", "load", fl("busy", "redis.register_function('spin', function() "
+                                          "local i = 0 while true do i = i + 1 end end)"))
+    conns = []
+    for _ in range(4):      # served by several workers (round robin)
+        cl = srv.resp()
+        cl.sock.settimeout(1.0)
+        conns.append(cl)
+    out = {}
+
+    def run():
+        out["r"] = _reply(srv.resp(), "fcall", "spin", "0")
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.4)
+    busy = None
+    for cl in conns:
+        try:
+            rep = _reply(cl, "get", "x")
+        except OSError:
+            continue
+        if isinstance(rep, RespError) and rep.msg.startswith("BUSY"):
+            busy = cl
+            assert rep == RespError(BUSY_FN)
+            break
+    assert busy is not None, "no connection got -BUSY"
+    st = busy.call("function", "stats")
+    assert st[0] == b"running_script" and st[1][0:5] == [b"name", b"spin", b"command",
+                                                        [b"fcall", b"spin", b"0"], b"duration_ms"]
+    assert st[1][5] >= 200
+    assert _reply(busy, "script", "kill") == RespError(BUSY_FN)
+    assert busy.call("function", "kill") == "OK"
+    t.join(10)
+    assert not t.is_alive()
+    assert out["r"] == RespError("ERR Script killed by user with SCRIPT KILL... script: spin, "
+                                 "on @user_function:2.")
+    assert _reply(busy, "function", "kill") == RespError("NOTBUSY No scripts in execution right now.")
+    assert busy.call("function", "stats")[1] is None
