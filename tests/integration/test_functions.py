@@ -8,6 +8,7 @@ digest and FLUSHALL keeps them; FUNCTION DUMP is Rowan's own payload and
 Redis's is refused clearly; in a static cluster every node gets them.
 """
 import shutil
+import time
 
 import pytest
 
@@ -376,3 +377,37 @@ def test_busy_function_stats_and_kill(server_factory):
                                  "on @user_function:2.")
     assert _reply(busy, "function", "kill") == RespError("NOTBUSY No scripts in execution right now.")
     assert busy.call("function", "stats")[1] is None
+
+
+def test_cleaner_keeps_the_live_library_entry(server_factory):
+    """Overwrites fill a small pool so the cleaner reclaims every segment,
+    the one holding the library entry included: the entry is kept (copied,
+    the shard's reference moved) and a restart still finds it; superseded
+    entries are not kept (the pool never fills with them)."""
+    srv = server_factory(extra={"pool-size": "32mb"})
+    c = srv.resp()
+    pad = "-- " + "x" * 200000 + "\n"
+    assert c.call("function", "load", fl("big", pad + "redis.register_function('b', function() return 'big' end)")) == b"big"
+    for i in range(60):     # superseded entries: ~12 MB if none were dropped
+        c.call("function", "load", "replace",
+               fl("big", pad + "redis.register_function('b', function() return 'big%d' end)" % i))
+    val = b"v" * 100000
+
+    def set_retrying(k):    # a full pool answers "retry" while it is cleaned
+        deadline = time.time() + 20
+        while True:
+            rep = _reply(c, "set", k, val)
+            if rep == "OK" or time.time() > deadline:
+                return rep
+            time.sleep(0.05)
+
+    for i in range(600):    # ~60 MB of overwrites of 20 keys in a 32 MB pool
+        assert set_retrying("k%d" % (i % 20)) == "OK"
+    info = srv.info("rowan")["rowan"]
+    assert int(info["clean_segments"]) > 0
+    assert c.call("fcall", "b", "0") == b"big59"
+    srv.kill9()
+    srv.restart()
+    c = srv.resp()
+    assert c.call("fcall", "b", "0") == b"big59"
+    assert c.call("dbsize") == 20
