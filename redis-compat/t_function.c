@@ -24,10 +24,11 @@
  * as in Redis. FCALL locks every shard then the run lock, like EVAL.
  *
  * Library code runs once at load, with a global environment of its own
- * whose `redis` offers only register_function, log and the constants (as
- * Redis's load-time API; other globals are the sandbox's, read-only), and a
- * 500 ms time limit. Registered functions keep that environment; after the
- * load `redis` resolves to the full API.
+ * that holds only `redis` with register_function, log and the constants
+ * (Redis 7.0's load-time API: no other global, not even `string` or
+ * `error`), under a 500 ms time limit. Registered functions keep that
+ * environment; once the load ends it reads the sandbox's globals (the full
+ * `redis` API) and still refuses writes.
  *
  * FUNCTION DUMP's payload is Rowan's own ("RWFD", version, the libraries'
  * code, CRC32C), not Redis's RDB-based one; RESTORE refuses Redis's payload
@@ -359,6 +360,19 @@ static int lua_load_log(lua_State *L) {
 
 static int env_newindex(lua_State *L) { return luaL_error(L, "Attempt to modify a readonly table"); }
 
+/* A library's globals: while its code loads only `redis` (raw field) exists,
+ * as in Redis 7.0; afterwards its functions read the sandbox's globals. */
+static int env_index(lua_State *L) {
+    if (!loading) {
+        /* raw: the error below, not the sandbox's, names the script line */
+        lua_pushvalue(L, 2);
+        lua_rawget(L, LUA_GLOBALSINDEX);
+        if (!lua_isnil(L, -1)) return 1;
+    }
+    return luaL_error(L, "Script attempted to access nonexistent global variable '%s'",
+                      lua_tostring(L, 2) ? lua_tostring(L, 2) : "?");
+}
+
 static int api_index(lua_State *L) {
     return luaL_error(L, "Script attempted to access nonexistent global variable '%s'",
                       lua_tostring(L, 2) ? lua_tostring(L, 2) : "?");
@@ -408,11 +422,11 @@ static int lib_compile(lua_State *L, const char *code, size_t len, lib_def *out,
         lib_free(NULL, out);
         return -1;
     }
-    /* the library's globals: `redis` is the load-time API until the load
-     * ends, every other name reads the sandbox's globals; no writes */
+    /* the library's globals: only `redis`, the load-time API, until the
+     * load ends; then the sandbox's globals (env_index); no writes */
     lua_newtable(L);
     lua_newtable(L);
-    lua_pushvalue(L, LUA_GLOBALSINDEX);
+    lua_pushcfunction(L, env_index);
     lua_setfield(L, -2, "__index");
     lua_pushcfunction(L, env_newindex);
     lua_setfield(L, -2, "__newindex");

@@ -85,6 +85,21 @@ CASES = [
     ("function", "load", fl("lg", "redis.log(redis.LOG_WARNING, 'loading lg') redis.register_function('lgf', function() return redis.REDIS_VERSION_NUM > 0 end)")),
     ("fcall", "lgf", "0"),
     ("function", "delete", "lg"),
+    # the load-time globals hold only `redis`; the functions see the sandbox
+    ("function", "load", fl("g1", "local x = string")),
+    ("function", "load", fl("g2", "local x = error")),
+    ("function", "load", fl("g3", "local x = KEYS")),
+    ("function", "load", fl("rt", "local function helper() return 5 end\n"
+                                  "redis.register_function('p', function(k, a) return {string.len('abc'), type(k), "
+                                  "tostring(redis.sha1hex ~= nil), cjson.encode({1}), helper()} end)\n"
+                                  "redis.register_function('q', function(k, a) x = 1 return 1 end)\n"
+                                  "redis.register_function('r', function(k, a) return redis.register_function end)\n"
+                                  "redis.register_function('s', function(k, a) return KEYS end)")),
+    ("fcall", "p", "0"),
+    ("fcall", "q", "0"),
+    ("fcall", "r", "0"),
+    ("fcall", "s", "0"),
+    ("function", "delete", "rt"),
     # loading, conflicts, REPLACE
     ("function", "load", LIB1),
     ("function", "load", LIB1),
