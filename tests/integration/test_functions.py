@@ -335,7 +335,20 @@ def test_cluster_every_node_gets_libraries(cluster_factory):
     assert n1.call("function", "load", LIB1) == b"lib1"
     n1.close()
     wait_for(lambda: everywhere([b"lib1", b"lib2"]), timeout=20)
-    # FCALL on a node's own key works; libraries survive kill -9 of a node
+    # FCALL's keys route like any command's: the key's primary runs it,
+    # the others answer -MOVED
+    served, moved = 0, 0
+    for nd in cl.nodes:
+        c = RespClient(nd.port)
+        rep = _reply(c, "fcall", "wr", "1", "fk", "v")
+        c.close()
+        if rep == [b"v", 1, 1]:
+            served += 1
+        else:
+            assert isinstance(rep, RespError) and rep.msg.startswith("MOVED"), rep
+            moved += 1
+    assert (served, moved) == (1, 2)
+    # libraries survive kill -9 of a node
     cl.nodes[2].kill9()
     cl.nodes[2].restart()
     wait_for(lambda: everywhere([b"lib1", b"lib2"]), timeout=30)
