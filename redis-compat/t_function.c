@@ -30,9 +30,10 @@
  * environment; once the load ends it reads the sandbox's globals (the full
  * `redis` API) and still refuses writes.
  *
- * FUNCTION DUMP's payload is Rowan's own ("RWFD", version, the libraries'
- * code, CRC32C), not Redis's RDB-based one; RESTORE refuses Redis's payload
- * with a clear error (DECISIONS.md). */
+ * FUNCTION DUMP's payload is Redis 7.0's: per library the RDB opcode
+ * FUNCTION2 (245) and its code as an RDB string, then the RDB version and
+ * CRC64 (rdb.c); the code is not LZF-compressed, which Redis reads too.
+ * RESTORE reads Redis's payloads, compressed or not. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@
 #include <lua5.1/lauxlib.h>
 #include "commands.h"
 #include "cluster.h"
-#include "crc32c.h"
+#include "rdb.h"
 #include "db.h"
 #include "script.h"
 #include "server.h"
@@ -51,8 +52,8 @@
 
 #define FN_NO_WRITES 1
 #define LOAD_TIMEOUT_US 500000
-#define ERR_REDIS_DUMP "ERR this is a Redis FUNCTION DUMP payload; Rowan restores only payloads " \
-                       "of its own FUNCTION DUMP (load Redis's libraries with FUNCTION LOAD)"
+#define RDB_OPCODE_FUNCTION 246     /* Redis 7.0 release candidates' format */
+#define RDB_OPCODE_FUNCTION2 245
 #define ERR_BAD_PAYLOAD "ERR DUMP payload version or checksum are wrong"
 
 static const char *const flag_names[] = {"no-writes", "allow-oom", "allow-stale", "no-cluster",
@@ -100,7 +101,7 @@ static struct {
 
 /* ---------------- payloads ----------------
  * Log payload:  "RWFN" u8 1, u64 stamp, u32 n, n x (u32 len, code).
- * DUMP payload: "RWFD" u8 1, u32 n, n x (u32 len, code), u32 crc32c. */
+ * (FUNCTION DUMP's is Redis's: function_dump.) */
 
 static void put_u32(rbuf *b, uint32_t v) { rbuf_append(b, (const char *)&v, 4); }
 
@@ -714,17 +715,16 @@ static void function_list(client *c) {
 static void function_dump(client *c) {
     script_run_lock();
     sync_libraries();
-    int n;
-    lib_def **v = libs_except(NULL, 0, &n);
     rbuf b;
     rbuf_init(&b);
-    rbuf_append(&b, "RWFD\1", 5);
-    put_libs(&b, v, n);
-    uint32_t crc = crc32c(0, b.buf, b.len);
-    put_u32(&b, crc);
+    for (int i = 0; i < cur.n; i++) {
+        unsigned char op = RDB_OPCODE_FUNCTION2;
+        rbuf_append(&b, &op, 1);
+        rdb_put_string(&b, cur.libs[i].code, cur.libs[i].len);
+    }
+    rdb_put_footer(&b, 0);
     resp_add_bulk(&c->out, b.buf, b.len);
     rbuf_free(&b);
-    free(v);
     script_run_unlock();
 }
 
@@ -734,6 +734,32 @@ typedef struct restore_ctx {
     int n;
     int failed;
 } restore_ctx;
+
+static int restore_one(void *arg, const char *code, size_t len);
+
+/* Compile each library of a verified payload (run lock held). */
+static int restore_codes(restore_ctx *r, const char *p, size_t len) {
+    size_t pos = 0, end = len - 10;
+    rbuf code;
+    rbuf_init(&code);
+    while (pos < end && !r->failed) {
+        unsigned char op = (unsigned char)p[pos++];
+        if (op == RDB_OPCODE_FUNCTION) {
+            resp_add_error(&r->c->out, "ERR Pre-GA function format not supported");
+            r->failed = 1;
+        } else if (op != RDB_OPCODE_FUNCTION2) {
+            resp_add_error(&r->c->out, "ERR given type is not a function");
+            r->failed = 1;
+        } else if (rdb_read_string(p, end, &pos, &code) != 0) {
+            resp_add_error(&r->c->out, ERR_BAD_PAYLOAD);
+            r->failed = 1;
+        } else {
+            restore_one(r, code.buf ? code.buf : "", code.len);
+        }
+    }
+    rbuf_free(&code);
+    return r->failed ? -1 : 0;
+}
 
 static int restore_one(void *arg, const char *code, size_t len) {
     restore_ctx *r = arg;
@@ -764,20 +790,13 @@ static void function_restore(client *c) {
     }
     const char *p = c->argv[2];
     size_t len = c->argvlen[2];
-    if (len && (unsigned char)p[0] == 0xF5) { /* Redis's: RDB_OPCODE_FUNCTION2 first */
-        resp_add_error(&c->out, ERR_REDIS_DUMP);
-        return;
-    }
-    uint32_t crc;
-    if (len < 9 || memcmp(p, "RWFD\1", 5) != 0 ||
-        (memcpy(&crc, p + len - 4, 4), crc != crc32c(0, p, len - 4)) ||
-        walk_codes(p + 5, p + len - 4, NULL, NULL) != 0) {
+    if (rdb_verify_payload(p, len) != 0) {
         resp_add_error(&c->out, ERR_BAD_PAYLOAD);
         return;
     }
     uint8_t *taken = write_begin();
     restore_ctx r = {c, NULL, 0, 0};
-    walk_codes(p + 5, p + len - 4, restore_one, &r);
+    restore_codes(&r, p, len);
     lib_def **v = malloc(sizeof(lib_def *) * (size_t)(cur.n + r.n + 1));
     int n = 0;
     for (int i = 0; !r.failed && i < cur.n; i++) {
