@@ -618,10 +618,10 @@ static void function_load(client *c) {
         int n;
         lib_def **v = libs_except(old, 1, &n);
         v[n++] = &l;
-        if (!fn_collision(c, v, n, &l) && write_libs(c, v, n) == 0)
-            resp_add_bulk(&c->out, name, strlen(name));
-        /* the interpreter that holds l's refs was replaced when it was logged */
-        lib_free(NULL, &l);
+        int logged = !fn_collision(c, v, n, &l) && write_libs(c, v, n) == 0;
+        if (logged) resp_add_bulk(&c->out, name, strlen(name));
+        /* once logged, the interpreter holding l's refs has been replaced */
+        lib_free(logged ? NULL : cur.L, &l);
         free(v);
     }
     write_end(taken);
@@ -811,7 +811,6 @@ static void function_restore(client *c) {
             v[n++] = &cur.libs[i];
         }
     }
-    int base = n;
     for (int j = 0; j < r.n; j++) v[n++] = &r.libs[j];
     for (int j = 0; !r.failed && j < r.n; j++)
         if (fn_collision(c, v, n, &r.libs[j])) r.failed = 1;
@@ -822,9 +821,9 @@ static void function_restore(client *c) {
                 resp_add_errorf(&c->out, "ERR Library %s already exists", r.libs[j].name);
                 r.failed = 1;
             }
-    (void)base;
-    if (!r.failed && write_libs(c, v, n) == 0) resp_add_ok(&c->out);
-    for (int j = 0; j < r.n; j++) lib_free(NULL, &r.libs[j]);
+    int logged = !r.failed && write_libs(c, v, n) == 0;
+    if (logged) resp_add_ok(&c->out);
+    for (int j = 0; j < r.n; j++) lib_free(logged ? NULL : cur.L, &r.libs[j]);
     free(r.libs);
     free(v);
     write_end(taken);
