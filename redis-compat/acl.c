@@ -150,6 +150,7 @@ static const struct { const char *cmd; uint32_t add, drop; } cat_fixes[] = {
     { "bzpopmax", B(C_BLOCKING), 0 }, { "bzmpop", B(C_BLOCKING), 0 },
     { "xread", B(C_BLOCKING), 0 }, { "xreadgroup", B(C_BLOCKING), 0 },
     { "eval_ro", 0, B(C_READ) }, { "evalsha_ro", 0, B(C_READ) },
+    { "fcall_ro", 0, B(C_READ) },   /* as EVAL_RO: readonly, yet not @read */
     { "role", B(C_ADMIN) | B(C_DANGEROUS), 0 },
     { "migrate", B(C_DANGEROUS), 0 }, { "restore", B(C_DANGEROUS), 0 },
     { "restore-asking", B(C_DANGEROUS) | B(C_KEYSPACE), 0 },
