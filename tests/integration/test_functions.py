@@ -484,3 +484,21 @@ def test_cluster_node_down_during_load_is_caught_up(cluster_factory):
 
     assert node0_has()
     wait_for(node2_has, timeout=40)
+
+
+def test_acl_checks_fcall_declared_keys(pair):
+    """A user limited to some keys may FCALL with those as declared keys,
+    not with others (Redis checks FCALL's keys like any command's)."""
+    for c in pair:
+        c.call("function", "load", LIB1)
+        c.call("function", "load", LIB2)
+        c.call("acl", "setuser", "fu", "on", ">pw", "~mine*", "+@all")
+    outs = []
+    for c in pair:
+        c.call("auth", "fu", "pw")
+        outs.append([_reply(c, "fcall", "wr", "1", "mine1", "v"),
+                     _reply(c, "fcall", "wr", "1", "other", "v"),
+                     _reply(c, "fcall_ro", "rd", "1", "other"),
+                     _reply(c, "fcall_ro", "rd", "1", "mine1")])
+    assert outs[0] == outs[1]
+    assert isinstance(outs[0][1], RespError)
