@@ -46,8 +46,10 @@
 #include "cluster.h"
 #include "rdb.h"
 #include "db.h"
+#include "db_shard.h"
 #include "script.h"
 #include "server.h"
+#include "shard.h"
 #include "util.h"
 
 #define FN_NO_WRITES 1
@@ -88,6 +90,7 @@ static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *pend;
 static size_t pend_len;
 static uint64_t pend_stamp;
+static int pend_sid;        /* the shard whose entry holds it */
 
 /* The function FCALL runs now, for FUNCTION STATS (under stats_lock). */
 static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -139,7 +142,7 @@ static uint64_t payload_stamp(const char *p, size_t len) {
 }
 
 /* db.c's hook (any thread, under the entry's shard lock): keep the newest. */
-static void funcs_applied(const char *payload, size_t len) {
+static void funcs_applied(int sid, const char *payload, size_t len) {
     uint64_t st = payload_stamp(payload, len);
     if (!st || walk_codes(payload + 13, payload + len, NULL, NULL) != 0) {
         serverLog(LL_WARNING, "Malformed FUNCTION libraries entry ignored");
@@ -152,6 +155,7 @@ static void funcs_applied(const char *payload, size_t len) {
         memcpy(pend, payload, len);
         pend_len = len;
         pend_stamp = st;
+        pend_sid = sid;
     }
     pthread_mutex_unlock(&pend_lock);
 }
@@ -970,6 +974,14 @@ static void fcall_generic(client *c, int ro) {
     }
     if (cluster_enabled() && script_route_keys(c, (int)numkeys)) return;
     uint8_t *taken = write_begin();
+    /* The reply depends on the library: it leaves only once the entry that
+     * loaded it is durable, as a read waits for the writes it saw (the
+     * shard's lock is held: write_begin took every shard). */
+    pthread_mutex_lock(&pend_lock);
+    int sid = pend ? pend_sid : -1;
+    pthread_mutex_unlock(&pend_lock);
+    if (sid >= 0 && (!cluster_enabled() || cluster_is_primary(sid)))
+        db_shard_read_dep(&c->x, &server.shards[sid]);
     fn_def *f = fn_find(c->argv[1], c->argvlen[1], NULL);
     if (!f) {
         resp_add_error(&c->out, "ERR Function not found");   /* deleted meanwhile */

@@ -371,7 +371,7 @@ static void db_apply_funcs(shard *s, uint64_t ref, const log_entry *e) {
     s->funcs_ref = ref;
     s->funcs_ver = e->ver;
     live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
-    if (funcs_hook) funcs_hook(e->val, e->vlen);
+    if (funcs_hook) funcs_hook(s->id, e->val, e->vlen);
 }
 
 /* The end of a re-sync at version ver (a LOG_FLUSHDB of every db flagged

@@ -182,7 +182,7 @@ extern void (*db_evicted_hook)(int db, const char *key, size_t klen);
  * entry applied (written, recovered, replicated), under that shard's lock;
  * it must only copy what it needs. */
 #define DB_NOSHARD (-2)
-typedef void (*db_funcs_fn)(const char *payload, size_t len);
+typedef void (*db_funcs_fn)(int sid, const char *payload, size_t len);
 void db_funcs_hook(db_funcs_fn fn);
 int db_set_funcs(db_ctx *x, const char *payload, size_t len);
 
