@@ -82,6 +82,7 @@ static struct {
     lib_def *libs;
     int n;
     uint64_t stamp;  /* of the payload they were built from */
+    uint64_t gen;    /* pend_gen when they were built */
 } cur;
 
 /* The newest payload any LOG_FUNCS entry delivered (under pend_lock, a leaf
@@ -90,6 +91,7 @@ static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *pend;
 static size_t pend_len;
 static uint64_t pend_stamp;
+static uint64_t pend_gen;   /* bumped at each change of pend */
 static int pend_sid;        /* the shard whose entry holds it */
 
 /* The function FCALL runs now, for FUNCTION STATS (under stats_lock). */
@@ -149,13 +151,21 @@ static void funcs_applied(int sid, const char *payload, size_t len) {
         return;
     }
     pthread_mutex_lock(&pend_lock);
-    if (st > pend_stamp) {
+    /* Equal stamps (two nodes' loads in the same microsecond): the larger
+     * payload wins, so every node keeps the same one. */
+    int cmp = 0;
+    if (st == pend_stamp && pend) {
+        cmp = memcmp(payload, pend, len < pend_len ? len : pend_len);
+        if (!cmp) cmp = (len > pend_len) - (len < pend_len);
+    }
+    if (st > pend_stamp || cmp > 0) {
         free(pend);
         pend = malloc(len);
         memcpy(pend, payload, len);
         pend_len = len;
         pend_stamp = st;
         pend_sid = sid;
+        pend_gen++;
     }
     pthread_mutex_unlock(&pend_lock);
 }
@@ -501,14 +511,14 @@ static int build_one(void *arg, const char *code, size_t len) {
  * not the one they were built from. */
 static void sync_libraries(void) {
     pthread_mutex_lock(&pend_lock);
-    if (cur.L && pend_stamp == cur.stamp) {
+    if (cur.L && pend_gen == cur.gen) {
         pthread_mutex_unlock(&pend_lock);
         return;
     }
     size_t len = pend_len;
     char *copy = len ? malloc(len) : NULL;
     if (len) memcpy(copy, pend, len);
-    uint64_t stamp = pend_stamp;
+    uint64_t stamp = pend_stamp, gen = pend_gen;
     pthread_mutex_unlock(&pend_lock);
     for (int i = 0; i < cur.n; i++) lib_free(NULL, &cur.libs[i]);
     free(cur.libs);
@@ -517,6 +527,7 @@ static void sync_libraries(void) {
     if (cur.L) lua_close(cur.L);
     cur.L = script_new_state();
     cur.stamp = stamp;
+    cur.gen = gen;
     if (copy) walk_codes(copy + 13, copy + len, build_one, NULL);
     free(copy);
     int nf = 0;
