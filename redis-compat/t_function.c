@@ -846,9 +846,15 @@ static void function_restore(client *c) {
 
 /* Allowed while a script runs (script_gate): no run lock here. */
 static void function_stats(client *c) {
+    pthread_mutex_lock(&stats_lock);
+    if (script_busy() && !running.name) {
+        /* an EVAL script runs: Redis answers as to any other command */
+        pthread_mutex_unlock(&stats_lock);
+        resp_add_error(&c->out, "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.");
+        return;
+    }
     resp_add_map(&c->out, 2);
     add_str(c, "running_script");
-    pthread_mutex_lock(&stats_lock);
     if (!running.name) {
         resp_add_null(&c->out);
     } else {

@@ -502,3 +502,35 @@ def test_acl_checks_fcall_declared_keys(pair):
                      _reply(c, "fcall_ro", "rd", "1", "mine1")])
     assert outs[0] == outs[1]
     assert isinstance(outs[0][1], RespError)
+
+
+def test_function_stats_during_eval_is_busy(server_factory):
+    """As in Redis 7.0: FUNCTION STATS answers -BUSY while an EVAL script
+    (not a function) runs; FUNCTION KILL does not stop a script."""
+    import threading
+    srv = server_factory(extra={"busy-reply-threshold": "200"})
+    conns = []
+    for _ in range(4):
+        cl = srv.resp()
+        cl.sock.settimeout(1.0)
+        conns.append(cl)
+    out = {}
+    t = threading.Thread(target=lambda: out.update(r=_reply(srv.resp(), "eval", "while true do end", "0")))
+    t.start()
+    time.sleep(0.4)
+    busy = None
+    for cl in conns:
+        try:
+            rep = _reply(cl, "ping")
+        except OSError:
+            continue
+        if isinstance(rep, RespError) and rep.msg.startswith("BUSY"):
+            busy = cl
+            break
+    assert busy is not None
+    script_busy = RespError("BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
+    assert _reply(busy, "function", "stats") == script_busy
+    assert _reply(busy, "function", "kill") == script_busy
+    assert busy.call("script", "kill") == "OK"
+    t.join(10)
+    assert not t.is_alive() and isinstance(out["r"], RespError)
