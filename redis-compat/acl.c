@@ -150,6 +150,7 @@ static const struct { const char *cmd; uint32_t add, drop; } cat_fixes[] = {
     { "bzpopmax", B(C_BLOCKING), 0 }, { "bzmpop", B(C_BLOCKING), 0 },
     { "xread", B(C_BLOCKING), 0 }, { "xreadgroup", B(C_BLOCKING), 0 },
     { "eval_ro", 0, B(C_READ) }, { "evalsha_ro", 0, B(C_READ) },
+    { "fcall_ro", 0, B(C_READ) },   /* as EVAL_RO: readonly, yet not @read */
     { "role", B(C_ADMIN) | B(C_DANGEROUS), 0 },
     { "migrate", B(C_DANGEROUS), 0 }, { "restore", B(C_DANGEROUS), 0 },
     { "restore-asking", B(C_DANGEROUS) | B(C_KEYSPACE), 0 },
@@ -992,7 +993,7 @@ static const struct { const char *cmd; int dest, countpos; } numkeys_cmds[] = {
     { "zunionstore", 1, 2 }, { "zinterstore", 1, 2 }, { "zdiffstore", 1, 2 },
     { "zunion", 0, 1 }, { "zinter", 0, 1 }, { "zdiff", 0, 1 }, { "zintercard", 0, 1 },
     { "sintercard", 0, 1 }, { "lmpop", 0, 1 }, { "zmpop", 0, 1 }, { "blmpop", 0, 2 },
-    { "bzmpop", 0, 2 },
+    { "bzmpop", 0, 2 }, { "fcall", 0, 2 }, { "fcall_ro", 0, 2 },
 };
 
 /* The argv positions of cmd's keys into pos and the access each needs into

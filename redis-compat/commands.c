@@ -223,4 +223,5 @@ void types_register(void) {
     stream_register();
     notify_init();   /* the edge's keyspace notifications for expired keys */
     latency_init();  /* INFO errorstats counts every error reply */
+    functions_register();   /* not a type: the FUNCTION libraries' log hook */
 }

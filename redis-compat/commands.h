@@ -69,6 +69,7 @@ void set_register(void);
 void zset_register(void);
 void list_register(void);
 void stream_register(void);
+void functions_register(void);   /* t_function.c */
 
 /* t_introspect.c: record a command that ran duration_us microseconds in the
  * slow log when it is slower than slowlog-log-slower-than (client_call). */

@@ -861,6 +861,19 @@ void rdb_dump_value(const db_val *v, rbuf *out) {
     put_footer(out, start);
 }
 
+/* FUNCTION DUMP/RESTORE (t_function.c) build and read their payloads from
+ * the same pieces: an RDB string, the footer. */
+void rdb_put_string(rbuf *out, const char *s, size_t len) { put_string(out, s, len); }
+
+void rdb_put_footer(rbuf *out, size_t start) { put_footer(out, start); }
+
+int rdb_read_string(const char *p, size_t len, size_t *pos, rbuf *out) {
+    reader r = {(const unsigned char *)p, len, *pos};
+    int rc = rd_string(&r, out);
+    *pos = r.pos;
+    return rc;
+}
+
 int rdb_verify_payload(const char *p, size_t len) {
     if (len < 10) return -1;
     const unsigned char *f = (const unsigned char *)p + len - 10;

@@ -31,6 +31,14 @@ int rdb_verify_payload(const char *p, size_t len);
  * we do not read (Redis: "ERR Bad data format"). */
 int rdb_load_value(const char *p, size_t len, rbuf *str, robj **obj);
 
+/* FUNCTION DUMP/RESTORE's pieces (t_function.c): an RDB string (length +
+ * bytes, or an integer encoding; never LZF), the footer (version and CRC64
+ * of out[start..]), and reading a string (LZF too) at p[*pos..len), *pos
+ * advanced; -1 if malformed. */
+void rdb_put_string(rbuf *out, const char *s, size_t len);
+void rdb_put_footer(rbuf *out, size_t start);
+int rdb_read_string(const char *p, size_t len, size_t *pos, rbuf *out);
+
 /* t_dump.c: MIGRATE's key positions (argv[3], or those after KEYS). */
 int migrate_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
 

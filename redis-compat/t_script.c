@@ -60,6 +60,7 @@
 #include "worker.h"
 
 #define ERR_BUSY "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
+#define ERR_BUSY_FN "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
 #define ERR_NOSCRIPT "NOSCRIPT No matching script. Please use EVAL."
 #define ERR_KILLED "ERR Script killed by user with SCRIPT KILL..."
 #define HOOK_EVERY 100000      /* interpreter instructions between busy checks */
@@ -82,6 +83,7 @@ static struct {
     _Atomic int64_t since_us;   /* monotonic start, 0 = none running */
     _Atomic int kill;           /* SCRIPT KILL asked for it */
     _Atomic int wrote;          /* it called a write command: unkillable */
+    _Atomic int function;       /* an FCALL (FUNCTION KILL, not SCRIPT KILL) */
     client *c;
     int ro;                     /* EVAL_RO: writes refused */
     int resp;                   /* redis.setresp */
@@ -912,13 +914,17 @@ static void busy_hook(lua_State *L, lua_Debug *ar) {
     }
 }
 
-static void set_array_global(lua_State *L, const char *name, const char **v, const size_t *len, int n) {
-    lua_pushstring(L, name);
+static void push_array(lua_State *L, const char **v, const size_t *len, int n) {
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         lua_pushlstring(L, v[i], len[i]);
         lua_rawseti(L, -2, i + 1);
     }
+}
+
+static void set_array_global(lua_State *L, const char *name, const char **v, const size_t *len, int n) {
+    lua_pushstring(L, name);
+    push_array(L, v, len, n);
     lua_rawset(L, LUA_GLOBALSINDEX);
 }
 
@@ -975,14 +981,21 @@ static void unlock_shards(uint8_t *taken) {
 }
 
 /* Run the function on top of the stack (popped) with keys and args, reply. */
+/* as_function (FCALL): keys and args are the function's two arguments
+ * instead of the KEYS and ARGV globals. */
 static void script_call(client *c, lua_State *L, const char *name, int ro, int nkeys,
                         const char **keys, const size_t *keylen, int nargs, const char **args,
-                        const size_t *arglen) {
+                        const size_t *arglen, int as_function) {
     int base = lua_gettop(L); /* the function */
     lua_rawgeti(L, LUA_REGISTRYINDEX, errh_ref);
     lua_insert(L, base);
-    set_array_global(L, "KEYS", keys, keylen, nkeys);
-    set_array_global(L, "ARGV", args, arglen, nargs);
+    if (as_function) {
+        push_array(L, keys, keylen, nkeys);
+        push_array(L, args, arglen, nargs);
+    } else {
+        set_array_global(L, "KEYS", keys, keylen, nkeys);
+        set_array_global(L, "ARGV", args, arglen, nargs);
+    }
     int db = c->db;
     run.c = c;
     run.ro = ro;
@@ -991,11 +1004,12 @@ static void script_call(client *c, lua_State *L, const char *name, int ro, int n
     run.aborted = 0;
     atomic_store(&run.kill, 0);
     atomic_store(&run.wrote, 0);
+    atomic_store(&run.function, as_function);
     size_t start = c->out.b.len;
     db_batch_begin(&c->x);
     lua_sethook(L, busy_hook, LUA_MASKCOUNT, HOOK_EVERY);
     atomic_store(&run.since_us, monotonic_us());
-    int rc = lua_pcall(L, 0, 1, base);
+    int rc = lua_pcall(L, as_function ? 2 : 0, 1, base);
     atomic_store(&run.since_us, 0);
     lua_sethook(L, NULL, 0, 0);
     if (rc) reply_script_error(c, L, name);
@@ -1062,7 +1076,7 @@ static void eval_generic(client *c, int evalsha, int ro) {
         int nk = (int)numkeys;
         if (script_flags(L, sha) & SCRIPT_NO_WRITES) ro = 1;
         script_call(c, L, sha, ro, nk, c->argv + 3, c->argvlen + 3, c->argc - 3 - nk,
-                    c->argv + 3 + nk, c->argvlen + 3 + nk);
+                    c->argv + 3 + nk, c->argvlen + 3 + nk, 0);
     }
     pthread_mutex_unlock(&run_lock);
     unlock_shards(taken);
@@ -1119,7 +1133,11 @@ static void script_flush(client *c) {
 }
 
 static void script_kill(client *c) {
-    if (!atomic_load(&run.since_us)) {
+    int by_function = !strcmp(c->cmd->name, "function");
+    if (atomic_load(&run.since_us) && atomic_load(&run.function) != by_function) {
+        /* Redis: SCRIPT KILL does not stop a function, nor FUNCTION KILL a script */
+        resp_add_error(&c->out, by_function ? ERR_BUSY : ERR_BUSY_FN);
+    } else if (!atomic_load(&run.since_us)) {
         resp_add_error(&c->out, "NOTBUSY No scripts in execution right now.");
     } else if (atomic_load(&run.wrote)) {
         resp_add_error(&c->out, "UNKILLABLE Sorry the script already executed write commands "
@@ -1161,6 +1179,22 @@ void scriptCommand(client *c) {
     subcommand_dispatch(c, subs, "script");
 }
 
+/* ---------------- for t_function.c (script.h) ---------------- */
+
+void script_run_lock(void) { pthread_mutex_lock(&run_lock); }
+void script_run_unlock(void) { pthread_mutex_unlock(&run_lock); }
+lua_State *script_new_state(void) { return lua_create(); }
+uint8_t *script_lock_shards(void) { return lock_all_shards(); }
+void script_unlock_shards(uint8_t *taken) { unlock_shards(taken); }
+int script_route_keys(client *c, int numkeys) { return route_declared_keys(c, numkeys); }
+void script_kill_reply(client *c) { script_kill(c); }
+int script_busy(void) { return atomic_load(&run.since_us) != 0; }
+
+void script_run(client *c, lua_State *L, const char *name, int ro, int nkeys, const char **keys,
+                const size_t *keylen, int nargs, const char **args, const size_t *arglen) {
+    script_call(c, L, name, ro, nkeys, keys, keylen, nargs, args, arglen, 1);
+}
+
 /* ---------------- the dispatcher's gate ---------------- */
 
 /* The commands Redis answers while a script is busy. */
@@ -1180,7 +1214,7 @@ int script_gate(client *c) {
         int64_t since = atomic_load(&run.since_us);
         if (!since) return 0;
         if (monotonic_us() - since >= server.cfg.busy_reply_threshold * 1000) {
-            resp_add_error(&c->out, ERR_BUSY);
+            resp_add_error(&c->out, atomic_load(&run.function) ? ERR_BUSY_FN : ERR_BUSY);
             return 1;
         }
         usleep(200);

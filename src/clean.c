@@ -9,7 +9,8 @@
  * version, so recovery treats them as one.
  *
  * Liveness:
- *  - a SET (or DBMAP) entry is live iff the index holds exactly its offset;
+ *  - a SET (or DBMAP) entry is live iff the index holds exactly its offset
+ *    (a LOG_FUNCS entry iff its shard's funcs_ref is its offset);
  *    checked and relocated under the shard lock, so readers never follow a
  *    reference into a segment that is being freed.
  *  - a deletion record (DEL, FLUSHDB) is never indexed. It must survive as
@@ -131,7 +132,7 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         return;
     }
     if (e->type != LOG_SET && e->type != LOG_DBMAP && e->type != LOG_COLL_OP &&
-        e->type != LOG_SNAPSHOT && e->type != LOG_FLUSHDB) return;
+        e->type != LOG_SNAPSHOT && e->type != LOG_FLUSHDB && e->type != LOG_FUNCS) return;
     if (e->shard >= server.nshards) return;
     shard *s = &server.shards[e->shard];
     shard_lock(s);

@@ -349,6 +349,31 @@ static void reset_dbmap(shard *s) {
     for (int d = 0; d < SHARD_MAX_DBS; d++) s->dbmap[d] = (uint16_t)d;
 }
 
+/* ---- FUNCTION libraries (LOG_FUNCS) ----
+ * Server metadata, not keys: each shard keeps the offset of its latest
+ * LOG_FUNCS entry live (as the db map's), and every entry applied, written
+ * here, replayed by recovery or received from a primary, is handed to the
+ * edge's hook, which keeps the newest library set it has seen (the payload
+ * carries its own ordering stamp; the core does not read it). */
+static db_funcs_fn funcs_hook;
+
+void db_funcs_hook(db_funcs_fn fn) { funcs_hook = fn; }
+
+static void reset_funcs(shard *s) {
+    if (s->funcs_ref) live_add(s->funcs_ref, -ref_bytes(s->funcs_ref));
+    s->funcs_ref = 0;
+    s->funcs_ver = 0;
+}
+
+static void db_apply_funcs(shard *s, uint64_t ref, const log_entry *e) {
+    if (e->ver < s->funcs_ver) return;   /* an older one replayed late */
+    if (s->funcs_ref) live_add(s->funcs_ref, -ref_bytes(s->funcs_ref));
+    s->funcs_ref = ref;
+    s->funcs_ver = e->ver;
+    live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
+    if (funcs_hook) funcs_hook(s->id, e->val, e->vlen);
+}
+
 /* The end of a re-sync at version ver (a LOG_FLUSHDB of every db flagged
  * LOG_F_RESYNC, see log.h): the re-sync's entries, all at ver, are the
  * shard's whole contents, so everything older goes, the db map included.
@@ -357,6 +382,7 @@ static void reset_dbmap(shard *s) {
 static void db_apply_resync_end(shard *s, uint64_t ref, const log_entry *e) {
     db_apply_flush(s, 0xffff, e->ver);
     if (s->dbmap_ver < e->ver) reset_dbmap(s);
+    if (s->funcs_ver < e->ver) reset_funcs(s);
     if (e->ver < s->resync_ver) return;   /* an older re-sync replayed late */
     if (s->resync_ref) live_add(s->resync_ref, -ref_bytes(s->resync_ref));
     s->resync_ref = ref;
@@ -453,6 +479,7 @@ int db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
         else db_apply_flush(s, e->db, e->ver);
         break;
     case LOG_DBMAP: db_apply_dbmap(s, ref, e->ver); break;
+    case LOG_FUNCS: db_apply_funcs(s, ref, e); break;
     default: break;
     }
     return 0;
@@ -1027,6 +1054,23 @@ int db_swap(db_ctx *x, int a, int b) {
     return r;
 }
 
+/* The library set goes to ONE shard: the lowest this node serves as
+ * primary (shard 0 standalone). Its replicas get it through the normal
+ * write path like any entry, and every node's hook keeps the newest set
+ * among all the shards it holds (DECISIONS.md, "FUNCTION"). */
+int db_set_funcs(db_ctx *x, const char *payload, size_t len) {
+    for (int i = 0; i < server.nshards; i++) {
+        if (!client_shard(i)) continue;
+        shard *s = &server.shards[i];
+        int locked = lock_unless_held(s);
+        log_entry e = {.type = LOG_FUNCS, .key = "", .val = payload, .vlen = (uint32_t)len};
+        int r = write_entry(x, s, &e);
+        unlock_if(s, locked);
+        return r;
+    }
+    return DB_NOSHARD;
+}
+
 /* ---------------- active expiry ---------------- */
 
 void (*db_expired_hook)(int db, const char *key, size_t klen);
@@ -1128,6 +1172,7 @@ void db_shard_clear(shard *s) {
     memset(s->dbkeys, 0, sizeof(s->dbkeys));
     memset(s->dbexpires, 0, sizeof(s->dbexpires));
     reset_dbmap(s);
+    reset_funcs(s);
     if (s->resync_ref) live_add(s->resync_ref, -ref_bytes(s->resync_ref));
     s->resync_ref = 0;
     s->resync_ver = 0;
@@ -1146,6 +1191,7 @@ static robj *obj_of_entry(shard *s, const log_entry *e) {
 
 int db_ref_is_live(shard *s, uint64_t ref, const log_entry *e) {
     if (e->type == LOG_DBMAP) return s->dbmap_ref == ref;
+    if (e->type == LOG_FUNCS) return s->funcs_ref == ref;
     if (e->type == LOG_FLUSHDB) return (e->flags & LOG_F_RESYNC) && s->resync_ref == ref;
     if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
         robj *o = obj_of_entry(s, e);
@@ -1162,6 +1208,8 @@ void db_relocate(shard *s, uint64_t old_ref, uint64_t new_ref, const log_entry *
     int64_t bytes = (int64_t)log_entry_len(e->klen, e->vlen);
     if (e->type == LOG_DBMAP) {
         s->dbmap_ref = new_ref;
+    } else if (e->type == LOG_FUNCS) {
+        s->funcs_ref = new_ref;
     } else if (e->type == LOG_FLUSHDB) {
         s->resync_ref = new_ref;
     } else if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {

@@ -175,6 +175,17 @@ extern void (*db_miss_hook)(int db, const char *key, size_t klen);
  * keyspace notifications' "evicted". */
 extern void (*db_evicted_hook)(int db, const char *key, size_t klen);
 
+/* FUNCTION libraries: server metadata kept in the log (LOG_FUNCS), never
+ * keys. db_set_funcs logs payload (the whole library set, in the edge's
+ * format) in the lowest shard this node is primary of: DB_OK, DB_OOM, or
+ * DB_NOSHARD when it is primary of none. The hook sees every LOG_FUNCS
+ * entry applied (written, recovered, replicated), under that shard's lock;
+ * it must only copy what it needs. */
+#define DB_NOSHARD (-2)
+typedef void (*db_funcs_fn)(int sid, const char *payload, size_t len);
+void db_funcs_hook(db_funcs_fn fn);
+int db_set_funcs(db_ctx *x, const char *payload, size_t len);
+
 /* Active expiry: delete up to `budget` expired keys among shards s with
  * s % nworkers == wid. Returns how many it deleted. Called by workers. */
 int db_active_expire(db_ctx *x, long budget);

@@ -213,6 +213,12 @@ void db_shard_export_buckets(shard *s, uint64_t ver, const uint8_t *buckets, db_
                        .val = (const char *)s->dbmap, .vlen = (uint32_t)sizeof(s->dbmap)};
         ex_emit(&x, &e);
     }
+    if (!buckets && s->funcs_ref) {   /* the FUNCTION libraries (LOG_FUNCS) */
+        log_entry f;
+        log_entry_decode(pool_ptr(server.pool, s->funcs_ref), &f);
+        log_entry e = {.type = LOG_FUNCS, .key = "", .val = f.val, .vlen = f.vlen};
+        ex_emit(&x, &e);
+    }
     index_foreach(s->idx, ex_key, &x);
     rbuf_free(&x.out);
     rbuf_free(&x.snap);

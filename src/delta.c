@@ -146,7 +146,9 @@ int delta_plan(shard *s, const delta_base *b, uint8_t **payload, size_t *len, ui
     memset(send, 0xff, DELTA_MAP);
     *payload = NULL;
     *len = 0;
-    if (!b->usable || !db_shard_dbmap_identity(s)) return 0;
+    /* A shard holding FUNCTION libraries (LOG_FUNCS) is sent whole: the
+     * bucket digests cover keys only, a delta would miss the libraries. */
+    if (!b->usable || !db_shard_dbmap_identity(s) || s->funcs_ref) return 0;
     uint64_t mine[DB_SHARD_BUCKETS];
     db_shard_bucket_digests(s, mine);
     int kept = 0;

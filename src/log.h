@@ -38,6 +38,10 @@
  *                and its version 0. The group's single CRC makes it atomic:
  *                after a crash all of it is there or none of it. The index may
  *                point at a sub-entry (its offset is 8-byte aligned).
+ *   LOG_FUNCS    payload is the whole set of FUNCTION libraries (its format
+ *                is the edge's, redis-compat/t_function.c); key empty. Like
+ *                LOG_DBMAP the shard keeps its latest one live; it is not a
+ *                key (DBSIZE, FLUSHALL, digests never see it).
  *   LOG_COLL_OP / LOG_SNAPSHOT  collection effects and snapshots (object.h).
  *   LOG_COMMITVER / LOG_RESYNC  replication markers, b-logs only (repl.h,
  *                digest.h); LOG_F_RESYNC marks a catch-up copy of state.
@@ -91,6 +95,7 @@ enum log_type {
     LOG_RESYNC = 9,      /* replication marker: catch-up of `shard` at version
                           * `ver` begins (aux 0) or ends (aux 1) */
     LOG_LOSS = 10,       /* an accepted loss (recovery.h) */
+    LOG_FUNCS = 11,      /* the FUNCTION libraries (server metadata, not keys) */
     LOG_TYPE_MAX
 };
 

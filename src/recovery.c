@@ -94,7 +94,7 @@ static int entry_shards(const log_entry *e, uint8_t *mark) {
     case LOG_SET: case LOG_DEL: case LOG_COLL_OP: case LOG_SNAPSHOT:
         if (e->shard >= server.nshards || shard_of_key(e->key, e->klen)->id != e->shard) return 0;
         break;
-    case LOG_FLUSHDB: case LOG_DBMAP: case LOG_COMMITVER: case LOG_RESYNC:
+    case LOG_FLUSHDB: case LOG_DBMAP: case LOG_COMMITVER: case LOG_RESYNC: case LOG_FUNCS:
         if (e->shard >= server.nshards) return 0;
         break;
     case LOG_GROUP: {
@@ -214,6 +214,7 @@ static const char *const type_names[LOG_TYPE_MAX] = {
     [LOG_GROUP] = "group (MULTI/EXEC, MSET...)", [LOG_COMMITVER] = "CommitVer marker",
     [LOG_COLL_OP] = "collection effect", [LOG_SNAPSHOT] = "collection snapshot",
     [LOG_RESYNC] = "catch-up marker", [LOG_LOSS] = "accepted loss",
+    [LOG_FUNCS] = "FUNCTION libraries",
 };
 
 /* key, quoted, with non-printable bytes escaped, at most ~48 bytes of it. */

@@ -46,6 +46,8 @@ typedef struct shard {
     uint16_t dbmap[SHARD_MAX_DBS];    /* logical db -> physical db (SWAPDB) */
     uint64_t dbmap_ref;               /* pool offset of the live LOG_DBMAP entry, 0 if none */
     uint64_t dbmap_ver;
+    uint64_t funcs_ref;               /* pool offset of the live LOG_FUNCS entry, 0 if none */
+    uint64_t funcs_ver;
     long long dbkeys[SHARD_MAX_DBS];  /* keys per physical db, under lock */
     long long dbexpires[SHARD_MAX_DBS];
     /* The latest completed re-sync of this copy (a replica's catch-up, or a

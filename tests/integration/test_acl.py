@@ -636,7 +636,7 @@ def test_subscribers_disconnected_when_their_channels_are_revoked(conns, pair):
 # Redis puts a container's categories on its subcommands; the command table
 # has no subcommand rows, so these carry the container's own.
 CONTAINERS = {"acl", "client", "config", "memory", "object", "pubsub", "slowlog", "command",
-              "cluster", "rowan", "latency", "script", "xgroup", "xinfo"}
+              "cluster", "rowan", "latency", "script", "xgroup", "xinfo", "function"}
 
 
 def test_categories_match_redis_for_every_command(conns):
