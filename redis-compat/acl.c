@@ -994,6 +994,7 @@ static const struct { const char *cmd; int dest, countpos; } numkeys_cmds[] = {
     { "zunion", 0, 1 }, { "zinter", 0, 1 }, { "zdiff", 0, 1 }, { "zintercard", 0, 1 },
     { "sintercard", 0, 1 }, { "lmpop", 0, 1 }, { "zmpop", 0, 1 }, { "blmpop", 0, 2 },
     { "bzmpop", 0, 2 }, { "fcall", 0, 2 }, { "fcall_ro", 0, 2 },
+    { "eval", 0, 2 }, { "evalsha", 0, 2 }, { "eval_ro", 0, 2 }, { "evalsha_ro", 0, 2 },
 };
 
 /* The argv positions of cmd's keys into pos and the access each needs into

