@@ -10,7 +10,7 @@ BUILD_PKGS="gcc make pkg-config libhiredis-dev libevent-dev libpmem-dev
   libibverbs-dev librdmacm-dev libzookeeper-mt-dev libssl-dev libsystemd-dev
   liblua5.1-0-dev lua-cjson-dev lua-bitop-dev"
 TEST_PKGS="redis-server redis-tools python3 python3-redis python3-pytest
-  zookeeper clang procps strace openssl"
+  zookeeper clang procps strace openssl python3-rq"
 PKGS="$BUILD_PKGS $TEST_PKGS"
 # Node.js and npm for the application tests (tests/apps): Debian's nodejs and
 # npm, unless a node with its own npm is installed already (NodeSource's

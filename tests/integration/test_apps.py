@@ -31,3 +31,41 @@ def test_bullmq_jobs(server, r):
                    "counts": {"completed": 3, "failed": 1, "delayed": 0,
                               "wait": 0, "active": 0}}, (res, p.stderr)
     assert r.keys("bull:*") == []   # obliterate removed the queue
+
+
+def rq_add(a, b):
+    """An RQ job (imported by name, test_apps.rq_add, in the work horse)."""
+    return a + b
+
+
+def rq_fail(msg):
+    raise ValueError(msg)
+
+
+def test_rq_jobs(server, r):
+    """RQ (Debian's python3-rq): enqueue jobs, a burst worker (forking a work
+    horse per job, as deployed) runs them; a result comes back and a failing
+    job lands in the failed job registry with its traceback."""
+    try:
+        import rq
+    except ImportError:
+        pytest.fail("python3-rq is not installed: run deps/install.sh")
+    from rq.registry import FailedJobRegistry, FinishedJobRegistry
+    conn = server.client()
+    q = rq.Queue("rowan", connection=conn)
+    ok = q.enqueue(rq_add, 2, 3)
+    bad = q.enqueue(rq_fail, "no luck")
+    assert ok.get_status() == "queued" and len(q) == 2
+    w = rq.Worker([q], connection=conn, name="rowan-worker")
+    assert w.work(burst=True)
+    ok.refresh()
+    bad.refresh()
+    assert ok.get_status() == "finished"
+    assert ok.return_value() == 5
+    assert bad.get_status() == "failed"
+    res = bad.latest_result()
+    assert res.type == res.Type.FAILED and "ValueError: no luck" in res.exc_string
+    assert FailedJobRegistry(queue=q).get_job_ids() == [bad.id]
+    assert FinishedJobRegistry(queue=q).get_job_ids() == [ok.id]
+    assert len(q) == 0
+    assert rq.Worker.all(connection=conn) == []   # the burst worker left
