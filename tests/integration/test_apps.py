@@ -2,7 +2,9 @@
 queue: Lua scripts, streams, sorted sets, blocking list moves) and RQ
 (Debian's python3-rq: a Python job queue over redis-py with a forking
 worker). Each runs the app's own code end to end; the same tests pass
-against redis-server (--target redis), which checks the expectations."""
+against redis-server (--target redis), which checks the expectations; the
+kill -9 test also against redis-server with appendfsync always
+(ROWAN_TEST_REDIS_AOF=1)."""
 import json
 import os
 import subprocess
@@ -12,16 +14,24 @@ import pytest
 APPS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps")
 
 
+def _node(srv, script, *args):
+    """Runs tests/apps/<script> against srv; returns its last line's JSON."""
+    if not os.path.isdir(os.path.join(APPS, "node_modules", "bullmq")):
+        pytest.fail("bullmq is not installed: run `npm ci --prefix tests/apps` (make does)")
+    p = subprocess.run(["node", os.path.join(APPS, script), str(srv.port)] + list(args),
+                       capture_output=True, text=True, timeout=90)
+    lines = p.stdout.strip().splitlines()
+    res = json.loads(lines[-1]) if lines else {"fatal": "no output"}
+    if "fatal" in res or p.returncode != 0:
+        pytest.fail("%s: %r rc=%d\n%s" % (script, res, p.returncode, p.stderr[-3000:]))
+    return res
+
+
 def test_bullmq_jobs(server, r):
     """BullMQ's Queue, Worker and QueueEvents: a job completes, a delayed
     job waits its delay then completes, a job whose processor fails once is
     retried and completes, a job that always fails ends in failed."""
-    if not os.path.isdir(os.path.join(APPS, "node_modules", "bullmq")):
-        pytest.fail("bullmq is not installed: run `npm ci --prefix tests/apps` (make does)")
-    p = subprocess.run(["node", os.path.join(APPS, "bullmq_jobs.js"), str(server.port)],
-                       capture_output=True, text=True, timeout=90)
-    lines = p.stdout.strip().splitlines()
-    res = json.loads(lines[-1]) if lines else {"fatal": "no output"}
+    res = _node(server, "bullmq_jobs.js")
     assert res == {"plain": {"sum": 5}, "plainState": "completed",
                    "delayedState": "delayed", "delayed": {"sum": 30},
                    "delayedWaited": True, "delayedRanLate": True,
@@ -29,8 +39,47 @@ def test_bullmq_jobs(server, r):
                    "doomed": "always fails", "doomedState": "failed",
                    "doomedReason": "always fails", "doomedAttempts": 2,
                    "counts": {"completed": 3, "failed": 1, "delayed": 0,
-                              "wait": 0, "active": 0}}, (res, p.stderr)
+                              "wait": 0, "active": 0}}, res
     assert r.keys("bull:*") == []   # obliterate removed the queue
+
+
+def test_bullmq_features(server, r):
+    """BullMQ beyond a plain job: pause/resume and priorities, progress
+    events, a flow (parent after children), a job scheduler's repeats and
+    removeOnComplete."""
+    res = _node(server, "bullmq_features.js")
+    assert res == {"paused": True,
+                   "whilePaused": {"prioritized": 3, "wait": 1, "active": 0},
+                   "order": ["none", "high", "mid", "low"],
+                   "prog": "done", "progress": [50, 100],
+                   "parentState": "waiting-children", "flow": 12,
+                   "ticks": [7, 7, 7],
+                   "gone": "gone", "goneKept": False, "completed": 12}, res
+    assert r.keys("bull:*") == []
+
+
+@pytest.mark.rowan_only("durability of acknowledged writes across kill -9")
+@pytest.mark.redis_aof_ok
+def test_bullmq_survives_kill9(server_factory):
+    """BullMQ's queue across kill -9 and a restart: completed jobs keep
+    their results and do not run again; waiting and delayed jobs run once."""
+    srv = server_factory()
+    res = _node(srv, "bullmq_crash.js", "before")
+    assert res == {"ran": ["j0", "j1", "j2", "j3", "j4"],
+                   "counts": {"completed": 5, "failed": 0, "delayed": 3,
+                              "wait": 5, "active": 0}}, res
+    srv.kill9()
+    srv.restart()
+    res = _node(srv, "bullmq_crash.js", "after")
+    assert res == {"ran": ["d0", "d1", "d2", "j5", "j6", "j7", "j8", "j9"],
+                   "values": {"j0": ["completed", {"twice": 0}],
+                              "j4": ["completed", {"twice": 8}],
+                              "j5": ["completed", {"twice": 10}],
+                              "j9": ["completed", {"twice": 18}],
+                              "d0": ["completed", {"twice": 200}],
+                              "d2": ["completed", {"twice": 204}]},
+                   "counts": {"completed": 13, "failed": 0, "delayed": 0,
+                              "wait": 0, "active": 0}}, res
 
 
 def rq_add(a, b):
