@@ -118,3 +118,63 @@ def test_rq_jobs(server, r):
     assert FinishedJobRegistry(queue=q).get_job_ids() == [ok.id]
     assert len(q) == 0
     assert rq.Worker.all(connection=conn) == []   # the burst worker left
+
+
+def rq_flaky(key):
+    """Fails on its first run (counted in the server), succeeds after."""
+    from rq import get_current_job
+    job = get_current_job()
+    n = job.connection.incr(key)
+    if n == 1:
+        raise RuntimeError("first run fails")
+    return n
+
+
+def rq_sleep(s):
+    import time
+    time.sleep(s)
+    return "woke"
+
+
+def test_rq_features(server, r):
+    """RQ beyond a plain job: a dependent job waits for its dependency, a
+    retried job (rq.Retry) succeeds on its second run, a job scheduled with
+    enqueue_in runs once due (the worker's scheduler), a job over its timeout
+    is killed and failed, job meta is saved."""
+    import time
+    try:
+        import rq
+    except ImportError:
+        pytest.fail("python3-rq is not installed: run deps/install.sh")
+    from rq.registry import FailedJobRegistry, ScheduledJobRegistry, DeferredJobRegistry
+    from datetime import timedelta
+    conn = server.client()
+    q = rq.Queue("rowan2", connection=conn)
+    first = q.enqueue(rq_add, 1, 2)
+    then = q.enqueue(rq_add, 10, 20, depends_on=first)
+    assert then.get_status() == "deferred"
+    assert DeferredJobRegistry(queue=q).get_job_ids() == [then.id]
+    flaky = q.enqueue(rq_flaky, "flaky-runs", retry=rq.Retry(max=2))
+    slow = q.enqueue(rq_sleep, 5, job_timeout=1)
+    later = q.enqueue_in(timedelta(seconds=1), rq_add, 100, 200)
+    assert later.get_status() == "scheduled"
+    assert ScheduledJobRegistry(queue=q).get_job_ids() == [later.id]
+    first.meta["owner"] = "rowan"
+    first.save_meta()
+
+    assert rq.Worker([q], connection=conn).work(burst=True)
+    for job in (first, then, flaky, slow):
+        job.refresh()
+    assert (first.get_status(), first.return_value()) == ("finished", 3)
+    assert first.meta == {"owner": "rowan"}
+    assert (then.get_status(), then.return_value()) == ("finished", 30)
+    assert (flaky.get_status(), flaky.return_value()) == ("finished", 2)
+    assert slow.get_status() == "failed"
+    assert "JobTimeoutException" in slow.latest_result().exc_string
+    assert FailedJobRegistry(queue=q).get_job_ids() == [slow.id]
+
+    time.sleep(1.2)   # the scheduled job is due; a worker's scheduler moves it
+    assert rq.Worker([q], connection=conn).work(burst=True, with_scheduler=True)
+    later.refresh()
+    assert (later.get_status(), later.return_value()) == ("finished", 300)
+    assert ScheduledJobRegistry(queue=q).get_job_ids() == []
