@@ -178,3 +178,49 @@ def test_rq_features(server, r):
     later.refresh()
     assert (later.get_status(), later.return_value()) == ("finished", 300)
     assert ScheduledJobRegistry(queue=q).get_job_ids() == []
+
+
+def test_redis_py_lock_waits_and_expires(server, r):
+    """redis-py's Lock (Lua scripts) as a mutex between threads: a blocking
+    acquire waits for the holder's release, gives up after its
+    blocking_timeout, takes over a lock whose holder let it expire, and
+    reacquire resets the expiry (test_scripting.py covers the basics)."""
+    import threading
+    import time
+    import redis
+    a, b = server.client(), server.client()
+    held = a.lock("mutex", timeout=10)
+    assert held.acquire(blocking=False)
+    got = {}
+
+    def wait_for_it():
+        lk = b.lock("mutex", timeout=10)
+        got["ok"] = lk.acquire(blocking=True, blocking_timeout=5)
+        got["at"] = time.monotonic()
+        lk.release()
+
+    t = threading.Thread(target=wait_for_it)
+    t.start()
+    time.sleep(0.3)
+    released = time.monotonic()
+    held.release()
+    t.join(10)
+    assert got["ok"] and got["at"] >= released
+
+    assert held.acquire(blocking=False)
+    assert not b.lock("mutex", timeout=10).acquire(blocking=True, blocking_timeout=0.3)
+    assert held.owned() and held.locked()
+    held.release()
+
+    short = a.lock("mutex", timeout=0.5)
+    assert short.acquire(blocking=False)
+    assert 0 < a.pttl("mutex") <= 500
+    time.sleep(0.3)
+    short.reacquire()
+    assert 200 < a.pttl("mutex") <= 500   # not reset: at most 200 left
+    late = b.lock("mutex", timeout=10)
+    assert late.acquire(blocking=True, blocking_timeout=3)   # after the expiry
+    assert not short.owned()
+    with pytest.raises(redis.exceptions.LockNotOwnedError):
+        short.release()
+    late.release()
