@@ -5,25 +5,33 @@
 // lists, hashes, streams (XADD, XREAD BLOCK for the events) and blocking
 // list moves, so this exercises most of Rowan's data types together.
 //
-//   node bullmq_jobs.js <port>
+//   node bullmq_jobs.js <port> [cluster]
 //
 // Prints one JSON line with what the jobs returned and how they ended.
 "use strict";
 const { Queue, Worker, QueueEvents } = require("bullmq");
+const Redis = require("ioredis");
 
-const connection = { host: "127.0.0.1", port: Number(process.argv[2]) };
+const port = Number(process.argv[2]);
+// "cluster": a Rowan cluster through ioredis's Cluster client, the queue's
+// keys under one hash tag, as BullMQ requires there.
+const cluster = process.argv[3] === "cluster";
+const connection = cluster
+  ? new Redis.Cluster([{ host: "127.0.0.1", port }], { redisOptions: { maxRetriesPerRequest: null } })
+  : { host: "127.0.0.1", port };
+const prefix = cluster ? "{rowan}" : "bull";
 const name = "rowan-jobs";
 
 async function main() {
   const out = {};
-  const queue = new Queue(name, { connection });
-  const events = new QueueEvents(name, { connection });
+  const queue = new Queue(name, { connection, prefix });
+  const events = new QueueEvents(name, { connection, prefix });
   await events.waitUntilReady();
   const worker = new Worker(name, async (job) => {
     if (job.name === "flaky" && job.attemptsMade === 0) throw new Error("first try fails");
     if (job.name === "doomed") throw new Error("always fails");
     return { sum: job.data.a + job.data.b };
-  }, { connection });
+  }, { connection, prefix });
   await worker.waitUntilReady();
 
   const plain = await queue.add("add", { a: 2, b: 3 });
@@ -62,6 +70,7 @@ async function main() {
   await events.close();
   await queue.obliterate({ force: true });
   await queue.close();
+  if (cluster) await connection.quit();
   console.log(JSON.stringify(out));
 }
 

@@ -27,19 +27,22 @@ def _node(srv, script, *args):
     return res
 
 
+BULLMQ_JOBS = {"plain": {"sum": 5}, "plainState": "completed",
+               "delayedState": "delayed", "delayed": {"sum": 30},
+               "delayedWaited": True, "delayedRanLate": True,
+               "flaky": {"sum": 2}, "flakyAttempts": 2, "flakyState": "completed",
+               "doomed": "always fails", "doomedState": "failed",
+               "doomedReason": "always fails", "doomedAttempts": 2,
+               "counts": {"completed": 3, "failed": 1, "delayed": 0,
+                          "wait": 0, "active": 0}}
+
+
 def test_bullmq_jobs(server, r):
     """BullMQ's Queue, Worker and QueueEvents: a job completes, a delayed
     job waits its delay then completes, a job whose processor fails once is
     retried and completes, a job that always fails ends in failed."""
     res = _node(server, "bullmq_jobs.js")
-    assert res == {"plain": {"sum": 5}, "plainState": "completed",
-                   "delayedState": "delayed", "delayed": {"sum": 30},
-                   "delayedWaited": True, "delayedRanLate": True,
-                   "flaky": {"sum": 2}, "flakyAttempts": 2, "flakyState": "completed",
-                   "doomed": "always fails", "doomedState": "failed",
-                   "doomedReason": "always fails", "doomedAttempts": 2,
-                   "counts": {"completed": 3, "failed": 1, "delayed": 0,
-                              "wait": 0, "active": 0}}, res
+    assert res == BULLMQ_JOBS, res
     assert r.keys("bull:*") == []   # obliterate removed the queue
 
 
@@ -224,3 +227,11 @@ def test_redis_py_lock_waits_and_expires(server, r):
     with pytest.raises(redis.exceptions.LockNotOwnedError):
         short.release()
     late.release()
+
+
+def test_bullmq_on_a_cluster(cluster_factory):
+    """The same BullMQ jobs on a three-node Rowan cluster through ioredis's
+    Cluster client (the queue's keys under one {hash tag})."""
+    cl = cluster_factory(3, 3)
+    res = _node(cl.nodes[0], "bullmq_jobs.js", "cluster")
+    assert res == BULLMQ_JOBS, res
