@@ -235,3 +235,40 @@ def test_bullmq_on_a_cluster(cluster_factory):
     cl = cluster_factory(3, 3)
     res = _node(cl.nodes[0], "bullmq_jobs.js", "cluster")
     assert res == BULLMQ_JOBS, res
+
+
+def test_rq_worker_process_and_commands(server, r):
+    """RQ's own `rq worker` (its CLI, a long-running process, as deployed)
+    runs jobs as they arrive and obeys a shutdown command sent over pub/sub."""
+    import time
+    try:
+        import rq
+        from rq.command import send_shutdown_command
+    except ImportError:
+        pytest.fail("python3-rq is not installed: run deps/install.sh")
+    conn = server.client()
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.abspath(__file__)))
+    p = subprocess.Popen(["/usr/bin/rq", "worker", "--name", "w1",
+                          "-u", "redis://127.0.0.1:%d" % server.port, "rowan3"],
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not rq.Worker.all(connection=conn) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [w] = rq.Worker.all(connection=conn)
+        assert w.name == "w1"
+        q = rq.Queue("rowan3", connection=conn)
+        jobs = [q.enqueue(rq_add, i, i) for i in range(5)]
+        for job in jobs:
+            while job.get_status(refresh=True) != "finished" and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert [job.return_value() for job in jobs] == [0, 2, 4, 6, 8]
+        send_shutdown_command(conn, "w1")
+        assert p.wait(20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        out = p.stdout.read()
+    assert "Job OK" in out, out
+    assert rq.Worker.all(connection=conn) == []
