@@ -65,6 +65,7 @@
 #include "pubsub.h"     /* INFO pubsub counts, CLIENT LIST/KILL TYPE pubsub */
 #include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
 #include "t_latency.h"  /* INFO modules, errorstats, latencystats */
+#include "t_debug.h"    /* DEBUG DIGEST, PROTOCOL, RELOAD... */
 #include "shard.h"
 #include "util.h"
 
@@ -421,6 +422,18 @@ static const char *const debug_help[] = {
     "    Accepted for compatibility; does nothing.",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "CHANGE-REPL-ID",
+    "    Accepted for compatibility; does nothing.",
+    "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
+    "    The data is already in the log: wait until it is all durable (no reload).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -503,7 +516,7 @@ void debugCommand(client *c)
         resp_add_ok(&c->out);
     } else if (c->argc == 2 && arg_is(c, 1, "jmap")) {
         resp_add_ok(&c->out);
-    } else {
+    } else if (!debug_extra(c)) {
         /* DEBUG has no subcommand table in Redis 7: its older error form. */
         resp_add_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '"
                         ARGFMT "'. Try DEBUG HELP.", ARGP(c, 1));
