@@ -451,8 +451,8 @@ static int protected_action_allowed(int setting, const client *c)
 }
 
 /* DEBUG OBJECT: Redis's one-line summary (serializedlength approximated by
- * the value's size in the log). */
-static void debug_object(client *c)
+ * the value's size in the log). The caller holds the key's shard lock. */
+static void debug_object_locked(client *c)
 {
     db_val v;
     if (!db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v)) {   /* no access */
@@ -478,6 +478,18 @@ static void debug_object(client *c)
              "lru_seconds_idle:%lld", v.obj ? (const void *)v.obj : (const void *)v.ptr,
              enc, len, (long long)((time(NULL) - idle) & ((1 << 24) - 1)), idle);
     resp_add_simple(&c->out, line);
+}
+
+/* DEBUG names no key in the command table (as in Redis), so the dispatcher
+ * locks nothing: take the key's shard lock here (without it a concurrent
+ * write could free the object being described). */
+static void debug_object(client *c)
+{
+    shard *s = shard_of_key(c->argv[2], c->argvlen[2]);
+    int locked = !shard_held_by_me(s);
+    if (locked) shard_lock(s);
+    debug_object_locked(c);
+    if (locked) shard_unlock(s);
 }
 
 void debugCommand(client *c)

@@ -208,3 +208,43 @@ def test_debug_disabled_refuses_new_subcommands(server_factory):
     cl = srv.resp()
     for args in (["DEBUG", "DIGEST"], ["DEBUG", "PROTOCOL", "map"], ["DEBUG", "RELOAD"]):
         assert "DEBUG command not allowed" in cl.err(*args)
+
+
+def test_object_and_digest_value_under_concurrent_writes(server_factory):
+    # DEBUG names no key in the command table, so it must lock the key's
+    # shard itself: DEBUG OBJECT once read a list freed by a concurrent DEL
+    # (SEGV in list_encoding under ASan).
+    import threading
+    srv = server_factory()
+    stop = time.time() + 3
+    errors = []
+
+    def writer():
+        cl = srv.client()
+        while time.time() < stop:
+            p = cl.pipeline(transaction=False)
+            p.rpush("l", *range(200)).delete("l")
+            p.hset("h", mapping={str(i): i for i in range(50)}).delete("h")
+            p.execute()
+
+    def reader():
+        cl = srv.client()
+        while time.time() < stop:
+            for k in ("l", "h"):
+                try:
+                    cl.execute_command("DEBUG", "OBJECT", k)
+                except Exception as e:   # a missing key is fine
+                    if "no such key" not in str(e):
+                        errors.append(e)
+                        return
+                cl.execute_command("DEBUG", "DIGEST-VALUE", k)
+                cl.execute_command("DEBUG", "DIGEST")
+
+    ts = [threading.Thread(target=writer), threading.Thread(target=reader),
+          threading.Thread(target=reader)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert errors == []
+    assert srv.client().ping()
