@@ -459,6 +459,8 @@ static const char *const cluster_help[] = {
     "    Return the hash slot for <key>.",
     "MYID",
     "    Return the node id.",
+    "MYSHARDID",
+    "    Return the node's shard id.",
     "NODES",
     "    Return cluster configuration seen by node. Output format:",
     "    <id> <ip:port@bus-port[,hostname]> <flags> <master> <pings> <pongs> <epoch> <link> <slot> ...",
@@ -477,6 +479,10 @@ static void cluster_myid(client *c) {
     const cluster_node *me = cluster_self_node();
     resp_add_bulkstr(&c->out, me ? me->id : cluster_node_at(cluster_self())->id);
 }
+/* Redis 7.2's shard id names a primary and its replicas. CLUSTER SHARDS
+ * shows one shard per primary node here (see the header), and every node
+ * is a primary: the shard's id is its node's id. */
+static void cluster_myshardid(client *c) { cluster_myid(c); }
 static void cluster_keyslot(client *c) {
     resp_add_int(&c->out, (long long)hash_slot(c->argv[2], c->argvlen[2]));
 }
@@ -536,6 +542,7 @@ static const subcommand cluster_subs[] = {
     {"shards", 2, cluster_shards_cmd},
     {"nodes", 2, cluster_nodes_cmd},
     {"myid", 2, cluster_myid},
+    {"myshardid", 2, cluster_myshardid},
     {"info", 2, cluster_info_cmd},
     {"keyslot", 3, cluster_keyslot},
     {"countkeysinslot", 3, cluster_countkeysinslot},

@@ -65,6 +65,7 @@
 #include "pubsub.h"     /* INFO pubsub counts, CLIENT LIST/KILL TYPE pubsub */
 #include "tracking.h"   /* CLIENT TRACKING, CACHING, GETREDIR, TRACKINGINFO */
 #include "t_latency.h"  /* INFO modules, errorstats, latencystats */
+#include "t_debug.h"    /* DEBUG DIGEST, PROTOCOL, RELOAD... */
 #include "shard.h"
 #include "util.h"
 
@@ -421,6 +422,18 @@ static const char *const debug_help[] = {
     "    Accepted for compatibility; does nothing.",
     "OBJECT <key>",
     "    Show low level info about the key and associated value.",
+    "DIGEST",
+    "    Output a hex signature representing the current DB content.",
+    "DIGEST-VALUE <key> [<key> ...]",
+    "    Output a hex signature of the values of all the specified keys.",
+    "PROTOCOL <type>",
+    "    Reply with a test value of the specified type. <type> can be: string,",
+    "    integer, double, bignum, null, array, set, map, attrib, push, verbatim,",
+    "    true, false.",
+    "CHANGE-REPL-ID",
+    "    Accepted for compatibility; does nothing.",
+    "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
+    "    The data is already in the log: wait until it is all durable (no reload).",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -438,8 +451,8 @@ static int protected_action_allowed(int setting, const client *c)
 }
 
 /* DEBUG OBJECT: Redis's one-line summary (serializedlength approximated by
- * the value's size in the log). */
-static void debug_object(client *c)
+ * the value's size in the log). The caller holds the key's shard lock. */
+static void debug_object_locked(client *c)
 {
     db_val v;
     if (!db_peek(&c->x, c->db, c->argv[2], c->argvlen[2], &v)) {   /* no access */
@@ -465,6 +478,18 @@ static void debug_object(client *c)
              "lru_seconds_idle:%lld", v.obj ? (const void *)v.obj : (const void *)v.ptr,
              enc, len, (long long)((time(NULL) - idle) & ((1 << 24) - 1)), idle);
     resp_add_simple(&c->out, line);
+}
+
+/* DEBUG names no key in the command table (as in Redis), so the dispatcher
+ * locks nothing: take the key's shard lock here (without it a concurrent
+ * write could free the object being described). */
+static void debug_object(client *c)
+{
+    shard *s = shard_of_key(c->argv[2], c->argvlen[2]);
+    int locked = !shard_held_by_me(s);
+    if (locked) shard_lock(s);
+    debug_object_locked(c);
+    if (locked) shard_unlock(s);
 }
 
 void debugCommand(client *c)
@@ -503,7 +528,7 @@ void debugCommand(client *c)
         resp_add_ok(&c->out);
     } else if (c->argc == 2 && arg_is(c, 1, "jmap")) {
         resp_add_ok(&c->out);
-    } else {
+    } else if (!debug_extra(c)) {
         /* DEBUG has no subcommand table in Redis 7: its older error form. */
         resp_add_errorf(&c->out, "ERR unknown subcommand or wrong number of arguments for '"
                         ARGFMT "'. Try DEBUG HELP.", ARGP(c, 1));

@@ -135,6 +135,18 @@ uint64_t db_shard_digest(shard *s, long long *nkeys) {
     return dg_mix(d.sum, (uint64_t)d.n);
 }
 
+void db_shard_digest_parts(shard *s, uint64_t *sum, long long *nkeys) {
+    dg_shard d = {.sum = 0, .n = 0};
+    dg_walk(s, &d);
+    *sum = d.sum;
+    *nkeys = d.n;
+}
+
+uint64_t db_value_digest(int type, const char *p, size_t len, const robj *o) {
+    uint64_t vh = type == OBJ_STRING ? dg_bytes(DG_STRING, p, len) : dg_collection(o);
+    return dg_mix((uint64_t)type, vh);
+}
+
 void db_shard_bucket_digests(shard *s, uint64_t out[DB_SHARD_BUCKETS]) {
     uint64_t bn[DB_SHARD_BUCKETS];
     memset(out, 0, sizeof(uint64_t) * DB_SHARD_BUCKETS);

@@ -29,6 +29,17 @@ struct shard;
  * Takes the shard lock unless this thread already holds it. */
 uint64_t db_shard_digest(struct shard *s, long long *nkeys);
 
+/* The parts of db_shard_digest before they are combined: the sum of the
+ * per-key hashes and the key count. Sums of several shards add up to the
+ * same value however the keys are spread over shards (DEBUG DIGEST).
+ * Takes the shard lock unless this thread already holds it. */
+void db_shard_digest_parts(struct shard *s, uint64_t *sum, long long *nkeys);
+/* A hash of one value alone (its type and contents; not its key or
+ * expiry), as db_shard_digest hashes it: a string's bytes p/len, or a
+ * collection o. For DEBUG DIGEST-VALUE; the caller holds the shard lock. */
+struct robj;
+uint64_t db_value_digest(int type, const char *p, size_t len, const struct robj *o);
+
 /* Buckets: a shard's keys split by a hash of the key bytes alone (not the
  * db), so that a catch-up can compare two copies bucket by bucket and send
  * only the buckets that differ (delta.h). */
