@@ -147,10 +147,12 @@ uint64_t db_value_digest(int type, const char *p, size_t len, const robj *o) {
     return dg_mix((uint64_t)type, vh);
 }
 
-void db_shard_bucket_digests(shard *s, uint64_t out[DB_SHARD_BUCKETS]) {
-    uint64_t bn[DB_SHARD_BUCKETS];
+void db_shard_bucket_digests(shard *s, uint64_t out[DB_SHARD_BUCKETS],
+                             uint64_t counts[DB_SHARD_BUCKETS]) {
+    uint64_t own[DB_SHARD_BUCKETS];
+    uint64_t *bn = counts ? counts : own;
     memset(out, 0, sizeof(uint64_t) * DB_SHARD_BUCKETS);
-    memset(bn, 0, sizeof(bn));
+    memset(bn, 0, sizeof(uint64_t) * DB_SHARD_BUCKETS);
     dg_shard d = {.sum = 0, .n = 0, .bsum = out, .bn = bn};
     dg_walk(s, &d);
     for (int b = 0; b < DB_SHARD_BUCKETS; b++) out[b] = dg_mix(out[b], bn[b]);

@@ -45,9 +45,11 @@ uint64_t db_value_digest(int type, const char *p, size_t len, const struct robj 
  * only the buckets that differ (delta.h). */
 #define DB_SHARD_BUCKETS 256
 unsigned db_shard_bucket(const char *key, size_t klen);
-/* db_shard_digest of each bucket's keys alone (out[b], count mixed in).
+/* db_shard_digest of each bucket's keys alone (out[b], count mixed in),
+ * and the number of keys of each in counts[b] (counts may be NULL).
  * Takes the shard lock unless this thread already holds it. */
-void db_shard_bucket_digests(struct shard *s, uint64_t out[DB_SHARD_BUCKETS]);
+void db_shard_bucket_digests(struct shard *s, uint64_t out[DB_SHARD_BUCKETS],
+                             uint64_t counts[DB_SHARD_BUCKETS]);
 /* Is the shard's db map the identity (no SWAPDB in effect)? */
 int db_shard_dbmap_identity(const struct shard *s);
 

@@ -63,7 +63,7 @@ static void answer_run(void *arg) {
         le_put_u16(p, (uint16_t)sid);
         shard_lock(s);
         int usable = copy_usable(sid);
-        if (usable) db_shard_bucket_digests(s, dg);
+        if (usable) db_shard_bucket_digests(s, dg, NULL);
         shard_unlock(s);
         p[2] = (uint8_t)usable;
         le_put_u64(p + 3, digest_max_version(sid));
@@ -149,11 +149,13 @@ int delta_plan(shard *s, const delta_base *b, uint8_t **payload, size_t *len, ui
     /* A shard holding FUNCTION libraries (LOG_FUNCS) is sent whole: the
      * bucket digests cover keys only, a delta would miss the libraries. */
     if (!b->usable || !db_shard_dbmap_identity(s) || s->funcs_ref) return 0;
-    uint64_t mine[DB_SHARD_BUCKETS];
-    db_shard_bucket_digests(s, mine);
+    uint64_t mine[DB_SHARD_BUCKETS], count[DB_SHARD_BUCKETS];
+    db_shard_bucket_digests(s, mine, count);
     int kept = 0;
+    /* An empty bucket is never "kept": there is nothing to keep, and an
+     * empty copy must not count as a partial catch-up. */
     for (int i = 0; i < DB_SHARD_BUCKETS; i++)
-        if (mine[i] == b->digests[i]) {
+        if (count[i] && mine[i] == b->digests[i]) {
             send[i / 8] &= (uint8_t)~(1u << (i % 8));
             kept++;
         }
@@ -216,7 +218,7 @@ int delta_land_kept(const log_entry *e, char *why, size_t whylen) {
     shard *s = &server.shards[e->shard];
     shard_lock(s);
     uint64_t have[DB_SHARD_BUCKETS];
-    db_shard_bucket_digests(s, have);
+    db_shard_bucket_digests(s, have, NULL);
     const uint8_t *d = v + DELTA_HDR;
     int same = db_shard_dbmap_identity(s);
     for (unsigned b = 0; b < DB_SHARD_BUCKETS && same; b++)
