@@ -44,6 +44,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -512,21 +513,47 @@ static int name_cmp(const char *a, size_t alen, const char *b, size_t blen) {
     return alen < blen ? -1 : alen > blen;
 }
 
-static size_t group_lower(const stream *s, const char *name, size_t len) {
-    size_t lo = 0, hi = s->ngroups;
+/* Groups of a stream and consumers of a group are arrays of pointers kept
+ * sorted by name; both structs begin with the same name fields (snamed),
+ * so one binary search and one insertion serve both. */
+typedef struct snamed { char *name; size_t nlen; } snamed;
+_Static_assert(offsetof(sgroup, name) == offsetof(snamed, name) &&
+               offsetof(sgroup, nlen) == offsetof(snamed, nlen) &&
+               offsetof(sconsumer, name) == offsetof(snamed, name) &&
+               offsetof(sconsumer, nlen) == offsetof(snamed, nlen), "snamed is their head");
+
+static size_t named_lower(void *const *v, size_t n, const char *name, size_t len) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (name_cmp(s->groups[mid]->name, s->groups[mid]->nlen, name, len) < 0) lo = mid + 1;
+        const snamed *x = v[mid];
+        if (name_cmp(x->name, x->nlen, name, len) < 0) lo = mid + 1;
         else hi = mid;
     }
     return lo;
 }
 
-static sgroup *group_find(const stream *s, const char *name, size_t len) {
-    size_t i = group_lower(s, name, len);
-    if (i < s->ngroups && name_cmp(s->groups[i]->name, s->groups[i]->nlen, name, len) == 0)
-        return s->groups[i];
-    return NULL;
+/* The index of name in v, or -1 (*at: where it would go). */
+static long named_index(void *const *v, size_t n, const char *name, size_t len, size_t *at) {
+    size_t i = named_lower(v, n, name, len);
+    if (at) *at = i;
+    if (i < n) {
+        const snamed *x = v[i];
+        if (name_cmp(x->name, x->nlen, name, len) == 0) return (long)i;
+    }
+    return -1;
+}
+
+/* Insert item at position i of the array *v (n items, room for *cap). */
+static void named_insert(void ***v, size_t *n, size_t *cap, size_t i, void *item) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 4;
+        *v = realloc(*v, sizeof(void *) * *cap);
+        if (!*v) abort();
+    }
+    memmove(*v + i + 1, *v + i, sizeof(void *) * (*n - i));
+    (*v)[i] = item;
+    (*n)++;
 }
 
 static char *dupmem(const char *p, size_t len) {
@@ -537,24 +564,25 @@ static char *dupmem(const char *p, size_t len) {
     return d;
 }
 
+static size_t group_lower(const stream *s, const char *name, size_t len) {
+    return named_lower((void *const *)s->groups, s->ngroups, name, len);
+}
+
+static sgroup *group_find(const stream *s, const char *name, size_t len) {
+    long i = named_index((void *const *)s->groups, s->ngroups, name, len, NULL);
+    return i < 0 ? NULL : s->groups[i];
+}
+
 static sgroup *group_add(stream *s, const char *name, size_t len, sid last, long long er) {
-    size_t i = group_lower(s, name, len);
-    if (i < s->ngroups && name_cmp(s->groups[i]->name, s->groups[i]->nlen, name, len) == 0)
-        return NULL;
+    size_t i;
+    if (named_index((void *const *)s->groups, s->ngroups, name, len, &i) >= 0) return NULL;
     sgroup *g = calloc(1, sizeof(*g));
     if (!g) abort();
     g->name = dupmem(name, len);
     g->nlen = len;
     g->last_id = last;
     g->entries_read = er;
-    if (s->ngroups == s->capgroups) {
-        s->capgroups = s->capgroups ? s->capgroups * 2 : 4;
-        s->groups = realloc(s->groups, sizeof(sgroup *) * s->capgroups);
-        if (!s->groups) abort();
-    }
-    memmove(s->groups + i + 1, s->groups + i, sizeof(sgroup *) * (s->ngroups - i));
-    s->groups[i] = g;
-    s->ngroups++;
+    named_insert((void ***)&s->groups, &s->ngroups, &s->capgroups, i, g);
     return g;
 }
 
@@ -566,39 +594,24 @@ static void group_del(stream *s, sgroup *g) {
 }
 
 static size_t cons_lower(const sgroup *g, const char *name, size_t len) {
-    size_t lo = 0, hi = g->ncons;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (name_cmp(g->cons[mid]->name, g->cons[mid]->nlen, name, len) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+    return named_lower((void *const *)g->cons, g->ncons, name, len);
 }
 
 static sconsumer *cons_find(const sgroup *g, const char *name, size_t len) {
-    size_t i = cons_lower(g, name, len);
-    if (i < g->ncons && name_cmp(g->cons[i]->name, g->cons[i]->nlen, name, len) == 0)
-        return g->cons[i];
-    return NULL;
+    long i = named_index((void *const *)g->cons, g->ncons, name, len, NULL);
+    return i < 0 ? NULL : g->cons[i];
 }
 
 static sconsumer *cons_get(sgroup *g, const char *name, size_t len, int64_t seen) {
-    size_t i = cons_lower(g, name, len);
-    if (i < g->ncons && name_cmp(g->cons[i]->name, g->cons[i]->nlen, name, len) == 0)
-        return g->cons[i];
+    size_t i;
+    long at = named_index((void *const *)g->cons, g->ncons, name, len, &i);
+    if (at >= 0) return g->cons[at];
     sconsumer *c = calloc(1, sizeof(*c));
     if (!c) abort();
     c->name = dupmem(name, len);
     c->nlen = len;
     c->seen = seen;
-    if (g->ncons == g->capcons) {
-        g->capcons = g->capcons ? g->capcons * 2 : 4;
-        g->cons = realloc(g->cons, sizeof(sconsumer *) * g->capcons);
-        if (!g->cons) abort();
-    }
-    memmove(g->cons + i + 1, g->cons + i, sizeof(sconsumer *) * (g->ncons - i));
-    g->cons[i] = c;
-    g->ncons++;
+    named_insert((void ***)&g->cons, &g->ncons, &g->capcons, i, c);
     return c;
 }
 

@@ -817,6 +817,20 @@ def pair():
 
 
 @pytest.fixture
+def fresh_pair(server_factory, request):
+    """(RespClient on a fresh rowan-server, RespClient on a fresh
+    redis-server): one test's own pair, for tests that change server-wide
+    state (scripts, functions, configuration)."""
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    rowan = server_factory()
+    ref = Server("redis")
+    ref.start()
+    request.addfinalizer(ref.cleanup)
+    return rowan.resp(), ref.resp()
+
+
+@pytest.fixture
 def raw(server):
     conns = []
 

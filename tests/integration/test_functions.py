@@ -13,27 +13,15 @@ import time
 import pytest
 
 from conftest import RespClient, RespError, Server, wait_for
+from differential import call as _reply
 
 pytestmark = pytest.mark.rowan_only
 
 
-def _reply(cl, *args):
-    try:
-        return cl.call(*args)
-    except RespError as e:
-        return e
-
-
 @pytest.fixture
-def pair(server_factory, request):
+def pair(fresh_pair):
     """(rowan RespClient, redis RespClient), both servers fresh."""
-    if not shutil.which("redis-server"):
-        pytest.skip("redis-server not installed")
-    rowan = server_factory()
-    ref = Server("redis")
-    ref.start()
-    request.addfinalizer(ref.stop)
-    return rowan.resp(), ref.resp()
+    return fresh_pair
 
 
 LIB1 = """#!lua name=lib1

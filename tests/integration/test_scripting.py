@@ -7,7 +7,6 @@ redis-py's Lock and Script are checked against Rowan.
 """
 import json
 import os
-import shutil
 import subprocess
 import threading
 import time
@@ -15,28 +14,16 @@ import time
 import pytest
 import redis
 
-from conftest import RespClient, RespError, Server, wait_for
+from conftest import RespClient, RespError, wait_for
+from differential import call as _reply
 
 pytestmark = pytest.mark.rowan_only
 
 
-def _reply(cl, *args):
-    try:
-        return cl.call(*args)
-    except RespError as e:
-        return e
-
-
 @pytest.fixture
-def pair(server_factory, request):
+def pair(fresh_pair):
     """(rowan RespClient, redis RespClient), both servers fresh."""
-    if not shutil.which("redis-server"):
-        pytest.skip("redis-server not installed")
-    rowan = server_factory()
-    ref = Server("redis")
-    ref.start()
-    request.addfinalizer(ref.stop)
-    return rowan.resp(), ref.resp()
+    return fresh_pair
 
 
 # Each case: commands run in order on both servers; every reply compared.
