@@ -81,72 +81,6 @@
 #define RESP_KEEP_ARGS  1024
 #define RESP_KEEP_ARENA ((size_t)128 * 1024)
 
-/* ====================== growable byte buffer ====================== */
-
-/* Like Redis's zmalloc, running out of memory is fatal: there is no sane way
- * to keep serving with a half-built reply or request. */
-static void resp_oom(size_t size) {
-    fprintf(stderr, "rowan: out of memory allocating %zu bytes\n", size);
-    abort();
-}
-
-static void *resp_realloc(void *ptr, size_t size) {
-    void *p = realloc(ptr, size ? size : 1);
-    if (p == NULL) resp_oom(size);
-    return p;
-}
-
-void rbuf_init(rbuf *b) {
-    b->buf = NULL;
-    b->len = b->cap = 0;
-}
-
-void rbuf_free(rbuf *b) {
-    free(b->buf);
-    rbuf_init(b);
-}
-
-/* Make room for `extra` more bytes. Capacity doubles so appending byte by
- * byte stays linear overall. */
-void rbuf_reserve(rbuf *b, size_t extra) {
-    if (b->cap - b->len >= extra) return;
-    if (extra > SIZE_MAX - b->len) resp_oom(SIZE_MAX);
-    size_t want = b->len + extra;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < want) cap = (cap > SIZE_MAX / 2) ? want : cap * 2;
-    b->buf = resp_realloc(b->buf, cap);
-    b->cap = cap;
-}
-
-void rbuf_append(rbuf *b, const void *p, size_t n) {
-    if (n == 0) return;   /* p may be NULL then; memcpy must not see it */
-    rbuf_reserve(b, n);
-    memcpy(b->buf + b->len, p, n);
-    b->len += n;
-}
-
-void rbuf_appendf(rbuf *b, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n <= 0) return;
-    rbuf_reserve(b, (size_t)n + 1);
-    va_start(ap, fmt);
-    vsnprintf(b->buf + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void rbuf_consume(rbuf *b, size_t n) {
-    if (n >= b->len) {
-        b->len = 0;
-        return;
-    }
-    memmove(b->buf, b->buf + n, b->len - n);
-    b->len -= n;
-}
-
 /* ====================== request parser ====================== */
 
 /* Internal result of parse_count(): the count line is done and arguments
@@ -221,8 +155,8 @@ static void argv_grow(resp_parser *p) {
     if (p->argc < p->argv_cap) return;
     int cap = p->argv_cap ? p->argv_cap * 2 : 8;
     if (p->argv_cap > INT_MAX / 2) cap = INT_MAX;
-    p->argv = resp_realloc((void *)p->argv, sizeof(*p->argv) * (size_t)cap);
-    p->argvlen = resp_realloc(p->argvlen, sizeof(*p->argvlen) * (size_t)cap);
+    p->argv = rbuf_realloc_or_die((void *)p->argv, sizeof(*p->argv) * (size_t)cap);
+    p->argvlen = rbuf_realloc_or_die(p->argvlen, sizeof(*p->argvlen) * (size_t)cap);
     p->argv_cap = cap;
 }
 
@@ -721,7 +655,7 @@ void resp_add_errorf(resp_out *o, const char *fmt, ...) {
         resp_add_error(o, small);
         return;
     }
-    char *big = resp_realloc(NULL, (size_t)n + 1);
+    char *big = rbuf_realloc_or_die(NULL, (size_t)n + 1);
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);

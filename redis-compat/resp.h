@@ -24,21 +24,7 @@
 #define ROWAN_RESP_H
 #include <stddef.h>
 #include <stdint.h>
-
-/* ---------------- growable byte buffer ---------------- */
-typedef struct rbuf {
-    char *buf;
-    size_t len, cap;
-} rbuf;
-
-void rbuf_init(rbuf *b);
-void rbuf_free(rbuf *b);
-void rbuf_reserve(rbuf *b, size_t extra);  /* aborts on OOM like Redis */
-void rbuf_append(rbuf *b, const void *p, size_t n);
-/* Append printf-formatted text (INFO sections, CLIENT LIST lines...). */
-void rbuf_appendf(rbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Drop the first n bytes. */
-void rbuf_consume(rbuf *b, size_t n);
+#include "rbuf.h"
 
 /* ---------------- request parser ---------------- */
 enum { RESP_INCOMPLETE = 0, RESP_COMMAND = 1, RESP_REFUSED = 2, RESP_DROPPED = 3,

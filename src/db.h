@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "log.h"
-#include "resp.h"
+#include "rbuf.h"
 
 enum obj_type { OBJ_NONE = 0, OBJ_STRING = 1, OBJ_LIST, OBJ_SET, OBJ_ZSET, OBJ_HASH, OBJ_STREAM };
 

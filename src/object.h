@@ -31,7 +31,7 @@
 #define ROWAN_OBJECT_H
 #include <stddef.h>
 #include <stdint.h>
-#include "resp.h"
+#include "rbuf.h"
 
 typedef struct robj {
     uint8_t type;           /* enum obj_type (db.h), never OBJ_STRING */

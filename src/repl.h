@@ -24,7 +24,7 @@
 #ifndef ROWAN_REPL_H
 #define ROWAN_REPL_H
 #include <stdint.h>
-#include "resp.h"
+#include "rbuf.h"
 
 struct worker;
 struct batch;
