@@ -47,3 +47,27 @@ def test_refused_command_leaves_client_clean(cl):
     both(c, ref, "MULTI")
     both(c, ref, "GET", "k")
     both(c, ref, "EXEC")
+
+
+# ---- number formats: Redis 7.0 prints scores with "%.17g" ----
+
+@pytest.mark.parametrize("proto", [2, 3])
+def test_score_format(cl, proto):
+    c, ref = cl
+    for x in cl:
+        x.call("HELLO", str(proto))
+    both(c, ref, "ZADD", "z", "0.72003990724684663", "a", "1.5", "b", "3", "c", "1e300", "d")
+    both(c, ref, "ZADD", "z", "inf", "e", "-inf", "f", "0.1", "g")
+    both(c, ref, "ZSCORE", "z", "a")
+    both(c, ref, "ZSCORE", "z", "g")
+    both(c, ref, "ZSCORE", "z", "e")
+    both(c, ref, "ZMSCORE", "z", "a", "b", "nope", "d", "f")
+    both(c, ref, "ZINCRBY", "z", "0.1", "b")
+    both(c, ref, "ZADD", "z", "INCR", "0.1", "c")
+    both(c, ref, "ZRANGE", "z", "0", "-1", "WITHSCORES")
+    both(c, ref, "ZREVRANGEBYSCORE", "z", "+inf", "-inf", "WITHSCORES")
+    both(c, ref, "ZUNIONSTORE", "u", "1", "z", "WEIGHTS", "0.3")
+    both(c, ref, "ZRANGE", "u", "0", "-1", "WITHSCORES")
+    both(c, ref, "ZPOPMIN", "z")
+    both(c, ref, "ZPOPMAX", "z", "2")
+    both(c, ref, "ZSCAN", "z", "0")
