@@ -1,9 +1,11 @@
 """Differential tests for differences from Redis 7.0 found in existing
 commands (issue 12): the same commands against rowan-server and Debian's
 redis-server, replies compared exactly."""
+import time
+
 import pytest
 
-from conftest import RespClient
+from conftest import RespClient, wait_for
 from differential import both
 
 
@@ -71,3 +73,59 @@ def test_score_format(cl, proto):
     both(c, ref, "ZPOPMIN", "z")
     both(c, ref, "ZPOPMAX", "z", "2")
     both(c, ref, "ZSCAN", "z", "0")
+
+
+# ---- blocking ----
+
+def blocked_clients(cl):
+    info = cl.call("INFO", "clients").decode()
+    return int(info.split("blocked_clients:")[1].split()[0])
+
+
+def block(srv_cl, db, *cmd):
+    """A new connection to srv_cl's server, selected on db, blocked in cmd
+    (waited for until the server counts it blocked)."""
+    b = RespClient(srv_cl.sock.getpeername()[1])
+    assert b.call("SELECT", str(db)) == "OK"
+    b.send_command(*cmd)
+    assert wait_for(lambda: blocked_clients(srv_cl) == 1)
+    return b
+
+
+def run_both(cl, fn):
+    """fn(client) on each server; the results must be equal."""
+    got, want = [fn(x) for x in cl]
+    assert got == want, "rowan %r, redis %r" % (got, want)
+    return got
+
+
+@pytest.mark.parametrize("bcmd,push", [
+    (("BLPOP", "l", "0"), ("RPUSH", "l", "y")),
+    (("BZPOPMIN", "l", "0"), ("ZADD", "l", "1", "y")),
+])
+def test_blocked_stays_blocked_when_key_changes_type(cl, bcmd, push):
+    def scenario(x):
+        b = block(x, 0, *bcmd)
+        replies = [x.call("MULTI"), x.call(*push),
+                   x.call("DEL", "l"), x.call("SET", "l", "foo"), x.call("EXEC")]
+        time.sleep(0.3)   # a wrong wake-up would have answered by now
+        still = blocked_clients(x)
+        x.call("DEL", "l")
+        x.call(*push)
+        replies += [still, b.read_reply()]
+        b.close()
+        return replies
+    run_both(cl, scenario)
+
+
+def test_swapdb_wakes_blocked_clients(cl):
+    def scenario(x):
+        b = block(x, 0, "BLPOP", "l", "3")
+        x.call("SELECT", "1")
+        replies = [x.call("RPUSH", "l", "a", "b"), x.call("SWAPDB", "0", "1"),
+                   b.read_reply(), x.call("LRANGE", "l", "0", "-1")]
+        x.call("SELECT", "0")
+        replies.append(x.call("LRANGE", "l", "0", "-1"))
+        b.close()
+        return replies
+    run_both(cl, scenario)
