@@ -1528,15 +1528,29 @@ static void reply_command_info(client *c, const struct rcommand *parent, const s
     resp_add_array(&c->out, 10);
     resp_add_bulkstr(&c->out, name);
     resp_add_int(&c->out, cmd->arity);
-    int nflags = 0;
+    int nflags = 0, movable = command_movable_keys(cmd);
     for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
         if (cmd->flags & flag_names[i].flag) nflags++;
-    resp_add_set(&c->out, nflags);
+    resp_add_set(&c->out, nflags + movable);
     for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
         if (cmd->flags & flag_names[i].flag) resp_add_simple(&c->out, flag_names[i].name);
-    resp_add_int(&c->out, cmd->firstkey);
-    resp_add_int(&c->out, cmd->lastkey);
-    resp_add_int(&c->out, cmd->keystep);
+    if (movable) resp_add_simple(&c->out, "movablekeys");
+    /* Redis's legacy range for movable keys covers only the fixed leading
+     * key: ZUNIONSTORE's destination (1 1 1); none when a count comes
+     * first (ZUNION, LMPOP: 0 0 0). */
+    if (movable && cmd->firstkey > 1 && cmd->lastkey < 0) {
+        resp_add_int(&c->out, 0);
+        resp_add_int(&c->out, 0);
+        resp_add_int(&c->out, 0);
+    } else if (movable && cmd->firstkey == 1 && cmd->lastkey < 0) {
+        resp_add_int(&c->out, 1);
+        resp_add_int(&c->out, 1);
+        resp_add_int(&c->out, 1);
+    } else {
+        resp_add_int(&c->out, cmd->firstkey);
+        resp_add_int(&c->out, cmd->lastkey);
+        resp_add_int(&c->out, cmd->keystep);
+    }
     int ncats = acl_command_categories(cmd, cats);
     resp_add_set(&c->out, ncats);
     for (int i = 0; i < ncats; i++) resp_add_simple(&c->out, cats[i]);
@@ -2046,6 +2060,10 @@ static void command_getkeys(client *c, int with_flags)
     }
     if (!arity_ok(sargc, cmd->arity)) {
         resp_add_error(&c->out, "ERR Invalid number of arguments specified for command");
+        return;
+    }
+    if (command_numkeys_bad(cmd, sargc, c->argv + 2, c->argvlen + 2)) {
+        resp_add_error(&c->out, "ERR Invalid arguments specified for command");
         return;
     }
     int max = sargc > 0 ? sargc : 1;

@@ -129,3 +129,39 @@ def test_swapdb_wakes_blocked_clients(cl):
         b.close()
         return replies
     run_both(cl, scenario)
+
+
+# ---- COMMAND ----
+
+def test_command_info_movablekeys(cl):
+    c, ref = cl
+    mine = {e[0]: e for e in c.call("COMMAND")}
+    for e in ref.call("COMMAND"):
+        m = mine.get(e[0])
+        if m is None:
+            continue   # a command Rowan lacks: not this test's business
+        want_movable = "movablekeys" in e[2]
+        assert ("movablekeys" in m[2]) == want_movable, e[0]
+        if want_movable:
+            assert m[3:6] == e[3:6], (e[0], m[3:6], e[3:6])   # legacy key range
+
+
+@pytest.mark.parametrize("cmd", [
+    ("ZUNIONSTORE", "d", "2", "a", "b", "WEIGHTS", "1", "2"),
+    ("ZINTERSTORE", "d", "1", "a", "AGGREGATE", "MAX"),
+    ("ZDIFFSTORE", "d", "2", "a", "b"),
+    ("ZINTER", "2", "a", "b", "WITHSCORES"),
+    ("ZINTERCARD", "2", "a", "b", "LIMIT", "1"),
+    ("SINTERCARD", "1", "a"),
+    ("LMPOP", "2", "a", "b", "LEFT", "COUNT", "2"),
+    ("BLMPOP", "0", "2", "a", "b", "LEFT"),
+    ("ZMPOP", "1", "a", "MIN"),
+    ("BZMPOP", "0", "2", "a", "b", "MIN"),
+    ("ZUNIONSTORE", "d", "x", "a"),
+    ("ZUNIONSTORE", "d", "5", "a"),
+    ("XREAD", "COUNT", "2", "STREAMS", "s1", "s2", "0", "0"),
+    ("MSET", "a", "1", "b", "2"),
+])
+def test_command_getkeys_only_keys(cl, cmd):
+    c, ref = cl
+    both(c, ref, "COMMAND", "GETKEYS", *cmd)
