@@ -2041,6 +2041,22 @@ static void command_list(client *c)
     command_foreach(list_cmds_cb, &l);
 }
 
+/* A set of the space-separated words of s, as simple strings. */
+static void reply_words(client *c, const char *s)
+{
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        if (*p != ' ' && (p == s || p[-1] == ' ')) n++;
+    resp_add_set(&c->out, n);
+    while (*s) {
+        size_t len = strcspn(s, " ");
+        char w[32];
+        snprintf(w, sizeof(w), "%.*s", (int)len, s);
+        resp_add_simple(&c->out, w);
+        s += len + (s[len] == ' ');
+    }
+}
+
 /* COMMAND GETKEYS / GETKEYSANDFLAGS <full command>. */
 static void command_getkeys(client *c, int with_flags)
 {
@@ -2073,16 +2089,13 @@ static void command_getkeys(client *c, int with_flags)
     if (n <= 0) {
         resp_add_error(&c->out, "ERR The command has no key arguments");
     } else {
-        int write = (cmd->flags & CMD_WRITE) != 0;
         resp_add_array(&c->out, n);
         for (int i = 0; i < n; i++) {
             int pos = idx[i] + 2;
             if (with_flags) {
                 resp_add_array(&c->out, 2);
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
-                resp_add_set(&c->out, 2);
-                resp_add_simple(&c->out, write ? "RW" : "RO");
-                resp_add_simple(&c->out, write ? "update" : "access");
+                reply_words(c, command_key_flags(cmd, i, sargc, c->argv + 2, c->argvlen + 2));
             } else {
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
             }

@@ -165,3 +165,24 @@ def test_command_info_movablekeys(cl):
 def test_command_getkeys_only_keys(cl, cmd):
     c, ref = cl
     both(c, ref, "COMMAND", "GETKEYS", *cmd)
+
+
+@pytest.mark.parametrize("cmd", [
+    ("SET", "k", "v"), ("SET", "k", "v", "GET"), ("GET", "k"), ("GETDEL", "k"),
+    ("DEL", "a", "b"), ("UNLINK", "a"), ("INCR", "k"), ("APPEND", "k", "v"),
+    ("LPUSH", "l", "x"), ("LPOP", "l"), ("LMOVE", "a", "b", "LEFT", "RIGHT"),
+    ("RPOPLPUSH", "a", "b"), ("SMOVE", "a", "b", "m"), ("RENAME", "a", "b"),
+    ("RENAMENX", "a", "b"), ("COPY", "a", "b"), ("ZUNIONSTORE", "d", "2", "a", "b"),
+    ("SINTERSTORE", "d", "a", "b"), ("SUNIONSTORE", "d", "a"), ("BITOP", "AND", "d", "a", "b"),
+    ("PFMERGE", "d", "a", "b"), ("ZRANGESTORE", "d", "s", "0", "-1"),
+    ("BITFIELD", "k", "GET", "u8", "0"), ("BITFIELD", "k", "SET", "u8", "0", "1"),
+    ("HSET", "h", "f", "v"), ("HDEL", "h", "f"), ("EXPIRE", "k", "10"), ("PERSIST", "k"),
+    ("MSET", "a", "1", "b", "2"), ("SETNX", "k", "v"), ("GETEX", "k", "PERSIST"),
+    ("XADD", "s", "*", "f", "v"), ("ZADD", "z", "1", "m"), ("SPOP", "s"), ("TOUCH", "a"),
+    ("TYPE", "k"), ("EXISTS", "k"), ("OBJECT", "ENCODING", "k"), ("DUMP", "k"),
+    ("MEMORY", "USAGE", "k"), ("XGROUP", "CREATE", "s", "g", "$"), ("XGROUP", "DESTROY", "s", "g"),
+    ("XGROUP", "SETID", "s", "g", "0"), ("XINFO", "STREAM", "s"),
+])
+def test_command_getkeysandflags(cl, cmd):
+    c, ref = cl
+    both(c, ref, "COMMAND", "GETKEYSANDFLAGS", *cmd)
