@@ -1091,12 +1091,14 @@ void configCommand(client *c)
 /* CLIENT                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Redis 7.0's text, plus what Rowan also has (KILL ID and MAXAGE, LIST ID,
+ * SETINFO, NO-TOUCH: Redis 7.2's). Every line must be true here. */
 static const char *const client_help[] = {
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CACHING (YES|NO)",
-    "    Not supported: Rowan has no client-side caching (tracking).",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
     "GETREDIR",
-    "    Return the client ID we are redirecting to when tracking is enabled (always -1).",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "GETNAME",
     "    Return the name of the current connection.",
     "ID",
@@ -1127,12 +1129,12 @@ static const char *const client_help[] = {
     "      Return clients of specified type.",
     "    * ID <client-id> [<client-id> ...]",
     "      Return clients of specified IDs only.",
-    "PAUSE <timeout> [WRITE|ALL]",
-    "    Accepted for compatibility; Rowan does not pause clients.",
     "UNPAUSE",
     "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
-    "    Control the replies sent to the current connection (only ON is supported).",
+    "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "SETINFO <option> <value>",
@@ -1140,7 +1142,7 @@ static const char *const client_help[] = {
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-    "    Unblock the specified blocked client (Rowan never blocks clients).",
+    "    Unblock the specified blocked client.",
     "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
     "         [OPTIN] [OPTOUT] [NOLOOP]",
     "    Control server assisted client side caching.",

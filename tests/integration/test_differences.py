@@ -186,3 +186,20 @@ def test_command_getkeys_only_keys(cl, cmd):
 def test_command_getkeysandflags(cl, cmd):
     c, ref = cl
     both(c, ref, "COMMAND", "GETKEYSANDFLAGS", *cmd)
+
+
+# ---- help and truth ----
+
+def test_client_help_as_redis(cl):
+    """Every line of Redis 7.0's CLIENT HELP, in its order; Rowan may add
+    subcommands it really has (7.2's), never a 'not supported' note."""
+    c, ref = cl
+    mine, want = c.call("CLIENT", "HELP"), ref.call("CLIENT", "HELP")
+    it = iter(mine)
+    assert all(line in it for line in want), (mine, want)
+    assert not any("support" in str(line) or "Rowan" in str(line) for line in mine)
+    # the subcommands it lists answer as Redis's do
+    for cmd in (("CLIENT", "REPLY", "ON"), ("CLIENT", "TRACKING", "OFF"), ("CLIENT", "GETREDIR"),
+                ("CLIENT", "UNPAUSE"), ("CLIENT", "UNBLOCK", "999999"), ("CLIENT", "NO-EVICT", "ON"),
+                ("CLIENT", "CACHING", "YES")):
+        both(c, ref, *cmd)
