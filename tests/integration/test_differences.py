@@ -203,3 +203,18 @@ def test_client_help_as_redis(cl):
                 ("CLIENT", "UNPAUSE"), ("CLIENT", "UNBLOCK", "999999"), ("CLIENT", "NO-EVICT", "ON"),
                 ("CLIENT", "CACHING", "YES")):
         both(c, ref, *cmd)
+
+
+# ---- replication stream: refused, documented (docs/DECISIONS.md) ----
+
+def test_sync_psync_refused(cl):
+    c, ref = cl
+    for cmd in (("SYNC",), ("PSYNC", "?", "-1")):
+        assert "not supported" in c.err(*cmd)
+        assert c.call("PING") == "PONG"      # the connection goes on
+    for cmd in (("SYNC", "x"), ("PSYNC", "?")):  # arity as Redis's
+        both(c, ref, *cmd)
+    both(c, ref, "MULTI")
+    both(c, ref, "SYNC")
+    both(c, ref, "PSYNC", "?", "-1")
+    both(c, ref, "EXEC")
