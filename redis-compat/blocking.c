@@ -49,7 +49,9 @@
  * with a forced outcome; its worker then answers it (null array, or the
  * UNBLOCKED error) instead of re-running the command.
  *
- * Not covered: keys filled by RENAME/MOVE/COPY/SWAPDB do not wake waiters
+ * SWAPDB (blocking_signal_db) re-runs every waiter of both dbs.
+ *
+ * Not covered: keys filled by RENAME/MOVE/COPY do not wake waiters
  * by themselves (they would need a blocking_signal_key call there). */
 #include "util.h"
 #include <math.h>
@@ -312,6 +314,12 @@ int blocking_is_blocked(const client *c) {
 
 int blocking_allowed(const client *c) { return !c->x.batching; }
 
+int blocking_rerun_skips(client *c, int i, int want) {
+    db_val v;
+    if (!blocking_is_blocked(c)) return 0;
+    return db_peek(&c->x, c->db, c->argv[i], c->argvlen[i], &v) && v.type != want;
+}
+
 long long blocking_count(void) { return atomic_load(&nblocked); }
 
 int blocking_may_take(client *c, const char *key, size_t klen) {
@@ -426,6 +434,10 @@ typedef struct pending_key {
 
 static __thread pending_key *pend;
 static __thread int npend, cappend;
+/* Logical dbs swapped by this thread's command (SWAPDB): every waiter on
+ * them is re-run after the command, as Redis scans both dbs for keys that
+ * became ready. At most two per command. */
+static __thread int pend_db[2], npend_db;
 
 static void signal_key(int db, const char *key, size_t klen, int all) {
     if (atomic_load(&nblocked) == 0) return;
@@ -453,10 +465,27 @@ void blocking_signal_key(int db, const char *key, size_t klen) { signal_key(db, 
 
 void blocking_signal_key_all(int db, const char *key, size_t klen) { signal_key(db, key, klen, 1); }
 
+void blocking_signal_db(int db) {
+    if (atomic_load(&nblocked) == 0) return;
+    for (int i = 0; i < npend_db; i++)
+        if (pend_db[i] == db) return;
+    if (npend_db < 2) pend_db[npend_db++] = db;
+}
+
+/* Every waiter on a key of a db blocking_signal_db named (reg_lock held). */
+static void mark_db_waiters(wakeset *ws) {
+    for (size_t i = 0; i < kcap && npend_db; i++)
+        for (bkey *k = ktab[i]; k; k = k->hnext)
+            if (k->db == pend_db[0] || (npend_db > 1 && k->db == pend_db[1]))
+                for (bwait *w = k->head; w; w = w->next) mark_ready(w->bc, ws);
+    npend_db = 0;
+}
+
 void blocking_flush_signals(void) {
-    if (npend == 0) return;
+    if (npend == 0 && npend_db == 0) return;
     wakeset ws = {.n = 0};
     pthread_mutex_lock(&reg_lock);
+    if (npend_db) mark_db_waiters(&ws);
     for (int i = 0; i < npend; i++) {
         bkey *k = key_find(pend[i].db, pend[i].key, pend[i].klen,
                            key_hash(pend[i].db, pend[i].key, pend[i].klen));

@@ -12,6 +12,15 @@ struct worker;
 /* May c take elements from key (logical db c->db) now? No while an earlier
  * blocked client waits on it (FIFO per key, as in Redis). */
 int blocking_may_take(client *c, const char *key, size_t klen);
+/* 1 when c is being re-run while blocked and argv[i] now holds a value of
+ * another type than want (OBJ_LIST...): the caller skips that key as if it
+ * were missing, so the client stays blocked. Redis serves a waiter only
+ * from a key of the type it waits for (LPUSH l x; DEL l; SET l foo in one
+ * EXEC leaves a BLPOP l blocked, not answered WRONGTYPE). */
+int blocking_rerun_skips(client *c, int i, int want);
+/* SWAPDB swapped logical db: after the command, every client blocked on a
+ * key of it is re-run (served if the key now has what it waits for). */
+void blocking_signal_db(int db);
 /* 0 where a command must not block (inside a batch, i.e. EXEC): it then
  * answers as if it timed out at once. */
 int blocking_allowed(const client *c);

@@ -17,6 +17,7 @@
 #include "config.h"
 #include "notify.h"
 #include "t_latency.h"
+#include "util.h"
 
 #define W  CMD_WRITE
 #define R  CMD_READONLY
@@ -200,19 +201,68 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max) {
     return n;
 }
 
-/* XREAD and XREADGROUP name their keys after STREAMS, which no fixed
- * (firstkey, lastkey, step) describes (Redis: movablekeys). */
+/* Commands that give their key count (numkeys) at argv[pos], the keys
+ * following it, after a destination key at argv[1] for the STORE forms. */
+static const struct { const char *name; int pos, dest; } numkeys_cmds[] = {
+    { "zunionstore", 2, 1 }, { "zinterstore", 2, 1 }, { "zdiffstore", 2, 1 },
+    { "zunion", 1, 0 }, { "zinter", 1, 0 }, { "zdiff", 1, 0 }, { "zintercard", 1, 0 },
+    { "sintercard", 1, 0 }, { "lmpop", 1, 0 }, { "zmpop", 1, 0 }, { "blmpop", 2, 0 },
+    { "bzmpop", 2, 0 },
+};
+/* Movable in Redis too, keys found here as if fixed: optional STORE keys
+ * (the cluster check adds SORT's), scripts' keys (declared to the script
+ * engine, which locks them itself). */
+static const char *const other_movable[] = {
+    "georadius", "georadiusbymember", "sort", "sort_ro", "eval", "evalsha", "eval_ro",
+    "evalsha_ro", "fcall", "fcall_ro", NULL,
+};
+
+static int numkeys_entry(const struct rcommand *cmd) {
+    for (size_t i = 0; i < sizeof numkeys_cmds / sizeof numkeys_cmds[0]; i++)
+        if (strcmp(cmd->name, numkeys_cmds[i].name) == 0) return (int)i;
+    return -1;
+}
+
+/* The keys of a numkeys command; -1 when numkeys is not a valid count (the
+ * caller falls back to every argument from firstkey: the command itself
+ * will refuse, and locking more is safe). */
+static int numkeys_keys(int e, int argc, const char *const *argv, const size_t *argvlen,
+                        int *idx, int max) {
+    int pos = numkeys_cmds[e].pos, n = 0;
+    long long nk;
+    if (pos >= argc || !string2ll(argv[pos], argvlen[pos], &nk) || nk < 1 || nk > argc - pos - 1)
+        return -1;
+    if (numkeys_cmds[e].dest && n < max) idx[n++] = numkeys_cmds[e].dest;
+    for (int i = pos + 1; i <= pos + nk && n < max; i++) idx[n++] = i;
+    return n;
+}
+
+/* Redis's movablekeys: keys that no fixed (firstkey, lastkey, step)
+ * describes: XREAD and XREADGROUP (after STREAMS), MIGRATE (KEYS), the
+ * numkeys commands, and other_movable. */
 int command_movable_keys(const struct rcommand *cmd) {
-    return cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand ||
-           cmd->proc == migrateCommand;
+    if (cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand ||
+        cmd->proc == migrateCommand || numkeys_entry(cmd) >= 0)
+        return 1;
+    for (int i = 0; other_movable[i]; i++)
+        if (strcmp(cmd->name, other_movable[i]) == 0) return 1;
+    return 0;
+}
+
+int command_numkeys_bad(const struct rcommand *cmd, int argc, const char *const *argv,
+                        const size_t *argvlen) {
+    int e = numkeys_entry(cmd), idx[1];
+    return e >= 0 && numkeys_keys(e, argc, argv, argvlen, idx, 1) < 0;
 }
 
 int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
                       const size_t *argvlen, int *idx, int max) {
     if (cmd->proc == migrateCommand) return migrate_keys(argc, argv, argvlen, idx, max);
-    if (command_movable_keys(cmd))
+    if (cmd->proc == xreadCommand || cmd->proc == xreadgroupCommand)
         return stream_read_keys(argc, argv, argvlen, idx, max);
-    return command_keys(cmd, argc, idx, max);
+    int e = numkeys_entry(cmd), n = -1;
+    if (e >= 0) n = numkeys_keys(e, argc, argv, argvlen, idx, max);
+    return n >= 0 ? n : command_keys(cmd, argc, idx, max);
 }
 
 void types_register(void) {

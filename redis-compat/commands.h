@@ -58,6 +58,15 @@ int command_keys(const struct rcommand *cmd, int argc, int *idx, int max);
  * XREADGROUP); the same as command_keys for every other command. */
 int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *argv,
                       const size_t *argvlen, int *idx, int max);
+/* 1 when cmd takes a key count (ZUNIONSTORE, LMPOP...) and argv's is not a
+ * valid one (COMMAND GETKEYS: "Invalid arguments"). */
+int command_numkeys_bad(const struct rcommand *cmd, int argc, const char *const *argv,
+                        const size_t *argvlen);
+/* keyflags.c: the flags of the nth key (0 first) of this invocation, as
+ * Redis's key specs say ("RW access delete", "OW update"...), words
+ * separated by spaces. */
+const char *command_key_flags(const struct rcommand *cmd, int nth, int argc,
+                              const char *const *argv, const size_t *argvlen);
 /* Does cmd's key list depend on its arguments (command_keys_argv)? */
 int command_movable_keys(const struct rcommand *cmd);
 /* t_stream.c: the keys of XREAD / XREADGROUP (after STREAMS). */

@@ -4,7 +4,7 @@
  * command that passed its checks to multi_intercept, which copies argv
  * (argv points into the query buffer, which moves on) and replies +QUEUED.
  * A command rejected at queue time (unknown, wrong arity, NOAUTH, pub/sub
- * context, or not allowed in a transaction) flags the transaction, and EXEC
+ * context, or Redis's no-multi SAVE, SHUTDOWN, SYNC, PSYNC) flags the transaction, and EXEC
  * then answers EXECABORT, as Redis does. MULTI, EXEC, DISCARD, WATCH, QUIT
  * and RESET are never queued.
  *
@@ -159,6 +159,16 @@ static void queue_command(multi_state *m, client *c) {
     m->cmds[m->ncmds++] = q;
 }
 
+/* Redis's CMD_NO_MULTI commands: refused at queue time (the transaction
+ * is flagged, EXEC answers EXECABORT), never queued: EXEC must not shut the
+ * server down or block it in SAVE. */
+static int no_multi(const struct rcommand *cmd) {
+    static const char *const names[] = {"save", "shutdown", "sync", "psync", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(cmd->name, names[i]) == 0) return 1;
+    return 0;
+}
+
 int multi_intercept(client *c) {
     if (!multi_active(c)) return 0;
     cmd_proc *p = c->cmd->proc;
@@ -166,6 +176,12 @@ int multi_intercept(client *c) {
         p == quitCommand || p == resetCommand)
         return 0;
     multi_state *m = c->mstate;
+    if (no_multi(c->cmd)) {
+        resp_add_error(&c->out, "ERR Command not allowed inside a transaction");
+        atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        m->dirty = 1;
+        return 1;
+    }
     queue_command(m, c);
     resp_add_simple(&c->out, "QUEUED");
     return 1;

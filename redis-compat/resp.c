@@ -731,37 +731,13 @@ void resp_add_push(resp_out *o, long long n) {
     add_prefixed_ll(o, o->proto >= 3 ? '>' : '*', n);
 }
 
-/* The shortest text that reads back as exactly d, laid out the way "%.17g"
- * lays numbers out (plain notation for exponents -4..16, so 1000000 is
- * "1000000", not "1e+06"; exponent notation otherwise, "1e+300"). That is
- * what Redis 7 prints: %.17g's layout without its noise digits
- * (0.1 is "0.1", not "0.10000000000000001"). buf needs 32 bytes. */
+/* A double as Redis 7.0's addReplyDouble prints it: "%.17g", noise
+ * digits included (0.1 is "0.10000000000000001"), "inf"/"-inf" spelled out.
+ * (Redis 7.2 prints the shortest round-trip form; the version Rowan reports
+ * is 7.0, and clients compare these texts.) buf needs 32 bytes. */
 static int fmt_double(char *buf, size_t size, double d) {
-    int digits, exp10, n;
-
-    if (isnan(d)) return snprintf(buf, size, "nan");
     if (isinf(d)) return snprintf(buf, size, d > 0 ? "inf" : "-inf");
-
-    /* Fewest significant digits that round-trip; 17 always does. "%.*e"
-     * also tells us the decimal exponent after rounding. */
-    for (digits = 1; digits < 17; digits++) {
-        snprintf(buf, size, "%.*e", digits - 1, d);
-        if (strtod(buf, NULL) == d) break;
-    }
-    snprintf(buf, size, "%.*e", digits - 1, d);
-    exp10 = atoi(strchr(buf, 'e') + 1);
-
-    if (exp10 >= -4 && exp10 < 17) {
-        /* %g picks plain notation when precision > exponent; asking for
-         * enough digits to reach the units place gives e.g. "1000000". */
-        int prec = (digits > exp10 + 1) ? digits : exp10 + 1;
-        n = snprintf(buf, size, "%.*g", prec, d);
-    } else {
-        n = snprintf(buf, size, "%.*g", digits, d);
-    }
-    /* Belt and braces: never send a value that does not read back. */
-    if (strtod(buf, NULL) != d) n = snprintf(buf, size, "%.17g", d);
-    return n;
+    return snprintf(buf, size, "%.17g", d);
 }
 
 void resp_add_double(resp_out *o, double d) {

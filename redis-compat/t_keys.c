@@ -517,6 +517,11 @@ void swapdbCommand(client *c) {
         resp_add_ok(&c->out);
         return;
     }
-    if (db_swap(&c->x, a, b) == DB_OOM) reply_oom(c);
-    else resp_add_ok(&c->out);
+    if (db_swap(&c->x, a, b) == DB_OOM) {
+        reply_oom(c);
+        return;
+    }
+    blocking_signal_db(a);   /* blocking: keys the swap made ready */
+    blocking_signal_db(b);
+    resp_add_ok(&c->out);
 }

@@ -1010,6 +1010,7 @@ static void blocking_pop(client *c, int first, int nkeys, int where, long long c
                          int64_t deadline) {
     for (int j = first; j < first + nkeys; j++) {
         db_val v;
+        if (blocking_rerun_skips(c, j, OBJ_LIST)) continue;
         int found = lookup_list(c, j, &v, 1);
         if (found < 0) return;
         if (!found || !blocking_may_take(c, c->argv[j], c->argvlen[j])) continue;
@@ -1050,7 +1051,7 @@ void blmpopCommand(client *c) {
 
 static void blmove_generic(client *c, int wherefrom, int whereto, int64_t deadline) {
     db_val v;
-    int found = lookup_list(c, 1, &v, 1);
+    int found = blocking_rerun_skips(c, 1, OBJ_LIST) ? 0 : lookup_list(c, 1, &v, 1);
     if (found < 0) return;
     if (found && blocking_may_take(c, c->argv[1], c->argvlen[1])) {
         move_elem(c, &v, wherefrom, whereto);

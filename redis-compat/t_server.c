@@ -1116,12 +1116,14 @@ void configCommand(client *c)
 /* CLIENT                                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Redis 7.0's text, plus what Rowan also has (KILL ID and MAXAGE, LIST ID,
+ * SETINFO, NO-TOUCH: Redis 7.2's). Every line must be true here. */
 static const char *const client_help[] = {
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "CACHING (YES|NO)",
-    "    Not supported: Rowan has no client-side caching (tracking).",
+    "    Enable/disable tracking of the keys for next command in OPTIN/OPTOUT modes.",
     "GETREDIR",
-    "    Return the client ID we are redirecting to when tracking is enabled (always -1).",
+    "    Return the client ID we are redirecting to when tracking is enabled.",
     "GETNAME",
     "    Return the name of the current connection.",
     "ID",
@@ -1152,12 +1154,12 @@ static const char *const client_help[] = {
     "      Return clients of specified type.",
     "    * ID <client-id> [<client-id> ...]",
     "      Return clients of specified IDs only.",
-    "PAUSE <timeout> [WRITE|ALL]",
-    "    Accepted for compatibility; Rowan does not pause clients.",
     "UNPAUSE",
     "    Stop the current client pause, resuming traffic.",
+    "PAUSE <timeout> [WRITE|ALL]",
+    "    Suspend all, or just write, clients for <timeout> milliseconds.",
     "REPLY (ON|OFF|SKIP)",
-    "    Control the replies sent to the current connection (only ON is supported).",
+    "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "SETINFO <option> <value>",
@@ -1165,7 +1167,7 @@ static const char *const client_help[] = {
     "    * LIB-NAME: the client lib name.",
     "    * LIB-VER: the client lib version.",
     "UNBLOCK <clientid> [TIMEOUT|ERROR]",
-    "    Unblock the specified blocked client (Rowan never blocks clients).",
+    "    Unblock the specified blocked client.",
     "TRACKING (ON|OFF) [REDIRECT <id>] [BCAST] [PREFIX <prefix> [...]]",
     "         [OPTIN] [OPTOUT] [NOLOOP]",
     "    Control server assisted client side caching.",
@@ -1553,15 +1555,29 @@ static void reply_command_info(client *c, const struct rcommand *parent, const s
     resp_add_array(&c->out, 10);
     resp_add_bulkstr(&c->out, name);
     resp_add_int(&c->out, cmd->arity);
-    int nflags = 0;
+    int nflags = 0, movable = command_movable_keys(cmd);
     for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
         if (cmd->flags & flag_names[i].flag) nflags++;
-    resp_add_set(&c->out, nflags);
+    resp_add_set(&c->out, nflags + movable);
     for (size_t i = 0; i < sizeof(flag_names) / sizeof(flag_names[0]); i++)
         if (cmd->flags & flag_names[i].flag) resp_add_simple(&c->out, flag_names[i].name);
-    resp_add_int(&c->out, cmd->firstkey);
-    resp_add_int(&c->out, cmd->lastkey);
-    resp_add_int(&c->out, cmd->keystep);
+    if (movable) resp_add_simple(&c->out, "movablekeys");
+    /* Redis's legacy range for movable keys covers only the fixed leading
+     * key: ZUNIONSTORE's destination (1 1 1); none when a count comes
+     * first (ZUNION, LMPOP: 0 0 0). */
+    if (movable && cmd->firstkey > 1 && cmd->lastkey < 0) {
+        resp_add_int(&c->out, 0);
+        resp_add_int(&c->out, 0);
+        resp_add_int(&c->out, 0);
+    } else if (movable && cmd->firstkey == 1 && cmd->lastkey < 0) {
+        resp_add_int(&c->out, 1);
+        resp_add_int(&c->out, 1);
+        resp_add_int(&c->out, 1);
+    } else {
+        resp_add_int(&c->out, cmd->firstkey);
+        resp_add_int(&c->out, cmd->lastkey);
+        resp_add_int(&c->out, cmd->keystep);
+    }
     int ncats = acl_command_categories(cmd, cats);
     resp_add_set(&c->out, ncats);
     for (int i = 0; i < ncats; i++) resp_add_simple(&c->out, cats[i]);
@@ -2052,6 +2068,22 @@ static void command_list(client *c)
     command_foreach(list_cmds_cb, &l);
 }
 
+/* A set of the space-separated words of s, as simple strings. */
+static void reply_words(client *c, const char *s)
+{
+    int n = 0;
+    for (const char *p = s; *p; p++)
+        if (*p != ' ' && (p == s || p[-1] == ' ')) n++;
+    resp_add_set(&c->out, n);
+    while (*s) {
+        size_t len = strcspn(s, " ");
+        char w[32];
+        snprintf(w, sizeof(w), "%.*s", (int)len, s);
+        resp_add_simple(&c->out, w);
+        s += len + (s[len] == ' ');
+    }
+}
+
 /* COMMAND GETKEYS / GETKEYSANDFLAGS <full command>. */
 static void command_getkeys(client *c, int with_flags)
 {
@@ -2073,6 +2105,10 @@ static void command_getkeys(client *c, int with_flags)
         resp_add_error(&c->out, "ERR Invalid number of arguments specified for command");
         return;
     }
+    if (command_numkeys_bad(cmd, sargc, c->argv + 2, c->argvlen + 2)) {
+        resp_add_error(&c->out, "ERR Invalid arguments specified for command");
+        return;
+    }
     int max = sargc > 0 ? sargc : 1;
     int *idx = malloc((size_t)max * sizeof(*idx));
     if (!idx) abort();
@@ -2080,16 +2116,13 @@ static void command_getkeys(client *c, int with_flags)
     if (n <= 0) {
         resp_add_error(&c->out, "ERR The command has no key arguments");
     } else {
-        int write = (cmd->flags & CMD_WRITE) != 0;
         resp_add_array(&c->out, n);
         for (int i = 0; i < n; i++) {
             int pos = idx[i] + 2;
             if (with_flags) {
                 resp_add_array(&c->out, 2);
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
-                resp_add_set(&c->out, 2);
-                resp_add_simple(&c->out, write ? "RW" : "RO");
-                resp_add_simple(&c->out, write ? "update" : "access");
+                reply_words(c, command_key_flags(cmd, i, sargc, c->argv + 2, c->argvlen + 2));
             } else {
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
             }

@@ -1140,6 +1140,7 @@ static void bzpop_generic(client *c, int first, int nkeys, int max, long long co
                           int64_t deadline) {
     for (int j = first; j < first + nkeys; j++) {
         db_val v;
+        if (blocking_rerun_skips(c, j, OBJ_ZSET)) continue;
         int found = lookup_zset(c, j, &v, 1);
         if (found < 0) return;
         if (!found || !blocking_may_take(c, c->argv[j], c->argvlen[j])) continue;

@@ -10,8 +10,8 @@
  *  - Floats go through strtod/strtold over the whole string: no spaces at
  *    either end, no empty string, no NaN, no overflow to infinity (an
  *    explicit "inf" is fine), no underflow to zero.
- *  - Doubles print in the shortest form that reads back to the same value;
- *    integral values in the safe range print as integers. Long doubles
+ *  - Doubles print as Redis 7.0's d2string: "%.17g" (noise digits and
+ *    all); integral values below 2^52 in magnitude print as integers. Long doubles
  *    (INCRBYFLOAT) print in fixed notation with 17 decimals, trailing zeros
  *    trimmed.
  *  - Glob matching accepts the same pattern language as Redis's KEYS/SCAN,
@@ -182,23 +182,18 @@ int d2string(char *buf, size_t len, double v) {
     if (isinf(v)) return put_text(buf, len, v > 0 ? "inf" : "-inf");
     if (v == 0) return put_text(buf, len, signbit(v) ? "-0" : "0");
 
-    /* Integral values well inside the long long range print as integers
-     * ("3", not "3e+00"); every double of that magnitude above 2^52 is
-     * integral, and converting is exact. */
-    if (v >= (double)(-LLONG_MAX / 2) && v <= (double)(LLONG_MAX / 2)) {
+    /* Redis 7.0's bounds: integral doubles of magnitude below 2^52 print
+     * as integers ("3", not "3e+00"); converting them is exact. */
+    if (v > -4503599627370495.0 && v < 4503599627370496.0) {
         long long ll = (long long)v;
         if ((double)ll == v) return ll2string(buf, len, ll);
     }
-
-    /* Shortest precision that reads back to the very same double. 17
-     * significant digits always round-trip an IEEE double. */
-    for (int prec = 1; prec <= 17; prec++) {
-        int n = snprintf(buf, len, "%.*g", prec, v);
-        if (n < 0 || (size_t)n >= len) break;
-        if (prec == 17 || strtod(buf, NULL) == v) return n;
+    int n = snprintf(buf, len, "%.17g", v);
+    if (n < 0 || (size_t)n >= len) {
+        if (len) buf[0] = '\0';
+        return 0;
     }
-    if (len) buf[0] = '\0';
-    return 0;
+    return n;
 }
 
 int ld2string(char *buf, size_t len, long double v) {

@@ -19,8 +19,8 @@ int string2ld(const char *s, size_t len, long double *value);
 /* Integer to decimal; returns length (buf needs 21 bytes). */
 int ll2string(char *buf, size_t len, long long v);
 int ull2string(char *buf, size_t len, unsigned long long v);
-/* A double in the shortest form that reads back the same ("%.17g" style as
- * Redis 7 prints scores); "inf", "-inf". Returns length. */
+/* A double as Redis 7.0's d2string prints it: "%.17g", integers below
+ * 2^52 as integers; "inf", "-inf". Returns length. */
 int d2string(char *buf, size_t len, double v);
 /* A long double as INCRBYFLOAT prints it (fixed notation, up to 17 digits
  * after the point, trailing zeros and a trailing point removed). */

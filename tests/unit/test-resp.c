@@ -548,9 +548,9 @@ static void test_replies(void) {
     CHECK_REPLY(3, resp_add_double(&o, NAN), ",nan\r\n");
     /* A whole nested reply, as HGETALL would write it. */
     CHECK_REPLY(3, (resp_add_map(&o, 1), resp_add_bulkstr(&o, "f"), resp_add_double(&o, 0.1)),
-                "%1\r\n$1\r\nf\r\n,0.1\r\n");
+                "%1\r\n$1\r\nf\r\n,0.10000000000000001\r\n");
     CHECK_REPLY(2, (resp_add_map(&o, 1), resp_add_bulkstr(&o, "f"), resp_add_double(&o, 0.1)),
-                "*2\r\n$1\r\nf\r\n$3\r\n0.1\r\n");
+                "*2\r\n$1\r\nf\r\n$19\r\n0.10000000000000001\r\n");
 }
 
 /* ---------------- number formatting ---------------- */
@@ -570,9 +570,9 @@ static void check_double(double d, const char *want, int line) {
 
 static void test_double_format(void) {
     CHECK_DOUBLE(1.5, "1.5");
-    CHECK_DOUBLE(0.1, "0.1");
-    CHECK_DOUBLE(1e300, "1e+300");
-    CHECK_DOUBLE(-1e300, "-1e+300");
+    CHECK_DOUBLE(0.1, "0.10000000000000001")   /* Redis 7.0: %.17g */;
+    CHECK_DOUBLE(1e300, "1.0000000000000001e+300");
+    CHECK_DOUBLE(-1e300, "-1.0000000000000001e+300");
     CHECK_DOUBLE(INFINITY, "inf");
     CHECK_DOUBLE(-INFINITY, "-inf");
     CHECK_DOUBLE(0.0, "0");
@@ -584,12 +584,12 @@ static void test_double_format(void) {
     CHECK_DOUBLE(1e17, "1e+17");
     CHECK_DOUBLE(123456789012345678.0, "1.2345678901234568e+17");
     CHECK_DOUBLE(0.0001, "0.0001");
-    CHECK_DOUBLE(0.00001, "1e-05");
+    CHECK_DOUBLE(0.00001, "1.0000000000000001e-05");
     CHECK_DOUBLE(0.1 + 0.2, "0.30000000000000004");
-    CHECK_DOUBLE(1.0 / 3.0, "0.3333333333333333");
-    CHECK_DOUBLE(2.5e-5, "2.5e-05");
-    CHECK_DOUBLE(3.14159, "3.14159");
-    CHECK_DOUBLE(5e-324, "5e-324");
+    CHECK_DOUBLE(1.0 / 3.0, "0.33333333333333331");
+    CHECK_DOUBLE(2.5e-5, "2.5000000000000001e-05");
+    CHECK_DOUBLE(3.14159, "3.1415899999999999");
+    CHECK_DOUBLE(5e-324, "4.9406564584124654e-324");
     CHECK_DOUBLE(DBL_MAX, "1.7976931348623157e+308");
     CHECK_DOUBLE(9007199254740993.0, "9007199254740992");
 
