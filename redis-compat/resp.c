@@ -737,6 +737,9 @@ void resp_add_push(resp_out *o, long long n) {
  * is 7.0, and clients compare these texts.) buf needs 32 bytes. */
 static int fmt_double(char *buf, size_t size, double d) {
     if (isinf(d)) return snprintf(buf, size, d > 0 ? "inf" : "-inf");
+    /* printf writes a NaN whose sign bit is set as "-nan"; Redis's RESP3
+     * double is "nan" whatever the sign */
+    if (isnan(d)) return snprintf(buf, size, "nan");
     return snprintf(buf, size, "%.17g", d);
 }
 
