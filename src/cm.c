@@ -533,23 +533,34 @@ static void tick(void) {
 
 /* ---------------- election ---------------- */
 
-/* A candidacy znode under path that session sess already owns, into
- * out: a create whose reply was lost (connection loss after the server
- * made it) leaves one we do not know of. Left alone it would stay the
- * lowest while we wait behind our second one: every node then sees us as
- * the CM (member.c reads the lowest) and nobody acts as one. 0 if found. */
-static int find_own_candidacy(const char *path, uint64_t sess, char *out, size_t outlen) {
+/* Our candidacy under path, into out: the one our current ZooKeeper
+ * session owns if there is one (a create whose reply was lost), after
+ * deleting any other that carries our name (a session of ours that was
+ * replaced but is not gone yet, or our previous process's). Left alone,
+ * such a znode stays the lowest while we wait behind a newer one: every
+ * node then takes us for the CM (member.c reads the lowest) and nobody
+ * acts as one. 0 if one of ours exists now (adopted), -1 otherwise. */
+static int find_own_candidacy(const char *path, char *out, size_t outlen) {
     char **names = NULL;
     int n = 0, found = -1;
-    if (!sess || zk_children(path, 0, &names, &n) != ZK_OK) return -1;
-    for (int i = 0; i < n && found < 0; i++) {
-        char child[300];
+    uint64_t real = zk_client_session();
+    if (!real || zk_children(path, 0, &names, &n) != ZK_OK) return -1;
+    const char *me = cluster_self_name();
+    for (int i = 0; i < n; i++) {
+        char child[300], *data = NULL;
         uint64_t owner = 0;
         snprintf(child, sizeof(child), "%s/%s", path, names[i]);
-        if (zk_owner(child, &owner) == ZK_OK && owner == sess) {
+        if (zk_owner(child, &owner) != ZK_OK) continue;
+        if (owner == real && found < 0) {
             snprintf(out, outlen, "%s", child);
             found = 0;
+            continue;
         }
+        if (zk_get(child, 0, &data, NULL, NULL) == ZK_OK && !strcmp(data, me)) {
+            serverLog(LL_NOTICE, "CM: removing a stale candidacy of this node (%s)", names[i]);
+            zk_delete(child, -1);
+        }
+        free(data);
     }
     zk_free_names(names, n);
     return found;
@@ -563,7 +574,7 @@ static int elected(void) {
     path_of(path, sizeof(path), "cm");
     uint64_t sess = zk_session_id();
     if ((sess != cm.my_session || !cm.my_path[0]) &&
-        find_own_candidacy(path, sess, cm.my_path, sizeof(cm.my_path)) == 0) {
+        find_own_candidacy(path, cm.my_path, sizeof(cm.my_path)) == 0) {
         cm.my_session = sess;
     } else if (sess != cm.my_session || !cm.my_path[0]) {
         char prefix[300];
@@ -614,6 +625,16 @@ static void *cm_main(void *arg) {
     while (!atomic_load(&cm.stopping)) {
         seen = zk_wait(seen, tick_ms);
         int64_t now = monotonic_us();
+        /* The election was won by one ZooKeeper session: once it was
+         * replaced (it expired, say while this process was paused), this
+         * node is no CM until it wins again. Deciding anything before
+         * that (failing the nodes whose renewals it slept through) is
+         * what a stale CM must never do. */
+        if (atomic_load(&cm.active) && zk_session_id() != cm.my_session) {
+            atomic_store(&cm.active, 0);
+            serverLog(LL_WARNING, "CM: this node's ZooKeeper session was replaced; "
+                      "no longer the CM until it is elected again");
+        }
         if (now - last_check > 100000 || !atomic_load(&cm.active)) {
             last_check = now;
             int e = elected();

@@ -267,6 +267,15 @@ int zk_watch_exists(const char *path, int *exists) {
     return rc == ZNONODE ? rc_of(ZOK) : rc_of(rc);
 }
 
+uint64_t zk_client_session(void) {
+    zhandle_t *h = handle();
+    if (!h) return 0;
+    const clientid_t *id = zoo_client_id(h);
+    uint64_t v = id ? (uint64_t)id->client_id : 0;
+    handle_done();
+    return v;
+}
+
 int zk_owner(const char *path, uint64_t *owner) {
     zhandle_t *h = handle();
     if (!h) return ZK_FAIL;

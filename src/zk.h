@@ -45,6 +45,9 @@ void zk_free_names(char **names, int n);
 int zk_watch_exists(const char *path, int *exists);
 /* The session owning ephemeral znode path (0: not ephemeral). */
 int zk_owner(const char *path, uint64_t *owner);
+/* ZooKeeper's id of the current session (what zk_owner reports for the
+ * znodes it made), 0 before one is established. */
+uint64_t zk_client_session(void);
 
 /* Wait until a watch fired since `seen` (the value a previous call
  * returned; 0 first) or timeout_ms passed; returns the new value. */
