@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <strings.h>
 #include "commands.h"
+#include "acl.h"
 #include "rdb.h"
 #include "config.h"
 #include "notify.h"
@@ -274,4 +275,9 @@ void types_register(void) {
     notify_init();   /* the edge's keyspace notifications for expired keys */
     latency_init();  /* INFO errorstats counts every error reply */
     functions_register();   /* not a type: the FUNCTION libraries' log hook */
+}
+
+int commands_start(char *err, size_t errlen) {
+    types_register();
+    return acl_init(err, errlen);
 }

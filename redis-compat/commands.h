@@ -73,6 +73,10 @@ int command_movable_keys(const struct rcommand *cmd);
 int stream_read_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
 /* Register the collection types' classes (object.h); before recovery. */
 void types_register(void);
+/* The command layer's start, before recovery: types_register, then the
+ * ACL (users from the configuration and the aclfile). -1 with err set when
+ * the ACL configuration is bad (the server must not start). */
+int commands_start(char *err, size_t errlen);
 void hash_register(void);
 void set_register(void);
 void zset_register(void);

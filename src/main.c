@@ -28,7 +28,6 @@
 #include <unistd.h>
 #include "clean.h"
 #include "cluster.h"
-#include "acl.h"
 #include "commands.h"
 #include "config.h"
 #include "control.h"
@@ -230,10 +229,9 @@ int main(int argc, char **argv) {
     open_pool();
     server.nworkers = server.cfg.workers;
     db_init_indexes();
-    types_register();
     repl_init();
     char err[2048];   /* recovery names each damaged region */
-    if (acl_init(err, sizeof(err)) != 0) die("%s", err);
+    if (commands_start(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
     daemon_started();
     loading_begin();
