@@ -266,15 +266,23 @@ static void stream_destroy(void *data) {
     free(s);
 }
 
-/* First index whose id >= id (tombstones included). */
-static size_t entry_lower(const stream *s, sid id) {
-    size_t lo = 0, hi = s->n;
+/* First index of an array sorted by id whose id >= id: the array holds n
+ * items of `size` bytes, each beginning with its sid (sentry, spel). */
+static size_t sid_lower(const void *base, size_t n, size_t size, sid id) {
+    size_t lo = 0, hi = n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (sid_cmp(s->e[mid].id, id) < 0) lo = mid + 1;
+        sid at;
+        memcpy(&at, (const char *)base + mid * size, sizeof(at));
+        if (sid_cmp(at, id) < 0) lo = mid + 1;
         else hi = mid;
     }
     return lo;
+}
+
+/* First index whose id >= id (tombstones included). */
+static size_t entry_lower(const stream *s, sid id) {
+    return sid_lower(s->e, s->n, sizeof(*s->e), id);
 }
 
 static sentry *entry_find(const stream *s, sid id) {
@@ -517,6 +525,7 @@ static int name_cmp(const char *a, size_t alen, const char *b, size_t blen) {
  * sorted by name; both structs begin with the same name fields (snamed),
  * so one binary search and one insertion serve both. */
 typedef struct snamed { char *name; size_t nlen; } snamed;
+_Static_assert(offsetof(sentry, id) == 0 && offsetof(spel, id) == 0, "sid_lower's items");
 _Static_assert(offsetof(sgroup, name) == offsetof(snamed, name) &&
                offsetof(sgroup, nlen) == offsetof(snamed, nlen) &&
                offsetof(sconsumer, name) == offsetof(snamed, name) &&
@@ -616,13 +625,7 @@ static sconsumer *cons_get(sgroup *g, const char *name, size_t len, int64_t seen
 }
 
 static size_t pel_lower(const sgroup *g, sid id) {
-    size_t lo = 0, hi = g->npel;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (sid_cmp(g->pel[mid].id, id) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+    return sid_lower(g->pel, g->npel, sizeof(*g->pel), id);
 }
 
 static spel *pel_find(const sgroup *g, sid id) {
