@@ -2,9 +2,12 @@
  * is safe).
  *
  * Wire formats, little endian:
- *   question  u16 count | u16 shard ...
+ *   question  u64 asker's term | u16 count | u16 shard ...
  *   answer    per shard asked: u16 shard | u8 usable | u64 maxver |
  *             u64 digest[DB_SHARD_BUCKETS]
+ *             usable is DELTA_NO, DELTA_YES or DELTA_LATER: this node has
+ *             not adopted the asker's term yet (it will be a backup of the
+ *             shard there, but is not one here), so the asker asks again
  *   payload of a begin marker (LOG_RESYNC) that keeps buckets:
  *             u32 DELTA_MAGIC | u16 DB_SHARD_BUCKETS | u8 kept[BUCKETS/8] |
  *             u64 digest of each kept bucket, in bucket order */
@@ -34,6 +37,13 @@
 /* The answer costs the peer a walk of its copy of the shards asked
  * (DELTA_BATCH of them); a peer slower than this gets whole shards. */
 #define DELTA_TIMEOUT_MS 3000
+/* How long the asker waits for a replica to adopt its term (DELTA_LATER):
+ * under load a replica adopts a new configuration tens of ms after the CM
+ * commits it, and the primary's catch-up starts at once. */
+#define DELTA_LATER_MS 1000
+#define DELTA_Q_HDR (8 + 2)
+
+enum { DELTA_NO = 0, DELTA_YES = 1, DELTA_LATER = 2 };
 
 static int bit(const uint8_t *map, unsigned b) { return (map[b / 8] >> (b % 8)) & 1; }
 
@@ -41,6 +51,7 @@ static int bit(const uint8_t *map, unsigned b) { return (map[b / 8] >> (b % 8)) 
 
 typedef struct delta_job {
     bus_req *req;
+    uint64_t term;                  /* the asker's */
     int n;
     uint16_t ids[];
 } delta_job;
@@ -65,7 +76,7 @@ static void answer_run(void *arg) {
         int usable = copy_usable(sid);
         if (usable) db_shard_bucket_digests(s, dg, NULL);
         shard_unlock(s);
-        p[2] = (uint8_t)usable;
+        p[2] = usable ? DELTA_YES : cluster_term() < j->term ? DELTA_LATER : DELTA_NO;
         le_put_u64(p + 3, digest_max_version(sid));
         if (usable)
             for (int b = 0; b < DB_SHARD_BUCKETS; b++) le_put_u64(p + 11 + 8 * b, dg[b]);
@@ -77,16 +88,18 @@ static void answer_run(void *arg) {
 
 static void on_deltainfo(bus_req *r, int node, const uint8_t *p, size_t n) {
     (void)node;
-    if (n < 2 || n != 2 + 2 * (size_t)le_get_u16(p) || le_get_u16(p) > DELTA_BATCH) {
+    if (n < DELTA_Q_HDR || n != DELTA_Q_HDR + 2 * (size_t)le_get_u16(p + 8) ||
+        le_get_u16(p + 8) > DELTA_BATCH) {
         bus_reply_error(r, "malformed delta info request");
         return;
     }
-    int cnt = le_get_u16(p);
+    int cnt = le_get_u16(p + 8);
     delta_job *j = malloc(sizeof(*j) + sizeof(uint16_t) * (size_t)(cnt ? cnt : 1));
     j->req = r;
+    j->term = le_get_u64(p);
     j->n = 0;
     for (int i = 0; i < cnt; i++) {
-        uint16_t sid = le_get_u16(p + 2 + 2 * i);
+        uint16_t sid = le_get_u16(p + DELTA_Q_HDR + 2 * i);
         if (sid < server.nshards) j->ids[j->n++] = sid;
     }
     digest_run(answer_run, j);
@@ -96,19 +109,23 @@ void delta_init(void) { bus_register(BUS_DELTAINFO, on_deltainfo); }
 
 /* ---------------- asking (primary) ---------------- */
 
-static int ask_batch(int node, const int *sids, int n, delta_base *out) {
-    uint8_t q[2 + 2 * DELTA_BATCH];
-    le_put_u16(q, (uint16_t)n);
-    for (int i = 0; i < n; i++) le_put_u16(q + 2 + 2 * i, (uint16_t)sids[i]);
+/* One question; 1 if the node has yet to adopt our term for some shard. */
+static int ask_once(int node, const int *sids, int n, delta_base *out, int *later) {
+    uint8_t q[DELTA_Q_HDR + 2 * DELTA_BATCH];
+    le_put_u64(q, cluster_term());
+    le_put_u16(q + 8, (uint16_t)n);
+    for (int i = 0; i < n; i++) le_put_u16(q + DELTA_Q_HDR + 2 * i, (uint16_t)sids[i]);
     uint8_t *resp = NULL;
     size_t rlen = 0;
+    *later = 0;
     /* A node that just restarted: our bus connection to its previous
      * process fails the first call, the next one connects afresh. */
     int st = BUS_FAILED;
     for (int attempt = 0; attempt < 3 && st == BUS_FAILED; attempt++) {
         if (attempt) usleep(20000);
         int64_t t0 = monotonic_us();
-        st = bus_call_sync(node, BUS_DELTAINFO, q, 2 + 2 * (size_t)n, DELTA_TIMEOUT_MS, &resp, &rlen);
+        st = bus_call_sync(node, BUS_DELTAINFO, q, DELTA_Q_HDR + 2 * (size_t)n, DELTA_TIMEOUT_MS,
+                           &resp, &rlen);
         /* a quick failure is the stale connection; a slow one, a node
          * that does not answer: not worth waiting for again (the catch-up
          * sends whole shards instead) */
@@ -120,7 +137,8 @@ static int ask_batch(int node, const int *sids, int n, delta_base *out) {
         for (int i = 0; i < n; i++) {
             const uint8_t *p = resp + (size_t)i * DELTA_ANSWER;
             if (le_get_u16(p) != sids[i]) rc = -1;
-            out[i].usable = p[2] == 1;
+            out[i].usable = p[2] == DELTA_YES;
+            *later |= p[2] == DELTA_LATER;
             out[i].maxver = le_get_u64(p + 3);
             for (int b = 0; b < DB_SHARD_BUCKETS; b++) out[i].digests[b] = le_get_u64(p + 11 + 8 * b);
         }
@@ -130,6 +148,16 @@ static int ask_batch(int node, const int *sids, int n, delta_base *out) {
                   "whole shards then", node, st, rlen);
     free(resp);
     return rc;
+}
+
+static int ask_batch(int node, const int *sids, int n, delta_base *out) {
+    int64_t until = monotonic_us() + DELTA_LATER_MS * 1000LL;
+    int later;
+    for (;;) {
+        if (ask_once(node, sids, n, out, &later) != 0) return -1;
+        if (!later || monotonic_us() >= until) return 0;
+        usleep(10000);
+    }
 }
 
 int delta_ask(int node, const int *sids, int n, delta_base *out) {
