@@ -407,6 +407,14 @@ static void drop_reply(client *c, size_t reply_start) {
     c->out.b.len = reply_start;
 }
 
+/* A dependency on a shard that changed hands meanwhile (db_dep_broken). */
+static int deps_broken(const held_reply *h) {
+    const db_dep *d = held_deps(h);
+    for (int i = 0; i < h->ndeps; i++)
+        if (db_dep_broken(&d[i])) return 1;
+    return 0;
+}
+
 static int deps_durable(const held_reply *h) {
     const db_dep *d = held_deps(h);
     for (int i = 0; i < h->ndeps; i++)
@@ -809,6 +817,14 @@ int client_flush(client *c) {
         return 0;
     }
     while (c->nheld) {
+        if (deps_broken(&c->held[c->headheld])) {
+            serverLog(LL_VERBOSE, "Closing client id=%llu addr=%s: a reply waited for versions of "
+                      "a shard this node no longer serves; whether they are durable is unknown",
+                      (unsigned long long)c->id, c->addr);
+            atomic_fetch_add(&server.stat.replies_dropped_handover, 1);
+            client_free(c);
+            return 0;
+        }
         if (deps_durable(&c->held[c->headheld])) held_pop(c);
         else if (limit > 0 && monotonic_us() - c->held[c->headheld].since_us > limit)
             held_expire(c);

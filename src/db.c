@@ -126,6 +126,10 @@ void db_ctx_free(db_ctx *x) {
 
 void db_ctx_reset(db_ctx *x) { x->ndeps = 0; }
 
+int db_dep_broken(const db_dep *d) {
+    return d->kind == DEP_SHARD && atomic_load(&server.shards[d->id].serve_epoch) != d->epoch;
+}
+
 int db_dep_durable(const db_dep *d) {
     if (d->kind == DEP_SHARD) return shard_is_durable(&server.shards[d->id], d->ver);
     return atomic_load(&server.workers[d->id]->landed_gen) >= d->ver;
@@ -141,7 +145,8 @@ static void dep_push(db_ctx *x, uint8_t kind, uint16_t id, uint64_t ver) {
             return;
         }
     }
-    db_dep d = {id, kind, ver};
+    db_dep d = {id, kind, 0, ver};
+    if (kind == DEP_SHARD) d.epoch = atomic_load(&server.shards[id].serve_epoch);
     if (db_dep_durable(&d)) return;
     if (x->ndeps == x->capdeps) {
         x->capdeps = x->capdeps ? x->capdeps * 2 : 4;

@@ -77,8 +77,11 @@ typedef struct db_val {
  * worker `id`'s group-commit batch number `ver` has landed (writes: the
  * entry itself is durable; it need not wait for other workers' batches). */
 enum { DEP_SHARD = 0, DEP_BATCH = 1 };
-typedef struct db_dep { uint16_t id; uint8_t kind; uint64_t ver; } db_dep;
+typedef struct db_dep { uint16_t id; uint8_t kind; uint32_t epoch; uint64_t ver; } db_dep;
 int db_dep_durable(const db_dep *d);
+/* DEP_SHARD only: the shard changed hands since the dependency was taken
+ * (shard.h serve_epoch); the reply must not be sent as if durable. */
+int db_dep_broken(const db_dep *d);
 
 typedef struct db_ctx {
     struct worker *w;      /* whose t-log writes go to */

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "bus.h"
 #include "cluster.h"
 #include "cm.h"
@@ -135,7 +136,11 @@ static void adopt(cluster_config *c) {
     /* 3. publish, with the shards we stop serving locked: no command of
      * theirs runs across the switch */
     for (int s = 0; s < server.nshards; s++)
-        if (old && oself >= 0 && old->primary[s] == oself) shard_lock(&server.shards[s]);
+        if (old && oself >= 0 && old->primary[s] == oself) {
+            shard_lock(&server.shards[s]);
+            if (self < 0 || c->primary[s] != self)   /* see shard.h serve_epoch */
+                atomic_fetch_add(&server.shards[s].serve_epoch, 1);
+        }
     uint64_t term = c->term;
     uint64_t members = c->members;
     cluster_install(c);
@@ -377,10 +382,17 @@ int member_join(char *err, size_t errlen) {
                 errlen) != 0)
         return -1;
     char p[256];
-    path_of(p, sizeof(p), "nodes");
-    int rc = zk_ensure(p);
-    path_of(p, sizeof(p), "cm");
-    if (rc == ZK_OK) rc = zk_ensure(p);
+    /* A ZooKeeper just started, or one starved of CPU, can drop the first
+     * session's requests (connection loss); zk.c reconnects, so retry for
+     * a while before giving up on the cluster. */
+    int rc = ZK_FAIL;
+    for (int64_t until = monotonic_us() + 30000000; rc == ZK_FAIL && monotonic_us() < until;) {
+        path_of(p, sizeof(p), "nodes");
+        rc = zk_ensure(p);
+        path_of(p, sizeof(p), "cm");
+        if (rc == ZK_OK) rc = zk_ensure(p);
+        if (rc == ZK_FAIL) usleep(200000);
+    }
     if (rc != ZK_OK) {
         snprintf(err, errlen, "cannot create %s in ZooKeeper: %s", mb.root, zk_errstr(rc));
         return -1;

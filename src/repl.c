@@ -838,8 +838,9 @@ void repl_info(rbuf *o) {
                  atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
     rbuf_appendf(o, "repl_catchup_delta_shards:%lld\r\nrepl_catchup_full_shards:%lld\r\n",
                  atomic_load(&st_catchup_delta), atomic_load(&st_catchup_full));
-    rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\n", atomic_load(&st_link_failures),
-                 atomic_load(&server.stat.replication_timeouts));
+    rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\nrepl_replies_dropped_handover:%lld\r\n",
+                 atomic_load(&st_link_failures), atomic_load(&server.stat.replication_timeouts),
+                 atomic_load(&server.stat.replies_dropped_handover));
     rbuf_appendf(o, "repl_auth:%s\r\nrepl_auth_failures:%lld\r\n", pauth_secret_source(),
                  pauth_failures());
     long long msgs = 0, refused = 0, links = 0;

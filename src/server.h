@@ -136,6 +136,7 @@ struct rowan_stats {
     _Atomic long long damaged_shards;     /* shards marked damaged by recovery (cluster) */
     _Atomic long long unexpected_errors;
     _Atomic long long replication_timeouts; /* held replies failed with NOREPLICAS */
+    _Atomic long long replies_dropped_handover; /* held replies whose shard changed hands (shard.h) */
     _Atomic long long evicted_clients;      /* closed by maxmemory-clients */
     _Atomic long long qbuf_limit_disconnections; /* client-query-buffer-limit */
     _Atomic long long obuf_limit_disconnections; /* client-output-buffer-limit / -max */

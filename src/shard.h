@@ -71,6 +71,17 @@ typedef struct shard {
      * digest applies it although we are not a backup of it): the
      * fetching version floor while set, 0 otherwise (reconcile.c). */
     _Atomic uint64_t fetching;
+    /* Bumped (under the lock) whenever this node stops or starts being the
+     * shard's primary (member.c adopt). A reply held for versions of the
+     * shard records the epoch it was computed in (db_dep); if the epoch
+     * moved before they became durable, the reply can no longer be trusted
+     * as an acknowledgement: acks that arrive for our old entries after
+     * the new primary took its copy say nothing about that copy (a backup
+     * may land them after serving the new primary's fetch, and another
+     * worker's link may still deliver older versions than the one it
+     * reported). The reply's connection is closed instead (outcome
+     * unknown to the client). */
+    _Atomic uint32_t serve_epoch;
 } shard;
 
 /* shard.avail */

@@ -596,7 +596,10 @@ def test_without_a_secret_the_port_opens_only_where_bind_allows():
                     except OSError:
                         return None
                 assert wait_for(up, timeout=30), "did not start with %s" % extra
-                assert "peers authenticate with: %s" % source in open(log).read()
+                # the control thread logs it as it starts listening, which can
+                # come a moment after the client port answers
+                line = "peers authenticate with: %s" % source
+                assert wait_for(lambda: line in open(log).read(), timeout=10), open(log).read()
                 if source == "requirepass":
                     # drop the only secret at run time: peers are refused now
                     with socket.create_connection(("127.0.0.1", p0), timeout=5) as s:
