@@ -154,6 +154,7 @@ static const struct { const char *cmd; uint32_t add, drop; } cat_fixes[] = {
     { "role", B(C_ADMIN) | B(C_DANGEROUS), 0 },
     { "migrate", B(C_DANGEROUS), 0 }, { "restore", B(C_DANGEROUS), 0 },
     { "restore-asking", B(C_DANGEROUS) | B(C_KEYSPACE), 0 },
+    { "pubsub|help", 0, B(C_PUBSUB) },
 #undef B
 };
 
@@ -168,8 +169,12 @@ static uint32_t derive_categories(const struct rcommand *cmd)
     if (cmd->flags & CMD_PUBSUB) m |= 1u << C_PUBSUB;
     m |= 1u << ((cmd->flags & CMD_FAST) ? C_FAST : C_SLOW);
     if (cmd->flags & (CMD_ADMIN | CMD_KEYSEARCH)) m |= 1u << C_DANGEROUS;
+    /* a subcommand ("command|info") shares its container's fixes */
+    size_t nlen = strcspn(cmd->name, "|");
     for (size_t i = 0; i < sizeof(cat_fixes) / sizeof(cat_fixes[0]); i++)
-        if (!strcmp(cmd->name, cat_fixes[i].cmd)) m = (m | cat_fixes[i].add) & ~cat_fixes[i].drop;
+        if (!strcmp(cmd->name, cat_fixes[i].cmd) ||
+            (strlen(cat_fixes[i].cmd) == nlen && !strncmp(cmd->name, cat_fixes[i].cmd, nlen)))
+            m = (m | cat_fixes[i].add) & ~cat_fixes[i].drop;
     return m;
 }
 
@@ -503,6 +508,9 @@ static int rule_command(acl_user *u, const char *op, size_t len)
     size_t alen = len - 1 - nlen - 1;
     if (alen == 0 || memchr(arg, '|', alen)) return RE_SYNTAX;
     if (is_container(i)) {
+        /* Redis knows its containers' subcommands: "+config|nosuch" names
+         * no command (the table's rows, cmds_subcommands.def) */
+        if (cmd_base[i].subcommands && !command_subcommand(&cmd_base[i], arg, alen)) return RE_NOENT;
         /* an exception is a denied subcommand when the command is allowed,
          * an allowed one when it is not */
         sub_set(u, i, arg, alen, u->cmds[i] ? !allow : allow);

@@ -1546,11 +1546,34 @@ static int count_subcommands(const struct rcommand *cmd)
     return n;
 }
 
-/* One COMMAND INFO entry: the 10-element array of Redis 7. */
+/* A container (CONFIG, CLIENT, OBJECT...) as Redis shows it: no flags,
+ * keys nor categories of its own beyond @slow, the subcommands have them.
+ * (The row keeps flags and a key range for the dispatcher.) */
+static void reply_container_info(client *c, const struct rcommand *cmd)
+{
+    resp_add_array(&c->out, 10);
+    resp_add_bulkstr(&c->out, cmd->name);
+    resp_add_int(&c->out, cmd->arity);
+    resp_add_set(&c->out, 0);
+    for (int i = 0; i < 3; i++) resp_add_int(&c->out, 0);
+    resp_add_set(&c->out, 1);
+    resp_add_simple(&c->out, "@slow");
+    resp_add_array(&c->out, 0);     /* tips */
+    resp_add_array(&c->out, 0);     /* key specs */
+    resp_add_array(&c->out, count_subcommands(cmd));
+}
+
+/* One COMMAND INFO entry: the 10-element array of Redis 7; a container's
+ * 10th element holds its subcommands' entries. */
 static void reply_command_info(client *c, const struct rcommand *parent, const struct rcommand *cmd)
 {
     char name[128];
     const char *cats[8];
+    if (cmd->subcommands && cmd->proc != commandCommand) {
+        reply_container_info(c, cmd);
+        for (const struct rcommand *s = cmd->subcommands; s->name; s++) reply_command_info(c, cmd, s);
+        return;
+    }
     full_name(name, sizeof(name), parent, cmd);
     resp_add_array(&c->out, 10);
     resp_add_bulkstr(&c->out, name);
@@ -1595,13 +1618,9 @@ static const struct rcommand *lookup_full(const char *name, size_t len, const st
     if (!bar) return command_lookup(name, len);
     const struct rcommand *p = command_lookup(name, (size_t)(bar - name));
     if (!p) return NULL;
-    const char *sub = bar + 1;
-    size_t sublen = len - (size_t)(sub - name);
-    for (const struct rcommand *s = p->subcommands; s && s->name; s++) {
-        const char *sn = strchr(s->name, '|') ? strchr(s->name, '|') + 1 : s->name;
-        if (strcaseeqlen(sub, sublen, sn)) { *parent = p; return s; }
-    }
-    return NULL;
+    const struct rcommand *s = command_subcommand(p, bar + 1, len - (size_t)(bar + 1 - name));
+    if (s) *parent = p;
+    return s;
 }
 
 struct all_cmds { client *c; int count; };
@@ -1695,16 +1714,6 @@ static const struct { const char *cmd, *syntax; } arg_syntax[] = {
     { "echo", "message" },
     { "shutdown", "[save-selector=[NOSAVE|SAVE]] [NOW] [FORCE] [ABORT]" },
     { "info", "[section...]" },
-    { "config", "subcommand=(GET parameter...|SET (parameter value)...|RESETSTAT|REWRITE|HELP)" },
-    { "client", "subcommand=(ID|GETNAME|SETNAME connection-name|"
-                "SETINFO attr=(LIB-NAME libname|LIB-VER libver)|"
-                "LIST [TYPE type] [ID client-id...]|INFO|KILL filter...|"
-                "NO-EVICT enabled=(ON|OFF)|NO-TOUCH enabled=(ON|OFF)|REPLY action=(ON|OFF|SKIP)|"
-                "PAUSE timeout [mode=[WRITE|ALL]]|UNPAUSE|UNBLOCK client-id [unblock-type=[TIMEOUT|ERROR]]|"
-                "GETREDIR|TRACKINGINFO|HELP)" },
-    { "command", "[subcommand=(COUNT|LIST [FILTERBY filterby=(MODULE module-name|ACLCAT category|"
-                 "PATTERN pattern)]|INFO [command-name...]|DOCS [command-name...]|"
-                 "GETKEYS command [arg...]|GETKEYSANDFLAGS command [arg...]|HELP)]" },
     { "wait", "numreplicas timeout" },
     { "waitaof", "numlocal numreplicas timeout" },
     { "auth", "[username] password" },
@@ -1895,14 +1904,21 @@ static void parse_seq(const char **p, struct argnode *into)
     }
 }
 
-static void reply_argnode(client *c, const struct argnode *n)
+/* key_spec: the next key argument's key spec index (Redis numbers a
+ * command's key arguments' specs in order: RENAME key 0, newkey 1). */
+static void reply_argnode(client *c, const struct argnode *n, int *key_spec)
 {
     int nflags = n->optional + n->multiple;
-    resp_add_map(&c->out, 2 + (n->token[0] != 0) + (nflags > 0) + (n->nkids > 0));
+    int is_key = n->type && !strcmp(n->type, "key");
+    resp_add_map(&c->out, 2 + is_key + (n->token[0] != 0) + (nflags > 0) + (n->nkids > 0));
     resp_add_bulkstr(&c->out, "name");
     resp_add_bulkstr(&c->out, n->name);
     resp_add_bulkstr(&c->out, "type");
     resp_add_bulkstr(&c->out, n->type ? n->type : "string");
+    if (is_key) {
+        resp_add_bulkstr(&c->out, "key_spec_index");
+        resp_add_int(&c->out, (*key_spec)++);
+    }
     if (n->token[0]) {
         resp_add_bulkstr(&c->out, "token");
         resp_add_bulkstr(&c->out, n->token);
@@ -1916,7 +1932,7 @@ static void reply_argnode(client *c, const struct argnode *n)
     if (n->nkids) {
         resp_add_bulkstr(&c->out, "arguments");
         resp_add_array(&c->out, n->nkids);
-        for (int i = 0; i < n->nkids; i++) reply_argnode(c, &n->kids[i]);
+        for (int i = 0; i < n->nkids; i++) reply_argnode(c, &n->kids[i], key_spec);
     }
 }
 
@@ -1943,17 +1959,24 @@ static void reply_command_docs(client *c, const struct rcommand *parent, const s
     int nsub = count_subcommands(cmd);
     struct argnode args;
     int nargs = parent ? 0 : command_args(cmd->name, &args);
-    resp_add_map(&c->out, 3 + (nsub > 0) + (nargs > 0));
+    /* a container's complexity, as Redis words it */
+    const char *complexity = nsub && cmd->proc != commandCommand ? "Depends on subcommand." : cmd->complexity;
+    resp_add_map(&c->out, 3 + (complexity != NULL) + (nsub > 0) + (nargs > 0));
     resp_add_bulkstr(&c->out, "summary");
     resp_add_bulkstr(&c->out, cmd->summary ? cmd->summary : "");
     resp_add_bulkstr(&c->out, "since");
     resp_add_bulkstr(&c->out, cmd->since ? cmd->since : "1.0.0");
     resp_add_bulkstr(&c->out, "group");
     resp_add_bulkstr(&c->out, cmd->group ? cmd->group : (parent && parent->group ? parent->group : "generic"));
+    if (complexity) {
+        resp_add_bulkstr(&c->out, "complexity");
+        resp_add_bulkstr(&c->out, complexity);
+    }
     if (nargs) {
+        int key_spec = 0;
         resp_add_bulkstr(&c->out, "arguments");
         resp_add_array(&c->out, nargs);
-        for (int i = 0; i < nargs; i++) reply_argnode(c, &args.kids[i]);
+        for (int i = 0; i < nargs; i++) reply_argnode(c, &args.kids[i], &key_spec);
         argnode_free(&args);
     }
     if (nsub) {
@@ -2021,6 +2044,8 @@ static int list_match(struct list_args *l, const struct rcommand *cmd, const cha
     case 0: return 1;
     case 1: return 0;
     case 2: {
+        if (cmd->subcommands && cmd->proc != commandCommand)   /* a container: @slow only */
+            return strcaseeqlen(l->arg, l->arglen, "slow");
         int n = acl_command_categories(cmd, cats);
         for (int i = 0; i < n; i++)
             if (strcaseeqlen(l->arg, l->arglen, cats[i] + 1)) return 1;
@@ -2090,12 +2115,8 @@ static void command_getkeys(client *c, int with_flags)
     int sargc = c->argc - 2;
     const struct rcommand *cmd = command_lookup(c->argv[2], c->argvlen[2]);
     if (!cmd) { resp_add_error(&c->out, "ERR Invalid command specified"); return; }
-    if (cmd->subcommands && sargc >= 2) {
-        for (const struct rcommand *s = cmd->subcommands; s->name; s++) {
-            const char *sn = strchr(s->name, '|') ? strchr(s->name, '|') + 1 : s->name;
-            if (strcaseeqlen(c->argv[3], c->argvlen[3], sn)) { cmd = s; break; }
-        }
-    }
+    const struct rcommand *top = cmd;   /* keyflags.c names containers */
+    if (cmd->subcommands && sargc >= 2) cmd = command_row(cmd, sargc, c->argv + 2, c->argvlen + 2);
     /* Redis 7.2's order: a command without keys is refused before arity. */
     if (cmd->firstkey <= 0 && !command_movable_keys(cmd)) {
         resp_add_error(&c->out, "ERR The command has no key arguments");
@@ -2122,7 +2143,7 @@ static void command_getkeys(client *c, int with_flags)
             if (with_flags) {
                 resp_add_array(&c->out, 2);
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
-                reply_words(c, command_key_flags(cmd, i, sargc, c->argv + 2, c->argvlen + 2));
+                reply_words(c, command_key_flags(top, i, sargc, c->argv + 2, c->argvlen + 2));
             } else {
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
             }
