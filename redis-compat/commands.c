@@ -220,6 +220,11 @@ void command_foreach(void (*fn)(struct rcommand *cmd, void *arg), void *arg) {
 
 int command_count(void) { return NCOMMANDS; }
 
+int command_enabled(const struct rcommand *cmd) {
+    if (cmd < command_table || cmd >= command_table + NCOMMANDS) return 1;   /* a subcommand row */
+    return *called_name(cmd) != '\0';
+}
+
 int command_rows(void) { return NCOMMANDS + NSUBROWS; }
 
 const struct rcommand *command_subcommand(const struct rcommand *cmd, const char *name, size_t len) {

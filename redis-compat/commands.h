@@ -51,7 +51,10 @@ struct rcommand *command_lookup(const char *name, size_t len);
 /* Iterate the table. */
 void command_foreach(void (*fn)(struct rcommand *cmd, void *arg), void *arg);
 int command_count(void);   /* top-level commands (COMMAND COUNT) */
-int command_rows(void);    /* every row, subcommands too (statistics slots) */
+int command_rows(void);
+/* 0 for a command rename-command disabled (renamed to ""): COMMAND leaves
+ * it out, as Redis does. */
+int command_enabled(const struct rcommand *cmd);    /* every row, subcommands too (statistics slots) */
 /* The subcommand row of a container ("config|get" for CONFIG and "get"),
  * NULL when cmd has no such subcommand. */
 const struct rcommand *command_subcommand(const struct rcommand *cmd, const char *name, size_t len);

@@ -467,6 +467,7 @@ static void debug_object_locked(client *c)
     if (v.type == OBJ_STRING) {
         long long n;
         enc = v.len <= 20 && string2ll(v.ptr, v.len, &n) ? "int" : v.len <= 44 ? "embstr" : "raw";
+        if (evict_marked(sid, hash)) enc = "raw";   /* edited in place (string_edited) */
     } else {
         const obj_class *k = obj_class_of(v.type);
         if (k && k->encoding) enc = k->encoding(v.obj->data);
@@ -1625,8 +1626,15 @@ static const struct rcommand *lookup_full(const char *name, size_t len, const st
 
 struct all_cmds { client *c; int count; };
 
-static void count_cb(struct rcommand *cmd, void *arg) { ((struct all_cmds *)arg)->count++; }
-static void info_cb(struct rcommand *cmd, void *arg) { reply_command_info(((struct all_cmds *)arg)->c, NULL, cmd); }
+static void count_cb(struct rcommand *cmd, void *arg)
+{
+    if (command_enabled(cmd)) ((struct all_cmds *)arg)->count++;
+}
+
+static void info_cb(struct rcommand *cmd, void *arg)
+{
+    if (command_enabled(cmd)) reply_command_info(((struct all_cmds *)arg)->c, NULL, cmd);
+}
 
 static void command_info_all(client *c)
 {
@@ -1994,6 +2002,7 @@ static void reply_command_docs(client *c, const struct rcommand *parent, const s
 static void docs_cb(struct rcommand *cmd, void *arg)
 {
     client *c = ((struct all_cmds *)arg)->c;
+    if (!command_enabled(cmd)) return;
     resp_add_bulkstr(&c->out, cmd->name);
     reply_command_docs(c, NULL, cmd);
 }
@@ -2068,6 +2077,7 @@ static void list_one(struct list_args *l, const struct rcommand *parent, const s
 static void list_cmds_cb(struct rcommand *cmd, void *arg)
 {
     struct list_args *l = arg;
+    if (!command_enabled(cmd)) return;
     list_one(l, NULL, cmd);
     for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) list_one(l, cmd, s);
 }
@@ -2157,7 +2167,11 @@ void commandCommand(client *c)
     if (c->argc == 1) { command_info_all(c); return; }
     if (arg_is(c, 1, "count")) {
         if (c->argc != 2) reply_sub_arity(c, "command");
-        else resp_add_int(&c->out, command_count());
+        else {
+            struct all_cmds a = { c, 0 };
+            command_foreach(count_cb, &a);
+            resp_add_int(&c->out, a.count);
+        }
     } else if (arg_is(c, 1, "info")) {
         command_info(c);
     } else if (arg_is(c, 1, "docs")) {

@@ -1,11 +1,12 @@
 """Differential tests for the server surface of issue 12: COMMAND with
 subcommands, CLIENT LIST's cmd=, INFO commandstats and ACL rules naming
 subcommands, against Debian's redis-server (7.0), replies compared."""
+import os
 import time
 
 import pytest
 
-from conftest import RespClient, RespError
+from conftest import RespClient, RespError, Server
 from differential import both, call
 
 
@@ -24,13 +25,12 @@ def s(v):
 
 
 # Subcommands Redis 7.0 has and Rowan does not implement (documented):
-# cluster administration Rowan's own cluster manager does, modules, and
-# the Lua debugger.
+# cluster administration Rowan's own cluster manager does, and the Lua
+# debugger.
 ABSENT = {"cluster|" + x for x in (
     "addslots", "addslotsrange", "bumpepoch", "count-failure-reports", "delslots",
     "delslotsrange", "flushslots", "forget", "links", "meet", "replicas", "replicate",
     "reset", "saveconfig", "set-config-epoch", "setslot", "slaves")} | {
-    "module|help", "module|list", "module|load", "module|loadex", "module|unload",
     "script|debug"}
 # Redis 7.2 subcommands Rowan has (it reports redis_version 7.2.0).
 NEWER = {"client|setinfo", "client|no-touch", "cluster|myshardid"}
@@ -213,7 +213,7 @@ ENCODING_CASES = [
     ("zset-small", [("ZADD", "k", "1", "a")]),
     ("zset-big", [("ZADD", "k") + tuple(x for i in range(200) for x in (str(i), "m%d" % i))]),
     ("zset-longval", [("ZADD", "k", "1", "x" * 100)]),
-    ("stream", [("XADD", "k", "*", "a", "1")]),
+    ("stream", [("XADD", "k", "1-1", "a", "1")]),
     ("geo", [("GEOADD", "k", "13.36", "38.11", "p")]),
 ]
 
@@ -310,3 +310,71 @@ def test_script_flags_over_maxmemory(fresh_pair):
     both(c, ref, "EVAL", "redis.call('DEL','x'); return redis.call('SET','k','z')", "0")
     both(c, ref, "CONFIG", "SET", "maxmemory", "0")
     both(c, ref, "MGET", "k", "x")
+
+
+# ---- protected commands and rename-command (a configuration file) ----
+
+def _conf_pair(tmp_path, text, extra=None):
+    made = []
+    for target in ("rowan", "redis"):
+        d = tmp_path / target
+        d.mkdir()
+        srv = Server(target, dir=str(d), extra=extra)
+        conf = os.path.join(srv.dir, "test.conf")
+        with open(conf, "w") as f:
+            f.write(text)
+        argv = srv.argv
+        srv.argv = lambda argv=argv, conf=conf: [argv()[0], conf] + argv()[1:]
+        made.append(srv)
+    for srv in made:
+        srv.start()
+    return made
+
+
+@pytest.mark.parametrize("setting", ["no", "yes", "local"])
+def test_protected_commands(tmp_path, setting):
+    srvs = _conf_pair(tmp_path, "", {"enable-debug-command": setting,
+                                     "enable-module-command": setting})
+    try:
+        c, ref = (RespClient(s.port) for s in srvs)
+        both(c, ref, "DEBUG", "SLEEP", "0")
+        both(c, ref, "DEBUG", "SET-ACTIVE-EXPIRE", "1")
+        both(c, ref, "MODULE", "LIST")
+        both(c, ref, "MODULE", "LOAD", "/nonexistent/module.so")
+        both(c, ref, "MODULE", "LOADEX", "/nonexistent/module.so", "ARGS", "1")
+        both(c, ref, "MODULE", "UNLOAD", "nosuch")
+        both(c, ref, "MODULE", "NOSUCH")
+        both(c, ref, "MODULE", "LOAD")
+        both(c, ref, "MODULE", "HELP")
+        both(c, ref, "CONFIG", "SET", "enable-debug-command", "yes")   # immutable
+        both(c, ref, "CONFIG", "GET", "enable-debug-command")
+        both(c, ref, "CONFIG", "GET", "enable-module-command")
+    finally:
+        for s in srvs:
+            s.cleanup()
+
+
+def test_rename_command_in_config_file(tmp_path):
+    srvs = _conf_pair(tmp_path, 'rename-command get fetch\nrename-command flushdb ""\n'
+                                'rename-command config myconfig\n')
+    try:
+        c, ref = (RespClient(s.port) for s in srvs)
+        both(c, ref, "SET", "a", "1")
+        both(c, ref, "GET", "a")
+        both(c, ref, "FETCH", "a")
+        both(c, ref, "FLUSHDB")
+        both(c, ref, "CONFIG", "GET", "maxmemory")
+        both(c, ref, "MYCONFIG", "GET", "maxmemory")
+        both(c, ref, "MYCONFIG", "NOSUCH")
+        both(c, ref, "COMMAND", "INFO", "fetch", "get", "flushdb")
+        assert c.call("COMMAND", "COUNT") == len(
+            [n for n in c.call("COMMAND", "LIST") if b"|" not in n])
+        for x in (c, ref):
+            names = set(x.call("COMMAND", "LIST"))
+            assert b"flushdb" not in names and b"get" in names and b"fetch" not in names
+            assert b"flushdb" not in {e[0] for e in x.call("COMMAND")}
+        both(c, ref, "COMMAND", "DOCS", "flushdb")
+        both(c, ref, "EVAL", "return redis.call('get', 'a')", "0")
+    finally:
+        for s in srvs:
+            s.cleanup()
