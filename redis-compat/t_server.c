@@ -433,7 +433,7 @@ static const char *const debug_help[] = {
     "CHANGE-REPL-ID",
     "    Accepted for compatibility; does nothing.",
     "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
-    "    The data is already in the log: wait until it is all durable (no reload).",
+    "    Replay the log as a restart would and check it gives the data in memory.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
