@@ -485,3 +485,16 @@ def test_debug_reload_under_concurrent_writes_and_cleaning(server_factory):
             t.join()
     assert not errors, errors
     assert c.call("DEBUG", "RELOAD") == "OK"
+
+
+def test_no_cluster_flag_in_a_cluster(cluster_factory):
+    """Redis 7's text for a no-cluster script on a cluster node; the same
+    script runs on a standalone server (test_function_and_shebang_flags)."""
+    cl = cluster_factory(3, 3)
+    c = cl.nodes[0].resp()
+    err = "ERR Can not run script on cluster, 'no-cluster' flag is set."
+    assert c.err("EVAL", "#!lua flags=no-cluster\nreturn 1", "0") == err
+    assert c.call("EVAL", "#!lua\nreturn 1", "0") == 1
+    assert c.call("FUNCTION", "LOAD", FLAGS_LIB) == b"flagslib"
+    assert c.err("FCALL", "nc", "0") == err
+    assert c.err("FCALL_RO", "nc", "0") == err   # no-cluster is checked first, as in Redis
