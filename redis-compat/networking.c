@@ -479,14 +479,14 @@ static int queued_denyoom(void *arg, const struct rcommand *cmd, int argc,
     return (cmd->flags & CMD_DENYOOM) != 0;
 }
 
+static __thread int pre_command_oom;   /* set by maxmemory_refuses */
+
+int client_pre_command_oom(void) { return pre_command_oom; }
+
 /* Redis's processCommand rule: with maxmemory set, evict before every
  * command; if memory stays over the limit, refuse commands that may grow
  * it (CMD_DENYOOM, an EXEC queuing one, and anything but EXEC/DISCARD
  * inside MULTI since queuing itself takes memory). */
-static __thread int pre_command_oom;   /* client_pre_command_oom */
-
-int client_pre_command_oom(void) { return pre_command_oom; }
-
 static int maxmemory_refuses(client *c) {
     pre_command_oom = 0;
     if (!__atomic_load_n(&server.cfg.maxmemory, __ATOMIC_RELAXED)) return 0;

@@ -75,7 +75,6 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static lua_State *lua;          /* under run_lock; NULL until first use */
 static int scripts_ref, flags_ref, errh_ref;
 
-
 /* The script running now (under run_lock, except the atomics, which other
  * workers read: script_gate, SCRIPT KILL). */
 static struct {
