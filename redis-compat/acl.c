@@ -8,15 +8,19 @@
  * not supported and refused with an error.
  *
  * Commands are numbered by their row in the command table (commands.c and
- * the cmds_*.def files): a user keeps one byte per row (allowed or not),
- * plus a short list of exceptions by first argument: for a container
- * command (CONFIG, CLIENT, ...) a denied subcommand when the command is
- * allowed ("-config|set") or an allowed one when it is not ("+config|get");
- * for any other command an allowed first argument ("+select|0"), as Redis
- * does. The categories of a command (@read, @string, @fast, ...) are derived
- * from the table's flags and group, with the few differences from Redis's
- * own lists corrected in cat_fixes[]; ACL GETUSER/LIST describe the
- * commands with Redis 7.0's best-fit algorithm over those categories.
+ * the cmds_*.def files), then the containers' subcommand rows
+ * (cmds_subcommands.def) after them: a user keeps one byte per row
+ * (allowed or not), so "+config|get" and the categories reach each
+ * subcommand as in Redis (a container itself is only @slow, its
+ * subcommands have their own categories; allowing or denying the container
+ * does it for all its subcommands). A short list of exceptions by first
+ * argument remains for the rest: an allowed first argument of a command
+ * ("+select|0"), and a subcommand of a container without subcommand rows
+ * (ROWAN), as Redis does. The categories of a row (@read, @string, @fast,
+ * ...) are derived from the table's flags and group, with the few
+ * differences from Redis's own lists corrected in cat_fixes[]; ACL
+ * GETUSER/LIST describe the commands with Redis 7.0's best-fit algorithm
+ * over those categories, subcommands included.
  *
  * Threads: the users live in one sorted array under one rwlock. Workers
  * read it (permission checks, AUTH) under the read lock; ACL SETUSER,
@@ -154,6 +158,7 @@ static const struct { const char *cmd; uint32_t add, drop; } cat_fixes[] = {
     { "role", B(C_ADMIN) | B(C_DANGEROUS), 0 },
     { "migrate", B(C_DANGEROUS), 0 }, { "restore", B(C_DANGEROUS), 0 },
     { "restore-asking", B(C_DANGEROUS) | B(C_KEYSPACE), 0 },
+    { "pubsub|help", 0, B(C_PUBSUB) },
 #undef B
 };
 
@@ -168,8 +173,12 @@ static uint32_t derive_categories(const struct rcommand *cmd)
     if (cmd->flags & CMD_PUBSUB) m |= 1u << C_PUBSUB;
     m |= 1u << ((cmd->flags & CMD_FAST) ? C_FAST : C_SLOW);
     if (cmd->flags & (CMD_ADMIN | CMD_KEYSEARCH)) m |= 1u << C_DANGEROUS;
+    /* a subcommand ("command|info") shares its container's fixes */
+    size_t nlen = strcspn(cmd->name, "|");
     for (size_t i = 0; i < sizeof(cat_fixes) / sizeof(cat_fixes[0]); i++)
-        if (!strcmp(cmd->name, cat_fixes[i].cmd)) m = (m | cat_fixes[i].add) & ~cat_fixes[i].drop;
+        if (!strcmp(cmd->name, cat_fixes[i].cmd) ||
+            (strlen(cat_fixes[i].cmd) == nlen && !strncmp(cmd->name, cat_fixes[i].cmd, nlen)))
+            m = (m | cat_fixes[i].add) & ~cat_fixes[i].drop;
     return m;
 }
 
@@ -193,7 +202,10 @@ static int category_find(const char *s, size_t len)
 
 static struct rcommand *cmd_base;   /* row 0 of the table (one static array) */
 static int ncmd;
-static uint32_t *cmd_cats;          /* per row */
+static int nall;                    /* ncmd + every subcommand row */
+static uint32_t *cmd_cats;          /* per row, subcommand rows included */
+static const struct rcommand **sub_rows;   /* [nall - ncmd]: the subcommand rows */
+static int *first_sub, *nsub;       /* [ncmd]: a container's rows in sub_rows */
 
 static void base_cb(struct rcommand *cmd, void *arg)
 {
@@ -243,7 +255,7 @@ static acl_user *user_new(const char *name, size_t len)
 {
     acl_user *u = calloc(1, sizeof(*u));
     u->name = xstrndup(name, len);
-    u->cmds = calloc((size_t)ncmd, 1);
+    u->cmds = calloc((size_t)nall, 1);
     atomic_store(&u->refs, 1);
     return u;
 }
@@ -314,7 +326,7 @@ static acl_user *user_dup(const acl_user *u)
     d->nchans = u->nchans;
     d->chans = malloc(sizeof(char *) * (size_t)(u->nchans + 1));
     for (int i = 0; i < u->nchans; i++) d->chans[i] = strdup(u->chans[i]);
-    memcpy(d->cmds, u->cmds, (size_t)ncmd);
+    memcpy(d->cmds, u->cmds, (size_t)nall);
     d->nsubs = u->nsubs;
     d->subs = malloc(sizeof(subrule) * (size_t)(u->nsubs + 1));
     for (int i = 0; i < u->nsubs; i++) d->subs[i] = (subrule){ u->subs[i].cmd, strdup(u->subs[i].arg) };
@@ -475,16 +487,35 @@ static void sub_set(acl_user *u, int cmd, const char *arg, size_t len, int prese
     }
 }
 
+/* Redis's ACLChangeSelectorPerm: command i and all its subcommands. */
+static void set_bits(uint8_t *bits, int i, int allow)
+{
+    bits[i] = (uint8_t)allow;
+    for (int j = 0; j < nsub[i]; j++) bits[ncmd + first_sub[i] + j] = (uint8_t)allow;
+}
+
 static void set_cmd(acl_user *u, int i, int allow)
 {
-    u->cmds[i] = (uint8_t)allow;
+    set_bits(u->cmds, i, allow);
     user_clear_subs(u, i);
+}
+
+/* The row of container i's subcommand arg, or -1. */
+static int sub_row(int i, const char *arg, size_t len)
+{
+    const struct rcommand *s = command_subcommand(&cmd_base[i], arg, len);
+    for (int j = 0; s && j < nsub[i]; j++)
+        if (sub_rows[first_sub[i] + j] == s) return ncmd + first_sub[i] + j;
+    return -1;
 }
 
 static void set_category(uint8_t *bits, int cat, int allow)
 {
-    for (int i = 0; i < ncmd; i++)
-        if (cmd_cats[i] & (1u << cat)) bits[i] = (uint8_t)allow;
+    for (int i = 0; i < nall; i++)
+        if (cmd_cats[i] & (1u << cat)) {
+            if (i < ncmd) set_bits(bits, i, allow);
+            else bits[i] = (uint8_t)allow;
+        }
 }
 
 /* +cmd -cmd +cmd|sub -cmd|sub */
@@ -502,6 +533,13 @@ static int rule_command(acl_user *u, const char *op, size_t len)
     const char *arg = bar + 1;
     size_t alen = len - 1 - nlen - 1;
     if (alen == 0 || memchr(arg, '|', alen)) return RE_SYNTAX;
+    if (nsub[i]) {
+        /* a subcommand row ("+config|nosuch" names no command) */
+        int j = sub_row(i, arg, alen);
+        if (j < 0) return RE_NOENT;
+        u->cmds[j] = (uint8_t)allow;
+        return RE_OK;
+    }
     if (is_container(i)) {
         /* an exception is a denied subcommand when the command is allowed,
          * an allowed one when it is not */
@@ -586,11 +624,11 @@ static int rule_apply(acl_user *u, const char *op, size_t len)
     else if (rule_is(op, len, "allchannels")) return rule_apply(u, "&*", 2);
     else if (rule_is(op, len, "resetchannels")) { user_clear_chans(u); u->flags &= ~U_ALLCHANNELS; }
     else if (rule_is(op, len, "allcommands") || rule_is(op, len, "+@all")) {
-        memset(u->cmds, 1, (size_t)ncmd);
+        memset(u->cmds, 1, (size_t)nall);
         user_clear_subs(u, -1);
         u->flags |= U_ALLCOMMANDS;
     } else if (rule_is(op, len, "nocommands") || rule_is(op, len, "-@all")) {
-        memset(u->cmds, 0, (size_t)ncmd);
+        memset(u->cmds, 0, (size_t)nall);
         user_clear_subs(u, -1);
         u->flags &= ~U_ALLCOMMANDS;
     } else if (rule_is(op, len, "nopass")) { u->flags |= U_NOPASS; u->npass = 0; }
@@ -623,6 +661,7 @@ static int rule_apply(acl_user *u, const char *op, size_t len)
         if (cat < 0) return RE_NOENT;
         for (int i = 0; i < ncmd; i++)
             if (cmd_cats[i] & (1u << cat)) set_cmd(u, i, op[0] == '+');
+        set_category(u->cmds, cat, op[0] == '+');   /* the subcommand rows */
     } else if ((op[0] == '+' || op[0] == '-') && len > 1) return rule_command(u, op, len);
     else if (op[0] == '(') return RE_SELECTOR;
     else return RE_SYNTAX;
@@ -650,9 +689,9 @@ static int user_set_rules(acl_user *u, int n, const char *const *ops, const size
 static void describe_commands(const acl_user *u, rbuf *out)
 {
     int additive = !(u->flags & U_ALLCOMMANDS);
-    uint8_t *fake = malloc((size_t)ncmd), *temp = malloc((size_t)ncmd);
-    memset(fake, additive ? 0 : 1, (size_t)ncmd);
-    memcpy(temp, u->cmds, (size_t)ncmd);
+    uint8_t *fake = malloc((size_t)nall), *temp = malloc((size_t)nall);
+    memset(fake, additive ? 0 : 1, (size_t)nall);
+    memcpy(temp, u->cmds, (size_t)nall);
     rbuf_appendf(out, "%s", additive ? "-@all" : "+@all");
     /* Redis 7.0's best fit: apply the category closest to the bits left to
      * explain, until none is closer than it is far. */
@@ -663,7 +702,7 @@ static void describe_commands(const acl_user *u, rbuf *out)
         for (int j = 0; j < NCATS; j++) {
             if (applied[j]) continue;
             unsigned long on = 0, off = 0;
-            for (int i = 0; i < ncmd; i++)
+            for (int i = 0; i < nall; i++)
                 if (cmd_cats[i] & (1u << j)) { if (temp[i]) on++; else off++; }
             unsigned long diff = additive ? off : on, same = additive ? on : off;
             if (same > diff && (diff < mindiff || (diff == mindiff && same > maxsame))) {
@@ -679,7 +718,13 @@ static void describe_commands(const acl_user *u, rbuf *out)
         applied[best] = 1;
     }
     for (int i = 0; i < ncmd; i++) {
-        if (u->cmds[i] != fake[i]) rbuf_appendf(out, " %c%s", u->cmds[i] ? '+' : '-', cmd_base[i].name);
+        if (u->cmds[i] != fake[i]) {
+            rbuf_appendf(out, " %c%s", u->cmds[i] ? '+' : '-', cmd_base[i].name);
+            set_bits(fake, i, u->cmds[i]);
+        }
+        for (int j = ncmd + first_sub[i]; j < ncmd + first_sub[i] + nsub[i]; j++)
+            if (u->cmds[j] != fake[j])
+                rbuf_appendf(out, " %c%s", u->cmds[j] ? '+' : '-', sub_rows[j - ncmd]->name);
         for (int s = 0; s < u->nsubs; s++)
             if (u->subs[s].cmd == i)
                 rbuf_appendf(out, " %c%s|%s", u->cmds[i] ? '-' : '+', cmd_base[i].name, u->subs[s].arg);
@@ -967,6 +1012,10 @@ static int channel_allowed(const acl_user *u, const char *ch, size_t len, int is
 static int command_allowed(const acl_user *u, int i, int argc, const char *const *argv,
                            const size_t *argvlen)
 {
+    if (nsub[i] && argc > 1) {
+        int j = sub_row(i, argv[1], argvlen[1]);
+        return u->cmds[j >= 0 ? j : i];   /* an unknown one gets its error from the command */
+    }
     int has_sub = argc > 1 && sub_find(u, i, argv[1], argvlen[1]) >= 0;
     if (u->cmds[i]) return !(has_sub && is_container(i));
     return has_sub;
@@ -1348,9 +1397,16 @@ struct cat_list { client *c; int cat; long long n; int emit; };
 static void cat_cb(struct rcommand *cmd, void *arg)
 {
     struct cat_list *l = arg;
-    if (!(cmd_cats[cmd_index(cmd)] & (1u << l->cat))) return;
-    l->n++;
-    if (l->emit) resp_add_bulkstr(&l->c->out, cmd->name);
+    int i = cmd_index(cmd);
+    if (cmd_cats[i] & (1u << l->cat)) {
+        l->n++;
+        if (l->emit) resp_add_bulkstr(&l->c->out, cmd->name);
+    }
+    for (int j = ncmd + first_sub[i]; j < ncmd + first_sub[i] + nsub[i]; j++) {
+        if (!(cmd_cats[j] & (1u << l->cat))) continue;
+        l->n++;
+        if (l->emit) resp_add_bulkstr(&l->c->out, sub_rows[j - ncmd]->name);
+    }
 }
 
 static void acl_cat(client *c)
@@ -1764,8 +1820,25 @@ int acl_init(char *err, size_t errlen)
     command_foreach(base_cb, NULL);
     ncmd = command_count();
     config_set_user_lines(config_user_lines);
-    cmd_cats = calloc((size_t)ncmd, sizeof(*cmd_cats));
-    for (int i = 0; i < ncmd; i++) cmd_cats[i] = derive_categories(&cmd_base[i]);
+    first_sub = calloc((size_t)ncmd, sizeof(int));
+    nsub = calloc((size_t)ncmd, sizeof(int));
+    nall = ncmd;
+    for (int i = 0; i < ncmd; i++)
+        for (const struct rcommand *s = cmd_base[i].subcommands; s && s->name; s++) nall++;
+    sub_rows = calloc((size_t)(nall - ncmd + 1), sizeof(*sub_rows));
+    cmd_cats = calloc((size_t)nall, sizeof(*cmd_cats));
+    for (int i = 0, k = 0; i < ncmd; i++) {
+        cmd_cats[i] = derive_categories(&cmd_base[i]);
+        first_sub[i] = k;
+        for (const struct rcommand *s = cmd_base[i].subcommands; s && s->name; s++, k++) {
+            sub_rows[k] = s;
+            cmd_cats[ncmd + k] = derive_categories(s);
+            nsub[i]++;
+        }
+        /* a container is only @slow, as in Redis: its subcommands carry
+         * the categories (COMMAND is not: it runs on its own too) */
+        if (nsub[i] && cmd_base[i].proc != commandCommand) cmd_cats[i] = 1u << C_SLOW;
+    }
     /* the default user: everything, no password (requirepass sets one) */
     acl_user **set = NULL;
     int n = 0;

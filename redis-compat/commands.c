@@ -33,9 +33,9 @@
 #define NS CMD_NOSCRIPT
 
 #define CMD_ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
-    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0}
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, NULL}
 #define ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
-    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0}
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, NULL}
 
 /* Command families added after the foundation keep their rows in their own
  * cmds_*.def file, one CMD(...) per line (an X-macro): included once here to
@@ -123,7 +123,20 @@ static struct rcommand command_table[] = {
 #undef CMD
 };
 
+/* The containers' subcommand rows (cmds_subcommands.def), one run per
+ * container ended by a NULL-name row; subs_link points each container's
+ * row at its run. */
+#define SUB(name, arity, flags, fk, lk, st, group, since, summary, complexity) \
+    {name, NULL, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, complexity},
+#define SUBS_END() {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL},
+static struct rcommand sub_table[] = {
+#include "cmds_subcommands.def"
+};
+#undef SUB
+#undef SUBS_END
+
 #define NCOMMANDS ((int)(sizeof(command_table) / sizeof(command_table[0])))
+#define NSUBROWS ((int)(sizeof(sub_table) / sizeof(sub_table[0])))
 #define LOOKUP_SLOTS 1024 /* power of two, > 2 * NCOMMANDS */
 _Static_assert(LOOKUP_SLOTS > 2 * NCOMMANDS, "grow LOOKUP_SLOTS");
 
@@ -168,7 +181,19 @@ static unsigned name_hash(const char *s, size_t len) {
     return h;
 }
 
+static void subs_link(void) {
+    for (int i = 0; i < NSUBROWS; i++) {
+        size_t plen = strcspn(sub_table[i].name, "|");
+        for (int k = 0; k < NCOMMANDS; k++)
+            if (strlen(command_table[k].name) == plen &&
+                !strncmp(command_table[k].name, sub_table[i].name, plen))
+                command_table[k].subcommands = &sub_table[i];
+        while (sub_table[i].name) i++;   /* to the run's end */
+    }
+}
+
 static void lookup_build(void) {
+    subs_link();
     for (int i = 0; i < NCOMMANDS; i++) {
         const char *name = called_name(&command_table[i]);
         if (!*name) continue;   /* renamed to "": disabled */
@@ -189,10 +214,32 @@ struct rcommand *command_lookup(const char *name, size_t len) {
 }
 
 void command_foreach(void (*fn)(struct rcommand *cmd, void *arg), void *arg) {
+    pthread_once(&lookup_once, lookup_build);
     for (int i = 0; i < NCOMMANDS; i++) fn(&command_table[i], arg);
 }
 
 int command_count(void) { return NCOMMANDS; }
+
+int command_enabled(const struct rcommand *cmd) {
+    if (cmd < command_table || cmd >= command_table + NCOMMANDS) return 1;   /* a subcommand row */
+    return *called_name(cmd) != '\0';
+}
+
+int command_rows(void) { return NCOMMANDS + NSUBROWS; }
+
+const struct rcommand *command_subcommand(const struct rcommand *cmd, const char *name, size_t len) {
+    for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) {
+        const char *sn = strchr(s->name, '|') + 1;
+        if (strlen(sn) == len && !strncasecmp(sn, name, len)) return s;
+    }
+    return NULL;
+}
+
+struct rcommand *command_row(const struct rcommand *cmd, int argc, const char *const *argv,
+                             const size_t *argvlen) {
+    const struct rcommand *s = argc > 1 ? command_subcommand(cmd, argv[1], argvlen[1]) : NULL;
+    return (struct rcommand *)(s ? s : cmd);
+}
 
 int command_keys(const struct rcommand *cmd, int argc, int *idx, int max) {
     if (cmd->firstkey <= 0) return 0;

@@ -40,6 +40,7 @@ struct rcommand {
     const struct rcommand *subcommands; /* NULL-name terminated, or NULL */
     /* statistics (INFO commandstats) */
     _Atomic long long calls, usec, failed_calls, rejected_calls;
+    const char *complexity; /* COMMAND DOCS; NULL: not given (subcommand rows have it) */
 };
 
 /* Apply the configuration's rename-command lines (before serving). 0 ok,
@@ -49,7 +50,18 @@ int commands_rename(char *err, size_t errlen);
 struct rcommand *command_lookup(const char *name, size_t len);
 /* Iterate the table. */
 void command_foreach(void (*fn)(struct rcommand *cmd, void *arg), void *arg);
-int command_count(void);
+int command_count(void);   /* top-level commands (COMMAND COUNT) */
+int command_rows(void);
+/* 0 for a command rename-command disabled (renamed to ""): COMMAND leaves
+ * it out, as Redis does. */
+int command_enabled(const struct rcommand *cmd);    /* every row, subcommands too (statistics slots) */
+/* The subcommand row of a container ("config|get" for CONFIG and "get"),
+ * NULL when cmd has no such subcommand. */
+const struct rcommand *command_subcommand(const struct rcommand *cmd, const char *name, size_t len);
+/* The row an invocation runs as, for statistics, CLIENT LIST's cmd= and
+ * latency: its subcommand's row for a container, else cmd itself. */
+struct rcommand *command_row(const struct rcommand *cmd, int argc, const char *const *argv,
+                             const size_t *argvlen);
 /* Keys of a command invocation: fills idx[] with argv positions, returns how
  * many (at most max). */
 int command_keys(const struct rcommand *cmd, int argc, int *idx, int max);

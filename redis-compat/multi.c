@@ -364,7 +364,7 @@ void execCommand(client *c) {
                 db_batch_begin(&c->x);
             }
             int failed = c->out.b.len > cstart && c->out.b.buf[cstart] == '-';
-            worker_count_command(c->w, q->cmd, dt, failed);
+            worker_count_command(c->w, command_row(q->cmd, q->argc, q->argv, q->argvlen), dt, failed);
             monitor_feed(c);   /* MONITOR shows each command EXEC runs, as Redis */
             tracking_remember_keys(c);   /* client-side caching: reads in EXEC */
         }

@@ -487,13 +487,19 @@ static int queued_denyoom(void *arg, const struct rcommand *cmd, int argc,
     return (cmd->flags & CMD_DENYOOM) != 0;
 }
 
+static __thread int pre_command_oom;   /* set by maxmemory_refuses */
+
+int client_pre_command_oom(void) { return pre_command_oom; }
+
 /* Redis's processCommand rule: with maxmemory set, evict before every
  * command; if memory stays over the limit, refuse commands that may grow
  * it (CMD_DENYOOM, an EXEC queuing one, and anything but EXEC/DISCARD
  * inside MULTI since queuing itself takes memory). */
 static int maxmemory_refuses(client *c) {
+    pre_command_oom = 0;
     if (!__atomic_load_n(&server.cfg.maxmemory, __ATOMIC_RELAXED)) return 0;
     if (evict_perform(&c->x) == 0) return 0;
+    pre_command_oom = 1;
     const struct rcommand *cmd = c->cmd;
     if (cmd->flags & CMD_DENYOOM) return 1;
     if (cmd->proc == execCommand) return multi_foreach_queued(c, queued_denyoom, NULL) != 0;
@@ -511,9 +517,13 @@ static void call_command(client *c) {
         c->lease_valid_exec = member_lease_valid();
     }
     c->cmd = command_lookup(c->argv[0], c->argvlen[0]);
+    /* The row counted and shown (CLIENT LIST's cmd=, from now on as in
+     * Redis): "config|get" for a container's subcommand. */
+    struct rcommand *row = c->cmd ? command_row(c->cmd, c->argc, c->argv, c->argvlen) : NULL;
+    c->lastcmd = row;
     size_t reply_start = c->out.b.len;
     if (check_command(c) != 0) {
-        if (c->cmd) atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        if (row) atomic_fetch_add(&row->rejected_calls, 1);
         multi_flag_error(c); /* multi: a refused command inside MULTI aborts EXEC */
         return;
     }
@@ -521,7 +531,7 @@ static void call_command(client *c) {
     /* cluster: keys on another node (-MOVED) or in several slots
      * (-CROSSSLOT) are refused before MULTI queues the command, as in Redis. */
     if (cluster_redirect(c)) {
-        atomic_fetch_add(&cmd->rejected_calls, 1);
+        atomic_fetch_add(&row->rejected_calls, 1);
         return;
     }
     /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET. */
@@ -530,14 +540,14 @@ static void call_command(client *c) {
      * before MULTI queues the command (a refused one aborts the EXEC). */
     if (server_loading() && !allowed_while_loading(c)) {
         resp_add_error(&c->out, ERR_LOADING);
-        atomic_fetch_add(&cmd->rejected_calls, 1);
+        atomic_fetch_add(&row->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
     /* script: wait for a script running on another worker, or -BUSY
      * (first: eviction below takes shard locks a running script holds). */
     if (script_gate(c)) {
-        atomic_fetch_add(&cmd->rejected_calls, 1);
+        atomic_fetch_add(&row->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
@@ -545,7 +555,7 @@ static void call_command(client *c) {
      * may grow memory, in Redis's place (before MULTI queues it). */
     if (maxmemory_refuses(c)) {
         resp_add_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
-        atomic_fetch_add(&cmd->rejected_calls, 1);
+        atomic_fetch_add(&row->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
@@ -577,10 +587,9 @@ static void call_command(client *c) {
     blocking_flush_signals();
     c->x.hint_key = NULL;
     gate_reply(c, reply_start);
-    c->lastcmd = cmd;
     c->tot_cmds++;
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
-    worker_count_command(c->w, cmd, dt, failed);
+    worker_count_command(c->w, row, dt, failed);
     slowlog_maybe_add(c, dt);
     latency_command(c, dt);   /* client: LATENCY, INFO latencystats */
 }

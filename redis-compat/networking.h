@@ -6,6 +6,10 @@
 
 struct worker;
 /* A new connection accepted by worker w (tls: on a tls-port socket). */
+/* Was memory over maxmemory, eviction notwithstanding, when the command
+ * running on this thread started? (Redis's pre_command_oom_state: scripts
+ * check it.) */
+int client_pre_command_oom(void);
 void client_accept(struct worker *w, int fd, int tls, struct sockaddr *sa, int salen);
 /* Release held replies that became durable and write what may be sent.
  * Returns 1 if replies are still held, 0 otherwise (the client may have been

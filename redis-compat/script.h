@@ -25,9 +25,26 @@ void script_unlock_shards(uint8_t *taken);
 int script_route_keys(client *c, int numkeys);
 void script_kill_reply(client *c);          /* SCRIPT KILL and FUNCTION KILL */
 int script_busy(void);
+/* A script's flags (Redis 7's "#!lua flags=..." and register_function's
+ * flags=): bit i is the i-th of no-writes, allow-oom, allow-stale,
+ * no-cluster, allow-cross-slot-keys. SCRIPT_FLAG_DECLARED: the script
+ * declares them (a shebang, every function), so they are checked before
+ * it runs; an EVAL script without a shebang runs in Redis's compatibility
+ * mode instead (checked command by command). */
+#define SCRIPT_FLAG_NO_WRITES   (1 << 0)
+#define SCRIPT_FLAG_ALLOW_OOM   (1 << 1)
+#define SCRIPT_FLAG_ALLOW_STALE (1 << 2)
+#define SCRIPT_FLAG_NO_CLUSTER  (1 << 3)
+#define SCRIPT_FLAG_CROSS_SLOT  (1 << 4)
+#define SCRIPT_FLAG_DECLARED    (1 << 8)
+/* Redis's checks before a script with declared flags runs (no-cluster,
+ * OOM, *_RO of a script that may write): 0 to run it, -1 with the error
+ * replied. ro: called by EVAL_RO, EVALSHA_RO or FCALL_RO. */
+int script_check_flags(client *c, int flags, int ro);
 /* Run the function on top of L's stack (popped) as fn(keys, args) with the
- * run lock and shards held; the reply goes to c. */
-void script_run(client *c, struct lua_State *L, const char *name, int ro, int nkeys,
+ * run lock and shards held (script_check_flags passed); the reply goes to
+ * c. flags: SCRIPT_FLAG_*. */
+void script_run(client *c, struct lua_State *L, const char *name, int flags, int ro, int nkeys,
                 const char **keys, const size_t *keylen, int nargs, const char **args,
                 const size_t *arglen);
 

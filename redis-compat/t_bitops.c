@@ -197,6 +197,7 @@ void bitopCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    string_mark_edited(c, 2);   /* Redis builds BITOP's result as "raw" */
     notify_key(c, NOTIFY_STRING, "set", 2);
     resp_add_int(&c->out, (long long)maxlen);
 }
@@ -396,6 +397,7 @@ static void bitfield_generic(client *c, int readonly_cmd) {
             c->out.b.len = reply_start;
             resp_add_error(&c->out, db_error_text(&c->x));
         } else {
+            string_mark_edited(c, 1);   /* edited in place: "raw" */
             notify_key(c, NOTIFY_STRING, "setbit", 1);
         }
     }

@@ -52,7 +52,7 @@
 #include "shard.h"
 #include "util.h"
 
-#define FN_NO_WRITES 1
+/* f->flags: bit i is flag_names[i], as SCRIPT_FLAG_* (script.h) */
 #define LOAD_TIMEOUT_US 500000
 #define RDB_OPCODE_FUNCTION 246     /* Redis 7.0 release candidates' format */
 #define RDB_OPCODE_FUNCTION2 245
@@ -1002,14 +1002,12 @@ static void fcall_generic(client *c, int ro) {
     fn_def *f = fn_find(c->argv[1], c->argvlen[1], NULL);
     if (!f) {
         resp_add_error(&c->out, "ERR Function not found");   /* deleted meanwhile */
-    } else if (ro && !(f->flags & FN_NO_WRITES)) {
-        resp_add_error(&c->out, "ERR Can not execute a script with write flag using *_ro command.");
-    } else {
+    } else if (script_check_flags(c, f->flags | SCRIPT_FLAG_DECLARED, ro) == 0) {
         int nk = (int)numkeys;
         char *name = strdup(f->name);
         lua_rawgeti(cur.L, LUA_REGISTRYINDEX, f->ref);
         set_running(c, name);
-        script_run(c, cur.L, name, ro || (f->flags & FN_NO_WRITES), nk, c->argv + 3, c->argvlen + 3,
+        script_run(c, cur.L, name, f->flags | SCRIPT_FLAG_DECLARED, ro, nk, c->argv + 3, c->argvlen + 3,
                    c->argc - 3 - nk, c->argv + 3 + nk, c->argvlen + 3 + nk);
         set_running(c, NULL);
         free(name);

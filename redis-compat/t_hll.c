@@ -396,7 +396,9 @@ static void hll_copy(hll *h, const db_val *v) {
 }
 
 static int hll_store(client *c, int i, const hll *h, int64_t expire_ms) {
-    return db_set(&c->x, c->db, c->argv[i], c->argvlen[i], (const char *)h->p, h->len, expire_ms);
+    int r = db_set(&c->x, c->db, c->argv[i], c->argvlen[i], (const char *)h->p, h->len, expire_ms);
+    if (r != DB_OOM) string_mark_edited(c, i);   /* Redis's HLL strings are "raw" */
+    return r;
 }
 
 void pfaddCommand(client *c) {

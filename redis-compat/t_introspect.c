@@ -32,6 +32,7 @@
 #include "object.h"
 #include "server.h"
 #include "shard.h"
+#include "t_string.h"
 #include "util.h"
 
 #define ARGFMT "%.*s"
@@ -171,8 +172,8 @@ static const char *const object_help[] = {
 };
 
 /* Redis's encodings for a string value: "int" for a number that fits a
- * long, "embstr" up to 44 bytes, "raw" beyond. (Redis also keeps "raw" for
- * short values built by APPEND/SETRANGE; only the value is known here.) */
+ * long, "embstr" up to 44 bytes, "raw" beyond; "raw" too for a value edited
+ * in place (APPEND, SETRANGE, SETBIT...: string_edited). */
 static const char *string_encoding(const char *p, size_t len) {
     long long n;
     if (len <= 20 && string2ll(p, len, &n)) return "int";
@@ -221,7 +222,7 @@ void objectCommand(client *c) {
     case 0: {
         const char *enc = "unknown";
         if (v.type == OBJ_STRING) {
-            enc = string_encoding(v.ptr, v.len);
+            enc = string_edited(c, 2) ? "raw" : string_encoding(v.ptr, v.len);
         } else {
             const obj_class *k = obj_class_of(v.type);
             if (k && k->encoding) enc = k->encoding(v.obj->data);

@@ -139,8 +139,8 @@ static void lat_event_add(const char *name, long long ms) {
 }
 
 void latency_command(client *c, long long duration_us) {
-    if (!c->cmd) return;
-    histogram *h = hist_of(c->cmd, 1);
+    if (!c->lastcmd) return;
+    histogram *h = hist_of(c->lastcmd, 1);   /* the row that ran: "config|get" */
     if (h) {
         unsigned long long ns = duration_us > 0 ? (unsigned long long)duration_us * 1000 : 0;
         atomic_fetch_add(&h->b[bucket_of(ns)], 1);
@@ -148,7 +148,7 @@ void latency_command(client *c, long long duration_us) {
     }
     long long thr = __atomic_load_n(&server.cfg.latency_monitor_threshold, __ATOMIC_RELAXED);
     long long ms = duration_us / 1000;
-    if (thr > 0 && ms >= thr) lat_event_add((c->cmd->flags & CMD_FAST) ? "fast-command" : "command", ms);
+    if (thr > 0 && ms >= thr) lat_event_add((c->lastcmd->flags & CMD_FAST) ? "fast-command" : "command", ms);
 }
 
 /* ---------------- LATENCY ---------------- */

@@ -51,6 +51,7 @@
 #include <lua5.1/lua-bitop.h>
 #include <openssl/evp.h>
 #include "script.h"
+#include "networking.h"
 #include "t_cluster.h"
 #include "cluster.h"
 #include "commands.h"
@@ -74,9 +75,6 @@ static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 static lua_State *lua;          /* under run_lock; NULL until first use */
 static int scripts_ref, flags_ref, errh_ref;
 
-/* Shebang flags of a script (#!lua flags=...). */
-#define SCRIPT_NO_WRITES 1
-
 /* The script running now (under run_lock, except the atomics, which other
  * workers read: script_gate, SCRIPT KILL). */
 static struct {
@@ -85,7 +83,9 @@ static struct {
     _Atomic int wrote;          /* it called a write command: unkillable */
     _Atomic int function;       /* an FCALL (FUNCTION KILL, not SCRIPT KILL) */
     client *c;
-    int ro;                     /* EVAL_RO: writes refused */
+    int ro;                     /* EVAL_RO, no-writes: writes refused */
+    int allow_oom;              /* allow-oom, or OOM already checked (declared flags) */
+    int pre_oom;                /* over maxmemory before the script started */
     int resp;                   /* redis.setresp */
     int slow_logged;
     int aborted;                /* cut short by shutdown: effects dropped */
@@ -471,7 +471,7 @@ static void run_command(client *c, const struct rcommand *cmd, int argc, const c
     c->argvlen = sargvlen;
     c->x.hint_key = NULL;
     int failed = reply->b.len > 0 && reply->b.buf[0] == '-';
-    worker_count_command(c->w, (struct rcommand *)cmd, dt, failed);
+    worker_count_command(c->w, command_row(cmd, argc, argv, argvlen), dt, failed);
 }
 
 /* redis.call raises the error, redis.pcall returns it. */
@@ -511,6 +511,11 @@ static int redis_call_generic(lua_State *L, int raise) {
         err = "ERR This Redis command is not allowed from script";
     } else if ((cmd->flags & CMD_WRITE) && run.ro) {
         err = "ERR Write commands are not allowed from read-only scripts.";
+    } else if ((cmd->flags & CMD_DENYOOM) && run.pre_oom && !run.allow_oom &&
+               !atomic_load(&run.wrote)) {
+        /* Redis's compatibility mode: a script over maxmemory may not start
+         * growing memory; once it has written, it must go on (atomicity) */
+        err = "OOM command not allowed when used memory > 'maxmemory'.";
     }
     resp_out reply;
     if (!err) {
@@ -803,9 +808,8 @@ static int script_find(lua_State *L, const char *sha) {
     return 0;
 }
 
-/* Redis 7's "#!lua [flags=f1,f2]" first line: *flags gets SCRIPT_NO_WRITES
- * (the other flags Redis knows are accepted: they concern eviction,
- * staleness and cluster checks Rowan does not make), *skip the bytes up to
+/* Redis 7's "#!lua [flags=f1,f2]" first line: *flags gets SCRIPT_FLAG_DECLARED
+ * and the SCRIPT_FLAG_* of the flags, *skip the bytes up to
  * the newline (which stays, so line numbers are unchanged). -1 with Redis's
  * error in err. */
 static int parse_shebang(const char *body, size_t len, int *flags, size_t *skip, char *err,
@@ -815,6 +819,7 @@ static int parse_shebang(const char *body, size_t len, int *flags, size_t *skip,
     *flags = 0;
     *skip = 0;
     if (len < 2 || body[0] != '#' || body[1] != '!') return 0;
+    *flags = SCRIPT_FLAG_DECLARED;
     const char *nl = memchr(body, '\n', len);
     if (!nl) {
         snprintf(err, errlen, "ERR Invalid script shebang");
@@ -837,14 +842,14 @@ static int parse_shebang(const char *body, size_t len, int *flags, size_t *skip,
             for (const char *f = t + 6; f < p;) {
                 const char *fe = memchr(f, ',', (size_t)(p - f));
                 if (!fe) fe = p;
-                int fl = (int)(fe - f), ok = 0;
-                for (int i = 0; known[i] && !ok; i++)
-                    ok = (int)strlen(known[i]) == fl && memcmp(known[i], f, (size_t)fl) == 0;
-                if (fl && !ok) {
+                int fl = (int)(fe - f), ok = -1;
+                for (int i = 0; known[i] && ok < 0; i++)
+                    if ((int)strlen(known[i]) == fl && memcmp(known[i], f, (size_t)fl) == 0) ok = i;
+                if (fl && ok < 0) {
                     snprintf(err, errlen, "ERR Unexpected flag in script shebang: %.*s", fl, f);
                     return -1;
                 }
-                if (fl == 9 && memcmp(f, "no-writes", 9) == 0) *flags |= SCRIPT_NO_WRITES;
+                if (ok >= 0) *flags |= 1 << ok;   /* known[] in SCRIPT_FLAG_* order */
                 f = fe + 1;
             }
         } else {
@@ -983,7 +988,7 @@ static void unlock_shards(uint8_t *taken) {
 /* Run the function on top of the stack (popped) with keys and args, reply. */
 /* as_function (FCALL): keys and args are the function's two arguments
  * instead of the KEYS and ARGV globals. */
-static void script_call(client *c, lua_State *L, const char *name, int ro, int nkeys,
+static void script_call(client *c, lua_State *L, const char *name, int flags, int ro, int nkeys,
                         const char **keys, const size_t *keylen, int nargs, const char **args,
                         const size_t *arglen, int as_function) {
     int base = lua_gettop(L); /* the function */
@@ -998,7 +1003,10 @@ static void script_call(client *c, lua_State *L, const char *name, int ro, int n
     }
     int db = c->db;
     run.c = c;
-    run.ro = ro;
+    run.ro = ro || (flags & SCRIPT_FLAG_NO_WRITES);
+    /* declared flags were checked before the run (script_check_flags) */
+    run.allow_oom = (flags & (SCRIPT_FLAG_ALLOW_OOM | SCRIPT_FLAG_DECLARED)) != 0;
+    run.pre_oom = client_pre_command_oom();
     run.resp = 2;
     run.slow_logged = 0;
     run.aborted = 0;
@@ -1073,10 +1081,10 @@ static void eval_generic(client *c, int evalsha, int ro) {
     } else if (!script_find(L, sha)) {
         resp_add_error(&c->out, ERR_NOSCRIPT);
     } else {
-        int nk = (int)numkeys;
-        if (script_flags(L, sha) & SCRIPT_NO_WRITES) ro = 1;
-        script_call(c, L, sha, ro, nk, c->argv + 3, c->argvlen + 3, c->argc - 3 - nk,
-                    c->argv + 3 + nk, c->argvlen + 3 + nk, 0);
+        int nk = (int)numkeys, flags = script_flags(L, sha);
+        if (script_check_flags(c, flags, ro) == 0)
+            script_call(c, L, sha, flags, ro, nk, c->argv + 3, c->argvlen + 3, c->argc - 3 - nk,
+                        c->argv + 3 + nk, c->argvlen + 3 + nk, 0);
     }
     pthread_mutex_unlock(&run_lock);
     unlock_shards(taken);
@@ -1190,9 +1198,31 @@ int script_route_keys(client *c, int numkeys) { return route_declared_keys(c, nu
 void script_kill_reply(client *c) { script_kill(c); }
 int script_busy(void) { return atomic_load(&run.since_us) != 0; }
 
-void script_run(client *c, lua_State *L, const char *name, int ro, int nkeys, const char **keys,
-                const size_t *keylen, int nargs, const char **args, const size_t *arglen) {
-    script_call(c, L, name, ro, nkeys, keys, keylen, nargs, args, arglen, 1);
+void script_run(client *c, lua_State *L, const char *name, int flags, int ro, int nkeys,
+                const char **keys, const size_t *keylen, int nargs, const char **args,
+                const size_t *arglen) {
+    script_call(c, L, name, flags, ro, nkeys, keys, keylen, nargs, args, arglen, 1);
+}
+
+/* Redis's scriptPrepareForRun, for declared flags, in its order. (A Rowan
+ * node serves no stale data, so allow-stale changes nothing; a script
+ * whose keys span slots is refused by the cluster routing of its declared
+ * keys whatever allow-cross-slot-keys says.) */
+int script_check_flags(client *c, int flags, int ro) {
+    if (!(flags & SCRIPT_FLAG_DECLARED)) return 0;   /* compatibility mode */
+    if ((flags & SCRIPT_FLAG_NO_CLUSTER) && cluster_enabled()) {
+        resp_add_error(&c->out, "ERR Can not run script on cluster, 'no-cluster' flag is set.");
+        return -1;
+    }
+    if (!(flags & (SCRIPT_FLAG_ALLOW_OOM | SCRIPT_FLAG_NO_WRITES)) && client_pre_command_oom()) {
+        resp_add_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
+        return -1;
+    }
+    if (ro && !(flags & SCRIPT_FLAG_NO_WRITES)) {
+        resp_add_error(&c->out, "ERR Can not execute a script with write flag using *_ro command.");
+        return -1;
+    }
+    return 0;
 }
 
 /* ---------------- the dispatcher's gate ---------------- */

@@ -433,7 +433,7 @@ static const char *const debug_help[] = {
     "CHANGE-REPL-ID",
     "    Accepted for compatibility; does nothing.",
     "RELOAD [MERGE] [NOFLUSH] [NOSAVE]",
-    "    The data is already in the log: wait until it is all durable (no reload).",
+    "    Replay the log as a restart would and check it gives the data in memory.",
     "SET-ACTIVE-EXPIRE <0|1>",
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
@@ -467,6 +467,7 @@ static void debug_object_locked(client *c)
     if (v.type == OBJ_STRING) {
         long long n;
         enc = v.len <= 20 && string2ll(v.ptr, v.len, &n) ? "int" : v.len <= 44 ? "embstr" : "raw";
+        if (evict_marked(sid, hash)) enc = "raw";   /* edited in place (string_edited) */
     } else {
         const obj_class *k = obj_class_of(v.type);
         if (k && k->encoding) enc = k->encoding(v.obj->data);
@@ -1546,11 +1547,34 @@ static int count_subcommands(const struct rcommand *cmd)
     return n;
 }
 
-/* One COMMAND INFO entry: the 10-element array of Redis 7. */
+/* A container (CONFIG, CLIENT, OBJECT...) as Redis shows it: no flags,
+ * keys nor categories of its own beyond @slow, the subcommands have them.
+ * (The row keeps flags and a key range for the dispatcher.) */
+static void reply_container_info(client *c, const struct rcommand *cmd)
+{
+    resp_add_array(&c->out, 10);
+    resp_add_bulkstr(&c->out, cmd->name);
+    resp_add_int(&c->out, cmd->arity);
+    resp_add_set(&c->out, 0);
+    for (int i = 0; i < 3; i++) resp_add_int(&c->out, 0);
+    resp_add_set(&c->out, 1);
+    resp_add_simple(&c->out, "@slow");
+    resp_add_array(&c->out, 0);     /* tips */
+    resp_add_array(&c->out, 0);     /* key specs */
+    resp_add_array(&c->out, count_subcommands(cmd));
+}
+
+/* One COMMAND INFO entry: the 10-element array of Redis 7; a container's
+ * 10th element holds its subcommands' entries. */
 static void reply_command_info(client *c, const struct rcommand *parent, const struct rcommand *cmd)
 {
     char name[128];
     const char *cats[8];
+    if (cmd->subcommands && cmd->proc != commandCommand) {
+        reply_container_info(c, cmd);
+        for (const struct rcommand *s = cmd->subcommands; s->name; s++) reply_command_info(c, cmd, s);
+        return;
+    }
     full_name(name, sizeof(name), parent, cmd);
     resp_add_array(&c->out, 10);
     resp_add_bulkstr(&c->out, name);
@@ -1595,19 +1619,22 @@ static const struct rcommand *lookup_full(const char *name, size_t len, const st
     if (!bar) return command_lookup(name, len);
     const struct rcommand *p = command_lookup(name, (size_t)(bar - name));
     if (!p) return NULL;
-    const char *sub = bar + 1;
-    size_t sublen = len - (size_t)(sub - name);
-    for (const struct rcommand *s = p->subcommands; s && s->name; s++) {
-        const char *sn = strchr(s->name, '|') ? strchr(s->name, '|') + 1 : s->name;
-        if (strcaseeqlen(sub, sublen, sn)) { *parent = p; return s; }
-    }
-    return NULL;
+    const struct rcommand *s = command_subcommand(p, bar + 1, len - (size_t)(bar + 1 - name));
+    if (s) *parent = p;
+    return s;
 }
 
 struct all_cmds { client *c; int count; };
 
-static void count_cb(struct rcommand *cmd, void *arg) { ((struct all_cmds *)arg)->count++; }
-static void info_cb(struct rcommand *cmd, void *arg) { reply_command_info(((struct all_cmds *)arg)->c, NULL, cmd); }
+static void count_cb(struct rcommand *cmd, void *arg)
+{
+    if (command_enabled(cmd)) ((struct all_cmds *)arg)->count++;
+}
+
+static void info_cb(struct rcommand *cmd, void *arg)
+{
+    if (command_enabled(cmd)) reply_command_info(((struct all_cmds *)arg)->c, NULL, cmd);
+}
 
 static void command_info_all(client *c)
 {
@@ -1695,16 +1722,6 @@ static const struct { const char *cmd, *syntax; } arg_syntax[] = {
     { "echo", "message" },
     { "shutdown", "[save-selector=[NOSAVE|SAVE]] [NOW] [FORCE] [ABORT]" },
     { "info", "[section...]" },
-    { "config", "subcommand=(GET parameter...|SET (parameter value)...|RESETSTAT|REWRITE|HELP)" },
-    { "client", "subcommand=(ID|GETNAME|SETNAME connection-name|"
-                "SETINFO attr=(LIB-NAME libname|LIB-VER libver)|"
-                "LIST [TYPE type] [ID client-id...]|INFO|KILL filter...|"
-                "NO-EVICT enabled=(ON|OFF)|NO-TOUCH enabled=(ON|OFF)|REPLY action=(ON|OFF|SKIP)|"
-                "PAUSE timeout [mode=[WRITE|ALL]]|UNPAUSE|UNBLOCK client-id [unblock-type=[TIMEOUT|ERROR]]|"
-                "GETREDIR|TRACKINGINFO|HELP)" },
-    { "command", "[subcommand=(COUNT|LIST [FILTERBY filterby=(MODULE module-name|ACLCAT category|"
-                 "PATTERN pattern)]|INFO [command-name...]|DOCS [command-name...]|"
-                 "GETKEYS command [arg...]|GETKEYSANDFLAGS command [arg...]|HELP)]" },
     { "wait", "numreplicas timeout" },
     { "waitaof", "numlocal numreplicas timeout" },
     { "auth", "[username] password" },
@@ -1895,14 +1912,21 @@ static void parse_seq(const char **p, struct argnode *into)
     }
 }
 
-static void reply_argnode(client *c, const struct argnode *n)
+/* key_spec: the next key argument's key spec index (Redis numbers a
+ * command's key arguments' specs in order: RENAME key 0, newkey 1). */
+static void reply_argnode(client *c, const struct argnode *n, int *key_spec)
 {
     int nflags = n->optional + n->multiple;
-    resp_add_map(&c->out, 2 + (n->token[0] != 0) + (nflags > 0) + (n->nkids > 0));
+    int is_key = n->type && !strcmp(n->type, "key");
+    resp_add_map(&c->out, 2 + is_key + (n->token[0] != 0) + (nflags > 0) + (n->nkids > 0));
     resp_add_bulkstr(&c->out, "name");
     resp_add_bulkstr(&c->out, n->name);
     resp_add_bulkstr(&c->out, "type");
     resp_add_bulkstr(&c->out, n->type ? n->type : "string");
+    if (is_key) {
+        resp_add_bulkstr(&c->out, "key_spec_index");
+        resp_add_int(&c->out, (*key_spec)++);
+    }
     if (n->token[0]) {
         resp_add_bulkstr(&c->out, "token");
         resp_add_bulkstr(&c->out, n->token);
@@ -1916,7 +1940,7 @@ static void reply_argnode(client *c, const struct argnode *n)
     if (n->nkids) {
         resp_add_bulkstr(&c->out, "arguments");
         resp_add_array(&c->out, n->nkids);
-        for (int i = 0; i < n->nkids; i++) reply_argnode(c, &n->kids[i]);
+        for (int i = 0; i < n->nkids; i++) reply_argnode(c, &n->kids[i], key_spec);
     }
 }
 
@@ -1943,17 +1967,24 @@ static void reply_command_docs(client *c, const struct rcommand *parent, const s
     int nsub = count_subcommands(cmd);
     struct argnode args;
     int nargs = parent ? 0 : command_args(cmd->name, &args);
-    resp_add_map(&c->out, 3 + (nsub > 0) + (nargs > 0));
+    /* a container's complexity, as Redis words it */
+    const char *complexity = nsub && cmd->proc != commandCommand ? "Depends on subcommand." : cmd->complexity;
+    resp_add_map(&c->out, 3 + (complexity != NULL) + (nsub > 0) + (nargs > 0));
     resp_add_bulkstr(&c->out, "summary");
     resp_add_bulkstr(&c->out, cmd->summary ? cmd->summary : "");
     resp_add_bulkstr(&c->out, "since");
     resp_add_bulkstr(&c->out, cmd->since ? cmd->since : "1.0.0");
     resp_add_bulkstr(&c->out, "group");
     resp_add_bulkstr(&c->out, cmd->group ? cmd->group : (parent && parent->group ? parent->group : "generic"));
+    if (complexity) {
+        resp_add_bulkstr(&c->out, "complexity");
+        resp_add_bulkstr(&c->out, complexity);
+    }
     if (nargs) {
+        int key_spec = 0;
         resp_add_bulkstr(&c->out, "arguments");
         resp_add_array(&c->out, nargs);
-        for (int i = 0; i < nargs; i++) reply_argnode(c, &args.kids[i]);
+        for (int i = 0; i < nargs; i++) reply_argnode(c, &args.kids[i], &key_spec);
         argnode_free(&args);
     }
     if (nsub) {
@@ -1971,6 +2002,7 @@ static void reply_command_docs(client *c, const struct rcommand *parent, const s
 static void docs_cb(struct rcommand *cmd, void *arg)
 {
     client *c = ((struct all_cmds *)arg)->c;
+    if (!command_enabled(cmd)) return;
     resp_add_bulkstr(&c->out, cmd->name);
     reply_command_docs(c, NULL, cmd);
 }
@@ -2021,6 +2053,8 @@ static int list_match(struct list_args *l, const struct rcommand *cmd, const cha
     case 0: return 1;
     case 1: return 0;
     case 2: {
+        if (cmd->subcommands && cmd->proc != commandCommand)   /* a container: @slow only */
+            return strcaseeqlen(l->arg, l->arglen, "slow");
         int n = acl_command_categories(cmd, cats);
         for (int i = 0; i < n; i++)
             if (strcaseeqlen(l->arg, l->arglen, cats[i] + 1)) return 1;
@@ -2043,6 +2077,7 @@ static void list_one(struct list_args *l, const struct rcommand *parent, const s
 static void list_cmds_cb(struct rcommand *cmd, void *arg)
 {
     struct list_args *l = arg;
+    if (!command_enabled(cmd)) return;
     list_one(l, NULL, cmd);
     for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) list_one(l, cmd, s);
 }
@@ -2090,12 +2125,8 @@ static void command_getkeys(client *c, int with_flags)
     int sargc = c->argc - 2;
     const struct rcommand *cmd = command_lookup(c->argv[2], c->argvlen[2]);
     if (!cmd) { resp_add_error(&c->out, "ERR Invalid command specified"); return; }
-    if (cmd->subcommands && sargc >= 2) {
-        for (const struct rcommand *s = cmd->subcommands; s->name; s++) {
-            const char *sn = strchr(s->name, '|') ? strchr(s->name, '|') + 1 : s->name;
-            if (strcaseeqlen(c->argv[3], c->argvlen[3], sn)) { cmd = s; break; }
-        }
-    }
+    const struct rcommand *top = cmd;   /* keyflags.c names containers */
+    if (cmd->subcommands && sargc >= 2) cmd = command_row(cmd, sargc, c->argv + 2, c->argvlen + 2);
     /* Redis 7.2's order: a command without keys is refused before arity. */
     if (cmd->firstkey <= 0 && !command_movable_keys(cmd)) {
         resp_add_error(&c->out, "ERR The command has no key arguments");
@@ -2122,7 +2153,7 @@ static void command_getkeys(client *c, int with_flags)
             if (with_flags) {
                 resp_add_array(&c->out, 2);
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
-                reply_words(c, command_key_flags(cmd, i, sargc, c->argv + 2, c->argvlen + 2));
+                reply_words(c, command_key_flags(top, i, sargc, c->argv + 2, c->argvlen + 2));
             } else {
                 resp_add_bulk(&c->out, c->argv[pos], c->argvlen[pos]);
             }
@@ -2136,7 +2167,11 @@ void commandCommand(client *c)
     if (c->argc == 1) { command_info_all(c); return; }
     if (arg_is(c, 1, "count")) {
         if (c->argc != 2) reply_sub_arity(c, "command");
-        else resp_add_int(&c->out, command_count());
+        else {
+            struct all_cmds a = { c, 0 };
+            command_foreach(count_cb, &a);
+            resp_add_int(&c->out, a.count);
+        }
     } else if (arg_is(c, 1, "info")) {
         command_info(c);
     } else if (arg_is(c, 1, "docs")) {

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "evict.h"
 #include "notify.h"
 #include "server.h"
 #include "t_string.h"
@@ -413,8 +414,23 @@ void appendCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    string_mark_edited(c, 1);   /* Redis appends in place: "raw" */
     notify_key(c, NOTIFY_STRING, "append", 1);
     resp_add_int(&c->out, (long long)(v.len + addlen));
+}
+
+void string_mark_edited(client *c, int i) {
+    int sid;
+    uint64_t hash;
+    db_key_clock(&c->x, c->db, c->argv[i], c->argvlen[i], &sid, &hash);
+    evict_mark(sid, hash);
+}
+
+int string_edited(client *c, int i) {
+    int sid;
+    uint64_t hash;
+    db_key_clock(&c->x, c->db, c->argv[i], c->argvlen[i], &sid, &hash);
+    return evict_marked(sid, hash);
 }
 
 /* Writing nothing never creates or changes the key: it only reports the
@@ -457,6 +473,7 @@ void setrangeCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    string_mark_edited(c, 1);   /* as Redis's: "raw" */
     notify_key(c, NOTIFY_STRING, "setrange", 1);
     resp_add_int(&c->out, (long long)newlen);
 }
@@ -600,6 +617,7 @@ void setbitCommand(client *c) {
     /* An existing key whose bit already has the value needs no new entry.
      * (A missing key is still created, zero filled, as Redis does.) */
     if (r == 1 && newlen == v.len && old == on) {
+        string_mark_edited(c, 1);   /* Redis unshares the value all the same */
         resp_add_int(&c->out, old);
         return;
     }
@@ -613,6 +631,7 @@ void setbitCommand(client *c) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }
+    string_mark_edited(c, 1);
     notify_key(c, NOTIFY_STRING, "setbit", 1);
     resp_add_int(&c->out, old);
 }

@@ -11,5 +11,10 @@ int lookup_string(client *c, int i, db_val *v, int for_write);
 /* A bit offset argument (argv[i]); with bits > 0 the "#n" form means n*bits.
  * Its byte must lie within proto-max-bulk-len. Replies and returns -1 if not. */
 int parse_bit_offset_arg(client *c, int i, int bits, unsigned long long *off);
+/* argv[i]'s string value was edited in place (APPEND, SETRANGE, SETBIT,
+ * BITFIELD...): Redis's OBJECT ENCODING says "raw" for it from now until
+ * it is replaced (string_edited). */
+void string_mark_edited(client *c, int i);
+int string_edited(client *c, int i);
 
 #endif

@@ -505,9 +505,15 @@ int arg_scan_options(client *c, int first, long long *count, const char **pat, s
 /* ------------------------------------------------------------------ */
 
 void reply_unknown_sub(client *c, const char *container) {
+    /* Redis names the command as it was called (rename-command): its
+     * argv[0] in upper case; container when that is not at hand. */
+    char called[65];
+    size_t len = c->argvlen[0] < sizeof(called) - 1 ? c->argvlen[0] : sizeof(called) - 1;
+    for (size_t i = 0; i < len; i++) called[i] = (char)toupper((unsigned char)c->argv[0][i]);
+    called[len] = '\0';
     int n = (int)(c->argvlen[1] > 128 ? 128 : c->argvlen[1]);
     resp_add_errorf(&c->out, "ERR unknown subcommand '%.*s'. Try %s HELP.", n, c->argv[1],
-                    container);
+                    len ? called : container);
 }
 
 void reply_sub_arity(client *c, const char *container) {

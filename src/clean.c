@@ -184,6 +184,9 @@ int clean_segment(uint32_t seg) {
     return job.failed ? -1 : 0;
 }
 
+void clean_hold(void) { pthread_mutex_lock(&clean_mutex); }
+void clean_release(void) { pthread_mutex_unlock(&clean_mutex); }
+
 /* What a pass over the segment table found. */
 typedef struct clean_scan {
     int64_t victim;        /* committed segment with the fewest live bytes, or -1 */

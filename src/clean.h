@@ -18,6 +18,11 @@ void clean_stop(void);
 /* Clean one segment now (tests, and the thread's own step). 0 ok, -1 if the
  * pool had no room for the live entries (the segment is left as it was). */
 int clean_segment(uint32_t seg);
+/* Keep the cleaner from moving or freeing anything until clean_release
+ * (verify.c reads the whole log). Take it before any shard lock: the
+ * cleaner takes shard locks while it holds it. */
+void clean_hold(void);
+void clean_release(void);
 /* Backpressure: while free segments are at the level where ordinary writes
  * are refused and the cleaner is copying, wait (at most timeout_ms) for it.
  * Call with no shard lock held: the cleaner needs them. */

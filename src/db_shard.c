@@ -87,33 +87,37 @@ typedef struct dg_shard {
     uint64_t *bn;
 } dg_shard;
 
+uint64_t db_key_digest(unsigned ldb, const char *key, size_t klen, int64_t expire_ms,
+                       const char *p, size_t len, const robj *o) {
+    uint64_t vh = o ? dg_collection(o) : dg_bytes(DG_STRING, p, len);
+    uint64_t h = hash_key(ldb, key, klen);
+    h = dg_mix(h, (uint64_t)(o ? o->type : OBJ_STRING));
+    h = dg_mix(h, (uint64_t)expire_ms);
+    return dg_final(dg_mix(h, vh));
+}
+
 static int dg_key(void *arg, uint64_t ref) {
     dg_shard *d = arg;
     unsigned pdb;
     const char *key;
     size_t klen;
-    int type;
-    int64_t expire_ms;
-    uint64_t vh;
+    uint64_t kh;
     if (ref_is_obj(ref)) {
         const robj *o = ref_obj(ref);
-        pdb = o->db, key = o->key, klen = o->klen, type = o->type, expire_ms = o->expire_ms;
-        vh = dg_collection(o);
+        pdb = o->db, key = o->key, klen = o->klen;
+        kh = db_key_digest(d->logical[pdb % SHARD_MAX_DBS], key, klen, o->expire_ms, NULL, 0, o);
     } else {
         log_entry e;
         log_entry_decode(pool_ptr(server.pool, ref), &e);
-        pdb = e.db, key = e.key, klen = e.klen, type = OBJ_STRING, expire_ms = e.expire_ms;
-        vh = dg_bytes(DG_STRING, e.val, e.vlen);
+        pdb = e.db, key = e.key, klen = e.klen;
+        kh = db_key_digest(d->logical[pdb % SHARD_MAX_DBS], key, klen, e.expire_ms, e.val, e.vlen,
+                           NULL);
     }
-    uint64_t h = hash_key(d->logical[pdb % SHARD_MAX_DBS], key, klen);
-    h = dg_mix(h, (uint64_t)type);
-    h = dg_mix(h, (uint64_t)expire_ms);
-    h = dg_mix(h, vh);
-    d->sum += dg_final(h);
+    d->sum += kh;
     d->n++;
     if (d->bsum) {
         unsigned b = db_shard_bucket(key, klen);
-        d->bsum[b] += dg_final(h);
+        d->bsum[b] += kh;
         d->bn[b]++;
     }
     return 0;

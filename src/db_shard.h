@@ -34,6 +34,11 @@ uint64_t db_shard_digest(struct shard *s, long long *nkeys);
  * same value however the keys are spread over shards (DEBUG DIGEST).
  * Takes the shard lock unless this thread already holds it. */
 void db_shard_digest_parts(struct shard *s, uint64_t *sum, long long *nkeys);
+/* One key's part of db_shard_digest_parts's sum: logical db ldb, its key,
+ * expiry and value (a string's bytes p/len, or a collection o). */
+struct robj;
+uint64_t db_key_digest(unsigned ldb, const char *key, size_t klen, int64_t expire_ms,
+                       const char *p, size_t len, const struct robj *o);
 /* A hash of one value alone (its type and contents; not its key or
  * expiry), as db_shard_digest hashes it: a string's bytes p/len, or a
  * collection o. For DEBUG DIGEST-VALUE; the caller holds the shard lock. */

@@ -84,6 +84,7 @@ long long evict_used_memory(void)
 
 #define LFU_INIT_VAL 5
 #define SLOT_VALID (1ULL << 63)
+#define SLOT_MARK  (1ULL << 62)   /* evict_mark's bit */
 #define CLOCK_MIN_SLOTS 1024
 
 struct clocks {
@@ -190,7 +191,22 @@ void evict_touch(int sid, uint64_t hash, int is_write)
      * does in Redis; any other access counts. */
     unsigned counter = (*s & SLOT_VALID) ? lfu_log_incr(lfu_decayed(*s, now))
                        : (is_write ? LFU_INIT_VAL : lfu_log_incr(LFU_INIT_VAL));
-    *s = slot_pack(now, counter);
+    /* a write replaces the value: its mark goes (evict_mark) */
+    *s = slot_pack(now, counter) | (is_write ? 0 : (*s & SLOT_MARK));
+}
+
+void evict_mark(int sid, uint64_t hash)
+{
+    uint64_t *s = slot_of(sid, hash);
+    if (!s) return;
+    if (!(*s & SLOT_VALID)) *s = slot_pack(now_seconds(), LFU_INIT_VAL);
+    *s |= SLOT_MARK;
+}
+
+int evict_marked(int sid, uint64_t hash)
+{
+    uint64_t *s = slot_of(sid, hash);
+    return s && (*s & SLOT_MARK) != 0;
 }
 
 void evict_forget(int sid, uint64_t hash)

@@ -28,5 +28,11 @@ void evict_forget(int sid, uint64_t hash);
 long long evict_idle_seconds(int sid, uint64_t hash);
 /* The key's LFU counter, decayed to now (OBJECT FREQ). */
 int evict_lfu_freq(int sid, uint64_t hash);
+/* One bit of in-memory state per key for the command layer (Redis's "raw"
+ * string encoding after an in-place edit): kept by reads, cleared by any
+ * write or delete of the key, not persisted, as coarse as the clocks (keys
+ * sharing a slot share it). Shard lock held. */
+void evict_mark(int sid, uint64_t hash);
+int evict_marked(int sid, uint64_t hash);
 
 #endif

@@ -699,6 +699,34 @@ static int is_resync_end(const rec_item *it) {
     return it->type == LOG_FLUSHDB && (it->flags & LOG_F_RESYNC);
 }
 
+/* Is items[i] the cleaner's copy of the entry before it? A version of a
+ * shard names one effect: a second entry with it is the cleaner's copy of
+ * the first (a crash came between copying and freeing the original).
+ * Applied once: a collection effect applied twice would not fit its own
+ * result. */
+static int is_copy(const rec_item *items, size_t i) {
+    const rec_item *it = &items[i];
+    return i > 0 && it[-1].shard == it->shard && it[-1].ver == it->ver &&
+           it[-1].type == it->type && !(it->flags & LOG_F_RESYNC);
+}
+
+/* Is it part of a re-sync other than the shard's latest (which ended at
+ * last_end)? See replay. */
+static int stale_resync(const rec_item *it, uint64_t last_end) {
+    return (it->flags & LOG_F_RESYNC) && !is_resync_end(it) && it->ver != last_end;
+}
+
+/* The version of the shard's latest re-sync end among items[i..), and the
+ * end of the shard's items in *end. */
+static uint64_t shard_items(const rec_state *st, size_t i, size_t *end) {
+    uint64_t last_end = 0;
+    size_t e = i;
+    for (; e < st->n && st->items[e].shard == st->items[i].shard; e++)
+        if (is_resync_end(&st->items[e])) last_end = st->items[e].ver;
+    *end = e;
+    return last_end;
+}
+
 /* Items are sorted by (shard, version). Re-syncs (log.h): a shard's
  * entries flagged LOG_F_RESYNC count only at the version of its latest end
  * record. Flagged entries above it belong to a re-sync a crash cut short:
@@ -712,10 +740,8 @@ static int replay(rec_state *st) {
     while (i < st->n) {
         uint16_t sid = st->items[i].shard;
         shard *s = &server.shards[sid];
-        size_t end = i;
-        uint64_t last_end = 0;
-        for (; end < st->n && st->items[end].shard == sid; end++)
-            if (is_resync_end(&st->items[end])) last_end = st->items[end].ver;
+        size_t end;
+        uint64_t last_end = shard_items(st, i, &end);
         for (; i < end; i++) {
             if ((i & 4095) == 0) {
                 if (interrupted()) {
@@ -726,14 +752,8 @@ static int replay(rec_state *st) {
             }
             rec_item *it = &st->items[i];
             if (it->ver >= s->next_ver) s->next_ver = it->ver + 1;
-            /* A version of a shard names one effect: a second entry with it
-             * is the cleaner's copy of the first (a crash came between
-             * copying and freeing the original). Applied once: a collection
-             * effect applied twice would not fit its own result. */
-            if (i > 0 && it[-1].shard == it->shard && it[-1].ver == it->ver &&
-                it[-1].type == it->type && !(it->flags & LOG_F_RESYNC))
-                continue;
-            if ((it->flags & LOG_F_RESYNC) && !is_resync_end(it) && it->ver != last_end) {
+            if (is_copy(st->items, i)) continue;
+            if (stale_resync(it, last_end)) {
                 if (it->ver > last_end && !atomic_exchange(&s->damaged, 1)) {
                     server.stat.damaged_shards++;
                     serverLog(LL_WARNING, "Recovery: shard %u holds part of a re-sync at version "
@@ -837,4 +857,33 @@ out:
     free(st.log_end);
     free(run.damaged);
     return rc;
+}
+
+/* ---------------- replaying without applying (DEBUG RELOAD) ---------------- */
+
+int recovery_replay_visit(recovery_effect_fn fn, void *arg, char *err, size_t errlen) {
+    recovery_hooks none = {0};
+    rec_state st = {.collect = 1, .hooks = &none};
+    scan_all(&st);
+    if (st.bad_shard || st.tot.damaged) {
+        if (st.bad_shard) snprintf(err, errlen, "%s", st.bad_msg);
+        else snprintf(err, errlen, "the log has %llu damaged region%s",
+                      (unsigned long long)st.tot.damaged, st.tot.damaged == 1 ? "" : "s");
+        free(st.items);
+        return -1;
+    }
+    qsort(st.items, st.n, sizeof(rec_item), cmp_item);
+    size_t i = 0;
+    while (i < st.n) {
+        size_t end;
+        uint64_t last_end = shard_items(&st, i, &end);
+        for (; i < end; i++) {
+            if (is_copy(st.items, i) || stale_resync(&st.items[i], last_end)) continue;
+            log_entry e;
+            log_entry_decode(pool_ptr(server.pool, st.items[i].ref), &e);
+            fn(arg, st.items[i].shard, st.items[i].ref, &e);
+        }
+    }
+    free(st.items);
+    return 0;
 }

@@ -113,4 +113,12 @@ int recovery_check(const recovery_hooks *h, recovery_totals *t, char *err, size_
  * it (the data set is incomplete and must not be served). */
 int recovery_run(char *err, size_t errlen);
 
+/* The effects recovery_run would apply, in the order it would apply them
+ * (shard by shard, in version order; copies and cut-short re-syncs left
+ * out), handed to fn instead: nothing is changed. The caller keeps the log
+ * still meanwhile (every shard lock and the cleaner held: verify.c). 0,
+ * or -1 with err (damage, a pool of another shard count). */
+typedef void (*recovery_effect_fn)(void *arg, int shard, uint64_t ref, const struct log_entry *e);
+int recovery_replay_visit(recovery_effect_fn fn, void *arg, char *err, size_t errlen);
+
 #endif

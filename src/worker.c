@@ -91,7 +91,7 @@ void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int faile
     int i;
     for (i = 0; i < w->nround_cmds && w->round_cmds[i] != cmd; i++) {}
     if (i == w->nround_cmds) {
-        if (i == command_count()) return; /* cannot happen: one slot per command */
+        if (i == command_rows()) return; /* cannot happen: one slot per row */
         w->round_cmds[i] = cmd;
         w->round_calls[i] = w->round_usec[i] = w->round_failed[i] = 0;
         w->nround_cmds++;
@@ -441,7 +441,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     repl_worker_init(w);
     rpcb_worker_init(w);
     w->slots[0].gen = w->next_gen = 1;
-    int nc = command_count();
+    int nc = command_rows();
     w->round_cmds = calloc((size_t)nc, sizeof(*w->round_cmds));
     w->round_calls = calloc((size_t)nc, sizeof(long long));
     w->round_usec = calloc((size_t)nc, sizeof(long long));
