@@ -1534,14 +1534,15 @@ void xdelCommand(client *c) {
     stream *s;
     sid *ids = malloc(sizeof(sid) * (size_t)c->argc);
     if (!ids) abort();
-    /* Every ID is checked before anything is deleted. */
-    for (int j = 2; j < c->argc; j++) {
-        if (arg_id(c, j, &ids[j], 0, 1) != 0) goto done;
-    }
+    /* The key first (a missing one answers 0 whatever the IDs), then
+     * every ID is checked before anything is deleted (Redis 7.0's order). */
     int found = lookup_stream(c, 1, 1, &s);
     if (found <= 0) {
         if (found == 0) resp_add_int(&c->out, 0);
         goto done;
+    }
+    for (int j = 2; j < c->argc; j++) {
+        if (arg_id(c, j, &ids[j], 0, 1) != 0) goto done;
     }
     rbuf ops, arg;
     rbuf_init(&ops);
@@ -1863,7 +1864,11 @@ static void xread_generic(client *c, int group_mode) {
                 sid_incr(&start);
                 long long want = count;
                 if (!noack && (!want || want > budget)) want = budget;
-                v->n = want > 0 ? range_collect(s, start, (sid){UINT64_MAX, UINT64_MAX}, want, 0, &v->idx) : 0;
+                /* NOACK records no pending entries: no budget, and no
+                 * COUNT (or COUNT 0) means every new entry. */
+                v->n = noack || want > 0
+                           ? range_collect(s, start, (sid){UINT64_MAX, UINT64_MAX}, want, 0, &v->idx)
+                           : 0;
                 if (!noack) budget -= (long long)v->n;
                 sid gl = g->last_id;
                 long long er = g->entries_read;
