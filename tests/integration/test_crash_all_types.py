@@ -372,6 +372,7 @@ def test_crash_every_type(server_factory):
     c = srv.resp()
     check_no_stray_keys(c, clients)
     check_coverage(clients)
+    assert sum(x.acks for x in clients) >= 1600
 
 
 def run_load(port, clients, acks):
@@ -428,3 +429,48 @@ def test_checker_sees_a_changed_effect(server_factory, kind):
                     cl.verify(c, "after tampering")
                 return
     pytest.fail("no %s key to change" % kind)
+
+
+def test_crash_every_type_cluster(cluster_factory):
+    """The same load on a 3-node cluster (replication factor 3), every
+    client's keys on node 0 (one hash tag each): node 0 is killed -9 under
+    the load twice and restarted; every acknowledged effect is then on it,
+    and all three replicas hold the same data (ROWAN DIGEST)."""
+    from test_replication import BASE_OPTS, owner_map, tag_on, wait_all_live, wait_digests_agree
+    cl = cluster_factory(3, 3, options=BASE_OPTS)
+    wait_all_live(cl)
+    owner = owner_map(cl)
+    victim = 0
+    clients = make_clients(3, tag=lambda i: tag_on(owner, victim, "c%d_" % i))
+    rng = random.Random(17)
+    port = cl.nodes[victim].port
+    for rnd in range(2):
+        base = sum(x.acks for x in clients)
+        want = rng.randrange(800, 2500)
+        threads = [threading.Thread(target=x.run, args=(port,), daemon=True) for x in clients]
+        for x in clients:
+            x.stop = threading.Event()
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 60
+        while sum(x.acks for x in clients) - base < want and time.monotonic() < deadline:
+            assert not any(x.error for x in clients), [x.error for x in clients if x.error][0]
+            time.sleep(0.01)
+        assert sum(x.acks for x in clients) - base >= want, "round %d: the load stalled" % rnd
+        cl.kill9(victim)
+        for x in clients:
+            x.stop.set()
+        for t in threads:
+            t.join(30)
+            assert not t.is_alive(), "client thread stuck after kill -9"
+        assert not [x.error for x in clients if x.error]
+        cl.restart(victim)
+        wait_all_live(cl)
+        assert int(cl.nodes[victim].info("rowan")["rowan"]["recovered_entries"]) > 0
+        c = RespClient(port)
+        for x in clients:
+            x.verify(c, "cluster, after kill -9 #%d of node %d" % (rnd + 1, victim))
+        c.close()
+        wait_digests_agree(cl)
+    check_coverage(clients)
+    assert sum(x.acks for x in clients) >= 1600
