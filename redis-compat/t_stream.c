@@ -1688,6 +1688,25 @@ static void reply_served(client *c, served *sv, int nsv) {
     }
 }
 
+/* Is argv[ki] the same key as an argument in [from, ki)? */
+static int earlier_arg(const client *c, int from, int ki) {
+    for (int j = from; j < ki; j++)
+        if (c->argvlen[j] == c->argvlen[ki] && memcmp(c->argv[j], c->argv[ki], c->argvlen[ki]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Served entries of a batch's copy, kept by ID and replied from the real
+ * object (real) once the batch has changed it. */
+static void served_by_id(served *v, stream *real) {
+    v->hist = malloc(sizeof(sid) * (v->n ? v->n : 1));
+    if (!v->hist) abort();
+    for (size_t k = 0; k < v->n; k++) v->hist[k] = v->s->e[v->idx[k]].id;
+    v->nhist = v->n;
+    v->n = 0;
+    v->s = real;
+}
+
 static void xread_generic(client *c, int group_mode) {
     long long count = 0, t;
     int64_t deadline = -1;
@@ -1822,6 +1841,14 @@ static void xread_generic(client *c, int group_mode) {
             nsv++;
             continue;
         }
+        /* A stream named again reads what the earlier reads of this
+         * command left: the batch's copy (the real object changes only at
+         * the batch's end, and the reply reads it then, by ID). */
+        int again = batch && earlier_arg(c, streams_arg, ki);
+        if (again) {
+            lookup_stream(c, ki, 0, &s);
+            g = group_find(s, c->argv[gi], c->argvlen[gi]);
+        }
         const char *cn = c->argv[gi + 1];
         size_t cl = c->argvlen[gi + 1];
         sconsumer *cons = cons_find(g, cn, cl);
@@ -1855,6 +1882,7 @@ static void xread_generic(client *c, int group_mode) {
             }
             op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
             if (arg.len > base) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
+            if (again) v->s = ss[i];    /* replied by ID after the batch */
             budget -= (long long)v->nhist;
             nsv++;
         } else {
@@ -1885,6 +1913,7 @@ static void xread_generic(client *c, int group_mode) {
                 op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
                 op_group_id(&ops, SOP_GSETID, gl, er, g->name, g->nlen);
                 if (!noack && v->n) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
+                if (again) served_by_id(v, ss[i]);
                 nsv++;
             }
             /* Nothing new: Redis 7.0 creates the consumer only once it is
