@@ -49,7 +49,7 @@
 enum {
     RDB_TYPE_STRING = 0, RDB_TYPE_LIST = 1, RDB_TYPE_SET = 2, RDB_TYPE_ZSET = 3,
     RDB_TYPE_HASH = 4, RDB_TYPE_ZSET_2 = 5, RDB_TYPE_LIST_ZIPLIST = 10, RDB_TYPE_SET_INTSET = 11,
-    RDB_TYPE_ZSET_ZIPLIST = 12, RDB_TYPE_HASH_ZIPLIST = 13, RDB_TYPE_LIST_QUICKLIST = 14,
+    RDB_TYPE_ZSET_ZIPLIST = 12, RDB_TYPE_HASH_ZIPLIST = 13, RDB_TYPE_LIST_QUICKLIST = 14, RDB_TYPE_STREAM_LISTPACKS = 15,
     RDB_TYPE_HASH_LISTPACK = 16, RDB_TYPE_ZSET_LISTPACK = 17,
     RDB_TYPE_LIST_QUICKLIST_2 = 18, RDB_TYPE_STREAM_LISTPACKS_2 = 19, RDB_TYPE_SET_LISTPACK = 20,
 };
@@ -827,6 +827,10 @@ static int load_zset_2(reader *r, builder *bd, rbuf *tmp) { return load_zset_pla
  * the master ID, the values alone (SAMEFIELDS) or the field count and
  * pairs, then the entry's element count.
  *
+ * Redis before 7.0 wrote type 15: no first ID, max deleted ID,
+ * entries-added or entries-read; Redis 7.0 then takes entries-added to be
+ * the length and estimates each group's entries-read (estimate_read).
+ *
  * The stream is rebuilt through t_stream.c's effects: each entry an
  * SOP_ADD (the first of a node opening it), a deleted one also an SOP_DEL,
  * then SOP_META, then per group SOP_GCREATE, SOP_CCREATE and SOP_PELSET. */
@@ -878,7 +882,16 @@ static uint64_t be_u64(const unsigned char *p) {
 }
 
 /* One node: the master ID (16 bytes BE) in key, its listpack in lp. */
-static int load_stream_node(builder *bd, const rbuf *key, const rbuf *lp) {
+/* What a stream payload says of the whole stream (IDs as the effects'
+ * 16 little-endian bytes). */
+typedef struct smeta {
+    unsigned char last[16], first[16];
+    int have_first;     /* first: the first live entry loaded */
+    uint64_t len, added;
+    int v2;             /* RDB_TYPE_STREAM_LISTPACKS_2 (else the older 15) */
+} smeta;
+
+static int load_stream_node(builder *bd, smeta *m, const rbuf *key, const rbuf *lp) {
     lpelems le = {0};
     long long count, deleted, nmf, v;
     int rc = -1;
@@ -930,6 +943,9 @@ static int load_stream_node(builder *bd, const rbuf *key, const rbuf *lp) {
         if (flags & STREAM_DELETED) {
             rbuf_append(&dels, bd->arg.buf, 16);
             dead++;
+        } else if (!m->have_first) {
+            memcpy(m->first, bd->arg.buf, 16);
+            m->have_first = 1;
         }
         seen++;
     }
@@ -981,7 +997,22 @@ static int sid_le_cmp(const unsigned char *a, const unsigned char *b) {
 
 /* A group's pending entries: 32 bytes each, the effect's (id, time,
  * count), sorted by id; owned[] marks those a consumer claimed. */
-static int load_stream_group(reader *r, builder *bd, rbuf *tmp) {
+/* A group's entries-read where the payload has none (type 15): Redis's
+ * streamEstimateDistanceFromFirstEverEntry, on a stream that has no
+ * deleted-ID record (entries added = length). -1: unknown. */
+static long long estimate_read(const smeta *m, const unsigned char *id) {
+    if (!m->added) return 0;
+    int cmp_last = sid_le_cmp(id, m->last);
+    if (!m->len && cmp_last <= 0) return (long long)m->added;
+    if (cmp_last == 0) return (long long)m->added;
+    if (cmp_last > 0 || !m->have_first) return -1;
+    int cmp_first = sid_le_cmp(id, m->first);
+    if (cmp_first < 0) return (long long)(m->added - m->len);
+    if (cmp_first == 0) return (long long)(m->added - m->len + 1);
+    return -1;
+}
+
+static int load_stream_group(reader *r, builder *bd, const smeta *m, rbuf *tmp) {
     uint64_t npel, ncons, er, cnt;
     int special, rc = -1;
     rbuf name, pel;
@@ -989,8 +1020,9 @@ static int load_stream_group(reader *r, builder *bd, rbuf *tmp) {
     rbuf_init(&pel);
     unsigned char *owned = NULL;
     bd->arg.len = 0;
-    if (rd_string(r, &name) || rd_id(r, &bd->arg) || rd_len(r, &er, &special) || special)
-        goto done;
+    if (rd_string(r, &name) || rd_id(r, &bd->arg)) goto done;
+    if (!m->v2) er = (uint64_t)estimate_read(m, (const unsigned char *)bd->arg.buf);
+    else if (rd_len(r, &er, &special) || special) goto done;
     {
         unsigned char d[8];
         le_put_u64(d, er);
@@ -1056,32 +1088,40 @@ done:
     return rc;
 }
 
-static int load_stream(reader *r, builder *bd, rbuf *tmp) {
-    uint64_t nodes, len, added, ngroups;
-    int special;
+static int load_stream_any(reader *r, builder *bd, rbuf *tmp, int v2) {
+    uint64_t nodes, ngroups, maxdel_ms = 0, maxdel_seq = 0, ms, seq;
+    int special, sp2;
+    smeta m = {.v2 = v2};
     rbuf key;
     rbuf_init(&key);
     if (rd_count(r, &nodes)) goto bad;
     for (uint64_t i = 0; i < nodes; i++)
-        if (rd_string(r, &key) || rd_string(r, tmp) || load_stream_node(bd, &key, tmp)) goto bad;
-    /* SOP_META: last ID, max deleted ID, entries added (first ID skipped:
-     * it is the first live entry's). */
+        if (rd_string(r, &key) || rd_string(r, tmp) || load_stream_node(bd, &m, &key, tmp)) goto bad;
+    /* The length and last ID; then (v2) the first ID (skipped: it is the
+     * first live entry's), the max deleted ID and entries-added. */
+    if (rd_len(r, &m.len, &special) || special || rd_len(r, &ms, &special) || special ||
+        rd_len(r, &seq, &sp2) || sp2)
+        goto bad;
+    le_put_u64(m.last, ms);
+    le_put_u64(m.last + 8, seq);
+    m.added = m.len;
+    if (v2 && (rd_len(r, &ms, &special) || special || rd_len(r, &seq, &sp2) || sp2 ||
+               rd_len(r, &maxdel_ms, &special) || special || rd_len(r, &maxdel_seq, &sp2) || sp2 ||
+               rd_len(r, &m.added, &special) || special))
+        goto bad;
+    /* SOP_META: last ID, max deleted ID, entries added. */
     bd->arg.len = 0;
-    rbuf first;
-    rbuf_init(&first);
-    int bad = rd_len(r, &len, &special) || special || rd_id(r, &bd->arg) || rd_id(r, &first) ||
-              rd_id(r, &bd->arg) || rd_len(r, &added, &special) || special;
-    rbuf_free(&first);
-    if (bad) goto bad;
+    rbuf_append(&bd->arg, m.last, 16);
+    put_le_sid(&bd->arg, maxdel_ms, maxdel_seq);
     {
         unsigned char d[8];
-        le_put_u64(d, added);
+        le_put_u64(d, m.added);
         rbuf_append(&bd->arg, d, 8);
     }
-    if (s_apply(bd, SOP_META) || (uint64_t)bd->cls->size(bd->o->data) != len) goto bad;
+    if (s_apply(bd, SOP_META) || (uint64_t)bd->cls->size(bd->o->data) != m.len) goto bad;
     if (rd_count(r, &ngroups)) goto bad;
     for (uint64_t g = 0; g < ngroups; g++)
-        if (load_stream_group(r, bd, tmp)) goto bad;
+        if (load_stream_group(r, bd, &m, tmp)) goto bad;
     rbuf_free(&key);
     bd->want = 1;  /* an empty stream is a value too */
     return 0;
@@ -1089,6 +1129,9 @@ bad:
     rbuf_free(&key);
     return -1;
 }
+
+static int load_stream(reader *r, builder *bd, rbuf *tmp) { return load_stream_any(r, bd, tmp, 1); }
+static int load_stream_1(reader *r, builder *bd, rbuf *tmp) { return load_stream_any(r, bd, tmp, 0); }
 
 /* ---------------- the type tables ---------------- */
 
@@ -1120,6 +1163,7 @@ static const struct {
     {RDB_TYPE_ZSET_2, OBJ_ZSET, load_zset_2},
     {RDB_TYPE_ZSET_LISTPACK, OBJ_ZSET, load_pairs_listpack},
     {RDB_TYPE_STREAM_LISTPACKS_2, OBJ_STREAM, load_stream},
+    {RDB_TYPE_STREAM_LISTPACKS, OBJ_STREAM, load_stream_1},
 };
 
 static void put_footer(rbuf *out, size_t start) {
