@@ -49,9 +49,9 @@
 enum {
     RDB_TYPE_STRING = 0, RDB_TYPE_LIST = 1, RDB_TYPE_SET = 2, RDB_TYPE_ZSET = 3,
     RDB_TYPE_HASH = 4, RDB_TYPE_ZSET_2 = 5, RDB_TYPE_LIST_ZIPLIST = 10, RDB_TYPE_SET_INTSET = 11,
-    RDB_TYPE_ZSET_ZIPLIST = 12, RDB_TYPE_HASH_ZIPLIST = 13, RDB_TYPE_LIST_QUICKLIST = 14,
+    RDB_TYPE_ZSET_ZIPLIST = 12, RDB_TYPE_HASH_ZIPLIST = 13, RDB_TYPE_LIST_QUICKLIST = 14, RDB_TYPE_STREAM_LISTPACKS = 15,
     RDB_TYPE_HASH_LISTPACK = 16, RDB_TYPE_ZSET_LISTPACK = 17,
-    RDB_TYPE_LIST_QUICKLIST_2 = 18, RDB_TYPE_SET_LISTPACK = 20,
+    RDB_TYPE_LIST_QUICKLIST_2 = 18, RDB_TYPE_STREAM_LISTPACKS_2 = 19, RDB_TYPE_SET_LISTPACK = 20,
 };
 
 #define LP_HDR 6
@@ -66,6 +66,16 @@ enum {
 #define SET_OP_ADD 1
 #define ZOP_SET 1
 #define LOP_PUSH_TAIL 3
+/* The stream effects (t_stream.c) a restored stream is built with. */
+#define SOP_ADD 1
+#define SOP_DEL 2
+#define SOP_META 3
+#define SOP_GCREATE 4
+#define SOP_CCREATE 7
+#define SOP_PELSET 9
+/* A stream listpack entry's flags (Redis's STREAM_ITEM_FLAG_*). */
+#define STREAM_DELETED 1
+#define STREAM_SAMEFIELDS 2
 
 /* ---------------- CRC64 (Jones, reflected) ---------------- */
 
@@ -805,6 +815,324 @@ static int load_zset_plain(reader *r, builder *bd, rbuf *tmp, int binary) {
 static int load_zset_1(reader *r, builder *bd, rbuf *tmp) { return load_zset_plain(r, bd, tmp, 0); }
 static int load_zset_2(reader *r, builder *bd, rbuf *tmp) { return load_zset_plain(r, bd, tmp, 1); }
 
+/* ---- streams (RDB_TYPE_STREAM_LISTPACKS_2) ----
+ *
+ * The payload: the count of listpack nodes, each as (the master ID as a
+ * 16-byte big-endian string, the listpack); the length, last ID, first ID,
+ * max deleted ID and entries-added; then the groups: name, last ID,
+ * entries-read, the group's pending entries (16-byte big-endian ID, u64 LE
+ * delivery time, count), the consumers (name, u64 LE seen time, the IDs it
+ * owns). A node's listpack holds the master entry (live count, deleted
+ * count, the master fields, 0) then entries: flags, ms and seq relative to
+ * the master ID, the values alone (SAMEFIELDS) or the field count and
+ * pairs, then the entry's element count.
+ *
+ * Redis before 7.0 wrote type 15: no first ID, max deleted ID,
+ * entries-added or entries-read; Redis 7.0 then takes entries-added to be
+ * the length and estimates each group's entries-read (estimate_read).
+ *
+ * The stream is rebuilt through t_stream.c's effects: each entry an
+ * SOP_ADD (the first of a node opening it), a deleted one also an SOP_DEL,
+ * then SOP_META, then per group SOP_GCREATE, SOP_CCREATE and SOP_PELSET. */
+
+/* A listpack's elements as strings (copies: lp_walk's integers live in a
+ * buffer of its own). */
+typedef struct lpelems { rbuf data; size_t *off, n, cap; } lpelems;
+
+static int lp_collect(void *arg, const char *s, size_t len) {
+    lpelems *le = arg;
+    if (le->n + 1 >= le->cap) {
+        le->cap = le->cap ? le->cap * 2 : 64;
+        le->off = realloc(le->off, le->cap * sizeof(size_t));
+        if (!le->off) abort();
+    }
+    rbuf_append(&le->data, s, len);
+    le->off[++le->n] = le->data.len;
+    return 0;
+}
+
+static const char *lpe_str(const lpelems *le, size_t i, size_t *len) {
+    *len = le->off[i + 1] - le->off[i];
+    return le->data.buf + le->off[i];
+}
+
+/* Element i as an integer; -1 if it is not one. */
+static int lpe_int(const lpelems *le, size_t i, long long *v) {
+    size_t len;
+    if (i >= le->n) return -1;
+    const char *s = lpe_str(le, i, &len);
+    return string2ll(s, len, v) ? 0 : -1;
+}
+
+static int s_apply(builder *bd, uint8_t op) {
+    return bd->cls->apply(bd->o->data, op, bd->arg.buf, bd->arg.len);
+}
+
+static void put_le_sid(rbuf *b, uint64_t ms, uint64_t seq) {
+    unsigned char d[16];
+    le_put_u64(d, ms);
+    le_put_u64(d + 8, seq);
+    rbuf_append(b, d, 16);
+}
+
+static uint64_t be_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+/* One node: the master ID (16 bytes BE) in key, its listpack in lp. */
+/* What a stream payload says of the whole stream (IDs as the effects'
+ * 16 little-endian bytes). */
+typedef struct smeta {
+    unsigned char last[16], first[16];
+    int have_first;     /* first: the first live entry loaded */
+    uint64_t len, added;
+    int v2;             /* RDB_TYPE_STREAM_LISTPACKS_2 (else the older 15) */
+} smeta;
+
+static int load_stream_node(builder *bd, smeta *m, const rbuf *key, const rbuf *lp) {
+    lpelems le = {0};
+    long long count, deleted, nmf, v;
+    int rc = -1;
+    rbuf dels;
+    rbuf_init(&dels);
+    rbuf_init(&le.data);
+    le.off = calloc(64, sizeof(size_t));
+    if (!le.off) abort();
+    le.cap = 64;
+    if (key->len != 16 || lp_walk((const unsigned char *)lp->buf, lp->len, lp_collect, &le) < 0)
+        goto done;
+    uint64_t mms = be_u64((const unsigned char *)key->buf), mseq = be_u64((const unsigned char *)key->buf + 8);
+    if (lpe_int(&le, 0, &count) || lpe_int(&le, 1, &deleted) || lpe_int(&le, 2, &nmf) ||
+        count < 0 || deleted < 0 || nmf <= 0 || (size_t)nmf > le.n)
+        goto done;
+    size_t i = 3 + (size_t)nmf, mf = 3, seen = 0, dead = 0;
+    if (lpe_int(&le, i++, &v) || v != 0) goto done;
+    while (i < le.n) {
+        long long flags, dms, dseq, nf;
+        if (lpe_int(&le, i, &flags) || lpe_int(&le, i + 1, &dms) || lpe_int(&le, i + 2, &dseq) ||
+            flags < 0 || flags > 3)
+            goto done;
+        i += 3;
+        int same = flags & STREAM_SAMEFIELDS;
+        if (same) nf = nmf;
+        else if (lpe_int(&le, i++, &nf) || nf < 0 || (size_t)nf > le.n) goto done;
+        size_t need = same ? (size_t)nf : 2 * (size_t)nf;
+        if (need + 1 > le.n - i) goto done;
+        bd->arg.len = 0;
+        put_le_sid(&bd->arg, mms + (uint64_t)dms, mseq + (uint64_t)dseq);
+        rbuf_append(&bd->arg, seen == 0 ? "\1" : "\0", 1);
+        for (long long f = 0; f < nf; f++) {
+            size_t fl, vl;
+            const char *fs = same ? lpe_str(&le, mf + (size_t)f, &fl) : lpe_str(&le, i++, &fl);
+            const char *vs = lpe_str(&le, i++, &vl);
+            obj_put_u32(&bd->arg, (uint32_t)fl);
+            rbuf_append(&bd->arg, fs, fl);
+            obj_put_u32(&bd->arg, (uint32_t)vl);
+            rbuf_append(&bd->arg, vs, vl);
+        }
+        /* A deleted entry's fields do not matter; Rowan writes none. */
+        if (nf == 0 && (flags & STREAM_DELETED)) {
+            obj_put_u32(&bd->arg, 0);
+            obj_put_u32(&bd->arg, 0);
+        }
+        long long lpcount;
+        if (lpe_int(&le, i++, &lpcount) || lpcount != nf + 3 + (same ? 0 : nf + 1)) goto done;
+        if (s_apply(bd, SOP_ADD)) goto done;
+        if (flags & STREAM_DELETED) {
+            rbuf_append(&dels, bd->arg.buf, 16);
+            dead++;
+        } else if (!m->have_first) {
+            memcpy(m->first, bd->arg.buf, 16);
+            m->have_first = 1;
+        }
+        seen++;
+    }
+    /* The master's counts describe the entries; a node holds at least one. */
+    if (seen == 0 || (size_t)count != seen - dead || (size_t)deleted != dead) goto done;
+    /* Deletions last: a node emptied early would not take the rest. */
+    for (size_t d = 0; d < dead; d++) {
+        bd->arg.len = 0;
+        rbuf_append(&bd->arg, dels.buf + 16 * d, 16);
+        rbuf_append(&bd->arg, "\0", 1);
+        if (s_apply(bd, SOP_DEL)) goto done;
+    }
+    rc = 0;
+done:
+    free(le.off);
+    rbuf_free(&le.data);
+    rbuf_free(&dels);
+    return rc;
+}
+
+static int rd_ms_time(reader *r, int64_t *t) {
+    if (r->len - r->pos < 8) return -1;
+    *t = (int64_t)le_get_u64(r->p + r->pos);
+    r->pos += 8;
+    return 0;
+}
+
+static int rd_raw_sid(reader *r, unsigned char *le) {
+    if (r->len - r->pos < 16) return -1;
+    le_put_u64(le, be_u64(r->p + r->pos));
+    le_put_u64(le + 8, be_u64(r->p + r->pos + 8));
+    r->pos += 16;
+    return 0;
+}
+
+static int rd_id(reader *r, rbuf *b) {
+    uint64_t ms, seq;
+    int sp1, sp2;
+    if (rd_len(r, &ms, &sp1) || sp1 || rd_len(r, &seq, &sp2) || sp2) return -1;
+    put_le_sid(b, ms, seq);
+    return 0;
+}
+
+static int sid_le_cmp(const unsigned char *a, const unsigned char *b) {
+    uint64_t x = le_get_u64(a), y = le_get_u64(b);
+    if (x == y) x = le_get_u64(a + 8), y = le_get_u64(b + 8);
+    return x < y ? -1 : x > y;
+}
+
+/* A group's pending entries: 32 bytes each, the effect's (id, time,
+ * count), sorted by id; owned[] marks those a consumer claimed. */
+/* A group's entries-read where the payload has none (type 15): Redis's
+ * streamEstimateDistanceFromFirstEverEntry, on a stream that has no
+ * deleted-ID record (entries added = length). -1: unknown. */
+static long long estimate_read(const smeta *m, const unsigned char *id) {
+    if (!m->added) return 0;
+    int cmp_last = sid_le_cmp(id, m->last);
+    if (!m->len && cmp_last <= 0) return (long long)m->added;
+    if (cmp_last == 0) return (long long)m->added;
+    if (cmp_last > 0 || !m->have_first) return -1;
+    int cmp_first = sid_le_cmp(id, m->first);
+    if (cmp_first < 0) return (long long)(m->added - m->len);
+    if (cmp_first == 0) return (long long)(m->added - m->len + 1);
+    return -1;
+}
+
+static int load_stream_group(reader *r, builder *bd, const smeta *m, rbuf *tmp) {
+    uint64_t npel, ncons, er, cnt;
+    int special, rc = -1;
+    rbuf name, pel;
+    rbuf_init(&name);
+    rbuf_init(&pel);
+    unsigned char *owned = NULL;
+    bd->arg.len = 0;
+    if (rd_string(r, &name) || rd_id(r, &bd->arg)) goto done;
+    if (!m->v2) er = (uint64_t)estimate_read(m, (const unsigned char *)bd->arg.buf);
+    else if (rd_len(r, &er, &special) || special) goto done;
+    {
+        unsigned char d[8];
+        le_put_u64(d, er);
+        rbuf_append(&bd->arg, d, 8);
+    }
+    rbuf_append(&bd->arg, name.buf, name.len);
+    if (s_apply(bd, SOP_GCREATE) || rd_count(r, &npel)) goto done;
+    for (uint64_t i = 0; i < npel; i++) {
+        unsigned char e[32];
+        int64_t t;
+        if (rd_raw_sid(r, e) || rd_ms_time(r, &t) || rd_len(r, &cnt, &special) || special) goto done;
+        le_put_u64(e + 16, (uint64_t)t);
+        le_put_u64(e + 24, cnt);
+        if (i && sid_le_cmp((const unsigned char *)pel.buf + pel.len - 32, e) >= 0) goto done;
+        rbuf_append(&pel, e, 32);
+    }
+    owned = calloc(npel ? npel : 1, 1);
+    if (!owned) abort();
+    if (rd_count(r, &ncons)) goto done;
+    for (uint64_t c = 0; c < ncons; c++) {
+        int64_t seen;
+        uint64_t n;
+        if (rd_string(r, tmp) || rd_ms_time(r, &seen) || rd_count(r, &n)) goto done;
+        /* SOP_CCREATE: seen, group, consumer; a name twice is bad data. */
+        bd->arg.len = 0;
+        unsigned char d[8];
+        le_put_u64(d, (uint64_t)seen);
+        rbuf_append(&bd->arg, d, 8);
+        obj_put_u32(&bd->arg, (uint32_t)name.len);
+        rbuf_append(&bd->arg, name.buf, name.len);
+        rbuf_append(&bd->arg, tmp->buf, tmp->len);
+        if (s_apply(bd, SOP_CCREATE)) goto done;
+        /* SOP_PELSET: group, consumer, then its entries. */
+        bd->arg.len = 0;
+        obj_put_u32(&bd->arg, (uint32_t)name.len);
+        rbuf_append(&bd->arg, name.buf, name.len);
+        obj_put_u32(&bd->arg, (uint32_t)tmp->len);
+        rbuf_append(&bd->arg, tmp->buf, tmp->len);
+        for (uint64_t k = 0; k < n; k++) {
+            unsigned char id[16];
+            if (rd_raw_sid(r, id)) goto done;
+            size_t lo = 0, hi = npel;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (sid_le_cmp((const unsigned char *)pel.buf + mid * 32, id) < 0) lo = mid + 1;
+                else hi = mid;
+            }
+            if (lo == npel || sid_le_cmp((const unsigned char *)pel.buf + lo * 32, id) || owned[lo])
+                goto done;
+            owned[lo] = 1;
+            rbuf_append(&bd->arg, pel.buf + lo * 32, 32);
+        }
+        if (n && s_apply(bd, SOP_PELSET)) goto done;
+    }
+    /* Every pending entry belongs to a consumer (Redis's deep check). */
+    for (uint64_t i = 0; i < npel; i++)
+        if (!owned[i]) goto done;
+    rc = 0;
+done:
+    free(owned);
+    rbuf_free(&name);
+    rbuf_free(&pel);
+    return rc;
+}
+
+static int load_stream_any(reader *r, builder *bd, rbuf *tmp, int v2) {
+    uint64_t nodes, ngroups, maxdel_ms = 0, maxdel_seq = 0, ms, seq;
+    int special, sp2;
+    smeta m = {.v2 = v2};
+    rbuf key;
+    rbuf_init(&key);
+    if (rd_count(r, &nodes)) goto bad;
+    for (uint64_t i = 0; i < nodes; i++)
+        if (rd_string(r, &key) || rd_string(r, tmp) || load_stream_node(bd, &m, &key, tmp)) goto bad;
+    /* The length and last ID; then (v2) the first ID (skipped: it is the
+     * first live entry's), the max deleted ID and entries-added. */
+    if (rd_len(r, &m.len, &special) || special || rd_len(r, &ms, &special) || special ||
+        rd_len(r, &seq, &sp2) || sp2)
+        goto bad;
+    le_put_u64(m.last, ms);
+    le_put_u64(m.last + 8, seq);
+    m.added = m.len;
+    if (v2 && (rd_len(r, &ms, &special) || special || rd_len(r, &seq, &sp2) || sp2 ||
+               rd_len(r, &maxdel_ms, &special) || special || rd_len(r, &maxdel_seq, &sp2) || sp2 ||
+               rd_len(r, &m.added, &special) || special))
+        goto bad;
+    /* SOP_META: last ID, max deleted ID, entries added. */
+    bd->arg.len = 0;
+    rbuf_append(&bd->arg, m.last, 16);
+    put_le_sid(&bd->arg, maxdel_ms, maxdel_seq);
+    {
+        unsigned char d[8];
+        le_put_u64(d, m.added);
+        rbuf_append(&bd->arg, d, 8);
+    }
+    if (s_apply(bd, SOP_META) || (uint64_t)bd->cls->size(bd->o->data) != m.len) goto bad;
+    if (rd_count(r, &ngroups)) goto bad;
+    for (uint64_t g = 0; g < ngroups; g++)
+        if (load_stream_group(r, bd, &m, tmp)) goto bad;
+    rbuf_free(&key);
+    bd->want = 1;  /* an empty stream is a value too */
+    return 0;
+bad:
+    rbuf_free(&key);
+    return -1;
+}
+
+static int load_stream(reader *r, builder *bd, rbuf *tmp) { return load_stream_any(r, bd, tmp, 1); }
+static int load_stream_1(reader *r, builder *bd, rbuf *tmp) { return load_stream_any(r, bd, tmp, 0); }
+
 /* ---------------- the type tables ---------------- */
 
 /* Savers, by Rowan type: v's elements (es) into out, type byte first. */
@@ -834,6 +1162,8 @@ static const struct {
     {RDB_TYPE_ZSET, OBJ_ZSET, load_zset_1},
     {RDB_TYPE_ZSET_2, OBJ_ZSET, load_zset_2},
     {RDB_TYPE_ZSET_LISTPACK, OBJ_ZSET, load_pairs_listpack},
+    {RDB_TYPE_STREAM_LISTPACKS_2, OBJ_STREAM, load_stream},
+    {RDB_TYPE_STREAM_LISTPACKS, OBJ_STREAM, load_stream_1},
 };
 
 static void put_footer(rbuf *out, size_t start) {
@@ -850,6 +1180,9 @@ void rdb_dump_value(const db_val *v, rbuf *out) {
     if (v->type == OBJ_STRING) {
         put_byte(out, RDB_TYPE_STRING);
         put_string(out, v->ptr, v->len);
+    } else if (v->type == OBJ_STREAM) {
+        put_byte(out, RDB_TYPE_STREAM_LISTPACKS_2);
+        stream_rdb_save(v->obj->data, out);
     } else {
         const obj_class *cls = obj_class_of(v->type);
         elems es = {.is_zset = v->type == OBJ_ZSET, .enc = cls->encoding(v->obj->data)};
@@ -866,6 +1199,16 @@ void rdb_dump_value(const db_val *v, rbuf *out) {
 void rdb_put_string(rbuf *out, const char *s, size_t len) { put_string(out, s, len); }
 
 void rdb_put_footer(rbuf *out, size_t start) { put_footer(out, start); }
+
+/* The stream writer's pieces (t_stream.c). */
+void rdb_put_len(rbuf *out, uint64_t n) { put_len(out, n); }
+size_t rdb_lp_begin(rbuf *b) { return lp_begin(b); }
+void rdb_lp_add(rbuf *b, const char *s, size_t len) { lp_add(b, s, len); }
+void rdb_lp_add_int(rbuf *b, long long v) {
+    char buf[24];
+    lp_add(b, buf, (size_t)ll2string(buf, sizeof(buf), v));
+}
+void rdb_lp_end(rbuf *b, size_t start, size_t count) { lp_end(b, start, count); }
 
 int rdb_read_string(const char *p, size_t len, size_t *pos, rbuf *out) {
     reader r = {(const unsigned char *)p, len, *pos};

@@ -39,6 +39,17 @@ void rdb_put_string(rbuf *out, const char *s, size_t len);
 void rdb_put_footer(rbuf *out, size_t start);
 int rdb_read_string(const char *p, size_t len, size_t *pos, rbuf *out);
 
+/* Streams (RDB type 19): t_stream.c writes a stream's object (after the
+ * type byte) with these pieces: an RDB length, and a listpack built by
+ * lp_begin (returns its start in b), lp_add / lp_add_int per element (an
+ * integer's text is stored as an integer, as Redis does) and lp_end. */
+void stream_rdb_save(const void *stream, rbuf *out);
+void rdb_put_len(rbuf *out, uint64_t n);
+size_t rdb_lp_begin(rbuf *b);
+void rdb_lp_add(rbuf *b, const char *s, size_t len);
+void rdb_lp_add_int(rbuf *b, long long v);
+void rdb_lp_end(rbuf *b, size_t start, size_t count);
+
 /* t_dump.c: MIGRATE's key positions (argv[3], or those after KEYS). */
 int migrate_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
 

@@ -128,6 +128,8 @@ void restoreCommand(client *c) {
         r = db_set_copy(&c->x, c->db, key, klen, o, ttl);
         if (r == DB_OK && (type == OBJ_LIST || type == OBJ_ZSET))
             blocking_signal_key(c->db, key, klen);
+        else if (r == DB_OK && type == OBJ_STREAM)
+            blocking_signal_key_all(c->db, key, klen);
     }
     if (r == DB_OOM) resp_add_error(&c->out, db_error_text(&c->x));
     else resp_add_ok(&c->out);

@@ -143,12 +143,16 @@ static void score_to_xy(double score, double *xy) {
     if (xy[1] < GEO_LAT_MIN) xy[1] = GEO_LAT_MIN;
 }
 
-/* Move a cell by dx columns and dy rows, wrapping around. */
+/* Move a cell by dx columns and dy rows, wrapping around. A coordinate
+ * that does not move keeps its bits as they are, as Redis's
+ * geohash_move_x/y do: the cell of a point on the top (or right) edge
+ * encodes one past the last row, and so reaches the scores above 2^52
+ * that non-geo members of a sorted set can have. */
 static ghash gh_move(ghash h, int dx, int dy) {
     uint64_t mask = h.step >= 32 ? 0xffffffffULL : (1ULL << h.step) - 1;
     uint32_t lat = squash(h.bits), lon = squash(h.bits >> 1);
-    lat = (uint32_t)((lat + (uint64_t)(int64_t)dy) & mask);
-    lon = (uint32_t)((lon + (uint64_t)(int64_t)dx) & mask);
+    if (dy) lat = (uint32_t)((lat + (uint64_t)(int64_t)dy) & mask);
+    if (dx) lon = (uint32_t)((lon + (uint64_t)(int64_t)dx) & mask);
     h.bits = interleave(lat, lon);
     return h;
 }
@@ -398,11 +402,18 @@ static int member_xy(client *c, const db_val *z, int i, double *xy) {
     return 0;
 }
 
-/* A coordinate as Redis prints it: up to 17 decimals, no trailing zeros. */
+/* A coordinate as Redis prints it (addReplyHumanLongDouble): up to 17
+ * decimals, no trailing zeros; a bulk string in RESP2, a double in RESP3. */
 static void reply_coord(client *c, double v) {
     char buf[128];
-    int len = ld2string(buf, sizeof(buf), (long double)v);
-    resp_add_bulk(&c->out, buf, (size_t)len);
+    int len = ld2string(buf + 1, sizeof(buf) - 3, (long double)v);
+    if (c->out.proto >= 3) {
+        buf[0] = ',';
+        memcpy(buf + 1 + len, "\r\n", 2);
+        resp_add_raw(&c->out, buf, (size_t)len + 3);
+    } else {
+        resp_add_bulk(&c->out, buf + 1, (size_t)len);
+    }
 }
 
 static void reply_distance(client *c, double d) {

@@ -52,6 +52,7 @@
 #include "commands.h"
 #include "le.h"
 #include "object.h"
+#include "rdb.h"
 #include "server.h"
 #include "util.h"
 
@@ -1011,6 +1012,136 @@ static const obj_class stream_class = {
 
 void stream_register(void) { obj_register(OBJ_STREAM, &stream_class); }
 
+/* ---------------- DUMP (Redis's RDB stream, rdb.c) ---------------- */
+
+/* An ID as Redis's raw 16 bytes: ms then seq, big endian. */
+static void put_sid_be(rbuf *b, sid a) {
+    unsigned char d[16];
+    for (int i = 0; i < 8; i++) {
+        d[i] = (unsigned char)(a.ms >> (56 - 8 * i));
+        d[8 + i] = (unsigned char)(a.seq >> (56 - 8 * i));
+    }
+    rbuf_append(b, d, 16);
+}
+
+static void put_ms_time(rbuf *b, int64_t t) { put_u64(b, (uint64_t)t); }
+
+/* Do an entry's field names equal its node's master fields? */
+static int same_fields(const snode *nd, const sentry *e) {
+    if (e->nf != nd->nmf) return 0;
+    size_t pos = 0, mpos = 0;
+    for (uint32_t i = 0; i < e->nf; i++) {
+        uint32_t l = obj_get_u32(e->blob + pos), ml = obj_get_u32(nd->mfields + mpos);
+        if (l != ml || memcmp(e->blob + pos + 4, nd->mfields + mpos + 4, l)) return 0;
+        pos += 4 + l;
+        pos += 4 + obj_get_u32(e->blob + pos);
+        mpos += 4 + ml;
+    }
+    return 1;
+}
+
+/* Node nd's listpack: entries e[*i..] of that node. Tombstones still in
+ * the array are written as deleted entries without fields; those already
+ * compacted away are gone (the node's deleted count is what is written). */
+static void node_listpack(const stream *s, const snode *nd, size_t *i, rbuf *lp) {
+    size_t start = rdb_lp_begin(lp), n = 0, live = 0, dead = 0;
+    for (size_t j = *i; j < s->n && s->e[j].node == nd->seq; j++) {
+        if (s->e[j].blob) live++;
+        else dead++;
+    }
+    rdb_lp_add_int(lp, (long long)live);
+    rdb_lp_add_int(lp, (long long)dead);
+    rdb_lp_add_int(lp, nd->nmf);
+    for (size_t pos = 0; pos < nd->mflen; pos += 4 + obj_get_u32(nd->mfields + pos))
+        rdb_lp_add(lp, nd->mfields + pos + 4, obj_get_u32(nd->mfields + pos));
+    rdb_lp_add_int(lp, 0);
+    n = 4 + nd->nmf;
+    for (; *i < s->n && s->e[*i].node == nd->seq; (*i)++) {
+        const sentry *e = &s->e[*i];
+        int same = e->blob && same_fields(nd, e);
+        uint32_t nf = e->blob ? e->nf : 0;
+        rdb_lp_add_int(lp, e->blob ? (same ? 2 : 0) : 1);
+        rdb_lp_add_int(lp, (long long)(e->id.ms - nd->master.ms));
+        rdb_lp_add_int(lp, (long long)(e->id.seq - nd->master.seq));
+        n += 3;
+        if (!same) {
+            rdb_lp_add_int(lp, nf);
+            n++;
+        }
+        size_t pos = 0;
+        for (uint32_t f = 0; f < 2 * nf; f++) {
+            uint32_t l = obj_get_u32(e->blob + pos);
+            if (!same || f % 2) {
+                rdb_lp_add(lp, e->blob + pos + 4, l);
+                n++;
+            }
+            pos += 4 + l;
+        }
+        rdb_lp_add_int(lp, (long long)nf + 3 + (same ? 0 : nf + 1));
+        n++;
+    }
+    rdb_lp_end(lp, start, n);
+}
+
+/* For the consumers' lists: pending entries by owner, then ID. */
+static int pel_owner_cmp(const void *a, const void *b) {
+    const spel *x = *(const spel *const *)a, *y = *(const spel *const *)b;
+    int c = name_cmp(x->owner->name, x->owner->nlen, y->owner->name, y->owner->nlen);
+    return c ? c : sid_cmp(x->id, y->id);
+}
+
+/* The stream as Redis 7.0's RDB writes it (rdb.c has the layout), after
+ * the type byte. */
+void stream_rdb_save(const void *data, rbuf *out) {
+    const stream *s = data;
+    rbuf b;
+    rbuf_init(&b);
+    rdb_put_len(out, s->nnodes);
+    size_t i = 0;
+    for (size_t k = 0; k < s->nnodes; k++) {
+        const snode *nd = &s->nodes[k];
+        while (i < s->n && s->e[i].node < nd->seq) i++;  /* emptied nodes' tombstones */
+        b.len = 0;
+        put_sid_be(&b, nd->master);
+        rdb_put_string(out, b.buf, b.len);
+        b.len = 0;
+        node_listpack(s, nd, &i, &b);
+        rdb_put_string(out, b.buf, b.len);
+    }
+    sid first = first_id(s);
+    uint64_t ids[] = {s->len, s->last_id.ms, s->last_id.seq, first.ms, first.seq,
+                      s->max_deleted.ms, s->max_deleted.seq, s->entries_added, s->ngroups};
+    for (size_t k = 0; k < sizeof(ids) / sizeof(ids[0]); k++) rdb_put_len(out, ids[k]);
+    for (size_t k = 0; k < s->ngroups; k++) {
+        const sgroup *g = s->groups[k];
+        rdb_put_string(out, g->name, g->nlen);
+        rdb_put_len(out, g->last_id.ms);
+        rdb_put_len(out, g->last_id.seq);
+        rdb_put_len(out, (uint64_t)g->entries_read);
+        rdb_put_len(out, g->npel);
+        for (size_t j = 0; j < g->npel; j++) {
+            put_sid_be(out, g->pel[j].id);
+            put_ms_time(out, g->pel[j].time);
+            rdb_put_len(out, g->pel[j].count);
+        }
+        const spel **by = malloc(sizeof(*by) * (g->npel ? g->npel : 1));
+        if (!by) abort();
+        for (size_t j = 0; j < g->npel; j++) by[j] = &g->pel[j];
+        qsort(by, g->npel, sizeof(*by), pel_owner_cmp);
+        rdb_put_len(out, g->ncons);
+        size_t p = 0;
+        for (size_t j = 0; j < g->ncons; j++) {
+            const sconsumer *c = g->cons[j];
+            rdb_put_string(out, c->name, c->nlen);
+            put_ms_time(out, c->seen);
+            rdb_put_len(out, c->npending);
+            for (size_t q = 0; q < c->npending; q++) put_sid_be(out, by[p++]->id);
+        }
+        free(by);
+    }
+    rbuf_free(&b);
+}
+
 /* ---------------- command helpers ---------------- */
 
 /* Look argv[i] up as a stream: 1 found (*s set), 0 missing, -1 another type
@@ -1403,14 +1534,15 @@ void xdelCommand(client *c) {
     stream *s;
     sid *ids = malloc(sizeof(sid) * (size_t)c->argc);
     if (!ids) abort();
-    /* Every ID is checked before anything is deleted. */
-    for (int j = 2; j < c->argc; j++) {
-        if (arg_id(c, j, &ids[j], 0, 1) != 0) goto done;
-    }
+    /* The key first (a missing one answers 0 whatever the IDs), then
+     * every ID is checked before anything is deleted (Redis 7.0's order). */
     int found = lookup_stream(c, 1, 1, &s);
     if (found <= 0) {
         if (found == 0) resp_add_int(&c->out, 0);
         goto done;
+    }
+    for (int j = 2; j < c->argc; j++) {
+        if (arg_id(c, j, &ids[j], 0, 1) != 0) goto done;
     }
     rbuf ops, arg;
     rbuf_init(&ops);
@@ -1556,6 +1688,25 @@ static void reply_served(client *c, served *sv, int nsv) {
     }
 }
 
+/* Is argv[ki] the same key as an argument in [from, ki)? */
+static int earlier_arg(const client *c, int from, int ki) {
+    for (int j = from; j < ki; j++)
+        if (c->argvlen[j] == c->argvlen[ki] && memcmp(c->argv[j], c->argv[ki], c->argvlen[ki]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Served entries of a batch's copy, kept by ID and replied from the real
+ * object (real) once the batch has changed it. */
+static void served_by_id(served *v, stream *real) {
+    v->hist = malloc(sizeof(sid) * (v->n ? v->n : 1));
+    if (!v->hist) abort();
+    for (size_t k = 0; k < v->n; k++) v->hist[k] = v->s->e[v->idx[k]].id;
+    v->nhist = v->n;
+    v->n = 0;
+    v->s = real;
+}
+
 static void xread_generic(client *c, int group_mode) {
     long long count = 0, t;
     int64_t deadline = -1;
@@ -1690,6 +1841,14 @@ static void xread_generic(client *c, int group_mode) {
             nsv++;
             continue;
         }
+        /* A stream named again reads what the earlier reads of this
+         * command left: the batch's copy (the real object changes only at
+         * the batch's end, and the reply reads it then, by ID). */
+        int again = batch && earlier_arg(c, streams_arg, ki);
+        if (again) {
+            lookup_stream(c, ki, 0, &s);
+            g = group_find(s, c->argv[gi], c->argvlen[gi]);
+        }
         const char *cn = c->argv[gi + 1];
         size_t cl = c->argvlen[gi + 1];
         sconsumer *cons = cons_find(g, cn, cl);
@@ -1723,6 +1882,7 @@ static void xread_generic(client *c, int group_mode) {
             }
             op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
             if (arg.len > base) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
+            if (again) v->s = ss[i];    /* replied by ID after the batch */
             budget -= (long long)v->nhist;
             nsv++;
         } else {
@@ -1732,7 +1892,11 @@ static void xread_generic(client *c, int group_mode) {
                 sid_incr(&start);
                 long long want = count;
                 if (!noack && (!want || want > budget)) want = budget;
-                v->n = want > 0 ? range_collect(s, start, (sid){UINT64_MAX, UINT64_MAX}, want, 0, &v->idx) : 0;
+                /* NOACK records no pending entries: no budget, and no
+                 * COUNT (or COUNT 0) means every new entry. */
+                v->n = noack || want > 0
+                           ? range_collect(s, start, (sid){UINT64_MAX, UINT64_MAX}, want, 0, &v->idx)
+                           : 0;
                 if (!noack) budget -= (long long)v->n;
                 sid gl = g->last_id;
                 long long er = g->entries_read;
@@ -1749,6 +1913,7 @@ static void xread_generic(client *c, int group_mode) {
                 op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
                 op_group_id(&ops, SOP_GSETID, gl, er, g->name, g->nlen);
                 if (!noack && v->n) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
+                if (again) served_by_id(v, ss[i]);
                 nsv++;
             }
             /* Nothing new: Redis 7.0 creates the consumer only once it is

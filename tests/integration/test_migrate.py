@@ -117,3 +117,20 @@ def test_migrate_timeout_like_redis(server, r, ref_srv):
         assert answers[0].startswith("ERR:IOERR")
     finally:
         silent.close()
+
+
+def test_migrate_streams_both_ways(server, r, ref_srv):
+    """A stream with groups, consumers and pending entries, an HLL and a
+    geo set move by MIGRATE Redis->Rowan->Redis and read the same."""
+    from test_dump import fill_stream, stream_state
+    ref = ref_srv.client()
+    ref.flushall()
+    fill_stream(ref, "st", 9)
+    ref.pfadd("hll", *["e%d" % i for i in range(300)])
+    ref.geoadd("geo", (13.361389, 38.115556, "Palermo"))
+    want = stream_state(ref, "st"), ref.pfcount("hll"), ref.geopos("geo", "Palermo")
+    assert ref.migrate("127.0.0.1", server.port, ["st", "hll", "geo"], 0, 5000)
+    assert (stream_state(r, "st"), r.pfcount("hll"), r.geopos("geo", "Palermo")) == want
+    assert r.migrate("127.0.0.1", ref_srv.port, ["st", "hll", "geo"], 0, 5000)
+    assert r.exists("st", "hll", "geo") == 0
+    assert (stream_state(ref, "st"), ref.pfcount("hll"), ref.geopos("geo", "Palermo")) == want
