@@ -52,6 +52,7 @@
 #include "blog.h"
 #include "delta.h"
 #include "bus.h"
+#include "clean.h"
 #include "cluster.h"
 #include "control.h"
 #include "listen.h"
@@ -219,6 +220,11 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         if (span == 0) break;
         if (!blog_land(p, (size_t)span)) {
             atomic_fetch_add(&st_refused, 1);
+            /* as a refused client write does (db.c): the cleaner reclaims
+             * now, whatever its threshold, so that the sender's retry (a
+             * catch-up after false failovers re-sends whole copies) finds
+             * room instead of a pool that stays full */
+            clean_note_refusal();
             snprintf(why, whylen, "the pool is full: the b-log cannot take more writes "
                      "(nothing from this link was acknowledged past what was persisted)");
             return -1;
