@@ -43,7 +43,7 @@ static SSL_CTX *server_ctx, *client_ctx;
 int peer_tls_on(void) { return server_ctx != NULL; }
 
 int peer_tls_configure(char *err, size_t errlen) {
-    if (!server.cfg.tls_replication && !server.cfg.tls_cluster) return 0;
+    if (server_ctx || (!server.cfg.tls_replication && !server.cfg.tls_cluster)) return 0;
     if (server.cfg.replication_mode == REPL_MODE_RPC) {
         snprintf(err, errlen, "tls-replication/tls-cluster are not supported with "
                  "replication-mode rpc");

@@ -252,3 +252,28 @@ def test_managed_cluster_fails_over_and_rejoins_over_tls(cluster_factory, certs)
     for nd in survivors:
         assert "over TLS with certificates" in nd.log_text(since_start=True)
         assert auth_failures(nd) == 0
+
+
+@pytest.mark.parametrize("extra,reason", [
+    ({"tls-ca-cert-file": ""}, "need tls-ca-cert-file"),
+    ({"replication-mode": "rpc"}, "not supported with replication-mode rpc"),
+    ({"tls-key-file": "/nonexistent/node.key"}, "Failed to load private key"),
+])
+def test_bad_node_tls_setup_stops_the_start(tmp_path, certs, extra, reason):
+    """No silent fallback to plaintext: a node that cannot do TLS with its
+    peers as configured does not start, and says why."""
+    from conftest import free_base_port, DEFAULT_BINARY
+    port = free_base_port(2)
+    opts = tls_opts(certs, **extra)
+    lines = ["cluster-node n0 127.0.0.1 %d %d" % (port, port + 10000),
+             "cluster-node n1 127.0.0.1 %d %d" % (port + 1, port + 10001),
+             "cluster-self n0", "replicas 2", "bind 127.0.0.1", "port %d" % port,
+             "dir %s" % tmp_path, "pool-size 64mb", "workers 1"]
+    lines += ["%s %s" % (k, '""' if v == "" else v) for k, v in opts.items()]
+    conf = tmp_path / "rowan.conf"
+    conf.write_text("\n".join(lines) + "\n")
+    binary = os.environ.get("ROWAN_SERVER", DEFAULT_BINARY)
+    p = subprocess.run([binary, str(conf)], capture_output=True, text=True, timeout=60)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out[-2000:]
+    assert reason in out, out[-2000:]
