@@ -66,11 +66,16 @@ static void tcp_down(repl_link *l, const char *why) {
     if (l->cbs.on_down) l->cbs.on_down(l->cbs.ctx, why);
 }
 
-/* Write the head of the output through TLS: like evbuffer_write. */
+/* Write the head of the output through TLS: like evbuffer_write, up to
+ * one full TLS record at a time (the buffer's chunks are small; a record
+ * each would cost a header and a MAC per chunk). A retry after EAGAIN
+ * offers the same bytes again, as OpenSSL requires. */
+#define TLS_RECORD_MAX 16384
 static int tls_write(repl_link *l) {
-    struct evbuffer_iovec v;
-    if (evbuffer_peek(l->out, -1, NULL, &v, 1) < 1) return 0;
-    ssize_t n = conn_write(&l->c, v.iov_base, v.iov_len);
+    size_t len = evbuffer_get_length(l->out);
+    if (len > TLS_RECORD_MAX) len = TLS_RECORD_MAX;
+    unsigned char *p = evbuffer_pullup(l->out, (ev_ssize_t)len);
+    ssize_t n = conn_write(&l->c, p, len);
     if (n > 0) evbuffer_drain(l->out, (size_t)n);
     return (int)n;
 }
