@@ -196,33 +196,44 @@ def test_repl_port_refuses_plaintext_and_strangers(cluster_factory, certs):
     wait_digests_agree(cl.nodes)
 
 
-def test_node_with_a_foreign_certificate_cannot_join(cluster_factory, certs):
+@pytest.mark.parametrize("how", ["foreign-ca", "plaintext"])
+def test_node_without_a_good_certificate_cannot_join(cluster_factory, certs, how):
     cl = cluster_factory(3, 3, options=tls_opts(certs))
     fill(cl, 50)
     wait_digests_agree(cl.nodes)
-    # node 2 comes back with a certificate of another CA
+    # node 2 comes back with a certificate of another CA, or without TLS
     victim = cl.nodes[2]
     victim.stop()
     with open(victim.conf) as f:
         conf = f.read()
-    conf = conf.replace(certs["cert"], certs["stranger_cert"]).replace(
-        certs["key"], certs["stranger_key"])
-    assert certs["stranger_cert"] in conf
+    if how == "foreign-ca":
+        conf = conf.replace(certs["cert"], certs["stranger_cert"]).replace(
+            certs["key"], certs["stranger_key"])
+        assert certs["stranger_cert"] in conf
+    else:
+        conf = "\n".join(ln for ln in conf.splitlines() if not ln.startswith("tls-")) + "\n"
     with open(victim.conf, "w") as f:
         f.write(conf)
     f0 = auth_failures(cl.nodes[0])
     victim.start(wait=False)
-    # its peers refuse its links, and it refuses theirs
+    # its peers refuse its links, and it cannot use theirs
     assert wait_for(lambda: auth_failures(cl.nodes[0]) > f0, timeout=30), \
         cl.nodes[0].log_tail(40)
     log = cl.nodes[0].log_text(since_start=True)
-    assert "the peer's certificate is refused" in log, log[-3000:]
+    if how == "foreign-ca":
+        assert "the peer's certificate is refused" in log, log[-3000:]
+    else:
+        assert "Peer port: refused" in log, log[-3000:]
     # and it stays out: its peers' replication to it never comes back
     time.sleep(2.0)
     f = rowan(cl.nodes[0])
     assert f["repl_peers_live"] != f["repl_peers"], f
-    # the node itself is told by the TLS alerts why it cannot reach them
-    assert "TLS: " in victim.log_text(since_start=True)
+    assert rowan(victim)["repl_peers_live"] == "0"
+    vlog = victim.log_text(since_start=True)
+    assert "cannot reach node" in vlog, vlog[-3000:]
+    if how == "foreign-ca":
+        # the node itself is told by the TLS alerts why
+        assert "TLS: " in vlog, vlog[-3000:]
 
 
 def test_managed_cluster_fails_over_and_rejoins_over_tls(cluster_factory, certs):
