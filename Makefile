@@ -40,8 +40,9 @@ LDFLAGS += $(SAN) -pthread
 # Lua 5.1 with Debian's cjson and bit modules: scripting (redis-compat/t_script.c).
 LUA_LIBS := -llua5.1 -llua5.1-cjson -llua5.1-bitop
 # -lsystemd: sd_notify for `supervised systemd` (src/daemon.c).
-# -lssl: TLS for clients (src/tls.c, src/conn.c).
-LIBS    := -levent_core -levent_pthreads -lpmem -libverbs -lrdmacm -lmlx5 -lssl -lcrypto -lzookeeper_mt \
+# -lssl: TLS for clients (src/tls.c, src/conn.c); -levent_openssl: the
+# cluster bus over TLS (src/bus.c, tls-cluster).
+LIBS    := -levent_core -levent_pthreads -levent_openssl -lpmem -libverbs -lrdmacm -lmlx5 -lssl -lcrypto -lzookeeper_mt \
            -lsystemd -lm $(LUA_LIBS)
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 

@@ -15,7 +15,12 @@
  * Incoming connections live in a table of slots with generation numbers.
  * A bus_req names its connection by (slot, generation), so a response
  * computed on another thread after the connection closed is dropped
- * instead of written to whatever reused the slot. */
+ * instead of written to whatever reused the slot.
+ *
+ * With TLS between nodes (peer_tls.h) the bufferevents are libevent's
+ * OpenSSL ones: an outgoing connection shakes hands as it connects; an
+ * incoming one arrives from the control thread with its handshake done and
+ * its TLS object, which the bufferevent then owns. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -28,11 +33,14 @@
 #include <unistd.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <openssl/ssl.h>
 #include <event2/event.h>
 #include "bus.h"
 #include "cluster.h"
 #include "le.h"
 #include "peer_auth.h"
+#include "peer_tls.h"
 #include "repl.h"
 #include "server.h"
 #include "transport.h"
@@ -83,6 +91,7 @@ typedef struct bus_job {
     void *arg;
     bus_req *req;          /* JOB_REPLY */
     int fd;                /* JOB_ADOPT */
+    void *ssl;             /* JOB_ADOPT: its TLS object, or NULL */
     struct bus_job *next;
 } bus_job;
 
@@ -230,12 +239,28 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
                   : (what & BEV_EVENT_TIMEOUT) ? "no progress in time" : "error");
 }
 
-static bus_conn *conn_new(int fd, int node, int outgoing) {
+/* ssl: a TLS connection, about to connect (outgoing) or with its handshake
+ * done (incoming); the bufferevent owns it. NULL: plaintext. */
+static bus_conn *conn_new(int fd, SSL *ssl, int node, int outgoing) {
     bus_conn *c = calloc(1, sizeof(*c));
     c->node = node;
     c->outgoing = outgoing;
     c->slot = -1;
-    c->bev = bufferevent_socket_new(bus.base, fd, BEV_OPT_CLOSE_ON_FREE);
+    if (ssl) {
+        c->bev = bufferevent_openssl_socket_new(
+            bus.base, fd, ssl, outgoing ? BUFFEREVENT_SSL_CONNECTING : BUFFEREVENT_SSL_OPEN,
+            BEV_OPT_CLOSE_ON_FREE);
+        /* a peer that goes away without close_notify is just closed */
+        if (c->bev) bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
+    } else {
+        c->bev = bufferevent_socket_new(bus.base, fd, BEV_OPT_CLOSE_ON_FREE);
+    }
+    if (!c->bev) {
+        if (ssl) SSL_free(ssl);
+        if (fd >= 0) close(fd);
+        free(c);
+        return NULL;
+    }
     c->in = evbuffer_new();
     bufferevent_setcb(c->bev, on_read, NULL, on_event, c);
     bufferevent_enable(c->bev, EV_READ | EV_WRITE);
@@ -258,7 +283,16 @@ static bus_conn *out_conn(int node) {
         serverLog(LL_VERBOSE, "Bus: cannot resolve node %s's host %s", n->name, n->host);
         return NULL;
     }
-    bus_conn *c = conn_new(-1, node, 1);
+    SSL *ssl = NULL;
+    if (peer_tls_on() && !(ssl = peer_tls_new(-1, 0))) {
+        freeaddrinfo(res);
+        return NULL;
+    }
+    bus_conn *c = conn_new(-1, ssl, node, 1);
+    if (!c) {
+        freeaddrinfo(res);
+        return NULL;
+    }
     /* Until the handshake is done nothing may be written (frames queue
      * behind our response, which goes first), and a peer that does not
      * answer within BUS_STALL_MS is given up like a stalled write. */
@@ -324,10 +358,12 @@ static void run_adopt(bus_job *j) {
         if (!bus.in[i]) slot = i;
     if (slot < 0 || !bus.running) {
         serverLog(LL_WARNING, "Bus: too many incoming connections; refusing one from node %d", j->node);
+        if (j->ssl) SSL_free(j->ssl);
         close(j->fd);
         return;
     }
-    bus_conn *c = conn_new(j->fd, j->node, 0);
+    bus_conn *c = conn_new(j->fd, j->ssl, j->node, 0);
+    if (!c) return;
     c->slot = slot;
     bus.in[slot] = c;
     if (j->n) evbuffer_add(c->in, j->payload, j->n);
@@ -407,9 +443,10 @@ void bus_reply_error(bus_req *r, const char *msg) {
     push_job(j);
 }
 
-void bus_adopt(int fd, int node, const uint8_t *pre, size_t n) {
+void bus_adopt(int fd, void *ssl, int node, const uint8_t *pre, size_t n) {
     bus_job *j = job_with(JOB_ADOPT, pre, n);
     j->fd = fd;
+    j->ssl = ssl;
     j->node = node;
     push_job(j);
 }

@@ -76,8 +76,9 @@ int bus_call_sync(int node, int type, const void *p, size_t n, int timeout_ms, u
                   size_t *rlen);
 
 /* Control thread: a link whose hello named REPL_LINK_BUS was accepted; pre
- * holds bytes already read after the hello. The bus owns fd from now on. */
-void bus_adopt(int fd, int node, const uint8_t *pre, size_t n);
+ * holds bytes already read after the hello. The bus owns fd (and ssl, its
+ * TLS object when the link is TLS, else NULL) from now on. */
+void bus_adopt(int fd, void *ssl, int node, const uint8_t *pre, size_t n);
 
 /* Start the bus thread (cluster mode, before the control thread accepts). */
 int bus_start(char *err, size_t errlen);

@@ -277,6 +277,9 @@ static const struct option options[] = {
     { "tls-session-cache-size", T_INT, CFG(tls_session_cache_size), 0, 0, INT_MAX, "20480", NULL, NULL },
     { "tls-session-cache-timeout", T_INT, CFG(tls_session_cache_timeout), 0, 0, INT_MAX, "300", NULL, NULL },
     { "tls-session-caching", T_BOOL, CFG(tls_session_caching), 0, 0, 1, "yes", NULL, NULL },
+    /* TLS between nodes (peer_tls.c): fixed at start, like the ports */
+    { "tls-cluster", T_BOOL, CFG(tls_cluster), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
+    { "tls-replication", T_BOOL, CFG(tls_replication), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
     /* Redis 7.0 directives accepted with Redis's syntax and checks, shown by
      * CONFIG GET and kept by CONFIG REWRITE, with no effect: Rowan persists
      * every write in its pool before acknowledging it (save, appendonly and
@@ -391,8 +394,6 @@ static const struct option options[] = {
     { "tls-client-cert-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-client-key-file", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     { "tls-client-key-file-pass", T_STR, NOOP, OPT_NOEFFECT, 0, 0, "", NULL, NULL },
-    { "tls-cluster", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
-    { "tls-replication", T_BOOL, NOOP, OPT_NOEFFECT, 0, 1, "no", NULL, NULL },
     { "tracking-table-max-keys", T_LL, NOOP, OPT_NOEFFECT, 0, LLONG_MAX, "1000000", NULL, NULL },
     { "unixsocket", T_STR, NOOP, OPT_IMMUTABLE | OPT_NOEFFECT, 0, 0, "", NULL, NULL },
     /* streams (redis-compat/t_stream.c): when XADD starts a new node, which
@@ -1404,6 +1405,8 @@ void config_warn_no_effect(void)
     for (size_t i = 0; i < sizeof(surprising) / sizeof(surprising[0]); i++) {
         const struct option *o = opt_find(surprising[i], strlen(surprising[i]));
         if (!o || opt_is_default(o)) continue;
+        /* between nodes of a cluster they do take effect (peer_tls.c) */
+        if (!strncmp(o->name, "tls-", 4) && cluster_enabled()) continue;
         char buf[256];
         serverLog(LL_WARNING, "WARNING: '%s %s' is accepted for compatibility but has no effect "
                   "in Rowan (see README, Redis configuration files)", o->name,

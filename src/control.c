@@ -35,7 +35,14 @@
  * acknowledged that was not persisted.
  *
  * Ack wire format: 8 bytes, little endian, the cumulative count. The count
- * 0 is sent right after an accepted hello, so a sender knows it is in. */
+ * 0 is sent right after an accepted hello, so a sender knows it is in.
+ *
+ * TLS (tls-replication / tls-cluster, peer_tls.h): an accepted link first
+ * does the TLS handshake, one non-blocking step per readiness event (the
+ * link waits for writability through EPOLLOUT when OpenSSL asks), under the
+ * same deadline as the peer handshake; the challenge is sent once it is
+ * done. A bus link is handed over with its TLS object, and the bytes
+ * OpenSSL holds are read out first and passed along. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +65,9 @@
 #include "listen.h"
 #include "log.h"
 #include "peer_auth.h"
+#include "conn.h"
+#include "peer_tls.h"
+#include "le.h"
 #include "rpc_backup.h"
 #include "server.h"
 #include "syncer.h"
@@ -71,7 +81,9 @@
 #define CTL_AUTH_TIMEOUT_MS 5000     /* a peer's handshake must be done by then */
 
 typedef struct ctl_link {
-    int fd;
+    conn c;                   /* the socket (and TLS, c.ssl) */
+    int tls_wait;             /* TLS handshake not done yet */
+    int ev_out;               /* EPOLLOUT is armed (TLS only) */
     int hello_ok;             /* authenticated, and its hello accepted */
     pauth auth;
     int64_t deadline_us;      /* of the handshake */
@@ -96,9 +108,9 @@ static void link_close(ctl_link *l, const char *why) {
     if (why)
         serverLog(LL_WARNING, "Replication link from node %d sender %d closed: %s", l->node,
                   l->sender, why);
-    if (l->fd >= 0) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
-        close(l->fd);
+    if (l->c.fd >= 0) {
+        epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
+        conn_close(&l->c);
     }
     for (int i = 0; i < CTL_MAX_LINKS; i++)
         if (links[i] == l) links[i] = NULL;
@@ -109,7 +121,9 @@ static void link_close(ctl_link *l, const char *why) {
 
 /* Ack the first `count` messages of l (they are persisted). */
 static int send_ack(ctl_link *l, uint64_t count) {
-    if (tcp_send_ack(l->fd, count) != 0) return -1;
+    uint8_t a[8];
+    le_put_u64(a, count);
+    if (peer_send_all(&l->c, a, sizeof(a)) != 0) return -1;
     l->acked = count;
     return 0;
 }
@@ -162,9 +176,9 @@ static long link_greet(ctl_link *l, char *why, size_t whylen) {
     size_t outlen = 0;
     long n = pauth_feed(&l->auth, l->buf, l->len, out, &outlen, why, whylen);
     /* a refusal record is best effort: the link closes anyway */
-    int sent = outlen == 0 || tcp_send_all(l->fd, out, outlen) == 0;
+    int sent = outlen == 0 || peer_send_all(&l->c, out, outlen) == 0;
     if (n < 0) {
-        pauth_refused_fd(l->fd, why);
+        pauth_refused_fd(l->c.fd, why);
         why[0] = '\0';
         return -1;
     }
@@ -181,6 +195,23 @@ static long link_greet(ctl_link *l, char *why, size_t whylen) {
     memcpy(&h, l->auth.hello, sizeof(h));
     if (hello_check(l, &h, why, whylen) != 0) return -1;
     return n;
+}
+
+/* Before a TLS link is handed over: read what OpenSSL holds already
+ * decrypted into l's buffer (its next owner only learns of bytes on the
+ * socket). 0, or -1 if the link broke. */
+static int tls_drain(ctl_link *l) {
+    while (peer_tls_pending(&l->c)) {
+        if (l->cap - l->len < 16384) {
+            l->cap = l->cap * 2 + 16384;
+            l->buf = realloc(l->buf, l->cap);
+        }
+        ssize_t n = conn_read(&l->c, l->buf + l->len, l->cap - l->len);
+        if (n < 0 && errno == EAGAIN) break;
+        if (n <= 0) return -1;
+        l->len += (size_t)n;
+    }
+    return 0;
 }
 
 /* Land every complete message in l's buffer. -1 if the link must close
@@ -200,16 +231,21 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
         if (l->sender == REPL_LINK_BUS) {
             /* a cluster bus link: the bus thread serves it (bus.c) */
-            epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
-            bus_adopt(l->fd, l->node, l->buf + pos, l->len - pos);
-            l->fd = -1;
+            epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
+            if (tls_drain(l) != 0) {
+                snprintf(why, whylen, "peer went away");
+                return -1;
+            }
+            bus_adopt(l->c.fd, l->c.ssl, l->node, l->buf + pos, l->len - pos);
+            l->c.fd = -1;
+            l->c.ssl = NULL;
             return 1;
         }
         if (server.cfg.replication_mode == REPL_MODE_RPC) {
             /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
-            epoll_ctl(ep, EPOLL_CTL_DEL, l->fd, NULL);
-            rpcb_adopt(l->fd, l->node, l->sender, l->buf + pos, l->len - pos);
-            l->fd = -1;
+            epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
+            rpcb_adopt(l->c.fd, l->node, l->sender, l->buf + pos, l->len - pos);
+            l->c.fd = -1;
             return 1;
         }
     }
@@ -270,15 +306,50 @@ static void link_end(ctl_link *l, int rc, const char *why) {
     link_close(l, rc < 0 && why[0] ? why : NULL);
 }
 
+/* TLS: arm or disarm EPOLLOUT (OpenSSL needs the socket writable). */
+static void link_want_out(ctl_link *l, int out) {
+    if (out == l->ev_out) return;
+    struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = l};
+    epoll_ctl(ep, EPOLL_CTL_MOD, l->c.fd, &ev);
+    l->ev_out = out;
+}
+
+/* TLS: one step of the handshake, then the challenge. 0 = go on reading,
+ * -1 = not yet, or l was closed. */
+static int link_tls(ctl_link *l) {
+    if (!l->tls_wait) return 0;
+    int want_write = 0;
+    char why[256];
+    int rc = peer_tls_handshake(&l->c, &want_write, why, sizeof(why));
+    if (rc < 0) {
+        pauth_refused_fd(l->c.fd, why);
+        link_close(l, NULL);
+        return -1;
+    }
+    link_want_out(l, rc == 0 && want_write);
+    if (rc == 0) return -1;
+    l->tls_wait = 0;
+    if (peer_send_all(&l->c, l->auth.challenge, PAUTH_CHALLENGE_LEN) != 0) {
+        link_close(l, NULL);
+        return -1;
+    }
+    return 0;
+}
+
 /* Read what l has (up to the round's budget) and land it. */
 static void link_readable(ctl_link *l) {
     size_t got = 0;
     char why[512];
+    if (l->c.ssl && link_tls(l) != 0) return;
     while (got < CTL_READ_BUDGET) {
         size_t want = link_room(l);
-        ssize_t n = recv(l->fd, l->buf + l->len, want, 0);
+        ssize_t n = l->c.ssl ? conn_read(&l->c, l->buf + l->len, want)
+                             : recv(l->c.fd, l->buf + l->len, want, 0);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) break;
+        if (n < 0 && errno == EAGAIN) {
+            if (l->c.ssl) link_want_out(l, (l->c.want & CONN_READ_WANTS_WRITE) != 0);
+            break;
+        }
         if (n <= 0) {
             /* land what arrived complete before the close, then go */
             int rc = land_frames(l, why, sizeof(why));
@@ -301,8 +372,9 @@ static void link_readable(ctl_link *l) {
             return;
         }
         /* A short read drained the socket (nearly always): skip the recv
-         * that would only say EAGAIN; epoll is level-triggered anyway. */
-        if ((size_t)n < want) break;
+         * that would only say EAGAIN; epoll is level-triggered anyway (but
+         * bytes OpenSSL holds wake nobody). */
+        if ((size_t)n < want && !peer_tls_pending(&l->c)) break;
     }
 }
 
@@ -321,15 +393,20 @@ static void accept_all(void) {
             continue;
         }
         ctl_link *l = calloc(1, sizeof(*l));
-        l->fd = fd;
+        l->c.fd = fd;
+        if (peer_tls_on()) {
+            /* the challenge goes out inside TLS, after its handshake */
+            l->c.ssl = peer_tls_new(fd, 1);
+            l->tls_wait = 1;
+        }
         l->node = l->sender = -1;
         l->deadline_us = monotonic_us() + CTL_AUTH_TIMEOUT_MS * 1000LL;
         uint8_t challenge[PAUTH_CHALLENGE_LEN];
         char why[256];
         if (pauth_server_begin(&l->auth, challenge, why, sizeof(why)) != 0 ||
-            tcp_send_all(fd, challenge, sizeof(challenge)) != 0) {
+            (peer_tls_on() ? !l->c.ssl : tcp_send_all(fd, challenge, sizeof(challenge)) != 0)) {
             if (l->auth.state == PAUTH_FAILED) pauth_refused_fd(fd, why);
-            close(fd);
+            conn_close(&l->c);
             free(l);
             continue;
         }
@@ -405,7 +482,7 @@ static void expire_handshakes(void) {
         if (!l || l->hello_ok || now < l->deadline_us) continue;
         char why[64];
         snprintf(why, sizeof(why), "no handshake within %d ms", CTL_AUTH_TIMEOUT_MS);
-        pauth_refused_fd(l->fd, why);
+        pauth_refused_fd(l->c.fd, why);
         link_close(l, NULL);
     }
 }
@@ -471,7 +548,7 @@ static void *control_main(void *arg) {
             else if (evs[i].data.ptr == &wake_fd) {
                 uint64_t v;
                 if (read(wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */ }
-            } else link_readable(evs[i].data.ptr);
+            } else link_readable(evs[i].data.ptr);   /* EPOLLOUT too: TLS wants it */
         }
         flush_complete();
         drop_requested();
@@ -525,6 +602,7 @@ static int bind_allows(const struct sockaddr *sa) {
 int control_listen(char *err, size_t errlen) {
     const cluster_node *me = cluster_self_node();   /* known in static and managed mode */
     char why[256];
+    if (peer_tls_configure(err, errlen) != 0) return -1;
     listen_fd = bind_tcp(me->host, me->repl_port, why, sizeof(why));
     if (listen_fd < 0) {
         snprintf(err, errlen, "Could not create replication TCP listening socket %s:%d: %s",
@@ -535,8 +613,10 @@ int control_listen(char *err, size_t errlen) {
     socklen_t sslen = sizeof(ss);
     int allowed = getsockname(listen_fd, (struct sockaddr *)&ss, &sslen) == 0 &&
                   bind_allows((struct sockaddr *)&ss);
-    pauth_set_open_without_secret(allowed);
-    if (!allowed && !strcmp(pauth_secret_source(), "none")) {
+    /* over TLS a peer must hold a certificate of the cluster's CA: that
+     * authenticates it even without a secret */
+    pauth_set_open_without_secret(allowed || peer_tls_on());
+    if (!allowed && !peer_tls_on() && !strcmp(pauth_secret_source(), "none")) {
         snprintf(err, errlen, "The replication port %s:%d is on an address that bind (%s) does "
                  "not allow, and no cluster-secret or requirepass is set: anyone reaching it could "
                  "write to this node's backups. Set cluster-secret (the same on every node), or "
@@ -578,8 +658,9 @@ int control_start(char *err, size_t errlen) {
     ctl_running = 1;
     pthread_create(&ctl_thread, NULL, control_main, NULL);
     serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s, peers "
-              "authenticate with: %s)", me->host, me->repl_port,
-              server.cfg.replication_mode ? "rpc" : "rowan", pauth_secret_source());
+              "authenticate with: %s%s)", me->host, me->repl_port,
+              server.cfg.replication_mode ? "rpc" : "rowan", pauth_secret_source(),
+              peer_tls_on() ? ", over TLS with certificates of tls-ca-cert-file" : "");
     return 0;
 }
 

@@ -59,6 +59,7 @@
 #include <openssl/hmac.h>
 #include "le.h"
 #include "peer_auth.h"
+#include "peer_tls.h"
 #include "server.h"
 #include "transport.h"
 
@@ -342,7 +343,7 @@ int pauth_feed_evbuffer(pauth *a, struct evbuffer *in, struct evbuffer *out, cha
     return 1;
 }
 
-int pauth_client_run(int fd, const void *hello, size_t len, int timeout_ms, char *err,
+int pauth_client_run(struct conn *c, const void *hello, size_t len, int timeout_ms, char *err,
                      size_t errlen) {
     pauth a;
     pauth_client_begin(&a, hello, len);
@@ -350,12 +351,12 @@ int pauth_client_run(int fd, const void *hello, size_t len, int timeout_ms, char
     while (!pauth_done(&a)) {
         size_t need = a.state == PAUTH_CLIENT_WAIT_CHALLENGE ? PAUTH_CHALLENGE_LEN : PAUTH_REPLY_LEN;
         size_t outlen = 0;
-        if (tcp_recv_all(fd, in, need, timeout_ms) != 0) {
+        if (peer_recv_all(c, in, need, timeout_ms) != 0) {
             snprintf(err, errlen, "the peer closed the link during the handshake (see its log)");
             return -1;
         }
         if (pauth_feed(&a, in, need, out, &outlen, err, errlen) < 0) return -1;
-        if (outlen && tcp_send_all(fd, out, outlen) != 0) {
+        if (outlen && peer_send_all(c, out, outlen) != 0) {
             snprintf(err, errlen, "the peer went away during the handshake");
             return -1;
         }

@@ -70,9 +70,10 @@ struct evbuffer;
 int pauth_feed_evbuffer(pauth *a, struct evbuffer *in, struct evbuffer *out, char *why,
                         size_t whylen);
 
-/* The whole client side on a blocking-style socket (tcp_recv_all /
- * tcp_send_all): 0, or -1 with err. */
-int pauth_client_run(int fd, const void *hello, size_t len, int timeout_ms, char *err,
+/* The whole client side on a blocking-style link (peer_recv_all /
+ * peer_send_all, plaintext or TLS): 0, or -1 with err. */
+struct conn;
+int pauth_client_run(struct conn *c, const void *hello, size_t len, int timeout_ms, char *err,
                      size_t errlen);
 
 /* Which secret peers authenticate with now: "cluster-secret",

@@ -43,6 +43,8 @@
 #include "le.h"
 #include "log.h"
 #include "peer_auth.h"
+#include "conn.h"
+#include "peer_tls.h"
 #include "pool.h"
 #include "reconcile.h"
 #include "repl.h"
@@ -60,7 +62,7 @@ typedef struct repl_peer {
     _Atomic uint64_t gen;
     _Atomic uint64_t caught_up;     /* stamp of the last acked catch-up */
     /* manager thread only */
-    int fd;                         /* the manager's stream, -1 if none */
+    conn c;                         /* the manager's stream, fd -1 if none */
     uint64_t sent, acked;
     int64_t next_try_us;
     char warned[256];               /* the last failure logged, "" if none */
@@ -127,7 +129,7 @@ void repl_init(void) {
     tp = server.cfg.replication_transport == REPL_TRANSPORT_VERBS ? &transport_verbs
                                                                     : &transport_tcp;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-        peers[p].fd = -1;
+        peers[p].c.fd = -1;
         atomic_store(&peers[p].state, PEER_DOWN);
     }
 }
@@ -356,30 +358,31 @@ void repl_batch_reset(worker *w, struct batch *b) {
 
 /* ---------------- the manager's stream ---------------- */
 
-static int mgr_connect(int p, char *err, size_t errlen) {
+/* Open the stream to node p into *c (TLS when the port speaks it): 0, or
+ * -1 with err. */
+static int mgr_connect(int p, conn *c, char *err, size_t errlen) {
     const cluster_node *n = cluster_node_at(p);
-    int fd = tcp_connect_blocking(n->host, n->repl_port, 1000, err, errlen);
-    if (fd < 0) return -1;
+    if (peer_connect(c, n->host, n->repl_port, 1000, err, errlen) != 0) return -1;
     repl_hello h;
     repl_hello_fill(&h, REPL_LINK_MANAGER);
     uint8_t ack[8];
-    if (pauth_client_run(fd, &h, sizeof(h), 2000, err, errlen) != 0) {
-        close(fd);
+    if (pauth_client_run(c, &h, sizeof(h), 2000, err, errlen) != 0) {
+        conn_close(c);
         return -1;
     }
-    if (tcp_recv_all(fd, ack, 8, 2000) != 0) {
+    if (peer_recv_all(c, ack, 8, 2000) != 0) {
         snprintf(err, errlen, "the peer did not accept our hello (see its log)");
-        close(fd);
+        conn_close(c);
         return -1;
     }
-    return fd;
+    return 0;
 }
 
 /* Wait until the peer acked `upto` messages of the stream; -1 on failure. */
 static int mgr_wait_acks(repl_peer *pe, uint64_t upto, int timeout_ms) {
     while (pe->acked < upto) {
         uint8_t a[8];
-        if (tcp_recv_all(pe->fd, a, 8, timeout_ms) != 0) return -1;
+        if (peer_recv_all(&pe->c, a, 8, timeout_ms) != 0) return -1;
         pe->acked = le_get_u64(a);
     }
     return 0;
@@ -388,12 +391,11 @@ static int mgr_wait_acks(repl_peer *pe, uint64_t upto, int timeout_ms) {
 /* Drain whatever acks arrived, without waiting; -1 if the stream broke. */
 static int mgr_drain_acks(repl_peer *pe) {
     for (;;) {
-        struct pollfd pfd = {pe->fd, POLLIN, 0};
-        int r = poll(&pfd, 1, 0);
+        int r = peer_readable_now(&pe->c);
         if (r == 0) return 0;
-        if (r < 0 || (pfd.revents & (POLLERR | POLLHUP | POLLNVAL))) return -1;
+        if (r < 0) return -1;
         uint8_t a[8];
-        if (tcp_recv_all(pe->fd, a, 8, 1000) != 0) return -1;
+        if (peer_recv_all(&pe->c, a, 8, 1000) != 0) return -1;
         pe->acked = le_get_u64(a);
     }
 }
@@ -464,7 +466,7 @@ static uint64_t mbuf_resync(mgr_buf *m, shard *sh, const delta_base *b, int *kep
 }
 
 static int mgr_send(repl_peer *pe, mgr_buf *m) {
-    if (tcp_send_all(pe->fd, m->b, m->len) != 0) return -1;
+    if (peer_send_all(&pe->c, m->b, m->len) != 0) return -1;
     pe->sent += m->msgs;
     m->len = 0;
     m->msgs = 0;
@@ -472,8 +474,7 @@ static int mgr_send(repl_peer *pe, mgr_buf *m) {
 }
 
 static void mgr_close(repl_peer *pe) {
-    if (pe->fd >= 0) close(pe->fd);
-    pe->fd = -1;
+    if (pe->c.fd >= 0) conn_close(&pe->c);   /* sets fd to -1 */
 }
 
 /* Do we push shard s to peer p (catch-up, CommitVer)? Only the shards we
@@ -491,8 +492,7 @@ static void mgr_session(int p) {
     const cluster_node *n = cluster_node_at(p);
     char err[256];
     mgr_close(pe);
-    int fd = mgr_connect(p, err, sizeof(err));
-    if (fd < 0) {
+    if (mgr_connect(p, &pe->c, err, sizeof(err)) != 0) {
         /* once per distinct reason: a peer that was down and now refuses
          * our handshake says so */
         if (strcmp(pe->warned, err) != 0)
@@ -502,7 +502,6 @@ static void mgr_session(int p) {
         pe->next_try_us = monotonic_us() + 250000;
         return;
     }
-    pe->fd = fd;
     pe->sent = pe->acked = 0;
     int64_t t0 = monotonic_us();
     /* What the peer holds of each shard, asked before the new generation
@@ -628,9 +627,8 @@ static void mgr_shard_resyncs(void) {
  * (delta.h) only what differs. *kept gets the buckets left out. */
 static int send_resync_once(int node, int sid, uint64_t vmin, const delta_base *base, int *kept,
                             uint64_t *vout, char *err, size_t errlen) {
-    repl_peer pe = {.fd = -1};
-    pe.fd = mgr_connect(node, err, errlen);
-    if (pe.fd < 0) return -1;
+    repl_peer pe = {.c = {.fd = -1}};
+    if (mgr_connect(node, &pe.c, err, errlen) != 0) return -1;
     shard *sh = &server.shards[sid];
     mgr_buf m = {0};
     shard_lock(sh);

@@ -100,6 +100,9 @@ struct rowan_config {
     char *tls_protocols, *tls_ciphers, *tls_ciphersuites;
     int tls_prefer_server_ciphers;
     int tls_session_caching, tls_session_cache_size, tls_session_cache_timeout;
+    /* TLS between nodes (peer_tls.c): the replication port, which carries
+     * replication and the cluster bus, speaks TLS if either is set */
+    int tls_replication, tls_cluster;
 };
 
 enum {

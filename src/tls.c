@@ -198,6 +198,33 @@ int tls_configure(char *err, size_t errlen) {
     return 0;
 }
 
+SSL_CTX *tls_new_peer_ctx(int client, char *err, size_t errlen) {
+    char why[256];
+    if (!set(server.cfg.tls_ca_cert_file) && !set(server.cfg.tls_ca_cert_dir)) {
+        snprintf(err, errlen, "tls-replication and tls-cluster need tls-ca-cert-file or "
+                 "tls-ca-cert-dir: nodes verify each other's certificates against it");
+        return NULL;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(client ? TLS_client_method() : TLS_server_method());
+    if (!ctx) {
+        snprintf(err, errlen, "Failed to create TLS context: %s", ssl_reason(why, sizeof(why)));
+        return NULL;
+    }
+    /* nodes always authenticate each other, whatever tls-auth-clients says
+     * of clients */
+    struct rowan_config cfg = server.cfg;
+    cfg.tls_auth_clients = TLS_AUTH_CLIENTS_YES;
+    ERR_clear_error();
+    if (configure(ctx, &cfg, err, errlen) < 0) {
+        SSL_CTX_free(ctx);
+        ERR_clear_error();
+        return NULL;
+    }
+    /* links are long-lived and nodes keep no sessions: no tickets */
+    if (!client) SSL_CTX_set_num_tickets(ctx, 0);
+    return ctx;
+}
+
 int tls_reconfigure(char *err, size_t errlen) {
     if (server.cfg.tls_port <= 0) return 0;   /* no TLS listener: only stored, as in Redis */
     return tls_configure(err, errlen);

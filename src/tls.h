@@ -21,4 +21,9 @@ int tls_reconfigure(char *err, size_t errlen);
  * before tls_configure succeeded, or out of memory). */
 struct ssl_st *tls_new_server_ssl(void);
 
+/* A context for the links between nodes (peer_tls.c), client or server
+ * side: the same identity and settings, but the peer's certificate is
+ * always required and verified against the CA. NULL with the reason. */
+struct ssl_ctx_st *tls_new_peer_ctx(int client, char *err, size_t errlen);
+
 #endif

@@ -14,7 +14,12 @@
  * challenge comes first; our response (which carries the hello) is put in
  * front of whatever was queued meanwhile, and nothing is written before it.
  * Acks count only after the receiver's proof verified, so a receiver that
- * does not know the cluster secret can never make a write look replicated. */
+ * does not know the cluster secret can never make a write look replicated.
+ *
+ * Over TLS (peer_tls.h) the link first does the TLS handshake, driven by
+ * the same events (the receiver speaks first only inside TLS), then
+ * everything above runs through SSL_read/SSL_write. The plaintext path is
+ * untouched: l->c.ssl is NULL and the calls are the same recv/writev. */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -30,10 +35,14 @@
 #include "le.h"
 #include "log.h"
 #include "peer_auth.h"
+#include "conn.h"
+#include "peer_tls.h"
 #include "transport.h"
 
 struct repl_link {
     int fd;
+    conn c;                   /* TLS: c.ssl set (c.fd == fd); NULL: plaintext */
+    int tls_ok;               /* TLS handshake done */
     int connected, dead;
     int can_write;            /* our handshake response is queued first */
     pauth auth;
@@ -57,9 +66,24 @@ static void tcp_down(repl_link *l, const char *why) {
     if (l->cbs.on_down) l->cbs.on_down(l->cbs.ctx, why);
 }
 
+/* Write the head of the output through TLS: like evbuffer_write, up to
+ * one full TLS record at a time (the buffer's chunks are small; a record
+ * each would cost a header and a MAC per chunk). A retry after EAGAIN
+ * offers the same bytes again, as OpenSSL requires. */
+#define TLS_RECORD_MAX 16384
+static int tls_write(repl_link *l) {
+    size_t len = evbuffer_get_length(l->out);
+    if (len > TLS_RECORD_MAX) len = TLS_RECORD_MAX;
+    unsigned char *p = evbuffer_pullup(l->out, (ev_ssize_t)len);
+    ssize_t n = conn_write(&l->c, p, len);
+    if (n > 0) evbuffer_drain(l->out, (size_t)n);
+    return (int)n;
+}
+
 static void tcp_write_some(repl_link *l) {
+    if (l->c.ssl && !l->tls_ok) return;
     while (evbuffer_get_length(l->out)) {
-        int n = evbuffer_write(l->out, l->fd);
+        int n = l->c.ssl ? tls_write(l) : evbuffer_write(l->out, l->fd);
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) break;
         if (n <= 0) {
             char why[128];
@@ -68,7 +92,28 @@ static void tcp_write_some(repl_link *l) {
             return;
         }
     }
-    if (evbuffer_get_length(l->out)) event_add(l->wr, NULL);
+    /* a TLS write that needs the socket readable is retried on reading */
+    if (evbuffer_get_length(l->out) && !(l->c.want & CONN_WRITE_WANTS_READ))
+        event_add(l->wr, NULL);
+}
+
+static void tcp_on_read(evutil_socket_t fd, short what, void *arg);
+
+/* Drive the TLS handshake; 1 = done, 0 = waiting, -1 = the link went down. */
+static int tls_step(repl_link *l) {
+    int want_write = 0;
+    char why[256];
+    int rc = peer_tls_handshake(&l->c, &want_write, why, sizeof(why));
+    if (rc < 0) {
+        tcp_down(l, why);
+        return -1;
+    }
+    if (rc == 0) {
+        if (want_write) event_add(l->wr, NULL);
+        return 0;
+    }
+    l->tls_ok = 1;
+    return 1;
 }
 
 static void tcp_on_write(evutil_socket_t fd, short what, void *arg) {
@@ -84,6 +129,17 @@ static void tcp_on_write(evutil_socket_t fd, short what, void *arg) {
             return;
         }
         l->connected = 1;
+    }
+    if (l->c.ssl) {
+        if (!l->tls_ok) {
+            if (tls_step(l) <= 0) return;
+            tcp_on_read(fd, EV_READ, l);   /* the receiver may have spoken */
+            return;
+        }
+        if (l->c.want & CONN_READ_WANTS_WRITE) {
+            tcp_on_read(fd, EV_READ, l);
+            if (l->dead) return;
+        }
     }
     if (l->can_write) tcp_write_some(l);
 }
@@ -124,10 +180,26 @@ static int tcp_take_acks(repl_link *l, const uint8_t *p, size_t n, uint64_t *lat
 static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
     repl_link *l = arg;
     uint8_t buf[4096];
+    if (l->c.ssl) {
+        if (!l->tls_ok) {
+            /* before the connect completed: only its failure reads */
+            if (!l->connected) tcp_on_write(fd, EV_WRITE, l);
+            else tls_step(l);
+            if (!l->tls_ok || l->dead) return;
+        }
+        if (l->c.want & CONN_WRITE_WANTS_READ) {
+            l->c.want &= ~CONN_WRITE_WANTS_READ;
+            tcp_write_some(l);
+            if (l->dead) return;
+        }
+    }
     for (;;) {
-        ssize_t n = recv(fd, buf, sizeof(buf), 0);
+        ssize_t n = l->c.ssl ? conn_read(&l->c, buf, sizeof(buf)) : recv(fd, buf, sizeof(buf), 0);
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && errno == EAGAIN) return;
+        if (n < 0 && errno == EAGAIN) {
+            if (l->c.want & CONN_READ_WANTS_WRITE) event_add(l->wr, NULL);
+            return;
+        }
         if (n <= 0) {
             tcp_down(l, n == 0 ? "the peer closed the link (restarted, or refused our hello: "
                                  "see its log)" : strerror(errno));
@@ -151,7 +223,9 @@ static void tcp_on_read(evutil_socket_t fd, short what, void *arg) {
             if (l->cbs.on_ack) l->cbs.on_ack(l->cbs.ctx, latest);
             if (l->dead) return;
         }
-        if ((size_t)n < sizeof(buf)) return; /* drained (level-triggered event) */
+        /* drained (level-triggered event); over TLS, bytes may wait inside
+         * OpenSSL with none left on the socket */
+        if ((size_t)n < sizeof(buf) && !peer_tls_pending(&l->c)) return;
     }
 }
 
@@ -201,8 +275,14 @@ static repl_link *tcp_open(struct event_base *base, const char *host, int port,
     int fd = tcp_start_connect(host, port, &connected, err, errlen);
     if (fd < 0) return NULL;
     repl_link *l = calloc(1, sizeof(*l));
-    l->fd = fd;
+    l->fd = l->c.fd = fd;
     l->connected = connected;
+    if (peer_tls_on() && !(l->c.ssl = peer_tls_new(fd, 0))) {
+        snprintf(err, errlen, "TLS: cannot create a connection object");
+        close(fd);
+        free(l);
+        return NULL;
+    }
     l->cbs = *cbs;
     l->out = evbuffer_new();
     l->hs = evbuffer_new();
@@ -235,7 +315,7 @@ static void tcp_close(repl_link *l) {
     event_free(l->timer);
     evbuffer_free(l->out);
     evbuffer_free(l->hs);
-    close(l->fd);
+    conn_close(&l->c);   /* closes l->fd (a TLS close_notify first) */
     free(l);
 }
 
