@@ -43,6 +43,7 @@
 #include "networking.h"
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
+#include "t_string.h"   /* string_takes_big_value */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
 #include "acl.h"        /* users and permissions: hooks marked "acl:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
@@ -230,14 +231,22 @@ static int no_password(void) { return acl_default_nopass(); }
  * is answered NOAUTH the same way (one that must give a password never gets
  * here: the parser's unauthenticated limit stops it at 16384 bytes). Every
  * other command (PUBLISH, ECHO, lookups) takes the argument, as Redis does,
- * up to proto-max-bulk-len. */
+ * up to proto-max-bulk-len. A string value set alone (SET, APPEND... outside
+ * MULTI: src/bigval.h) is taken when the pool has room for it, and refused
+ * at the header with -OOM when it has not. */
 static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     client *c = ctx;
     const struct rcommand *cmd = command_lookup(name, nlen);
     if (!cmd) return NULL;
     c->refused = cmd;
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !no_password()) return ERR_NOAUTH;
-    if (cmd->flags & CMD_DENYOOM) return db_too_big_error;
+    if (cmd->flags & CMD_DENYOOM) {
+        const resp_parser *p = &c->parser;
+        if (!string_takes_big_value(cmd->name) || multi_active(c) || p->argc < 2)
+            return db_too_big_error;
+        const char *why = db_check_string(&c->x, p->argvlen[1], (uint64_t)p->bulk_len);
+        if (why) return why;
+    }
     c->refused = NULL;
     return NULL;
 }

@@ -173,9 +173,10 @@ void bitopCommand(client *c) {
         resp_add_int(&c->out, 0);
         return;
     }
-    if (maxlen + c->argvlen[2] > DB_MAX_ARG_LEN) {
+    const char *why = db_check_string(&c->x, c->argvlen[2], maxlen);
+    if (why) {
         free(src);
-        resp_add_error(&c->out, db_too_big_error);
+        resp_add_error(&c->out, why);
         return;
     }
     out = malloc(maxlen);
@@ -374,10 +375,11 @@ static void bitfield_generic(client *c, int readonly_cmd) {
         free(ops);
         return;
     }
-    /* Offsets are within proto-max-bulk-len already; a value must also fit
-     * one log entry. */
-    if ((maxbit >> 3) + 1 + c->argvlen[1] > DB_MAX_ARG_LEN) {
-        resp_add_error(&c->out, db_too_big_error);
+    /* Offsets are within proto-max-bulk-len already; the pool must also
+     * have room for the value (db_check_string). */
+    const char *why = db_check_string(&c->x, c->argvlen[1], (maxbit >> 3) + 1);
+    if (why) {
+        resp_add_error(&c->out, why);
         free(ops);
         return;
     }

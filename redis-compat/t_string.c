@@ -77,19 +77,31 @@ static void reply_invalid_expire(client *c) {
 }
 
 /* Redis refuses to build strings longer than proto-max-bulk-len. A string
- * that cannot fit one log entry with its key is refused here too, before
- * the new value is built: db_set would refuse it anyway, after SETRANGE
- * had filled hundreds of megabytes with zeroes. */
+ * that db_set would refuse (no room in the pool for it, or over one log
+ * entry inside a transaction) is refused here too, before the new value is
+ * built, not after SETRANGE had filled hundreds of megabytes with zeroes. */
 static int check_string_length(client *c, unsigned long long size, unsigned long long append) {
     unsigned long long max = (unsigned long long)server.cfg.proto_max_bulk_len;
     if (append > max || size > max - append) {
         resp_add_error(&c->out, "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
         return -1;
     }
-    if (size + append + c->argvlen[1] > DB_MAX_ARG_LEN) {
-        resp_add_error(&c->out, db_too_big_error);
+    const char *why = db_check_string(&c->x, c->argvlen[1], size + append);
+    if (why) {
+        resp_add_error(&c->out, why);
         return -1;
     }
+    return 0;
+}
+
+/* Commands whose value argument may be longer than one log entry: a string
+ * set alone is logged in pieces (src/bigval.h). networking.c lets such an
+ * argument in when the pool has room for it. */
+int string_takes_big_value(const char *name) {
+    static const char *const names[] = {"set", "setex", "psetex", "setnx", "getset",
+                                        "append", "setrange"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcasecmp(name, names[i])) return 1;
     return 0;
 }
 

@@ -9,6 +9,8 @@
  * version, so recovery treats them as one.
  *
  * Liveness:
+ *  - a large string's chunks and final entry are live while they are in its
+ *    object's history, or pending (bigval.c); like collection entries.
  *  - a SET (or DBMAP) entry is live iff the index holds exactly its offset
  *    (a LOG_FUNCS entry iff its shard's funcs_ref is its offset);
  *    checked and relocated under the shard lock, so readers never follow a
@@ -132,7 +134,8 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         return;
     }
     if (e->type != LOG_SET && e->type != LOG_DBMAP && e->type != LOG_COLL_OP &&
-        e->type != LOG_SNAPSHOT && e->type != LOG_FLUSHDB && e->type != LOG_FUNCS) return;
+        e->type != LOG_SNAPSHOT && e->type != LOG_FLUSHDB && e->type != LOG_FUNCS &&
+        e->type != LOG_CHUNK) return;
     if (e->shard >= server.nshards) return;
     shard *s = &server.shards[e->shard];
     shard_lock(s);

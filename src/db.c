@@ -23,9 +23,14 @@
  * clean.c). Overwrite and delete subtract the old entry's bytes.
  *
  * Logical vs physical db: SWAPDB swaps a per-shard map instead of moving
- * keys, so entries and the index carry the physical db number. */
+ * keys, so entries and the index carry the physical db number.
+ *
+ * Large strings: a value whose entry would not fit one segment is written as
+ * chunks and a final entry (write_big) and held as an OBJ_STRING robj; see
+ * bigval.c for the design. */
 #include <stdlib.h>
 #include <string.h>
+#include "bigval.h"
 #include "clean.h"
 #include "cluster.h"
 #include "db.h"
@@ -44,14 +49,17 @@
 #define OOM_TEXT "OOM command not allowed when the storage pool is full"
 
 const char *db_too_big_error =
-    "ERR value too large: a key and its value must fit one 4 MiB log segment";
+    "ERR value too large: a key and its value must fit one 4 MiB log segment "
+    "(only a string value written by a single-key command may be larger)";
+static const char *no_room_error =
+    OOM_TEXT ": the value needs more log space than the pool has free";
 
 /* Why the last pool-full refusal happened, for INFO. */
 static _Atomic int last_refusal = DB_REFUSED_NONE;
 
 const char *db_refusal_name(int why) {
-    static const char *names[] = {"none", "too_big", "reclaiming", "live_data"};
-    return why >= 0 && why <= DB_REFUSED_LIVE_DATA ? names[why] : "?";
+    static const char *names[] = {"none", "too_big", "reclaiming", "live_data", "no_room"};
+    return why >= 0 && why <= DB_REFUSED_NO_ROOM ? names[why] : "?";
 }
 
 int db_last_refusal(void) { return atomic_load(&last_refusal); }
@@ -65,6 +73,8 @@ const char *db_error_text(const db_ctx *x) {
         return db_too_big_error;
     case DB_REFUSED_LIVE_DATA:
         return OOM_TEXT ": live data fills it; delete keys or use a larger pool-size";
+    case DB_REFUSED_NO_ROOM:
+        return no_room_error;
     default:
         return OOM_TEXT ": the cleaner is reclaiming space, retry";
     }
@@ -101,6 +111,18 @@ uint64_t db_min_pool_size(int nworkers) {
 }
 /* One segment of margin: a write may need a fresh segment for its entry. */
 int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }
+
+/* Room for a large value: its segments beyond the reserve, and a margin. */
+static int big_fits(size_t klen, uint64_t vlen) {
+    uint64_t need = (uint64_t)bigval_segments(klen, vlen) + db_reserve_write() + 1;
+    return pool_free_count(server.pool) >= need;
+}
+
+const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
+    if (log_entry_len(klen, 0) + vlen <= LOG_MAX_ENTRY) return NULL;
+    if (x->batching || klen > BIGVAL_MAX_KEY || vlen > BIGVAL_MAX_LEN) return db_too_big_error;
+    return big_fits(klen, vlen) ? NULL : no_room_error;
+}
 
 struct shard;
 static void batch_drop_clones(db_ctx *x);
@@ -232,6 +254,7 @@ void db_free_all(void) {
         index_free(s->vidx);
         s->idx = s->vidx = NULL;
     }
+    bigval_free_all();
 }
 
 void db_init_indexes(void) {
@@ -239,6 +262,7 @@ void db_init_indexes(void) {
         server.shards[i].idx = index_new(rehash_ref, NULL);
         server.shards[i].vidx = index_new(rehash_ref, NULL);
     }
+    bigval_init(server.nshards);
 }
 
 static void live_add(uint64_t ref, int64_t delta) {
@@ -473,9 +497,31 @@ static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
     return bad ? -1 : 0;
 }
 
+/* The final entry of a large string (bigval.h): install the joined value.
+ * -1 when its chunks are not all there (damage). */
+static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
+    robj *o = bigval_assemble(s, ref, e);
+    if (!o) return -1;
+    keyref k = {e->db, e->key, e->klen};
+    uint64_t h = hash_key(e->db, e->key, e->klen);
+    uint64_t old = index_put(s->idx, h, obj_ref(o), match_key, &k);
+    if (old) unindex(s, &k, h, old);
+    else s->dbkeys[e->db]++;
+    if (o->expire_ms) {
+        index_put(s->vidx, h, obj_ref(o), match_key, &k);
+        s->dbexpires[e->db]++;
+    }
+    for (uint32_t i = 0; i < o->nhist; i++) live_add(o->hist[i], ref_bytes(o->hist[i]));
+    return 0;
+}
+
 int db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
+    bigval_note(s, ref, e);
     switch (e->type) {
-    case LOG_SET: db_apply_set(s, ref); break;
+    case LOG_SET:
+        if (e->flags & LOG_F_CHUNKED) return db_apply_big(s, ref, e);
+        db_apply_set(s, ref);
+        break;
     case LOG_COLL_OP:
     case LOG_SNAPSHOT: return db_apply_obj(s, ref, e);
     case LOG_DEL: db_apply_del(s, e->db, e->key, e->klen); break;
@@ -712,6 +758,11 @@ static void fill_ref(db_val *v, uint64_t ref) {
         return;
     }
     robj *o = ref_obj(ref);
+    if (o->type == OBJ_STRING) {   /* a large string (bigval.h) */
+        *v = (db_val){.type = OBJ_STRING, .expire_ms = o->expire_ms, .ver = o->ver};
+        v->ptr = bigval_bytes(o, &v->len);
+        return;
+    }
     *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
 }
 
@@ -779,9 +830,52 @@ int db_peek(db_ctx *x, int db, const char *key, size_t klen, db_val *v) {
     return lookup(x, db, key, klen, v, 0);
 }
 
+/* A string too large for one entry, set alone: its chunks, then the final
+ * entry that commits it (bigval.c). Refused before anything is written when
+ * the pool cannot hold it all; if space still runs out half-way, the chunks
+ * written are forgotten (dead log) and the key keeps its value. */
+static int write_big(db_ctx *x, shard *s, unsigned pdb, const char *key, size_t klen,
+                     const char *val, size_t vlen, int64_t expire_ms) {
+    const char *why = db_check_string(x, klen, vlen);
+    if (why == db_too_big_error) return refuse(x, (size_t)-1);
+    if (why) {
+        x->refused = DB_REFUSED_NO_ROOM;
+        atomic_store(&last_refusal, x->refused);
+        atomic_fetch_add(&server.stat.oom_refused, 1);
+        clean_note_refusal();
+        return DB_OOM;
+    }
+    size_t clen = bigval_chunk_len(klen);
+    uint32_t n = bigval_nchunks(klen, vlen);
+    uint64_t first = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t off = (size_t)i * clen, len = vlen - off < clen ? vlen - off : clen;
+        log_entry c = {.type = LOG_CHUNK, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                       .val = val + off, .vlen = (uint32_t)len, .aux = off};
+        if (append_one(x, s, &c) != DB_OK) {
+            bigval_forget(s);
+            return DB_OOM;
+        }
+        if (i == 0) first = c.ver;
+    }
+    char desc[BIGVAL_DESC_LEN];
+    bigval_desc_encode(desc, vlen, n, first);
+    log_entry f = {.type = LOG_SET, .flags = LOG_F_CHUNKED, .db = (uint16_t)pdb, .key = key,
+                   .klen = (uint32_t)klen, .val = desc, .vlen = BIGVAL_DESC_LEN,
+                   .expire_ms = expire_ms};
+    if (append_one(x, s, &f) != DB_OK) {
+        bigval_forget(s);
+        return DB_OOM;
+    }
+    return DB_OK;
+}
+
 int db_set(db_ctx *x, int db, const char *key, size_t klen,
            const char *val, size_t vlen, int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);
+    if (!x->batching && bigval_needed(klen, vlen))
+        return write_big(x, s, phys_db(s, db), key, klen, val, vlen, expire_ms);
+    if (vlen > BIGVAL_MAX_LEN) return refuse(x, (size_t)-1);
     log_entry e = {.type = LOG_SET, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
                    .val = val, .vlen = (uint32_t)vlen, .expire_ms = expire_ms};
     return write_entry(x, s, &e);
@@ -1181,6 +1275,7 @@ void db_shard_clear(shard *s) {
     if (s->resync_ref) live_add(s->resync_ref, -ref_bytes(s->resync_ref));
     s->resync_ref = 0;
     s->resync_ver = 0;
+    bigval_forget(s);
 }
 
 void db_shard_read_dep(db_ctx *x, shard *s) { dep_add(x, s, s->next_ver - 1); }
@@ -1198,7 +1293,9 @@ int db_ref_is_live(shard *s, uint64_t ref, const log_entry *e) {
     if (e->type == LOG_DBMAP) return s->dbmap_ref == ref;
     if (e->type == LOG_FUNCS) return s->funcs_ref == ref;
     if (e->type == LOG_FLUSHDB) return (e->flags & LOG_F_RESYNC) && s->resync_ref == ref;
-    if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
+    if (e->type == LOG_CHUNK && bigval_pending(s, ref)) return 1;
+    if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT || e->type == LOG_CHUNK ||
+        (e->type == LOG_SET && (e->flags & LOG_F_CHUNKED))) {
         robj *o = obj_of_entry(s, e);
         return o && obj_hist_find(o, ref) >= 0;
     }
@@ -1211,13 +1308,18 @@ int db_ref_is_live(shard *s, uint64_t ref, const log_entry *e) {
  * from one segment to the other unchanged. */
 void db_relocate(shard *s, uint64_t old_ref, uint64_t new_ref, const log_entry *e) {
     int64_t bytes = (int64_t)log_entry_len(e->klen, e->vlen);
+    if (e->type == LOG_CHUNK && bigval_pending(s, old_ref)) {
+        bigval_pending_move(s, old_ref, new_ref);   /* not counted live yet */
+        return;
+    }
     if (e->type == LOG_DBMAP) {
         s->dbmap_ref = new_ref;
     } else if (e->type == LOG_FUNCS) {
         s->funcs_ref = new_ref;
     } else if (e->type == LOG_FLUSHDB) {
         s->resync_ref = new_ref;
-    } else if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT) {
+    } else if (e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT || e->type == LOG_CHUNK ||
+               (e->type == LOG_SET && (e->flags & LOG_F_CHUNKED))) {
         robj *o = obj_of_entry(s, e);
         int i = o ? obj_hist_find(o, old_ref) : -1;
         if (i >= 0) o->hist[i] = new_ref;

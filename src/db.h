@@ -25,9 +25,12 @@
  * with several keys, EXEC...).
  *
  * Refused writes: a write that cannot get log space (pool full), or whose
- * entry would not fit one log segment (a value over ~4 MiB), returns DB_OOM
- * and changes nothing; the command replies with db_error_text(x). Deletions
- * may use a small reserve of segments, so DEL works when SET no longer does. */
+ * entry would not fit one log segment (a value over ~4 MiB inside a batch,
+ * or in a collection), returns DB_OOM and changes nothing; the command
+ * replies with db_error_text(x). A string set alone may be larger: it is
+ * logged in pieces (bigval.h), or refused when the pool has no room for it.
+ * Deletions may use a small reserve of segments, so DEL works when SET no
+ * longer does. */
 #ifndef ROWAN_DB_H
 #define ROWAN_DB_H
 #include <stddef.h>
@@ -43,6 +46,7 @@ enum db_refusal {
     DB_REFUSED_TOO_BIG,      /* the entry cannot fit one log segment */
     DB_REFUSED_RECLAIMING,   /* pool full; the cleaner is reclaiming space */
     DB_REFUSED_LIVE_DATA,    /* pool full and nothing to reclaim */
+    DB_REFUSED_NO_ROOM,      /* a large value needs more log space than is free */
 };
 const char *db_refusal_name(int why);
 /* Why the last pool-full refusal happened (DB_REFUSED_NONE if none yet). */
@@ -55,8 +59,9 @@ int db_last_refusal(void);
 
 /* "ERR value too large: ..." for a key and value that cannot fit one entry. */
 extern const char *db_too_big_error;
-/* The longest argument any write could store: a log entry minus its header.
- * A longer one can only be refused. */
+/* The longest argument a write could store in one log entry: a log entry
+ * minus its header. A longer one is refused unless it is a string value set
+ * alone (db_check_string). */
 #define DB_MAX_ARG_LEN (LOG_MAX_ENTRY - LOG_HDR_SIZE)
 
 
@@ -103,6 +108,11 @@ typedef struct db_ctx {
 
 /* Error reply text for the last DB_OOM returned to this context. */
 const char *db_error_text(const db_ctx *x);
+/* Can a write of a key of klen bytes and a string of vlen bytes be stored
+ * now? NULL if so, else the error to reply (too large for where it is
+ * written, or more than the pool has room for: bigval.h). For the edge, to
+ * refuse before building or buffering a large value. */
+const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen);
 void db_ctx_init(db_ctx *x, struct worker *w, int wid);
 void db_ctx_free(db_ctx *x);
 /* Forget recorded dependencies (the dispatcher calls this per command). */

@@ -12,6 +12,7 @@
  * at the end so that sums over different numbers of items stay apart. */
 #include <string.h>
 #include "db_shard.h"
+#include "bigval.h"
 #include "hash.h"
 #include "index.h"
 #include "log.h"
@@ -105,7 +106,15 @@ static int dg_key(void *arg, uint64_t ref) {
     if (ref_is_obj(ref)) {
         const robj *o = ref_obj(ref);
         pdb = o->db, key = o->key, klen = o->klen;
-        kh = db_key_digest(d->logical[pdb % SHARD_MAX_DBS], key, klen, o->expire_ms, NULL, 0, o);
+        if (o->type == OBJ_STRING) {   /* a large string: the same digest as a small one */
+            size_t len;
+            const char *p = bigval_bytes(o, &len);
+            kh = db_key_digest(d->logical[pdb % SHARD_MAX_DBS], key, klen, o->expire_ms, p, len,
+                               NULL);
+        } else {
+            kh = db_key_digest(d->logical[pdb % SHARD_MAX_DBS], key, klen, o->expire_ms, NULL, 0,
+                               o);
+        }
     } else {
         log_entry e;
         log_entry_decode(pool_ptr(server.pool, ref), &e);
@@ -181,7 +190,7 @@ typedef struct ex_ctx {
 } ex_ctx;
 
 static void ex_emit(ex_ctx *x, log_entry *e) {
-    e->flags = LOG_F_RESYNC;
+    e->flags |= LOG_F_RESYNC;
     e->shard = x->s->id;
     e->ver = x->ver;
     size_t len = log_entry_len(e->klen, e->vlen);
@@ -197,9 +206,31 @@ static int ex_wanted(const ex_ctx *x, const char *key, size_t klen) {
     return (x->buckets[b / 8] >> (b % 8)) & 1;
 }
 
+/* A large string: its chunks, then the final entry, all at the re-sync's
+ * version (bigval.c). */
+static void ex_big(ex_ctx *x, const robj *o) {
+    size_t len, clen = bigval_chunk_len(o->klen);
+    const char *p = bigval_bytes(o, &len);
+    uint32_t n = bigval_nchunks(o->klen, len);
+    for (uint32_t i = 0; i < n; i++) {
+        size_t off = (size_t)i * clen, l = len - off < clen ? len - off : clen;
+        log_entry c = {.type = LOG_CHUNK, .db = o->db, .key = o->key, .klen = o->klen,
+                       .val = p + off, .vlen = (uint32_t)l, .aux = off};
+        ex_emit(x, &c);
+    }
+    char desc[BIGVAL_DESC_LEN];
+    bigval_desc_encode(desc, len, n, x->ver);
+    log_entry f = {.type = LOG_SET, .flags = LOG_F_CHUNKED, .db = o->db, .key = o->key,
+                   .klen = o->klen, .val = desc, .vlen = BIGVAL_DESC_LEN,
+                   .expire_ms = o->expire_ms};
+    ex_emit(x, &f);
+}
+
 static int ex_key(void *arg, uint64_t ref) {
     ex_ctx *x = arg;
-    if (ref_is_obj(ref)) {
+    if (ref_is_obj(ref) && ref_obj(ref)->type == OBJ_STRING) {
+        if (ex_wanted(x, ref_obj(ref)->key, ref_obj(ref)->klen)) ex_big(x, ref_obj(ref));
+    } else if (ref_is_obj(ref)) {
         const robj *o = ref_obj(ref);
         if (!ex_wanted(x, o->key, o->klen)) return 0;
         x->snap.len = 0;

@@ -45,6 +45,9 @@
  *   LOG_COLL_OP / LOG_SNAPSHOT  collection effects and snapshots (object.h).
  *   LOG_COMMITVER / LOG_RESYNC  replication markers, b-logs only (repl.h,
  *                digest.h); LOG_F_RESYNC marks a catch-up copy of state.
+ *   LOG_CHUNK    one piece of a large value (bigval.h): payload is the piece,
+ *                aux its byte offset in the value. Applies nothing alone;
+ *                an entry flagged LOG_F_CHUNKED completes the sequence.
  *   LOG_LOSS     a damaged region whose loss was accepted (rowan-check-pool
  *                --fix): it spans exactly the damaged bytes, so the log parses
  *                through it; its payload says what was lost (recovery.h).
@@ -80,6 +83,7 @@
 #define LOG_VER_MASK    ((1ULL << 48) - 1)
 /* Entry flags (the header's flags byte). */
 #define LOG_F_RESYNC    0x01  /* a catch-up copy of current state (repl.c), not a new effect */
+#define LOG_F_CHUNKED   0x02  /* payload describes a value held by LOG_CHUNK entries (bigval.h) */
 /* Largest entry a log accepts: fits one segment. */
 #define LOG_MAX_ENTRY   (POOL_SEG_SIZE)
 
@@ -96,6 +100,7 @@ enum log_type {
                           * `ver` begins (aux 0) or ends (aux 1) */
     LOG_LOSS = 10,       /* an accepted loss (recovery.h) */
     LOG_FUNCS = 11,      /* the FUNCTION libraries (server metadata, not keys) */
+    LOG_CHUNK = 12,      /* a piece of a value larger than one segment (bigval.h) */
     LOG_TYPE_MAX
 };
 

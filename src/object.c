@@ -42,6 +42,7 @@ void obj_free(robj *o) {
     if (!o) return;
     const obj_class *t = obj_class_of(o->type);
     if (t && o->data) t->destroy(o->data);
+    else free(o->data);   /* a large string's bytes (bigval.c): one allocation */
     free(o->hist);
     free(o);
 }
@@ -132,7 +133,7 @@ int obj_hist_find(const robj *o, uint64_t ref) {
  * (Counting the snapshot entry itself in the history, or a fixed "every N
  * entries" rule, made large collections compact almost continuously.) */
 int obj_wants_snapshot(const robj *o) {
-    if (o->nhist < 64) return 0;
+    if (o->nhist < 64 || !obj_class_of(o->type)) return 0;   /* large strings: no ops */
     /* A snapshot that did not fit one segment is retried only once the
      * history has doubled since, not re-encoded on every write. */
     if (o->compact_failed_at && o->nhist < 2 * o->compact_failed_at) return 0;

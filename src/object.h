@@ -34,7 +34,8 @@
 #include "rbuf.h"
 
 typedef struct robj {
-    uint8_t type;           /* enum obj_type (db.h), never OBJ_STRING */
+    uint8_t type;           /* enum obj_type (db.h); OBJ_STRING only for a
+                             * string too large for one entry (bigval.h) */
     uint16_t db;            /* physical db */
     uint32_t klen;
     int64_t expire_ms;      /* 0 = none */

@@ -48,6 +48,7 @@
 #include <string.h>
 #include <time.h>
 #include "recovery.h"
+#include "bigval.h"
 #include "cluster.h"
 #include "daemon.h"
 #include "db.h"
@@ -91,7 +92,7 @@ static uint32_t nonzero_end(const uint8_t *seg, uint32_t pos) {
  * a group may mark some before it fails). */
 static int entry_shards(const log_entry *e, uint8_t *mark) {
     switch (e->type) {
-    case LOG_SET: case LOG_DEL: case LOG_COLL_OP: case LOG_SNAPSHOT:
+    case LOG_SET: case LOG_DEL: case LOG_COLL_OP: case LOG_SNAPSHOT: case LOG_CHUNK:
         if (e->shard >= server.nshards || shard_of_key(e->key, e->klen)->id != e->shard) return 0;
         break;
     case LOG_FLUSHDB: case LOG_DBMAP: case LOG_COMMITVER: case LOG_RESYNC: case LOG_FUNCS:
@@ -214,7 +215,7 @@ static const char *const type_names[LOG_TYPE_MAX] = {
     [LOG_GROUP] = "group (MULTI/EXEC, MSET...)", [LOG_COMMITVER] = "CommitVer marker",
     [LOG_COLL_OP] = "collection effect", [LOG_SNAPSHOT] = "collection snapshot",
     [LOG_RESYNC] = "catch-up marker", [LOG_LOSS] = "accepted loss",
-    [LOG_FUNCS] = "FUNCTION libraries",
+    [LOG_FUNCS] = "FUNCTION libraries", [LOG_CHUNK] = "piece of a large value",
 };
 
 /* key, quoted, with non-printable bytes escaped, at most ~48 bytes of it. */
@@ -456,7 +457,8 @@ static void rec_push(rec_state *st, const log_entry *e, uint64_t ref) {
 static int shard_ok(rec_state *st, const log_entry *e) {
     int want = -1;
     if (e->shard < server.nshards && (e->type == LOG_SET || e->type == LOG_DEL ||
-                                      e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT))
+                                      e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT ||
+                                      e->type == LOG_CHUNK))
         want = shard_of_key(e->key, e->klen)->id;
     if (e->shard < server.nshards && (want < 0 || want == e->shard)) return 1;
     if (!st->bad_shard) {
@@ -650,6 +652,9 @@ static int cmp_item(const void *a, const void *b) {
     const rec_item *x = a, *y = b;
     if (x->shard != y->shard) return x->shard < y->shard ? -1 : 1;
     if (x->ver != y->ver) return x->ver < y->ver ? -1 : 1;
+    /* a re-sync's chunks (all at its version) before its other entries:
+     * the final entry of a large value needs them (bigval.c) */
+    if ((x->type == LOG_CHUNK) != (y->type == LOG_CHUNK)) return x->type == LOG_CHUNK ? -1 : 1;
     return x->ref < y->ref ? -1 : x->ref > y->ref;
 }
 
@@ -768,6 +773,7 @@ static int replay(rec_state *st) {
             refused_note(&r, &e, db_apply_entry(s, it->ref, &e) == 0);
         }
         refused_report(&r, s);
+        bigval_forget(s);   /* chunks of a write a crash cut short (bigval.c) */
     }
     if (r.superseded)
         serverLog(LL_NOTICE, "Recovery: %llu collection effects of keys deleted or replaced "

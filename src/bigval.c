@@ -1,0 +1,266 @@
+/* bigval.c -- strings larger than one log segment (up to proto-max-bulk-len).
+ *
+ * Why not one entry: every log entry lives inside one 4 MiB segment (the
+ * segment is the unit of allocation, cleaning and replication framing), and
+ * readers want a value's bytes contiguous (db_val.ptr). So a large string is
+ * split in the log and joined in DRAM.
+ *
+ * Log form. db_set of a value whose entry would not fit one segment writes,
+ * under the key's shard lock and in one go:
+ *   LOG_CHUNK x n   key, aux = byte offset, payload = the piece; each takes
+ *                   the shard's next version, so they are versions
+ *                   [first, first + n) with nothing of the shard between;
+ *   LOG_SET         flagged LOG_F_CHUNKED, version first + n, the key's
+ *                   expiry, payload = descriptor (bigval.h): length, n, first.
+ * Each chunk's entry spans a quarter segment (bigval_chunk_len), so a run of
+ * chunks fills segments without waste. Nothing is applied for a chunk: it
+ * is remembered as pending (per shard, by pool reference). The final entry
+ * is the commit: applying it (db.c, db_apply_entry, the one path used by the
+ * write itself, recovery, the digest thread of a backup and a re-sync)
+ * gathers the pending chunks of its key in its version range, checks that
+ * they tile the value exactly, and installs one robj of type OBJ_STRING
+ * whose data is the joined bytes. So:
+ *   - atomic: a crash before the final entry is durable leaves chunks that
+ *     nothing claims; recovery replays them as pending and forgets them at
+ *     the end of the shard: the key keeps its old value. The reply waits for
+ *     the final entry's batch like any write's.
+ *   - abandoned runs: a write that cannot get log space half-way (another
+ *     worker took the last segments) forgets its pending chunks and replies
+ *     -OOM; on a backup, the next entry of the shard that cannot continue a
+ *     run (anything but a chunk at a nonzero offset or a final entry) ends
+ *     it, which is exact because a run's versions are consecutive and
+ *     backups and recovery apply a shard's effects in version order.
+ *   - recovery: items are sorted by (shard, version), so a run's chunks come
+ *     before its final entry. A cleaner's duplicate of a chunk carries the
+ *     same version and is skipped like any duplicate (recovery.c).
+ *   - cleaner: the robj's history (object.h) is its chunks and the final
+ *     entry, so each is live while the value is current and is relocated
+ *     piece by piece (db_ref_is_live / db_relocate); a pending chunk is live
+ *     too (a backup's b-log segment may be cleaned between a run's chunks
+ *     and its final entry), and is moved in the pending table. Overwrite or
+ *     deletion retires the whole history at once.
+ *   - replication: chunks and final travel as ordinary entries through the
+ *     worker's links (each fits a transport message). A re-sync or delta
+ *     catch-up exports a large string as chunks then a final entry, all
+ *     flagged LOG_F_RESYNC at the re-sync's version (db_shard.c); the final
+ *     of a re-sync gathers the chunks of its key at exactly that version.
+ *     Recovery sorts a re-sync's chunks before the other entries of the same
+ *     version, since position in the pool says nothing after cleaning.
+ *   - space: the write first checks that the free segments (beyond the
+ *     reserve ordinary writes leave) can hold the whole run; a value larger
+ *     than that is refused at once with -OOM and nothing is written.
+ *
+ * DRAM. A large string is held whole in DRAM (like a collection), which is
+ * what lets every string command read it unchanged. A write of n bytes
+ * costs, while it runs, the request's argument and the joined copy (the old
+ * value is freed when the new one is indexed); nothing else grows with n.
+ * Replies copy the bytes as for any string.
+ *
+ * Not chunked (refused with "value too large" as before): a large value
+ * inside a batch (MULTI/EXEC, MSET, RENAME, scripts: one group entry must
+ * fit one segment), collection elements and snapshots, and keys longer than
+ * BIGVAL_MAX_KEY. */
+#include <stdlib.h>
+#include <string.h>
+#include "bigval.h"
+#include "le.h"
+#include "pool.h"
+#include "server.h"
+#include "shard.h"
+
+enum { OBJ_STRING_TYPE = 1 };   /* db.h's OBJ_STRING (object.c does not see db.h) */
+
+typedef struct bigstr {
+    size_t len;
+    char bytes[];
+} bigstr;
+
+typedef struct bv_item {
+    uint64_t ver, ref;
+    uint32_t off, len;
+    uint8_t flags;
+} bv_item;
+
+typedef struct bv_pend {
+    bv_item *v;
+    size_t n, cap;
+} bv_pend;
+
+static bv_pend *pend;      /* [nshards], each under its shard's lock */
+static int npend;
+
+/* ---------------- sizes ---------------- */
+
+static size_t align64(size_t n) { return (n + LOG_ALIGN - 1) & ~(size_t)(LOG_ALIGN - 1); }
+
+size_t bigval_chunk_len(size_t klen) { return POOL_SEG_SIZE / 4 - align64(LOG_HDR_SIZE + klen); }
+
+uint32_t bigval_nchunks(size_t klen, size_t vlen) {
+    size_t c = bigval_chunk_len(klen);
+    return (uint32_t)((vlen + c - 1) / c);
+}
+
+/* Four chunks a segment, one more segment for the one being written when
+ * the run starts and the final entry. */
+uint32_t bigval_segments(size_t klen, size_t vlen) {
+    return (bigval_nchunks(klen, vlen) + 3) / 4 + 1;
+}
+
+void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,
+                        uint64_t first_ver) {
+    uint8_t *p = (uint8_t *)out;
+    le_put_u64(p, len);
+    le_put_u32(p + 8, nchunks);
+    le_put_u32(p + 12, 0);
+    le_put_u64(p + 16, first_ver);
+}
+
+/* ---------------- pending chunks ---------------- */
+
+void bigval_init(int nshards) {
+    pend = calloc((size_t)nshards, sizeof(bv_pend));
+    npend = nshards;
+}
+
+void bigval_free_all(void) {
+    for (int i = 0; i < npend; i++) free(pend[i].v);
+    free(pend);
+    pend = NULL;
+    npend = 0;
+}
+
+static bv_pend *pend_of(const shard *s) { return s->id < npend ? &pend[s->id] : NULL; }
+
+/* Drop the items whose re-sync flag is `resync`. */
+static void drop(bv_pend *p, int resync) {
+    size_t keep = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if ((p->v[i].flags & LOG_F_RESYNC) != (resync ? LOG_F_RESYNC : 0)) p->v[keep++] = p->v[i];
+    p->n = keep;
+}
+
+void bigval_note(shard *s, uint64_t ref, const log_entry *e) {
+    bv_pend *p = pend_of(s);
+    if (!p) return;
+    int resync = (e->flags & LOG_F_RESYNC) != 0;
+    if (e->type == LOG_CHUNK) {
+        if (!resync && e->aux == 0) drop(p, 0);   /* a new run ends any older one */
+        if (p->n == p->cap) {
+            p->cap = p->cap ? p->cap * 2 : 16;
+            p->v = realloc(p->v, p->cap * sizeof(bv_item));
+            if (!p->v) abort();
+        }
+        p->v[p->n++] = (bv_item){e->ver, ref, (uint32_t)e->aux, e->vlen, e->flags};
+        return;
+    }
+    if (!p->n) return;
+    if (resync) {
+        if (e->type == LOG_FLUSHDB) drop(p, 1);   /* the re-sync's end */
+        return;
+    }
+    if (e->type == LOG_SET && (e->flags & LOG_F_CHUNKED)) return;   /* claims its run */
+    drop(p, 0);
+}
+
+void bigval_forget(shard *s) {
+    bv_pend *p = pend_of(s);
+    if (p) p->n = 0;
+}
+
+int bigval_pending(shard *s, uint64_t ref) {
+    bv_pend *p = pend_of(s);
+    for (size_t i = 0; p && i < p->n; i++)
+        if (p->v[i].ref == ref) return 1;
+    return 0;
+}
+
+void bigval_pending_move(shard *s, uint64_t old_ref, uint64_t new_ref) {
+    bv_pend *p = pend_of(s);
+    for (size_t i = 0; p && i < p->n; i++)
+        if (p->v[i].ref == old_ref) p->v[i].ref = new_ref;
+}
+
+/* ---------------- joining ---------------- */
+
+static int by_offset(const void *a, const void *b) {
+    const bv_item *x = a, *y = b;
+    if (x->off != y->off) return x->off < y->off ? -1 : 1;
+    return x->ver < y->ver ? -1 : x->ver > y->ver;
+}
+
+/* Is pending item it a chunk of the run that final entry e completes? */
+static int in_run(const bv_item *it, const log_entry *e, uint64_t first) {
+    int resync = (e->flags & LOG_F_RESYNC) != 0;
+    if (((it->flags & LOG_F_RESYNC) != 0) != resync) return 0;
+    if (resync ? it->ver != e->ver : it->ver < first || it->ver >= e->ver) return 0;
+    log_entry c;
+    log_entry_decode(pool_ptr(server.pool, it->ref), &c);
+    return c.db == e->db && c.klen == e->klen && memcmp(c.key, e->key, e->klen) == 0;
+}
+
+robj *bigval_assemble(shard *s, uint64_t ref, const log_entry *e) {
+    bv_pend *p = pend_of(s);
+    if (!p || e->vlen != BIGVAL_DESC_LEN) return NULL;
+    const uint8_t *d = (const uint8_t *)e->val;
+    uint64_t total = le_get_u64(d), first = le_get_u64(d + 16);
+    uint32_t n = le_get_u32(d + 8);
+    /* Move the run's chunks to the front, in offset order. */
+    size_t m = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (in_run(&p->v[i], e, first)) {
+            bv_item t = p->v[m];
+            p->v[m++] = p->v[i];
+            p->v[i] = t;
+        }
+    qsort(p->v, m, sizeof(bv_item), by_offset);
+    /* They must tile [0, total): a duplicate (a re-sync chunk the cleaner
+     * copied) is skipped, anything else out of place is damage. */
+    uint64_t pos = 0;
+    uint32_t used = 0;
+    int ok = total <= BIGVAL_MAX_LEN;
+    for (size_t i = 0; ok && i < m; i++) {
+        if (i > 0 && p->v[i].off == p->v[i - 1].off && p->v[i].len == p->v[i - 1].len) {
+            p->v[i].flags |= 0x80;   /* duplicate: not part of the history */
+            continue;
+        }
+        if (p->v[i].off != pos) ok = 0;
+        pos += p->v[i].len;
+        used++;
+    }
+    ok = ok && pos == total && used == n && n > 0;
+    robj *o = NULL;
+    if (ok) {
+        bigstr *b = malloc(sizeof(bigstr) + total);
+        o = calloc(1, sizeof(robj) + e->klen);
+        if (!b || !o) abort();
+        b->len = total;
+        o->type = OBJ_STRING_TYPE;
+        o->db = e->db;
+        o->klen = e->klen;
+        memcpy(o->key, e->key, e->klen);
+        o->data = b;
+        o->expire_ms = e->expire_ms;
+        o->ver = e->ver;
+        for (size_t i = 0; i < m; i++) {
+            if (p->v[i].flags & 0x80) continue;
+            log_entry c;
+            log_entry_decode(pool_ptr(server.pool, p->v[i].ref), &c);
+            memcpy(b->bytes + c.aux, c.val, c.vlen);
+            obj_hist_add(o, p->v[i].ref, log_entry_len(c.klen, c.vlen));
+        }
+        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
+    }
+    /* The run is over either way. */
+    memmove(p->v, p->v + m, (p->n - m) * sizeof(bv_item));
+    p->n -= m;
+    if (!(e->flags & LOG_F_RESYNC)) drop(p, 0);
+    return o;
+}
+
+const char *bigval_bytes(const robj *o, size_t *len) {
+    const bigstr *b = o->data;
+    *len = b->len;
+    return b->bytes;
+}
+
+void bigval_free_data(void *data) { free(data); }

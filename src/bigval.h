@@ -1,0 +1,71 @@
+/* bigval.h -- values larger than one log segment (design: bigval.c).
+ *
+ * A string whose entry (header + key + value) does not fit one 4 MiB
+ * segment is logged as a run of LOG_CHUNK entries followed by a LOG_SET
+ * flagged LOG_F_CHUNKED whose payload is a descriptor (below); the value is
+ * applied only when that final entry is, so a crash in the middle leaves the
+ * old value. In DRAM such a string is an robj of type OBJ_STRING holding the
+ * bytes; its history (object.h) is its chunks and the final entry, so the
+ * cleaner moves each piece like a collection's effect entry.
+ *
+ * Descriptor (the final entry's payload, little endian, BIGVAL_DESC_LEN):
+ *   0  u64  value length
+ *   8  u32  number of chunks
+ *  12  u32  0 (reserved)
+ *  16  u64  version of the first chunk: the chunks of a write are the
+ *           versions [first, final) of the shard; a re-sync's chunks all
+ *           carry the re-sync's version (first == the final's version). */
+#ifndef ROWAN_BIGVAL_H
+#define ROWAN_BIGVAL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "log.h"
+#include "object.h"
+
+struct shard;
+
+#define BIGVAL_DESC_LEN 24
+/* Keys of chunked values are short enough that each chunk carries a useful
+ * share of the value. */
+#define BIGVAL_MAX_KEY  (64 * 1024)
+/* A value length must fit the 32-bit offsets and lengths of entries. */
+#define BIGVAL_MAX_LEN  ((uint64_t)UINT32_MAX)
+
+/* Does a string entry with this key and value need chunks? */
+static inline int bigval_needed(size_t klen, size_t vlen) {
+    return log_entry_len(klen, vlen) > LOG_MAX_ENTRY;
+}
+/* Bytes of value one chunk carries for a key of klen bytes: its entry
+ * spans a quarter of a segment, so chunks pack segments without waste. */
+size_t bigval_chunk_len(size_t klen);
+/* Number of chunks for a value of vlen bytes. */
+uint32_t bigval_nchunks(size_t klen, size_t vlen);
+/* Segments the chunks and the final entry of such a value need at most. */
+uint32_t bigval_segments(size_t klen, size_t vlen);
+void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,
+                        uint64_t first_ver);
+
+/* ---- applying (caller holds the shard lock, as for db_apply_entry) ---- */
+void bigval_init(int nshards);
+void bigval_free_all(void);
+/* Every entry db_apply_entry applies is shown here first: a LOG_CHUNK is
+ * remembered as pending; any other entry of the shard ends the pending
+ * chunks it cannot complete (an abandoned write). */
+void bigval_note(struct shard *s, uint64_t ref, const log_entry *e);
+/* The final entry e at ref: the value built from its pending chunks, as a
+ * new OBJ_STRING robj whose history is the chunks then ref (expiry, version
+ * set; not indexed, live bytes not counted). NULL if chunks are missing or
+ * do not tile the value (damage), or the descriptor is malformed. */
+robj *bigval_assemble(struct shard *s, uint64_t ref, const log_entry *e);
+/* Forget every pending chunk of the shard (end of its recovery, a shard
+ * cleared, a write refused half-way). */
+void bigval_forget(struct shard *s);
+/* Cleaner support: is ref a pending chunk; move it. */
+int bigval_pending(struct shard *s, uint64_t ref);
+void bigval_pending_move(struct shard *s, uint64_t old_ref, uint64_t new_ref);
+
+/* The bytes of an OBJ_STRING robj. */
+const char *bigval_bytes(const robj *o, size_t *len);
+void bigval_free_data(void *data);
+
+#endif
