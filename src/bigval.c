@@ -162,9 +162,11 @@ void bigval_note(shard *s, uint64_t ref, const log_entry *e) {
     drop(p, 0);
 }
 
-void bigval_forget(shard *s) {
+size_t bigval_forget(shard *s) {
     bv_pend *p = pend_of(s);
+    size_t n = p ? p->n : 0;
     if (p) p->n = 0;
+    return n;
 }
 
 int bigval_pending(shard *s, uint64_t ref) {

@@ -58,8 +58,8 @@ void bigval_note(struct shard *s, uint64_t ref, const log_entry *e);
  * do not tile the value (damage), or the descriptor is malformed. */
 robj *bigval_assemble(struct shard *s, uint64_t ref, const log_entry *e);
 /* Forget every pending chunk of the shard (end of its recovery, a shard
- * cleared, a write refused half-way). */
-void bigval_forget(struct shard *s);
+ * cleared, a write refused half-way); returns how many there were. */
+size_t bigval_forget(struct shard *s);
 /* Cleaner support: is ref a pending chunk; move it. */
 int bigval_pending(struct shard *s, uint64_t ref);
 void bigval_pending_move(struct shard *s, uint64_t old_ref, uint64_t new_ref);

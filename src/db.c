@@ -121,7 +121,13 @@ static int big_fits(size_t klen, uint64_t vlen) {
 const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
     if (log_entry_len(klen, 0) + vlen <= LOG_MAX_ENTRY) return NULL;
     if (x->batching || klen > BIGVAL_MAX_KEY || vlen > BIGVAL_MAX_LEN) return db_too_big_error;
-    return big_fits(klen, vlen) ? NULL : no_room_error;
+    if (big_fits(klen, vlen)) return NULL;
+    /* counted and reported like any pool-full refusal (INFO); the cleaner
+     * may find room for the next try */
+    atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
+    atomic_fetch_add(&server.stat.oom_refused, 1);
+    clean_note_refusal();
+    return no_room_error;
 }
 
 struct shard;
@@ -840,9 +846,6 @@ static int write_big(db_ctx *x, shard *s, unsigned pdb, const char *key, size_t 
     if (why == db_too_big_error) return refuse(x, (size_t)-1);
     if (why) {
         x->refused = DB_REFUSED_NO_ROOM;
-        atomic_store(&last_refusal, x->refused);
-        atomic_fetch_add(&server.stat.oom_refused, 1);
-        clean_note_refusal();
         return DB_OOM;
     }
     size_t clen = bigval_chunk_len(klen);

@@ -110,8 +110,9 @@ typedef struct db_ctx {
 const char *db_error_text(const db_ctx *x);
 /* Can a write of a key of klen bytes and a string of vlen bytes be stored
  * now? NULL if so, else the error to reply (too large for where it is
- * written, or more than the pool has room for: bigval.h). For the edge, to
- * refuse before building or buffering a large value. */
+ * written, or more than the pool has room for: bigval.h; the latter is
+ * counted as a refusal, INFO oom_*). For the edge, to refuse before
+ * building or buffering a large value. */
 const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen);
 void db_ctx_init(db_ctx *x, struct worker *w, int wid);
 void db_ctx_free(db_ctx *x);

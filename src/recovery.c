@@ -773,7 +773,11 @@ static int replay(rec_state *st) {
             refused_note(&r, &e, db_apply_entry(s, it->ref, &e) == 0);
         }
         refused_report(&r, s);
-        bigval_forget(s);   /* chunks of a write a crash cut short (bigval.c) */
+        size_t cut = bigval_forget(s);   /* a large value's write a crash cut short */
+        if (cut)
+            serverLog(LL_NOTICE, "Recovery: shard %u: %zu pieces of a large value whose write "
+                      "was cut short (never acknowledged) ignored; the key keeps its previous "
+                      "value", sid, cut);
     }
     if (r.superseded)
         serverLog(LL_NOTICE, "Recovery: %llu collection effects of keys deleted or replaced "

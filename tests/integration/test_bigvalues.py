@@ -1,0 +1,332 @@
+"""Values larger than one 4 MiB log segment (src/bigval.c): stored as chunk
+entries committed by a final entry, held whole in DRAM.
+
+Every test runs a real rowan-server (pools sized for the values) and talks
+to it with redis-py or the raw RESP client; values are compared by SHA-1.
+Covered: SET/GET of 5, 40 and 200 MB; GETRANGE, STRLEN, APPEND (growing a
+small value past 4 MiB), SETRANGE, EXPIRE; restart and kill -9 recovery;
+kill -9 while a large value is being written (the key is then exactly the
+old or the new value, and the server says it ignored the cut-short pieces);
+the cleaner relocating chunks under churn; a value larger than the pool's
+free room refused with -OOM and nothing lost; replication to a backup and a
+backup's catch-up after kill -9 (shard digests agree)."""
+import hashlib
+import os
+import random
+import socket
+import time
+
+import pytest
+import redis
+
+from conftest import ConnectionClosed, RespError, wait_for
+from test_replication import digests, peer_states
+
+pytestmark = pytest.mark.rowan_only("values stored across log segments")
+
+MB = 1 << 20
+E_NO_ROOM = ("OOM command not allowed when the storage pool is full: the value needs more "
+             "log space than the pool has free")
+
+
+def sha(b):
+    return hashlib.sha1(b).hexdigest()
+
+
+def value(n, seed):
+    """n pseudo-random bytes (cheap to build, different per seed)."""
+    rnd = random.Random(seed)
+    block = rnd.randbytes(MB)
+    out = bytearray()
+    while len(out) < n:
+        out += block
+        block = block[7:] + block[:7]
+    return bytes(out[:n])
+
+
+def client(srv):
+    return srv.client(socket_timeout=120)
+
+
+def rowan_info(r):
+    return r.info("rowan")
+
+
+def test_set_get_5_40_200_mb(server_factory):
+    srv = server_factory({"pool-size": "1gb"})
+    r = client(srv)
+    for n, seed in ((5 * MB, 1), (40 * MB, 2), (200 * MB, 3)):
+        v = value(n, seed)
+        assert r.set("big", v) is True
+        got = r.get("big")
+        assert len(got) == n and sha(got) == sha(v), n
+        assert r.strlen("big") == n
+        assert r.getrange("big", n - 10, n - 1) == v[-10:]
+        assert r.getrange("big", 4 * MB - 5, 4 * MB + 5) == v[4 * MB - 5:4 * MB + 6]
+        del v, got
+    assert r.type("big") == b"string"
+    assert r.exists("big") == 1
+    assert r.dbsize() == 1
+    assert r.delete("big") == 1
+    assert r.get("big") is None
+
+
+def test_string_commands_on_a_large_value(server_factory):
+    srv = server_factory({"pool-size": "256mb"})
+    r = client(srv)
+    model = bytearray(value(3 * MB, 10))
+    r.set("s", bytes(model))
+    # APPEND grows a one-entry value past a segment
+    for i in range(3):
+        part = value(MB + 12345, 20 + i)
+        assert r.append("s", part) == len(model) + len(part)
+        model += part
+    assert r.strlen("s") == len(model)
+    assert sha(r.get("s")) == sha(bytes(model))
+    # SETRANGE inside, across a chunk boundary, and past the end
+    for off in (5, 1 * MB - 3, len(model) + 100):
+        piece = b"HELLO-%d" % off
+        assert r.setrange("s", off, piece) == max(len(model), off + len(piece))
+        if off > len(model):
+            model += b"\0" * (off - len(model))
+        model[off:off + len(piece)] = piece
+    assert sha(r.get("s")) == sha(bytes(model))
+    for a, b in ((0, 99), (MB - 10, MB + 10), (-20, -1), (len(model) - 5, len(model) + 50)):
+        assert r.getrange("s", a, b) == bytes(model)[a:b + 1 if b != -1 else None], (a, b)
+    # expiry on a large value, kept by APPEND, survives a restart
+    assert r.expire("s", 1000) is True
+    r.append("s", b"!")
+    model += b"!"
+    assert 0 < r.ttl("s") <= 1000
+    # a large value replaced by a small one and the other way round
+    r.set("t", value(6 * MB, 30))
+    r.set("t", b"small")
+    assert r.get("t") == b"small"
+    r.set("t", value(6 * MB, 31))
+    srv.restart()
+    r = client(srv)
+    assert sha(r.get("s")) == sha(bytes(model))
+    assert 0 < r.ttl("s") <= 1000
+    assert sha(r.get("t")) == sha(value(6 * MB, 31))
+
+
+def test_restart_and_kill9_recover_large_values(server_factory):
+    srv = server_factory({"pool-size": "512mb"})
+    r = client(srv)
+    vals = {"a": value(9 * MB, 40), "b": value(33 * MB, 41), "c": value(4 * MB + 7, 42)}
+    for k, v in vals.items():
+        r.set(k, v)
+    r.set("small", b"x")
+    srv.kill9()
+    srv.start()
+    r = client(srv)
+    for k, v in vals.items():
+        assert sha(r.get(k)) == sha(v), k
+    assert r.get("small") == b"x"
+    inf = rowan_info(r)
+    assert int(inf["recovery_corrupt_entries"]) == 0, inf
+    srv.stop()
+    srv.start()
+    r = client(srv)
+    for k, v in vals.items():
+        assert sha(r.get(k)) == sha(v), k
+
+
+def _send_set(port, key, val):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n" % (len(key), key, len(val)))
+    s.sendall(val + b"\r\n")
+    return s
+
+
+def _acked(s):
+    s.setblocking(False)
+    try:
+        return s.recv(16).startswith(b"+OK")
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+def test_kill9_in_the_middle_of_a_large_write(server_factory):
+    """The key is the old value or the new one, never a mix; an
+    acknowledged write is the new one. The loop goes on until a kill has
+    landed while the chunks were being written (recovery logs that it
+    ignored their pieces)."""
+    srv = server_factory({"pool-size": "512mb"})
+    r = client(srv)
+    old = value(24 * MB, 50)
+    r.set("k", old)
+    cut_short = 0
+    delay = 0.0
+    for attempt in range(24):
+        new = value(24 * MB, 100 + attempt)
+        s = _send_set(srv.port, b"k", new)
+        time.sleep(delay)
+        acked = _acked(s)
+        srv.kill9()
+        srv.start()
+        r = client(srv)
+        got = r.get("k")
+        assert sha(got) in (sha(old), sha(new)), "torn value after kill -9 (attempt %d)" % attempt
+        if acked:
+            assert sha(got) == sha(new), "an acknowledged write was lost"
+        log = srv.log_text(since_start=True)
+        if "pieces of a large value whose write was cut short" in log:
+            cut_short += 1
+            assert sha(got) == sha(old)
+        assert int(rowan_info(r)["recovery_corrupt_entries"]) == 0
+        old = got
+        if cut_short >= 2:
+            break
+        # move the kill around the window in which chunks are written
+        delay = (attempt % 6) * 0.02
+    assert cut_short >= 1, "no kill landed in the middle of a large write"
+    # the server goes on writing large values after all that
+    v = value(10 * MB, 99)
+    r.set("k", v)
+    assert sha(r.get("k")) == sha(v)
+
+
+def test_cleaner_relocates_chunks_under_churn(server_factory):
+    """Random overwrites of 8 large values (each about 5.2 MB, so runs of
+    chunks straddle segments) write a 96 MB pool over three times: the
+    cleaner must copy live chunks out of segments shared with dead ones.
+    Every value read back, before and after kill -9, is exact."""
+    srv = server_factory({"pool-size": "96mb"})
+    r = client(srv)
+    rnd = random.Random(7)
+    model = {}
+    for i in range(64):
+        k = "v%d" % (rnd.randrange(8) if i >= 8 else i)
+        v = value(5 * MB + 200 * 1024 + i, 1000 + i)
+        for attempt in range(200):
+            try:
+                r.set(k, v)
+                break
+            except redis.ResponseError as e:
+                # the cleaner is making room: such a refusal says retry
+                assert str(e).startswith("OOM"), e
+                time.sleep(0.05)
+        else:
+            pytest.fail("churn write never got room")
+        model[k] = v
+    inf = rowan_info(r)
+    assert int(inf["clean_segments"]) > 0, inf
+    assert int(inf["clean_bytes_copied"]) > 0, inf
+    for k, v in model.items():
+        assert sha(r.get(k)) == sha(v), k
+    srv.kill9()
+    srv.start()
+    r = client(srv)
+    for k, v in model.items():
+        assert sha(r.get(k)) == sha(v), k
+    assert int(rowan_info(r)["recovery_corrupt_entries"]) == 0
+
+
+def test_value_larger_than_the_pool_is_refused(server_factory, raw):
+    srv = server_factory()      # 64 MB pool
+    r = client(srv)
+    small = value(5 * MB, 80)
+    r.set("k", small)
+    r.set("other", b"o")
+    with pytest.raises(redis.ResponseError) as ei:
+        r.set("k", value(100 * MB, 81))
+    assert str(ei.value) == E_NO_ROOM
+    assert sha(r.get("k")) == sha(small)
+    # refused at the header: the body is never buffered
+    c = srv.resp()
+    c.send(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$%d\r\n" % (300 * MB))
+    assert c.read_reply() == RespError(E_NO_ROOM)
+    c.send(b"x" * (300 * MB) + b"\r\n")
+    assert c.call("PING") == "PONG"
+    # APPEND and SETRANGE past the room are refused before building anything
+    with pytest.raises(redis.ResponseError) as ei:
+        r.setrange("k", 200 * MB, b"x")
+    assert str(ei.value) == E_NO_ROOM
+    assert rowan_info(r)["oom_last_reason"] == "no_room"
+    assert sha(r.get("k")) == sha(small) and r.get("other") == b"o"
+    # a large value inside MULTI must fit one entry: refused, nothing applied
+    p = r.pipeline(transaction=True)
+    p.set("other", b"new").set("k", value(5 * MB, 82))
+    with pytest.raises(redis.RedisError):
+        p.execute()
+    assert r.get("other") == b"o" and sha(r.get("k")) == sha(small)
+    srv.kill9()
+    srv.start()
+    r = client(srv)
+    assert sha(r.get("k")) == sha(small) and r.get("other") == b"o"
+
+
+def _wait_live(cl, timeout=60.0):
+    n = len(cl.nodes)
+
+    def all_live():
+        try:
+            return all(set(peer_states(nd).values()) == {"live"} and
+                       len(peer_states(nd)) == n - 1 and
+                       nd.info("rowan")["rowan"].get("shards_reconciling") == "0"
+                       for nd in cl.nodes)
+        except (OSError, AssertionError, ConnectionClosed, redis.RedisError):
+            return False
+    assert wait_for(all_live, timeout=timeout, interval=0.1), "peers not live again"
+
+
+def _wait_digests_agree(cl, timeout=90.0):
+    """Every node has the same digest and key count for every shard."""
+    end = time.monotonic() + timeout
+    while True:
+        ds = [digests(nd) for nd in cl.nodes]
+        if not any(isinstance(d, RespError) for d in ds) and all(d == ds[0] for d in ds):
+            return ds[0]
+        if time.monotonic() > end:
+            pytest.fail("replicas disagree: %r" % [d if isinstance(d, RespError) else
+                        sorted(s for s in d if d.get(s) != ds[0].get(s))[:10] for d in ds])
+        time.sleep(0.3)
+
+
+def _check(rc, vals):
+    for k, v in vals.items():
+        got = rc.get(k)
+        assert got is not None and sha(got) == sha(v), k
+
+
+def test_cluster_replicates_and_catches_up_large_values(cluster_factory):
+    """2 nodes, each the backup of the other. Large values replicate (shard
+    digests, which hash the value bytes, agree); a backup killed and
+    restarted catches up on large values written meanwhile (delta
+    catch-up); a node whose pool is wiped gets them all back from its peer
+    (whole-shard re-sync)."""
+    cl = cluster_factory(2, 2, options={"pool-size": "512mb", "replication-timeout": 1500})
+    _wait_live(cl)
+    rc = cl.cluster_client(socket_timeout=120)
+    vals = {"big%d" % i: value((5 + 6 * i) * MB, 90 + i) for i in range(4)}
+    vals["small"] = b"s"
+    for k, v in vals.items():
+        assert rc.set(k, v) is True
+    _check(rc, vals)
+    d = _wait_digests_agree(cl)
+    assert sum(x[1] for x in d.values()) == len(vals)
+    # kill -9 one node, restart it; then overwrite large values
+    cl.kill9(1)
+    cl.restart(1)
+    _wait_live(cl)
+    rc = cl.cluster_client(socket_timeout=120)
+    for i, k in enumerate(["big0", "big1", "big4"]):
+        vals[k] = value((7 + i) * MB, 200 + i)
+        rc.set(k, vals[k])
+    _wait_digests_agree(cl)
+    _check(rc, vals)
+    # wipe a node's pool: everything it holds comes back from the other
+    cl.kill9(1)
+    os.unlink(os.path.join(cl.nodes[1].dir, "rowan.pool"))
+    cl.restart(1)
+    _wait_live(cl)
+    d = _wait_digests_agree(cl)
+    assert sum(x[1] for x in d.values()) == len(vals)
+    rc = cl.cluster_client(socket_timeout=120)
+    _check(rc, vals)
+    for nd in cl.nodes:
+        f = nd.info("rowan")["rowan"]
+        assert f["digest_diverged"] == "0" and f["shards_lost"] == "0", (nd.name, f)
