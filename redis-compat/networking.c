@@ -43,7 +43,6 @@
 #include "networking.h"
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
-#include "t_string.h"   /* string_takes_big_value */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
 #include "acl.h"        /* users and permissions: hooks marked "acl:" */
 #include "t_cluster.h"  /* Redis Cluster routing: hook marked "cluster:" */
@@ -231,9 +230,19 @@ static int no_password(void) { return acl_default_nopass(); }
  * is answered NOAUTH the same way (one that must give a password never gets
  * here: the parser's unauthenticated limit stops it at 16384 bytes). Every
  * other command (PUBLISH, ECHO, lookups) takes the argument, as Redis does,
- * up to proto-max-bulk-len. A string value set alone (SET, APPEND... outside
- * MULTI: src/bigval.h) is taken when the pool has room for it, and refused
- * at the header with -OOM when it has not. */
+ * up to proto-max-bulk-len. A value that a single-key write logs in pieces
+ * (src/bigval.h: SET, APPEND, HSET, SADD, RPUSH, ZADD... outside MULTI) is
+ * taken when the pool has room for it, and refused at the header with -OOM
+ * when it has not. */
+static int takes_big_value(const char *name) {
+    static const char *const names[] = {
+        "set", "setex", "psetex", "setnx", "getset", "append", "setrange", "hset", "hsetnx",
+        "hmset", "sadd", "lpush", "rpush", "lpushx", "rpushx", "lset", "linsert", "zadd"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcasecmp(name, names[i])) return 1;
+    return 0;
+}
+
 static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     client *c = ctx;
     const struct rcommand *cmd = command_lookup(name, nlen);
@@ -242,7 +251,7 @@ static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !no_password()) return ERR_NOAUTH;
     if (cmd->flags & CMD_DENYOOM) {
         const resp_parser *p = &c->parser;
-        if (!string_takes_big_value(cmd->name) || multi_active(c) || p->argc < 2)
+        if (!takes_big_value(cmd->name) || multi_active(c) || p->argc < 2)
             return db_too_big_error;
         const char *why = db_check_string(&c->x, p->argvlen[1], (uint64_t)p->bulk_len);
         if (why) return why;

@@ -94,16 +94,6 @@ static int check_string_length(client *c, unsigned long long size, unsigned long
     return 0;
 }
 
-/* Commands whose value argument may be longer than one log entry: a string
- * set alone is logged in pieces (src/bigval.h). networking.c lets such an
- * argument in when the pool has room for it. */
-int string_takes_big_value(const char *name) {
-    static const char *const names[] = {"set", "setex", "psetex", "setnx", "getset",
-                                        "append", "setrange"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (!strcasecmp(name, names[i])) return 1;
-    return 0;
-}
 
 /* ---------------- SET options (SET, SETEX, PSETEX, SETNX, GETSET, GETEX) ---------------- */
 

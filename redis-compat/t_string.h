@@ -16,7 +16,5 @@ int parse_bit_offset_arg(client *c, int i, int bits, unsigned long long *off);
  * it is replaced (string_edited). */
 void string_mark_edited(client *c, int i);
 int string_edited(client *c, int i);
-/* May this command's value argument exceed one log entry (SET, APPEND...)? */
-int string_takes_big_value(const char *name);
 
 #endif

@@ -75,6 +75,8 @@ typedef struct bigstr {
     char bytes[];
 } bigstr;
 
+#define BV_DUP 0x80   /* item flag: a duplicate of another chunk of its run */
+
 typedef struct bv_item {
     uint64_t ver, ref;
     uint32_t off, len;
@@ -113,6 +115,23 @@ void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunk
     le_put_u32(p + 8, nchunks);
     le_put_u32(p + 12, 0);
     le_put_u64(p + 16, first_ver);
+}
+
+void bigval_chunk(const log_entry *e, uint32_t i, log_entry *c) {
+    size_t clen = bigval_chunk_len(e->klen), off = (size_t)i * clen;
+    size_t len = e->vlen - off < clen ? e->vlen - off : clen;
+    *c = (log_entry){.type = LOG_CHUNK, .flags = e->flags & LOG_F_RESYNC, .db = e->db,
+                     .key = e->key, .klen = e->klen, .val = e->val + off,
+                     .vlen = (uint32_t)len, .aux = off};
+}
+
+void bigval_final(const log_entry *e, uint32_t n, uint64_t first, char desc[BIGVAL_DESC_LEN],
+                  log_entry *f) {
+    bigval_desc_encode(desc, e->vlen, n, first);
+    *f = *e;
+    f->flags |= LOG_F_CHUNKED;
+    f->val = desc;
+    f->vlen = BIGVAL_DESC_LEN;
 }
 
 /* ---------------- pending chunks ---------------- */
@@ -158,7 +177,7 @@ void bigval_note(shard *s, uint64_t ref, const log_entry *e) {
         if (e->type == LOG_FLUSHDB) drop(p, 1);   /* the re-sync's end */
         return;
     }
-    if (e->type == LOG_SET && (e->flags & LOG_F_CHUNKED)) return;   /* claims its run */
+    if (e->flags & LOG_F_CHUNKED) return;   /* claims its run (bigval_join) */
     drop(p, 0);
 }
 
@@ -200,9 +219,10 @@ static int in_run(const bv_item *it, const log_entry *e, uint64_t first) {
     return c.db == e->db && c.klen == e->klen && memcmp(c.key, e->key, e->klen) == 0;
 }
 
-robj *bigval_assemble(shard *s, uint64_t ref, const log_entry *e) {
+int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
+    memset(run, 0, sizeof(*run));
     bv_pend *p = pend_of(s);
-    if (!p || e->vlen != BIGVAL_DESC_LEN) return NULL;
+    if (!p || e->vlen != BIGVAL_DESC_LEN) return -1;
     const uint8_t *d = (const uint8_t *)e->val;
     uint64_t total = le_get_u64(d), first = le_get_u64(d + 16);
     uint32_t n = le_get_u32(d + 8);
@@ -222,7 +242,7 @@ robj *bigval_assemble(shard *s, uint64_t ref, const log_entry *e) {
     int ok = total <= BIGVAL_MAX_LEN;
     for (size_t i = 0; ok && i < m; i++) {
         if (i > 0 && p->v[i].off == p->v[i - 1].off && p->v[i].len == p->v[i - 1].len) {
-            p->v[i].flags |= 0x80;   /* duplicate: not part of the history */
+            p->v[i].flags |= BV_DUP;
             continue;
         }
         if (p->v[i].off != pos) ok = 0;
@@ -230,32 +250,47 @@ robj *bigval_assemble(shard *s, uint64_t ref, const log_entry *e) {
         used++;
     }
     ok = ok && pos == total && used == n && n > 0;
-    robj *o = NULL;
     if (ok) {
-        bigstr *b = malloc(sizeof(bigstr) + total);
-        o = calloc(1, sizeof(robj) + e->klen);
-        if (!b || !o) abort();
-        b->len = total;
-        o->type = OBJ_STRING_TYPE;
-        o->db = e->db;
-        o->klen = e->klen;
-        memcpy(o->key, e->key, e->klen);
-        o->data = b;
-        o->expire_ms = e->expire_ms;
-        o->ver = e->ver;
+        run->len = total;
+        run->refs = malloc(sizeof(uint64_t) * used);
+        run->base = want_bytes ? malloc(sizeof(bigstr) + total) : NULL;
+        if (!run->refs || (want_bytes && !run->base)) abort();
+        run->buf = want_bytes ? ((bigstr *)run->base)->bytes : NULL;
         for (size_t i = 0; i < m; i++) {
-            if (p->v[i].flags & 0x80) continue;
+            if (p->v[i].flags & BV_DUP) continue;
+            run->refs[run->n++] = p->v[i].ref;
+            if (!want_bytes) continue;
             log_entry c;
             log_entry_decode(pool_ptr(server.pool, p->v[i].ref), &c);
-            memcpy(b->bytes + c.aux, c.val, c.vlen);
-            obj_hist_add(o, p->v[i].ref, log_entry_len(c.klen, c.vlen));
+            memcpy(run->buf + c.aux, c.val, c.vlen);
         }
-        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
     }
     /* The run is over either way. */
     memmove(p->v, p->v + m, (p->n - m) * sizeof(bv_item));
     p->n -= m;
     if (!(e->flags & LOG_F_RESYNC)) drop(p, 0);
+    return ok ? 0 : -1;
+}
+
+void bigval_run_free(bigval_run *run) {
+    free(run->base);
+    free(run->refs);
+    memset(run, 0, sizeof(*run));
+}
+
+robj *bigval_string(const log_entry *e, uint64_t ref, bigval_run *run) {
+    bigstr *b = run->base;
+    robj *o = calloc(1, sizeof(robj) + e->klen);
+    if (!o) abort();
+    b->len = run->len;
+    o->type = OBJ_STRING_TYPE;
+    o->db = e->db;
+    o->klen = e->klen;
+    memcpy(o->key, e->key, e->klen);
+    o->data = b;
+    o->expire_ms = e->expire_ms;
+    o->ver = e->ver;
+    run->base = NULL;   /* the object owns the bytes now */
     return o;
 }
 

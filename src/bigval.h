@@ -44,6 +44,14 @@ uint32_t bigval_nchunks(size_t klen, size_t vlen);
 uint32_t bigval_segments(size_t klen, size_t vlen);
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,
                         uint64_t first_ver);
+/* Splitting an entry e too large for one segment (LOG_SET, LOG_COLL_OP,
+ * LOG_SNAPSHOT): its i-th chunk (i < bigval_nchunks(e->klen, e->vlen)),
+ * pointing into e's payload, with e's LOG_F_RESYNC flag; and the final
+ * entry (e's header, LOG_F_CHUNKED, desc as payload) once the first chunk's
+ * version is known. */
+void bigval_chunk(const log_entry *e, uint32_t i, log_entry *c);
+void bigval_final(const log_entry *e, uint32_t n, uint64_t first, char desc[BIGVAL_DESC_LEN],
+                  log_entry *f);
 
 /* ---- applying (caller holds the shard lock, as for db_apply_entry) ---- */
 void bigval_init(int nshards);
@@ -52,11 +60,23 @@ void bigval_free_all(void);
  * remembered as pending; any other entry of the shard ends the pending
  * chunks it cannot complete (an abandoned write). */
 void bigval_note(struct shard *s, uint64_t ref, const log_entry *e);
-/* The final entry e at ref: the value built from its pending chunks, as a
- * new OBJ_STRING robj whose history is the chunks then ref (expiry, version
- * set; not indexed, live bytes not counted). NULL if chunks are missing or
- * do not tile the value (damage), or the descriptor is malformed. */
-robj *bigval_assemble(struct shard *s, uint64_t ref, const log_entry *e);
+/* A run of chunks joined. */
+typedef struct bigval_run {
+    char *buf;             /* the joined payload (NULL unless asked for) */
+    size_t len;
+    uint64_t *refs;        /* the chunks' pool references, in offset order */
+    uint32_t n;
+    void *base;            /* allocation behind buf (private) */
+} bigval_run;
+/* The final entry e: take its run out of the pending chunks and, with
+ * want_bytes, join their payloads. 0, or -1 if chunks are missing or do not
+ * tile the payload (damage) or the descriptor is malformed; the run is
+ * forgotten either way. Free run with bigval_run_free. */
+int bigval_join(struct shard *s, const log_entry *e, int want_bytes, bigval_run *run);
+void bigval_run_free(bigval_run *run);
+/* The joined run of a final LOG_SET e as a new OBJ_STRING robj owning the
+ * bytes (expiry, version set; no history, not indexed). */
+robj *bigval_string(const log_entry *e, uint64_t ref, bigval_run *run);
 /* Forget every pending chunk of the shard (end of its recovery, a shard
  * cleared, a write refused half-way); returns how many there were. */
 size_t bigval_forget(struct shard *s);

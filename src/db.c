@@ -26,7 +26,7 @@
  * keys, so entries and the index carry the physical db number.
  *
  * Large strings: a value whose entry would not fit one segment is written as
- * chunks and a final entry (write_big) and held as an OBJ_STRING robj; see
+ * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; see
  * bigval.c for the design. */
 #include <stdlib.h>
 #include <string.h>
@@ -479,9 +479,23 @@ static robj *obj_for_apply(shard *s, const log_entry *e, int type, uint64_t h) {
  * a large hash). */
 static __thread int applying_own_snapshot;
 
+/* Add a large value's chunks to its object's history and count them live. */
+static uint64_t hist_add_run(robj *o, const bigval_run *run) {
+    uint64_t sum = 0;
+    for (uint32_t i = 0; run && i < run->n; i++) {
+        int64_t b = ref_bytes(run->refs[i]);
+        obj_hist_add(o, run->refs[i], (uint64_t)b);
+        live_add(run->refs[i], b);
+        sum += (uint64_t)b;
+    }
+    return sum;
+}
+
 /* A collection effect (LOG_COLL_OP) or snapshot (LOG_SNAPSHOT) at ref.
- * -1 when it does not fit the key's value (see db_apply_entry). */
-static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
+ * -1 when it does not fit the key's value (see db_apply_entry). With run,
+ * e is a chunked one (bigval.h) seen with its joined payload, and the run's
+ * chunks join the history before ref. */
+static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e, const bigval_run *run) {
     int type = e->vlen ? (uint8_t)e->val[0] : 0;
     uint64_t h = hash_key(e->db, e->key, e->klen);
     robj *o = obj_for_apply(s, e, type, h);
@@ -496,29 +510,45 @@ static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e) {
     }
     if (bad && !o) return -1;
     set_obj_expire(s, o, h, e->expire_ms);
-    obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
-    if (e->type == LOG_SNAPSHOT) o->snap_bytes = log_entry_len(e->klen, e->vlen);
-    live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
+    uint64_t own = log_entry_len(e->klen, run ? BIGVAL_DESC_LEN : e->vlen);
+    uint64_t pieces = hist_add_run(o, run);
+    obj_hist_add(o, ref, own);
+    if (e->type == LOG_SNAPSHOT) o->snap_bytes = own + pieces;
+    live_add(ref, (int64_t)own);
     o->ver = e->ver;
     return bad ? -1 : 0;
 }
 
-/* The final entry of a large string (bigval.h): install the joined value.
- * -1 when its chunks are not all there (damage). */
+/* The final entry of a large value (bigval.h): join its chunks and apply
+ * the whole as a string or a collection entry. -1 when its chunks are not
+ * all there (damage) or the joined entry does not apply. */
 static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
-    robj *o = bigval_assemble(s, ref, e);
-    if (!o) return -1;
-    keyref k = {e->db, e->key, e->klen};
-    uint64_t h = hash_key(e->db, e->key, e->klen);
-    uint64_t old = index_put(s->idx, h, obj_ref(o), match_key, &k);
-    if (old) unindex(s, &k, h, old);
-    else s->dbkeys[e->db]++;
-    if (o->expire_ms) {
-        index_put(s->vidx, h, obj_ref(o), match_key, &k);
-        s->dbexpires[e->db]++;
+    bigval_run run;
+    if (bigval_join(s, e, 1, &run) != 0) return -1;
+    int r = 0;
+    if (e->type == LOG_SET) {
+        robj *o = bigval_string(e, ref, &run);
+        keyref k = {e->db, e->key, e->klen};
+        uint64_t h = hash_key(e->db, e->key, e->klen);
+        uint64_t old = index_put(s->idx, h, obj_ref(o), match_key, &k);
+        if (old) unindex(s, &k, h, old);
+        else s->dbkeys[e->db]++;
+        if (o->expire_ms) {
+            index_put(s->vidx, h, obj_ref(o), match_key, &k);
+            s->dbexpires[e->db]++;
+        }
+        hist_add_run(o, &run);
+        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
+        live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
+    } else {
+        log_entry j = *e;
+        j.flags &= (uint8_t)~LOG_F_CHUNKED;
+        j.val = run.buf;
+        j.vlen = (uint32_t)run.len;
+        r = db_apply_obj(s, ref, &j, &run);
     }
-    for (uint32_t i = 0; i < o->nhist; i++) live_add(o->hist[i], ref_bytes(o->hist[i]));
-    return 0;
+    bigval_run_free(&run);
+    return r;
 }
 
 int db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
@@ -529,7 +559,9 @@ int db_apply_entry(shard *s, uint64_t ref, const log_entry *e) {
         db_apply_set(s, ref);
         break;
     case LOG_COLL_OP:
-    case LOG_SNAPSHOT: return db_apply_obj(s, ref, e);
+    case LOG_SNAPSHOT:
+        if (e->flags & LOG_F_CHUNKED) return db_apply_big(s, ref, e);
+        return db_apply_obj(s, ref, e, NULL);
     case LOG_DEL: db_apply_del(s, e->db, e->key, e->klen); break;
     case LOG_FLUSHDB:
         if (e->flags & LOG_F_RESYNC) db_apply_resync_end(s, ref, e);
@@ -599,11 +631,47 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     free(tmp);
 }
 
+/* An entry too large for one segment, written alone: its chunks, then the
+ * final entry that commits it (bigval.c). Refused before anything is
+ * written when the pool cannot hold it all; if space still runs out
+ * half-way, the chunks written are forgotten (dead log) and the key keeps
+ * its value. */
+static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
+    const char *why = db_check_string(x, e->klen, e->vlen);
+    if (why == db_too_big_error) return refuse(x, (size_t)-1);
+    if (why) {
+        x->refused = DB_REFUSED_NO_ROOM;
+        return DB_OOM;
+    }
+    uint32_t n = bigval_nchunks(e->klen, e->vlen);
+    uint64_t first = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        log_entry c;
+        bigval_chunk(e, i, &c);
+        if (append_one(x, s, &c) != DB_OK) {
+            bigval_forget(s);
+            return DB_OOM;
+        }
+        if (i == 0) first = c.ver;
+    }
+    char desc[BIGVAL_DESC_LEN];
+    log_entry f;
+    bigval_final(e, n, first, desc, &f);
+    if (append_one(x, s, &f) != DB_OK) {
+        bigval_forget(s);
+        return DB_OOM;
+    }
+    return DB_OK;
+}
+
 static int write_entry(db_ctx *x, shard *s, log_entry *e) {
     if (x->batching) {
         batch_add(x, s, e);
         return DB_OK;
     }
+    if (log_entry_len(e->klen, e->vlen) > LOG_MAX_ENTRY &&
+        (e->type == LOG_SET || e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT))
+        return write_chunked(x, s, e);
     return append_one(x, s, e);
 }
 
@@ -836,48 +904,9 @@ int db_peek(db_ctx *x, int db, const char *key, size_t klen, db_val *v) {
     return lookup(x, db, key, klen, v, 0);
 }
 
-/* A string too large for one entry, set alone: its chunks, then the final
- * entry that commits it (bigval.c). Refused before anything is written when
- * the pool cannot hold it all; if space still runs out half-way, the chunks
- * written are forgotten (dead log) and the key keeps its value. */
-static int write_big(db_ctx *x, shard *s, unsigned pdb, const char *key, size_t klen,
-                     const char *val, size_t vlen, int64_t expire_ms) {
-    const char *why = db_check_string(x, klen, vlen);
-    if (why == db_too_big_error) return refuse(x, (size_t)-1);
-    if (why) {
-        x->refused = DB_REFUSED_NO_ROOM;
-        return DB_OOM;
-    }
-    size_t clen = bigval_chunk_len(klen);
-    uint32_t n = bigval_nchunks(klen, vlen);
-    uint64_t first = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        size_t off = (size_t)i * clen, len = vlen - off < clen ? vlen - off : clen;
-        log_entry c = {.type = LOG_CHUNK, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
-                       .val = val + off, .vlen = (uint32_t)len, .aux = off};
-        if (append_one(x, s, &c) != DB_OK) {
-            bigval_forget(s);
-            return DB_OOM;
-        }
-        if (i == 0) first = c.ver;
-    }
-    char desc[BIGVAL_DESC_LEN];
-    bigval_desc_encode(desc, vlen, n, first);
-    log_entry f = {.type = LOG_SET, .flags = LOG_F_CHUNKED, .db = (uint16_t)pdb, .key = key,
-                   .klen = (uint32_t)klen, .val = desc, .vlen = BIGVAL_DESC_LEN,
-                   .expire_ms = expire_ms};
-    if (append_one(x, s, &f) != DB_OK) {
-        bigval_forget(s);
-        return DB_OOM;
-    }
-    return DB_OK;
-}
-
 int db_set(db_ctx *x, int db, const char *key, size_t klen,
            const char *val, size_t vlen, int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);
-    if (!x->batching && bigval_needed(klen, vlen))
-        return write_big(x, s, phys_db(s, db), key, klen, val, vlen, expire_ms);
     if (vlen > BIGVAL_MAX_LEN) return refuse(x, (size_t)-1);
     log_entry e = {.type = LOG_SET, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
                    .val = val, .vlen = (uint32_t)vlen, .expire_ms = expire_ms};
@@ -928,13 +957,14 @@ static void maybe_compact(db_ctx *x, shard *s, const char *key, size_t klen, uns
     obj_encode_snapshot(o, &snap);
     log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
                    .val = snap.buf, .vlen = (uint32_t)snap.len, .expire_ms = o->expire_ms};
-    if (log_entry_len(e.klen, e.vlen) <= LOG_MAX_ENTRY) {
-        applying_own_snapshot = 1;
-        append_one(x, s, &e);
-        applying_own_snapshot = 0;
-    } else {
-        o->compact_failed_at = o->nhist;
-    }
+    /* A snapshot larger than a segment is written in chunks (bigval.c), if
+     * the pool has room for it: compaction is best effort and must not
+     * count as a refused write. */
+    int fits = log_entry_len(e.klen, e.vlen) <= LOG_MAX_ENTRY ||
+               (e.klen <= BIGVAL_MAX_KEY && big_fits(e.klen, e.vlen));
+    applying_own_snapshot = 1;
+    if (!fits || write_entry(x, s, &e) != DB_OK) o->compact_failed_at = o->nhist;
+    applying_own_snapshot = 0;
     rbuf_free(&snap);
 }
 

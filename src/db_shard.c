@@ -206,30 +206,35 @@ static int ex_wanted(const ex_ctx *x, const char *key, size_t klen) {
     return (x->buckets[b / 8] >> (b % 8)) & 1;
 }
 
-/* A large string: its chunks, then the final entry, all at the re-sync's
- * version (bigval.c). */
-static void ex_big(ex_ctx *x, const robj *o) {
-    size_t len, clen = bigval_chunk_len(o->klen);
-    const char *p = bigval_bytes(o, &len);
-    uint32_t n = bigval_nchunks(o->klen, len);
+/* An entry too large for one segment: its chunks, then the final entry,
+ * all at the re-sync's version (bigval.c). Others go as they are. */
+static void ex_emit_any(ex_ctx *x, log_entry *e) {
+    if (!bigval_needed(e->klen, e->vlen) || e->klen > BIGVAL_MAX_KEY) {
+        ex_emit(x, e);
+        return;
+    }
+    uint32_t n = bigval_nchunks(e->klen, e->vlen);
     for (uint32_t i = 0; i < n; i++) {
-        size_t off = (size_t)i * clen, l = len - off < clen ? len - off : clen;
-        log_entry c = {.type = LOG_CHUNK, .db = o->db, .key = o->key, .klen = o->klen,
-                       .val = p + off, .vlen = (uint32_t)l, .aux = off};
+        log_entry c;
+        bigval_chunk(e, i, &c);
         ex_emit(x, &c);
     }
     char desc[BIGVAL_DESC_LEN];
-    bigval_desc_encode(desc, len, n, x->ver);
-    log_entry f = {.type = LOG_SET, .flags = LOG_F_CHUNKED, .db = o->db, .key = o->key,
-                   .klen = o->klen, .val = desc, .vlen = BIGVAL_DESC_LEN,
-                   .expire_ms = o->expire_ms};
+    log_entry f;
+    bigval_final(e, n, x->ver, desc, &f);
     ex_emit(x, &f);
 }
 
 static int ex_key(void *arg, uint64_t ref) {
     ex_ctx *x = arg;
-    if (ref_is_obj(ref) && ref_obj(ref)->type == OBJ_STRING) {
-        if (ex_wanted(x, ref_obj(ref)->key, ref_obj(ref)->klen)) ex_big(x, ref_obj(ref));
+    if (ref_is_obj(ref) && ref_obj(ref)->type == OBJ_STRING) {   /* a large string */
+        const robj *o = ref_obj(ref);
+        if (!ex_wanted(x, o->key, o->klen)) return 0;
+        size_t len;
+        const char *p = bigval_bytes(o, &len);
+        log_entry e = {.type = LOG_SET, .db = o->db, .key = o->key, .klen = o->klen,
+                       .val = p, .vlen = (uint32_t)len, .expire_ms = o->expire_ms};
+        ex_emit_any(x, &e);
     } else if (ref_is_obj(ref)) {
         const robj *o = ref_obj(ref);
         if (!ex_wanted(x, o->key, o->klen)) return 0;
@@ -238,7 +243,7 @@ static int ex_key(void *arg, uint64_t ref) {
         log_entry e = {.type = LOG_SNAPSHOT, .db = o->db, .key = o->key,
                        .klen = o->klen, .val = x->snap.buf, .vlen = (uint32_t)x->snap.len,
                        .expire_ms = o->expire_ms};
-        ex_emit(x, &e);
+        ex_emit_any(x, &e);
     } else {
         /* Re-encoded: ref may be a sub-entry of a LOG_GROUP. */
         log_entry cur;

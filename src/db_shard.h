@@ -73,8 +73,10 @@ typedef void (*db_export_fn)(void *arg, const void *entry, size_t len);
  * its end record at the same version can drop everything older. Applying
  * every entry with db_apply_entry, then that end record, gives the same
  * db_shard_digest whatever the shard held before. Expired-but-present keys
- * are exported too. A collection whose snapshot does not fit one log
- * segment (LOG_MAX_ENTRY) still gets its one entry: len is then >
+ * are exported too. A value (a large string, or a collection snapshot)
+ * whose entry does not fit one log segment is exported as chunks and a
+ * final entry (bigval.h), all at `ver`; only with a key over
+ * BIGVAL_MAX_KEY does it still get its one entry: len is then >
  * LOG_MAX_ENTRY and the caller must notice (no log accepts such an
  * entry). */
 void db_shard_export(struct shard *s, uint64_t ver, db_export_fn fn, void *arg);
