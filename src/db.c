@@ -50,7 +50,7 @@
 
 const char *db_too_big_error =
     "ERR value too large: a key and its value must fit one 4 MiB log segment "
-    "(only a string value written by a single-key command may be larger)";
+    "(only a value written by a single-key command may be larger)";
 static const char *no_room_error =
     OOM_TEXT ": the value needs more log space than the pool has free";
 
