@@ -1,16 +1,18 @@
-/* bigval.c -- strings larger than one log segment (up to proto-max-bulk-len).
+/* bigval.c -- values larger than one log segment (up to proto-max-bulk-len):
+ * strings, and collection effects or snapshots holding large elements.
  *
  * Why not one entry: every log entry lives inside one 4 MiB segment (the
  * segment is the unit of allocation, cleaning and replication framing), and
- * readers want a value's bytes contiguous (db_val.ptr). So a large string is
- * split in the log and joined in DRAM.
+ * readers want a value's bytes contiguous (db_val.ptr, an element's bytes).
+ * So a large entry is split in the log and joined in DRAM.
  *
- * Log form. db_set of a value whose entry would not fit one segment writes,
+ * Log form. A single-key write (db.c, write_chunked) whose entry E (a
+ * LOG_SET, LOG_COLL_OP or LOG_SNAPSHOT) would not fit one segment writes,
  * under the key's shard lock and in one go:
  *   LOG_CHUNK x n   key, aux = byte offset, payload = the piece; each takes
  *                   the shard's next version, so they are versions
  *                   [first, first + n) with nothing of the shard between;
- *   LOG_SET         flagged LOG_F_CHUNKED, version first + n, the key's
+ *   E's header      flagged LOG_F_CHUNKED, version first + n, the key's
  *                   expiry, payload = descriptor (bigval.h): length, n, first.
  * Each chunk's entry spans a quarter segment (bigval_chunk_len), so a run of
  * chunks fills segments without waste. Nothing is applied for a chunk: it
@@ -18,8 +20,11 @@
  * is the commit: applying it (db.c, db_apply_entry, the one path used by the
  * write itself, recovery, the digest thread of a backup and a re-sync)
  * gathers the pending chunks of its key in its version range, checks that
- * they tile the value exactly, and installs one robj of type OBJ_STRING
- * whose data is the joined bytes. So:
+ * they tile the payload exactly and joins it (bigval_join). A string
+ * becomes one robj of type OBJ_STRING whose data is the joined bytes; a
+ * collection entry is applied with its joined payload through the same
+ * db_apply_obj as any other (so HSET of a 100 MB field, or a snapshot of a
+ * collection holding one, works like a small one). So:
  *   - atomic: a crash before the final entry is durable leaves chunks that
  *     nothing claims; recovery replays them as pending and forgets them at
  *     the end of the shard: the key keeps its old value. The reply waits for
@@ -33,7 +38,7 @@
  *   - recovery: items are sorted by (shard, version), so a run's chunks come
  *     before its final entry. A cleaner's duplicate of a chunk carries the
  *     same version and is skipped like any duplicate (recovery.c).
- *   - cleaner: the robj's history (object.h) is its chunks and the final
+ *   - cleaner: the robj's history (object.h) holds the chunks and the final
  *     entry, so each is live while the value is current and is relocated
  *     piece by piece (db_ref_is_live / db_relocate); a pending chunk is live
  *     too (a backup's b-log segment may be cleaned between a run's chunks
@@ -41,7 +46,7 @@
  *     deletion retires the whole history at once.
  *   - replication: chunks and final travel as ordinary entries through the
  *     worker's links (each fits a transport message). A re-sync or delta
- *     catch-up exports a large string as chunks then a final entry, all
+ *     catch-up exports a large string or snapshot as chunks then a final entry, all
  *     flagged LOG_F_RESYNC at the re-sync's version (db_shard.c); the final
  *     of a re-sync gathers the chunks of its key at exactly that version.
  *     Recovery sorts a re-sync's chunks before the other entries of the same
@@ -53,13 +58,13 @@
  * DRAM. A large string is held whole in DRAM (like a collection), which is
  * what lets every string command read it unchanged. A write of n bytes
  * costs, while it runs, the request's argument and the joined copy (the old
- * value is freed when the new one is indexed); nothing else grows with n.
- * Replies copy the bytes as for any string.
+ * value is freed when the new one is indexed); a collection entry's joined
+ * payload is freed once applied. Nothing else grows with n. Replies copy
+ * the bytes as for any string.
  *
  * Not chunked (refused with "value too large" as before): a large value
- * inside a batch (MULTI/EXEC, MSET, RENAME, scripts: one group entry must
- * fit one segment), collection elements and snapshots, and keys longer than
- * BIGVAL_MAX_KEY. */
+ * inside a batch (MULTI/EXEC, MSET, RENAME, *STORE, scripts: one group
+ * entry must fit one segment), and keys longer than BIGVAL_MAX_KEY. */
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"

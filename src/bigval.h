@@ -1,12 +1,14 @@
 /* bigval.h -- values larger than one log segment (design: bigval.c).
  *
- * A string whose entry (header + key + value) does not fit one 4 MiB
- * segment is logged as a run of LOG_CHUNK entries followed by a LOG_SET
- * flagged LOG_F_CHUNKED whose payload is a descriptor (below); the value is
- * applied only when that final entry is, so a crash in the middle leaves the
- * old value. In DRAM such a string is an robj of type OBJ_STRING holding the
- * bytes; its history (object.h) is its chunks and the final entry, so the
- * cleaner moves each piece like a collection's effect entry.
+ * An entry (a string's LOG_SET, a collection's LOG_COLL_OP or LOG_SNAPSHOT)
+ * that does not fit one 4 MiB segment is logged as a run of LOG_CHUNK
+ * entries followed by the entry's header flagged LOG_F_CHUNKED whose
+ * payload is a descriptor (below); it is applied only when that final entry
+ * is, so a crash in the middle leaves the old value. In DRAM a large string
+ * is an robj of type OBJ_STRING holding the bytes; its history (object.h)
+ * is its chunks and the final entry, so the cleaner moves each piece like a
+ * collection's effect entry (a large collection entry's chunks join the
+ * collection's history the same way).
  *
  * Descriptor (the final entry's payload, little endian, BIGVAL_DESC_LEN):
  *   0  u64  value length

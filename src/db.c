@@ -112,9 +112,23 @@ uint64_t db_min_pool_size(int nworkers) {
 /* One segment of margin: a write may need a fresh segment for its entry. */
 int db_space_low(void) { return pool_free_count(server.pool) <= db_reserve_write() + 1; }
 
-/* Room for a large value: its segments beyond the reserve, and a margin. */
+/* Set while maybe_compact writes a snapshot (see there). */
+static __thread int applying_own_snapshot;
+
+/* Segments a write leaves free: deletions may use the reserve down to
+ * DB_RESERVE_DEL, and so may a compaction snapshot, which turns at least
+ * its own size of history dead (so that a collection holding a large
+ * element can always be compacted, else its live history could fill the
+ * pool with nothing left to clean). */
+static uint32_t keep_free_for(uint8_t type) {
+    if (type == LOG_DEL || type == LOG_FLUSHDB) return DB_RESERVE_DEL;
+    return applying_own_snapshot ? DB_RESERVE_DEL + 1 : db_reserve_write();
+}
+
+/* Room for a large value: its segments beyond what its writes leave free,
+ * and a margin. */
 static int big_fits(size_t klen, uint64_t vlen) {
-    uint64_t need = (uint64_t)bigval_segments(klen, vlen) + db_reserve_write() + 1;
+    uint64_t need = (uint64_t)bigval_segments(klen, vlen) + keep_free_for(LOG_CHUNK) + 1;
     return pool_free_count(server.pool) >= need;
 }
 
@@ -473,11 +487,10 @@ static robj *obj_for_apply(shard *s, const log_entry *e, int type, uint64_t h) {
     return o;
 }
 
-/* Set while maybe_compact appends a snapshot it made from the live object:
- * applying it must only replace the history, not rebuild the object from
- * its own serialization (an O(n) reload measured as most of HSET's time on
- * a large hash). */
-static __thread int applying_own_snapshot;
+/* applying_own_snapshot is set while maybe_compact appends a snapshot it
+ * made from the live object: applying it must only replace the history,
+ * not rebuild the object from its own serialization (an O(n) reload
+ * measured as most of HSET's time on a large hash). */
 
 /* Add a large value's chunks to its object's history and count them live. */
 static uint64_t hist_add_run(robj *o, const bigval_run *run) {
@@ -581,10 +594,6 @@ void db_report_refused(const shard *s, const log_entry *e) {
 }
 
 /* ---------------- appending entries ---------------- */
-
-static uint32_t keep_free_for(uint8_t type) {
-    return type == LOG_DEL || type == LOG_FLUSHDB ? DB_RESERVE_DEL : db_reserve_write();
-}
 
 /* Append one top-level entry for shard s (lock held) and apply it. */
 static int append_one(db_ctx *x, shard *s, log_entry *e) {
@@ -952,18 +961,29 @@ static void maybe_compact(db_ctx *x, shard *s, const char *key, size_t klen, uns
     uint64_t ref = index_get(s->idx, hash_key(pdb, key, klen), match_key, &k);
     if (!ref || !ref_is_obj(ref) || !obj_wants_snapshot(ref_obj(ref))) return;
     robj *o = ref_obj(ref);
+    /* A snapshot larger than a segment is written in chunks (bigval.c) when
+     * the pool has room for it. Short of room now, the cleaner is woken and
+     * a later write tries again (compaction is what turns a large element's
+     * old copies dead; giving up until the history doubled would let it
+     * fill the pool). The last snapshot's size is the estimate, so the
+     * encoding is not paid for nothing. */
+    applying_own_snapshot = 1;   /* big_fits: the snapshot's reserve */
+    int room = o->snap_bytes <= LOG_MAX_ENTRY || big_fits(klen, o->snap_bytes);
+    applying_own_snapshot = 0;
+    if (!room) {
+        clean_note_refusal();
+        return;
+    }
     rbuf snap;
     rbuf_init(&snap);
     obj_encode_snapshot(o, &snap);
     log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
                    .val = snap.buf, .vlen = (uint32_t)snap.len, .expire_ms = o->expire_ms};
-    /* A snapshot larger than a segment is written in chunks (bigval.c), if
-     * the pool has room for it: compaction is best effort and must not
-     * count as a refused write. */
-    int fits = log_entry_len(e.klen, e.vlen) <= LOG_MAX_ENTRY ||
-               (e.klen <= BIGVAL_MAX_KEY && big_fits(e.klen, e.vlen));
+    int small = log_entry_len(e.klen, e.vlen) <= LOG_MAX_ENTRY;
     applying_own_snapshot = 1;
-    if (!fits || write_entry(x, s, &e) != DB_OK) o->compact_failed_at = o->nhist;
+    if (!small && e.klen > BIGVAL_MAX_KEY) o->compact_failed_at = o->nhist;   /* never fits */
+    else if (!small && !big_fits(e.klen, e.vlen)) clean_note_refusal();
+    else if (write_entry(x, s, &e) != DB_OK) o->compact_failed_at = o->nhist;
     applying_own_snapshot = 0;
     rbuf_free(&snap);
 }

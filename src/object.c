@@ -12,6 +12,7 @@
 #include <string.h>
 #include "le.h"
 #include "object.h"
+#include "pool.h"
 
 #define OBJ_TYPES 8
 
@@ -133,11 +134,19 @@ int obj_hist_find(const robj *o, uint64_t ref) {
  * (Counting the snapshot entry itself in the history, or a fixed "every N
  * entries" rule, made large collections compact almost continuously.) */
 int obj_wants_snapshot(const robj *o) {
-    if (o->nhist < 64 || !obj_class_of(o->type)) return 0;   /* large strings: no ops */
-    /* A snapshot that did not fit one segment is retried only once the
-     * history has doubled since, not re-encoded on every write. */
+    if (!obj_class_of(o->type)) return 0;   /* large strings (bigval.h): no ops */
+    /* Fewer than 64 entries wait, unless they hold more than a segment:
+     * overwriting a large element (bigval.h) would otherwise keep every old
+     * copy live for 64 writes. */
+    if (o->nhist < 64 && o->hist_bytes - o->snap_bytes < POOL_SEG_SIZE) return 0;
+    /* A snapshot that could not be written (no room) is retried only once
+     * the history has doubled since, not re-encoded on every write. */
     if (o->compact_failed_at && o->nhist < 2 * o->compact_failed_at) return 0;
     uint64_t base = o->snap_bytes;
     if (!base) base = (uint64_t)obj_class_of(o->type)->size(o->data) * 64 + 4096;
-    return o->hist_bytes - o->snap_bytes > 2 * base;
+    uint64_t tail = o->hist_bytes - o->snap_bytes;
+    /* Past a segment of effects the log holds at most one dead copy's
+     * worth: the rewrite still costs at most a byte per byte of effects. */
+    if (tail >= POOL_SEG_SIZE) return tail > base;
+    return tail > 2 * base;
 }

@@ -1,5 +1,5 @@
-"""Values larger than one 4 MiB log segment (src/bigval.c): stored as chunk
-entries committed by a final entry, held whole in DRAM.
+"""Values larger than one 4 MiB log segment (src/bigval.c): strings and
+collection elements, stored as chunk entries committed by a final entry.
 
 Every test runs a real rowan-server (pools sized for the values) and talks
 to it with redis-py or the raw RESP client; values are compared by SHA-1.
@@ -7,6 +7,8 @@ Covered: SET/GET of 5, 40 and 200 MB; GETRANGE, STRLEN, APPEND (growing a
 small value past 4 MiB), SETRANGE, EXPIRE; restart and kill -9 recovery;
 kill -9 while a large value is being written (the key is then exactly the
 old or the new value, and the server says it ignored the cut-short pieces);
+hash, set, list and sorted-set elements of 5-10 MB, and a compaction
+snapshot holding them;
 the cleaner relocating chunks under churn; a value larger than the pool's
 free room refused with -OOM and nothing lost; replication to a backup and a
 backup's catch-up after kill -9 (shard digests agree)."""
@@ -189,21 +191,65 @@ def test_kill9_in_the_middle_of_a_large_write(server_factory):
     assert sha(r.get("k")) == sha(v)
 
 
+def test_large_collection_elements(server_factory):
+    """Hash fields, set and sorted-set members and list elements of 5-10 MB:
+    written, overwritten, compacted into a snapshot larger than a segment,
+    recovered after kill -9, deleted."""
+    srv = server_factory({"pool-size": "512mb"})
+    r = client(srv)
+    f1, f2 = value(10 * MB, 300), value(9 * MB, 301)
+    m, e1, e2, zm = value(6 * MB, 302), value(7 * MB, 303), value(5 * MB, 304), value(5 * MB, 305)
+    assert r.hset("h", mapping={"f": f1, "g": b"small"}) == 2
+    assert r.hset("h", "f", f2) == 0
+    assert r.sadd("s", m, b"a") == 2
+    assert r.rpush("l", b"x", e1, b"y") == 3
+    assert r.lset("l", 1, e2) is True
+    assert r.zadd("z", {zm: 1.5, b"m": 2}) == 2
+    # enough small effects that the hash is compacted: its snapshot holds
+    # the 9 MB field, so it is itself written in pieces
+    for i in range(100):
+        r.hset("h", "n%d" % i, i)
+
+    def check(r):
+        assert r.hlen("h") == 102 and r.hstrlen("h", "f") == len(f2)
+        assert sha(r.hget("h", "f")) == sha(f2) and r.hget("h", "n99") == b"99"
+        assert r.sismember("s", m) and r.scard("s") == 2
+        assert [sha(x) for x in r.lrange("l", 0, -1)] == [sha(b"x"), sha(e2), sha(b"y")]
+        assert r.zscore("z", zm) == 1.5 and r.zrange("z", 0, 0) == [zm]
+    check(r)
+    srv.kill9()
+    srv.start()
+    r = client(srv)
+    check(r)
+    assert int(rowan_info(r)["recovery_corrupt_entries"]) == 0
+    assert r.hdel("h", "f") == 1 and r.srem("s", m) == 1 and r.lrem("l", 0, e2) == 1
+    srv.restart()
+    r = client(srv)
+    assert r.hexists("h", "f") == 0 and r.hlen("h") == 101
+    assert r.smembers("s") == {b"a"} and r.lrange("l", 0, -1) == [b"x", b"y"]
+    assert int(rowan_info(r)["recovery_corrupt_entries"]) == 0
+
+
 def test_cleaner_relocates_chunks_under_churn(server_factory):
     """Random overwrites of 8 large values (each about 5.2 MB, so runs of
-    chunks straddle segments) write a 96 MB pool over three times: the
-    cleaner must copy live chunks out of segments shared with dead ones.
-    Every value read back, before and after kill -9, is exact."""
-    srv = server_factory({"pool-size": "96mb"})
+    chunks straddle segments; half strings, half a hash field) write a
+    112 MB pool three times: the cleaner must copy live chunks out of
+    segments shared with dead ones, and the hashes' histories are
+    compacted. Every value read back, before and after kill -9, is exact."""
+    srv = server_factory({"pool-size": "112mb"})
     r = client(srv)
     rnd = random.Random(7)
     model = {}
     for i in range(64):
-        k = "v%d" % (rnd.randrange(8) if i >= 8 else i)
+        n = rnd.randrange(8) if i >= 8 else i
+        k = "v%d" % n
         v = value(5 * MB + 200 * 1024 + i, 1000 + i)
-        for attempt in range(200):
+        for attempt in range(600):   # up to 30 s for the cleaner
             try:
-                r.set(k, v)
+                if n % 2:   # odd keys: a hash with a large field
+                    r.hset(k, mapping={"f": v, "n": i})
+                else:
+                    r.set(k, v)
                 break
             except redis.ResponseError as e:
                 # the cleaner is making room: such a refusal says retry
@@ -215,14 +261,18 @@ def test_cleaner_relocates_chunks_under_churn(server_factory):
     inf = rowan_info(r)
     assert int(inf["clean_segments"]) > 0, inf
     assert int(inf["clean_bytes_copied"]) > 0, inf
-    for k, v in model.items():
-        assert sha(r.get(k)) == sha(v), k
+    _check_churn(r, model)
     srv.kill9()
     srv.start()
     r = client(srv)
-    for k, v in model.items():
-        assert sha(r.get(k)) == sha(v), k
+    _check_churn(r, model)
     assert int(rowan_info(r)["recovery_corrupt_entries"]) == 0
+
+
+def _check_churn(r, model):
+    for k, v in model.items():
+        got = r.hget(k, "f") if int(k[1:]) % 2 else r.get(k)
+        assert got is not None and sha(got) == sha(v), k
 
 
 def test_value_larger_than_the_pool_is_refused(server_factory, raw):
@@ -306,8 +356,11 @@ def test_cluster_replicates_and_catches_up_large_values(cluster_factory):
     for k, v in vals.items():
         assert rc.set(k, v) is True
     _check(rc, vals)
+    hval = value(6 * MB, 150)
+    rc.hset("hbig", mapping={"f": hval, "g": b"1"})
+    rc.rpush("lbig", b"a", hval[::-1])
     d = _wait_digests_agree(cl)
-    assert sum(x[1] for x in d.values()) == len(vals)
+    assert sum(x[1] for x in d.values()) == len(vals) + 2
     # kill -9 one node, restart it; then overwrite large values
     cl.kill9(1)
     cl.restart(1)
@@ -324,9 +377,11 @@ def test_cluster_replicates_and_catches_up_large_values(cluster_factory):
     cl.restart(1)
     _wait_live(cl)
     d = _wait_digests_agree(cl)
-    assert sum(x[1] for x in d.values()) == len(vals)
+    assert sum(x[1] for x in d.values()) == len(vals) + 2
     rc = cl.cluster_client(socket_timeout=120)
     _check(rc, vals)
+    assert sha(rc.hget("hbig", "f")) == sha(hval)
+    assert sha(rc.lindex("lbig", 1)) == sha(hval[::-1])
     for nd in cl.nodes:
         f = nd.info("rowan")["rowan"]
         assert f["digest_diverged"] == "0" and f["shards_lost"] == "0", (nd.name, f)
