@@ -237,7 +237,8 @@ static int no_password(void) { return acl_default_nopass(); }
 static int takes_big_value(const char *name) {
     static const char *const names[] = {
         "set", "setex", "psetex", "setnx", "getset", "append", "setrange", "hset", "hsetnx",
-        "hmset", "sadd", "lpush", "rpush", "lpushx", "rpushx", "lset", "linsert", "zadd"};
+        "hmset", "sadd", "lpush", "rpush", "lpushx", "rpushx", "lset", "linsert", "zadd",
+        "restore"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!strcasecmp(name, names[i])) return 1;
     return 0;

@@ -100,6 +100,17 @@ def test_string_commands_on_a_large_value(server_factory):
     r.append("s", b"!")
     model += b"!"
     assert 0 < r.ttl("s") <= 1000
+    # DUMP / RESTORE (what MIGRATE sends) of a large value
+    payload = r.dump("s")
+    assert r.restore("s2", 0, payload) == b"OK"
+    assert sha(r.get("s2")) == sha(bytes(model))
+    assert r.delete("s2") == 1
+    # RENAME must log its two keys in one entry: a large value is refused
+    # (src/bigval.c, "Not chunked") and nothing changes
+    with pytest.raises(redis.ResponseError) as ei:
+        r.rename("s", "s3")
+    assert str(ei.value).startswith("value too large"), ei.value
+    assert r.exists("s3") == 0 and r.strlen("s") == len(model)
     # a large value replaced by a small one and the other way round
     r.set("t", value(6 * MB, 30))
     r.set("t", b"small")
