@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "verify.h"
+#include "bigval.h"
 #include "clean.h"
 #include "db.h"
 #include "db_shard.h"
@@ -167,7 +168,11 @@ static int sum_key(void *arg, const dict_entry *de) {
     unsigned ldb = c->logical[pdb % SHARD_MAX_DBS];
     const char *key = de->key + 2;
     size_t klen = de->klen - 2;
-    if (val->o) {
+    if (val->o && val->o->type == OBJ_STRING) {   /* a large string (bigval.h) */
+        size_t len;
+        const char *p = bigval_bytes(val->o, &len);
+        c->sum += db_key_digest(ldb, key, klen, val->expire_ms, p, len, NULL);
+    } else if (val->o) {
         c->sum += db_key_digest(ldb, key, klen, val->expire_ms, NULL, 0, val->o);
     } else {
         log_entry e;
@@ -192,6 +197,7 @@ static void shard_done(vstate *v) {
         dict_foreach(v->keys, sum_key, &c);
         v->sum[v->sid] = c.sum;
         v->n[v->sid] = c.n;
+        bigval_forget(&server.shards[v->sid]);   /* runs a crash cut short */
         dict_foreach(v->keys, free_obj, NULL);
         dict_free(v->keys);
     }
@@ -199,11 +205,37 @@ static void shard_done(vstate *v) {
     reset_dbmap(v);
 }
 
+/* The final entry of a large value (bigval.h): its run joined, applied as
+ * db_apply_big does. The run's chunks wait in the shard's own pending
+ * table, empty meanwhile (every shard lock is held: no write is half-way,
+ * and a standalone server has no backup copies). */
+static void apply_big(vstate *v, uint64_t ref, const log_entry *e) {
+    bigval_run run;
+    if (bigval_join(&server.shards[v->sid], e, 1, &run) != 0) return;
+    if (e->type == LOG_SET) {
+        drop(v, e);
+        sval val = {e->expire_ms, e->ver, 0, bigval_string(e, ref, &run)};
+        put(v, e, &val);
+    } else {
+        log_entry j = *e;
+        j.flags &= (uint8_t)~LOG_F_CHUNKED;
+        j.val = run.buf;
+        j.vlen = (uint32_t)run.len;
+        apply_obj(v, &j);
+    }
+    bigval_run_free(&run);
+}
+
 static void on_effect(void *arg, int sid, uint64_t ref, const log_entry *e) {
     vstate *v = arg;
     if (sid != v->sid) {
         shard_done(v);
         v->sid = sid;
+    }
+    bigval_note(&server.shards[sid], ref, e);
+    if (e->flags & LOG_F_CHUNKED) {
+        apply_big(v, ref, e);
+        return;
     }
     switch (e->type) {
     case LOG_SET: {
@@ -255,6 +287,7 @@ int verify_log(char *err, size_t errlen) {
             }
         }
     }
+    if (v.sid >= 0) bigval_forget(&server.shards[v.sid]);
     for (int i = ns - 1; i >= 0; i--) shard_unlock(&server.shards[i]);
     clean_release();
     if (v.keys) {
