@@ -18,7 +18,8 @@
  * chunks fills segments without waste. Nothing is applied for a chunk: it
  * is remembered as pending (per shard, by pool reference). The final entry
  * is the commit: applying it (db.c, db_apply_entry, the one path used by the
- * write itself, recovery, the digest thread of a backup and a re-sync)
+ * write itself, recovery, the digest thread of a backup and a re-sync; and
+ * verify.c's replay for DEBUG RELOAD, with the same pending table)
  * gathers the pending chunks of its key in its version range, checks that
  * they tile the payload exactly and joins it (bigval_join). A string
  * becomes one robj of type OBJ_STRING whose data is the joined bytes; a
@@ -45,10 +46,11 @@
  *     and its final entry), and is moved in the pending table. Overwrite or
  *     deletion retires the whole history at once.
  *   - replication: chunks and final travel as ordinary entries through the
- *     worker's links (each fits a transport message). A re-sync or delta
- *     catch-up exports a large string or snapshot as chunks then a final entry, all
- *     flagged LOG_F_RESYNC at the re-sync's version (db_shard.c); the final
- *     of a re-sync gathers the chunks of its key at exactly that version.
+ *     worker's links (each fits a TCP transport message). A re-sync or
+ *     delta catch-up exports a large string or snapshot as chunks then a
+ *     final entry, all flagged LOG_F_RESYNC at the re-sync's version
+ *     (db_shard.c); the final entry of a re-sync gathers the chunks of its
+ *     key at exactly that version.
  *     Recovery sorts a re-sync's chunks before the other entries of the same
  *     version, since position in the pool says nothing after cleaning.
  *   - space: the write first checks that the free segments (beyond the
@@ -68,12 +70,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
+#include "db.h"
 #include "le.h"
 #include "pool.h"
 #include "server.h"
 #include "shard.h"
-
-enum { OBJ_STRING_TYPE = 1 };   /* db.h's OBJ_STRING (object.c does not see db.h) */
 
 typedef struct bigstr {
     size_t len;
@@ -288,7 +289,7 @@ robj *bigval_string(const log_entry *e, uint64_t ref, bigval_run *run) {
     robj *o = calloc(1, sizeof(robj) + e->klen);
     if (!o) abort();
     b->len = run->len;
-    o->type = OBJ_STRING_TYPE;
+    o->type = OBJ_STRING;
     o->db = e->db;
     o->klen = e->klen;
     memcpy(o->key, e->key, e->klen);
