@@ -11,7 +11,9 @@ hash, set, list and sorted-set elements of 5-10 MB, and a compaction
 snapshot holding them;
 the cleaner relocating chunks under churn; a value larger than the pool's
 free room refused with -OOM and nothing lost; replication to a backup and a
-backup's catch-up after kill -9 (shard digests agree)."""
+backup's catch-up after kill -9 (shard digests agree); and the string,
+hash and list commands on large values differentially against
+redis-server."""
 import hashlib
 import os
 import random
@@ -410,3 +412,50 @@ def test_cluster_replicates_and_catches_up_large_values(cluster_factory):
     for nd in cl.nodes:
         f = nd.info("rowan")["rowan"]
         assert f["digest_diverged"] == "0" and f["shards_lost"] == "0", (nd.name, f)
+
+
+def test_large_values_differential_against_redis(server_factory):
+    """The same seeded commands on large values against redis-server:
+    replies (whole values included) compared one by one."""
+    import shutil
+    from conftest import Server
+    from differential import both
+    if not shutil.which("redis-server"):
+        pytest.skip("redis-server not installed")
+    c = server_factory({"pool-size": "512mb"}).resp()
+    ref_srv = Server("redis")
+    ref_srv.start()
+    try:
+        ref = ref_srv.resp()
+        rnd = random.Random(2024)
+        base = value(5 * MB, 500)
+        both(c, ref, "SET", "s", base)
+        both(c, ref, "HSET", "h", "f", base[:4 * MB + 999], "g", "1")
+        both(c, ref, "RPUSH", "l", "a", base[7:], "b")
+        for i in range(60):
+            n = both(c, ref, "STRLEN", "s")
+            op = rnd.randrange(8)
+            if op == 0:
+                both(c, ref, "APPEND", "s", value(rnd.randrange(1, 600 * 1024), i))
+            elif op == 1:
+                both(c, ref, "SETRANGE", "s", rnd.randrange(n + 10), b"<%d>" % i)
+            elif op == 2:
+                a = rnd.randrange(-n, n)
+                both(c, ref, "GETRANGE", "s", a, a + rnd.randrange(2 * MB))
+            elif op == 3:
+                both(c, ref, "HSET", "h", "f", value(4 * MB + rnd.randrange(MB), 600 + i))
+            elif op == 4:
+                both(c, ref, "HSTRLEN", "h", "f")
+                both(c, ref, "HGET", "h", "f")
+            elif op == 5:
+                both(c, ref, "LSET", "l", 1, value(4 * MB + i, 700 + i))
+                both(c, ref, "LRANGE", "l", 0, -1)
+            elif op == 6:
+                both(c, ref, "SETBIT", "s", 8 * (n + rnd.randrange(1000)), 1)
+                both(c, ref, "BITCOUNT", "s")
+            else:
+                both(c, ref, "GETRANGE", "s", -100, -1)
+        both(c, ref, "GET", "s")
+        both(c, ref, "HMGET", "h", "f", "g")   # HGETALL's order is the hashtable's
+    finally:
+        ref_srv.cleanup()
