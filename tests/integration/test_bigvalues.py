@@ -13,7 +13,7 @@ the cleaner relocating chunks under churn; a value larger than the pool's
 free room refused with -OOM and nothing lost; replication to a backup and a
 backup's catch-up after kill -9 (shard digests agree); and the string,
 hash and list commands on large values differentially against
-redis-server."""
+redis-server; MIGRATE of large values between two servers."""
 import hashlib
 import os
 import random
@@ -459,3 +459,23 @@ def test_large_values_differential_against_redis(server_factory):
         both(c, ref, "HMGET", "h", "f", "g")   # HGETALL's order is the hashtable's
     finally:
         ref_srv.cleanup()
+
+
+def test_migrate_moves_a_large_value(server_factory):
+    """MIGRATE (DUMP on the source, RESTORE on the target) of a large
+    string and of a hash with a large field, between two servers."""
+    a = server_factory({"pool-size": "256mb"})
+    b = server_factory({"pool-size": "256mb"})
+    ra, rb = client(a), client(b)
+    v = value(20 * MB, 800)
+    ra.set("big", v)
+    ra.hset("h", mapping={"f": v[::-1], "g": b"1"})
+    for k in ("big", "h"):
+        assert ra.execute_command("MIGRATE", "127.0.0.1", b.port, k, 0, 60000) in (True, b"OK")
+    assert ra.exists("big", "h") == 0
+    assert sha(rb.get("big")) == sha(v)
+    assert sha(rb.hget("h", "f")) == sha(v[::-1]) and rb.hget("h", "g") == b"1"
+    b.kill9()
+    b.start()
+    rb = client(b)
+    assert sha(rb.get("big")) == sha(v) and sha(rb.hget("h", "f")) == sha(v[::-1])
