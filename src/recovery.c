@@ -882,7 +882,7 @@ int recovery_replay_visit(recovery_effect_fn fn, void *arg, char *err, size_t er
         free(st.items);
         return -1;
     }
-    qsort(st.items, st.n, sizeof(rec_item), cmp_item);
+    if (st.n) qsort(st.items, st.n, sizeof(rec_item), cmp_item);   /* items is NULL when empty */
     size_t i = 0;
     while (i < st.n) {
         size_t end;

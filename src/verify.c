@@ -39,11 +39,13 @@
 #include "server.h"
 #include "shard.h"
 
-typedef struct sval {
+/* Packed: the dict stores values right after the key bytes, unaligned
+ * (dict.c), so every access must be an unaligned one (UBSan). */
+typedef struct __attribute__((packed)) sval {
     int64_t expire_ms;
     uint64_t ver;
     uint64_t ref;          /* a string's LOG_SET entry */
-    robj *o;               /* a collection, or NULL */
+    robj *o;               /* a collection (or a large string), or NULL */
 } sval;
 
 typedef struct vstate {
