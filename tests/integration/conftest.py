@@ -817,6 +817,17 @@ def pair():
 
 
 @pytest.fixture
+def pair_conns(pair):
+    """A fresh connection to each server of the pair, keyspace flushed."""
+    made = [RespClient(s.port) for s in pair]
+    for m in made:
+        assert m.call("FLUSHALL") == "OK"
+    yield made
+    for m in made:
+        m.close()
+
+
+@pytest.fixture
 def fresh_pair(server_factory, request):
     """(RespClient on a fresh rowan-server, RespClient on a fresh
     redis-server): one test's own pair, for tests that change server-wide

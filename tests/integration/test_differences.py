@@ -10,14 +10,8 @@ from differential import both
 
 
 @pytest.fixture
-def cl(pair):
-    """A fresh connection to each server of the pair, keyspace flushed."""
-    made = [RespClient(s.port) for s in pair]
-    for m in made:
-        assert m.call("FLUSHALL") == "OK"
-    yield made
-    for m in made:
-        m.close()
+def cl(pair_conns):
+    return pair_conns
 
 
 # ---- transactions ----

@@ -11,13 +11,8 @@ from differential import both, call
 
 
 @pytest.fixture
-def cl(pair):
-    made = [RespClient(s.port) for s in pair]
-    for m in made:
-        assert m.call("FLUSHALL") == "OK"
-    yield made
-    for m in made:
-        m.close()
+def cl(pair_conns):
+    return pair_conns
 
 
 def s(v):

@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import RespClient, wait_for
+from test_tls import _make_ca, _make_cert
 from test_failover import (OPTS as MANAGED_OPTS, Checker, cm_node, rowan, wait_digests_agree,
                            wait_healthy)
 
@@ -32,26 +33,6 @@ pytestmark = [pytest.mark.rowan_only("TLS between Rowan nodes"),
               pytest.mark.skipif(OPENSSL is None, reason="needs the openssl CLI")]
 
 CHALLENGE_MAGIC = b"ROWNAUC1"   # peer_auth.c: what the receiver sends first
-
-
-def _openssl(*args, cwd):
-    subprocess.run([OPENSSL] + list(args), cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def _make_ca(d, name):
-    _openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-             "-nodes", "-keyout", name + ".key", "-out", name + ".crt", "-days", "2",
-             "-subj", "/CN=" + name, cwd=d)
-
-
-def _make_cert(d, name, ca):
-    _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-             "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + name, cwd=d)
-    with open(os.path.join(d, name + ".ext"), "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    _openssl("x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
-             "-CAcreateserial", "-out", name + ".crt", "-days", "2",
-             "-extfile", name + ".ext", cwd=d)
 
 
 @pytest.fixture(scope="module")
