@@ -1,5 +1,11 @@
 /* syncer.c -- threads that turn workers' batches into device flushes.
  *
+ * Used with replicas (a worker's batch waits for its backups too, and the
+ * worker serves on meanwhile) and by the control thread's b-log flushes. A
+ * standalone server on block storage does not come here: each worker
+ * flushes its round inline (worker.c, issue 14: fewer thread hand-offs won
+ * on a CPU-bound server).
+ *
  * On block storage a sync costs a device flush (milliseconds) however little
  * it writes. If a worker synced inside its own loop it would stop reading
  * requests for the whole flush. Instead a worker submits each round's batch
