@@ -31,7 +31,10 @@
  * pages, and the server's writable mapping of the pool is write-protected,
  * so that the first store to each page after a compare faults once into
  * the shim (SIGSEGV handler), which marks the page and lets the store
- * through. (Comparing the whole pool at every flush cost 30-170 ms under
+ * through. A page a flush compared is compared again by every flush that
+ * starts before that one completes: the kernel's later flush waits for the
+ * earlier one's writeback, so its caller may rely on the page already.
+ * (Comparing the whole pool at every flush cost 30-170 ms under
  * load; asking the kernel which pages are dirty, with cachestat, misses
  * pages that another thread's concurrent flush has cleaned.) Not modelled:
  * a block that changes and changes back while a flush that saw the first
@@ -114,6 +117,7 @@ static double writeback_p;
 static int skip_sync;
 static uintptr_t map_lo, map_hi;   /* the tracked mapping, page aligned */
 static uint8_t *touched;           /* per pool page: written since a flush compared it */
+static uint32_t *inflight;         /* per pool page: flushes in flight that compared it (mu) */
 static uint64_t npages;
 static useconds_t sync_delay_us;
 
@@ -230,7 +234,8 @@ static void make_image(int fd) {
     full_pread(read_fd, shadow, pool_size, 0);
     npages = (pool_size + PAGE - 1) / PAGE;
     touched = calloc(npages ? npages : 1, 1);
-    if (!touched) die("memory");
+    inflight = calloc(npages ? npages : 1, sizeof(uint32_t));
+    if (!touched || !inflight) die("memory");
     grow_blocks(pool_size);
     ready = 1;
 }
@@ -296,7 +301,8 @@ static void on_segv(int sig, siginfo_t *si, void *ctx) {
     if (si->si_code == SEGV_ACCERR && map_base && a >= map_lo && a < map_hi) {
         uintptr_t pg = a & ~(uintptr_t)(PAGE - 1);
         mprotect((void *)pg, PAGE, PROT_READ | PROT_WRITE);
-        __atomic_store_n(&touched[(pg - map_base) / PAGE], 1, __ATOMIC_SEQ_CST);
+        uint64_t i = (pg - map_base) / PAGE;
+        if (i < npages) __atomic_store_n(&touched[i], 1, __ATOMIC_SEQ_CST);
         return;
     }
     signal(SIGSEGV, SIG_DFL);
@@ -396,6 +402,8 @@ typedef struct snapshot {
     size_t n;
     range *r;                      /* what it covers ... */
     uint8_t **data;                /* ... and its contents at entry */
+    uint64_t *pages;               /* pages it compared (inflight counts them) */
+    size_t npg;
 } snapshot;
 
 static void snap_add(snapshot *s, const uint8_t *now, uint64_t off, uint64_t len) {
@@ -464,9 +472,17 @@ static void snap_take(snapshot *s, uint64_t off, uint64_t len) {
     }
     uint64_t p0 = off / PAGE, p1 = (off + len + PAGE - 1) / PAGE;
     for (uint64_t pg = p0; pg < p1 && pg < npages; pg++) {
-        if (!__atomic_exchange_n(&touched[pg], 0, __ATOMIC_SEQ_CST)) continue;
+        /* a page another flush in flight compared is compared again: that
+         * flush may complete after this one, whose caller may already rely
+         * on the page (the kernel's flush waits for its writeback) */
+        int was = __atomic_exchange_n(&touched[pg], 0, __ATOMIC_SEQ_CST);
+        if (!was && !inflight[pg]) continue;
         uintptr_t a = map_base + pg * PAGE;
-        if (a >= map_lo && a + PAGE <= map_hi) mprotect((void *)a, PAGE, PROT_READ);
+        if (was && a >= map_lo && a + PAGE <= map_hi) mprotect((void *)a, PAGE, PROT_READ);
+        s->pages = realloc(s->pages, (s->npg + 1) * sizeof(uint64_t));
+        if (!s->pages) die("memory");
+        s->pages[s->npg++] = pg;
+        inflight[pg]++;
         uint64_t lo = pg * PAGE > off ? pg * PAGE : off;
         uint64_t hi = (pg + 1) * PAGE < off + len ? (pg + 1) * PAGE : off + len;
         if (hi > pool_size) hi = pool_size;
@@ -474,11 +490,14 @@ static void snap_take(snapshot *s, uint64_t off, uint64_t len) {
     }
 }
 
-/* The flush returned: its snapshot becomes durable. */
-static void snap_done(snapshot *s) {
+/* The flush returned: its snapshot becomes durable (if it succeeded). */
+static void snap_done(snapshot *s, int ok) {
     pthread_mutex_lock(&mu);
-    for (size_t i = 0; i < s->n; i++) apply(s->data[i], s->r[i].off, s->r[i].len, s->seq);
+    if (ok)
+        for (size_t i = 0; i < s->n; i++) apply(s->data[i], s->r[i].off, s->r[i].len, s->seq);
+    for (size_t i = 0; i < s->npg; i++) inflight[s->pages[i]]--;
     pthread_mutex_unlock(&mu);
+    free(s->pages);
     for (size_t i = 0; i < s->n; i++) free(s->data[i]);
     free(s->data);
     free(s->r);
@@ -493,7 +512,7 @@ static int sync_fd(int fd, int (*real)(int)) {
     pthread_mutex_unlock(&mu);
     if (sync_delay_us) usleep(sync_delay_us);
     int rc = real(fd);
-    if (rc == 0) snap_done(&s);
+    snap_done(&s, rc == 0);
     return rc;
 }
 
@@ -512,6 +531,6 @@ int msync(void *addr, size_t len, int flags) {
     snap_take(&s, off, len);
     pthread_mutex_unlock(&mu);
     int rc = real_msync(addr, len, flags);
-    if (rc == 0) snap_done(&s);
+    snap_done(&s, rc == 0);
     return rc;
 }
