@@ -184,9 +184,7 @@ void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owne
 }
 
 void log_writer_free(log_writer *w) {
-    free(w->stage);
-    w->stage = NULL;
-    w->stage_cap = 0;
+    (void)w; /* nothing allocated: entries are encoded in the pool */
 }
 
 static uint64_t seg_start(const log_writer *w, int32_t seg) {
@@ -310,16 +308,8 @@ uint64_t log_writer_reserve(log_writer *w, size_t len, int64_t keep_free) {
 }
 
 void *log_writer_dst(log_writer *w, uint64_t off, size_t len) {
-    if (pool_is_pmem(w->p))
-        return pool_ptr(w->p, off);
-    if (w->stage_cap < len) {
-        free(w->stage);
-        w->stage_cap = len < 4096 ? 4096 : len;
-        w->stage = malloc(w->stage_cap);
-        if (!w->stage)
-            abort();
-    }
-    return w->stage;
+    (void)len;
+    return pool_ptr(w->p, off);
 }
 
 void log_writer_wrote(log_writer *w, uint64_t off, size_t len) {
@@ -333,7 +323,6 @@ static void log_writer_wrote_local(log_writer *w, uint64_t off, size_t len) {
         pool_persist(w->p, pool_ptr(w->p, off), len);
         return;
     }
-    pool_pwrite(w->p, off, w->stage, len);
     /* Offsets only compare within one segment: a later segment may sit at a
      * lower address. The run starts at the first write since the last sync
      * and ends in the segment written last. */

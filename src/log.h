@@ -186,13 +186,11 @@ typedef struct log_writer {
      * pool_ptr(off); may be NULL. Workers replicate from here (repl.c). */
     void (*on_wrote)(struct log_writer *w, uint64_t off, size_t len);
     void *ctx;
-    char *stage;          /* block storage: where entries are encoded */
-    size_t stage_cap;
 } log_writer;
 
 void log_writer_init(log_writer *w, pool *p, enum seg_owner owner, uint16_t owner_id);
-/* Release what the writer allocated (its staging buffer) once it is done
- * with; init does not, as it starts from zero. Neither syncs nor seals. */
+/* Release what the writer allocated once it is done with (nothing today:
+ * entries are encoded in the pool); neither syncs nor seals. */
 void log_writer_free(log_writer *w);
 /* Reserve room for an entry of len bytes (unpadded) and return its pool
  * offset, switching to a fresh segment when the current one cannot hold it.
@@ -200,17 +198,19 @@ void log_writer_free(log_writer *w);
  * segment can be had (pool full). The caller then writes the entry at
  * pool_ptr(p, off) and calls log_writer_wrote(). */
 uint64_t log_writer_reserve(log_writer *w, size_t len, int64_t keep_free);
-/* Where to encode the entry reserved at off. On pmem, the pool itself. On
- * block storage, a staging buffer that log_writer_wrote writes to the file
- * at off with pwrite: stores through a shared file mapping would cost a
- * write-protect fault and a page-table clean (with TLB shootdowns) per page
- * per sync, which made each fdatasync markedly slower (measured: 150 KB
- * batches, 2.7 ms via the mapping, 1.5 ms via pwrite). The mapping still
- * serves every read: it shares the page cache the write lands in. */
+/* Where to encode the entry reserved at off: the pool itself, through the
+ * mapping, on pmem and on block storage alike. On block storage the stores
+ * dirty the page cache and the next flush (fdatasync or msync) writes them
+ * back. This used to be a staging buffer written with one pwrite per entry,
+ * to spare each flush the write-protect faults of a mapped page (measured
+ * then: 150 KB batches flushed in 2.7 ms via the mapping, 1.5 ms via pwrite);
+ * but the pwrite was ~28% of the server's CPU at SET -P 16, and with the
+ * server CPU-bound the mapping won: 2.65-3.2 against 4.1-4.4 CPU-seconds per
+ * million SETs, and more SETs/s (BENCHMARKS.md, issue 14). */
 void *log_writer_dst(log_writer *w, uint64_t off, size_t len);
 /* The entry of len bytes at off is encoded (at log_writer_dst): make it part
- * of the log. On pmem it is persisted at once; otherwise it is written to the
- * file and becomes durable at the next sync. Readers may follow a reference
+ * of the log. On pmem it is persisted at once; otherwise it becomes durable
+ * at the next sync. Readers may follow a reference
  * to it as soon as this returns. */
 void log_writer_wrote(log_writer *w, uint64_t off, size_t len);
 /* Make everything appended so far durable (group commit). Cheap when nothing

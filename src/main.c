@@ -159,7 +159,7 @@ static void open_pool(void) {
     serverLog(LL_NOTICE, "Pool %s: %llu bytes, %u segments, %s", path,
               (unsigned long long)pool_size(server.pool), pool_nsegs(server.pool),
               pool_is_pmem(server.pool) ? "persistent memory (pmem_persist)"
-                                        : "not pmem (pmem_msync group commit)");
+                                        : "not pmem (fdatasync group commit)");
 }
 
 static void make_run_id(void) {

@@ -89,7 +89,13 @@ _Static_assert(sizeof(struct seg_meta) == 16, "seg_meta is 16 bytes");
 #define POOL_SEQ_LEASE  1024u
 #define POOL_PAGE       4096u
 #define POOL_ZERO_AHEAD 16u        /* raw segments zero-filled ahead of allocation */
-#define POOL_ZERO_CHUNK (1u << 20) /* bytes per zero-filling pwrite */
+/* Bytes per zero-filling pwrite. Not more: the page cache sizes a folio
+ * after the write that creates it, and every later small append into a
+ * large folio walks all of its block buffers (ext4_block_write_begin,
+ * block_commit_write): with 1 MiB chunks a 150-byte append cost 2.4 us of
+ * CPU, with 64 KiB 0.95 us, as with 4 KiB (measured on the development VM,
+ * Linux 6.18, ext4). */
+#define POOL_ZERO_CHUNK (64u << 10)
 
 /* On-media superblock. Bytes [0, SB_CRC_LEN) are immutable and checksummed. */
 struct pool_sb {

@@ -1,5 +1,16 @@
 /* syncer.c -- threads that turn workers' batches into device flushes.
  *
+ * Used with replicas (a worker's batch waits for its backups too, and the
+ * worker serves on meanwhile), by the control thread's b-log flushes, and by
+ * a standalone server while the device is slow. A standalone server on a
+ * fast device does not come here: each worker flushes its round inline
+ * (worker.c, issue 14: fewer thread hand-offs won on a CPU-bound server).
+ * Every flush is timed (syncer_device_fast): a flush slower than
+ * INLINE_MAX_US sends the workers back here, where a slow or stuck device
+ * does not stop them serving (PING, reads of durable data, and the
+ * -TIMEOUT of a held write after replication-timeout), until a flush is
+ * fast again.
+ *
  * On block storage a sync costs a device flush (milliseconds) however little
  * it writes. If a worker synced inside its own loop it would stop reading
  * requests for the whole flush. Instead a worker submits each round's batch
@@ -24,6 +35,7 @@
  *
  * Pools on real pmem never use this: their entries are persisted as they are
  * appended. */
+#include <stdint.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +64,20 @@ typedef struct sync_queue {
 
 static sync_queue queues[MAX_SYNC_THREADS];
 static int nqueues;
+
+/* A flush slower than this stops the workers flushing inline (about ten
+ * times a loaded VM's fdatasync p99, and far below replication-timeout). */
+#define INLINE_MAX_US 20000
+static _Atomic int64_t last_flush_us = INT64_MAX;   /* none yet: slow */
+
+void syncer_flush_now(void) {
+    int64_t t0 = monotonic_us();
+    pool_sync_all(server.pool);
+    atomic_store(&last_flush_us, monotonic_us() - t0);
+    atomic_fetch_add(&server.stat.syncs, 1);
+}
+
+int syncer_device_fast(void) { return atomic_load(&last_flush_us) < INLINE_MAX_US; }
 
 static void wake_worker(void *w) { worker_wake(w); }
 
@@ -88,8 +114,7 @@ static void *syncer_main(void *arg) {
         memcpy(taken, q->jobs, sizeof(sync_job) * (size_t)n);
         q->len = 0;
         pthread_mutex_unlock(&q->mu);
-        pool_sync_all(server.pool);
-        atomic_fetch_add(&server.stat.syncs, 1);
+        syncer_flush_now();
         for (int i = 0; i < n; i++) {
             atomic_store(taken[i].done, 1);
             taken[i].wake(taken[i].arg);

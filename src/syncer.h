@@ -16,4 +16,10 @@ void syncer_submit(struct worker *w, _Atomic int *done);
  * share worker 0's device flushes instead of adding their own. */
 void syncer_submit_to(int queue, _Atomic int *done, void (*wake)(void *), void *arg);
 
+/* Flush the pool now, on the calling thread, timing it (pool_sync_all). */
+void syncer_flush_now(void);
+/* Did the latest device flush (on any thread) take less than the inline
+ * limit? Unknown (none yet) counts as slow. */
+int syncer_device_fast(void);
+
 #endif

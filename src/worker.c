@@ -12,10 +12,22 @@
  *   1. lands every batch whose flush completed: the shards it
  *      touched learn that this worker's versions in it are durable, which
  *      may move their watermarks (and seals the segments it filled),
- *   2. launches the next batch: on block storage the round's appends go to
- *      the syncer threads (syncer.c) and the worker goes on serving while
- *      the device flushes, with up to SHARD_FLIGHTS batches in flight; on
- *      pmem they were persisted as written and land now,
+ *   2. commits the round's batch. Standalone on block storage the worker
+ *      flushes it itself (fdatasync of the pool) and it lands now, as
+ *      redis-server's `appendfsync always` writes and fsyncs in its loop:
+ *      what arrives meanwhile waits in the sockets and joins the next
+ *      round's flush. This replaced handing each batch to a flush thread
+ *      per worker and serving on during the flush (pipelined group commit):
+ *      on the 2-core VM, shared with other work, the server is CPU-bound and
+ *      the two thread hand-offs per flush (wake the flush thread, wake the
+ *      worker back) cost more than the overlap won: 3.6-4.1 against
+ *      4.05-4.6 CPU-seconds per million SETs at -P 16, 1.37x against 1.15x
+ *      redis always (medians of 5 rounds, BENCHMARKS.md, issue 14). With
+ *      replicas the batch still goes to the syncer threads (syncer.c), with
+ *      up to SHARD_FLIGHTS batches in flight while the backups ack, and so
+ *      does it while the device is slow (a flush over 20 ms, syncer.c): a
+ *      stuck flush then does not stop the worker serving; on pmem it was
+ *      persisted as written and lands now,
  *   3. wakes the other workers if a watermark moved while they wait on it,
  *   4. writes out every reply whose dependencies are now durable.
  * A reply is only written in step 4 and only once its versions are at or
@@ -170,16 +182,27 @@ static int worker_land(worker *w, int force) {
     return moved;
 }
 
-/* Close the accumulating batch: on pmem it is durable already and lands at
- * once; otherwise it goes to the syncer and a free slot starts accumulating.
- * With every flight slot busy the batch keeps accumulating until one lands. */
+/* Close the accumulating batch. Standalone, it lands at once: on pmem it is
+ * durable already, on a fast block device this worker flushes it here.
+ * Otherwise (replicas, or a slow device) it goes to the syncer (or, on pmem,
+ * only waits for the backups) and a free slot starts accumulating; with
+ * every flight slot busy the batch keeps accumulating until one lands. */
 static int worker_launch(worker *w) {
     struct batch *b = &w->slots[w->acc];
     /* A batch without versions still carries a segment handed to the
      * cleaner (worker_handover): it is sealed when its flush lands. */
     if (b->nshards == 0 && w->tlog.nclosed == 0) return 0;
-    if (pool_is_pmem(server.pool) && !repl_active()) {
-        log_writer_sync(&w->tlog); /* seals filled segments; entries were persisted as written */
+    int is_pmem = pool_is_pmem(server.pool);
+    if (!repl_active() && (is_pmem || syncer_device_fast())) {
+        if (is_pmem) {
+            log_writer_sync(&w->tlog); /* seals filled segments; entries were persisted as written */
+        } else {
+            /* block storage, standalone, fast device: inline (file comment) */
+            log_flush f;
+            log_writer_detach(&w->tlog, &f);
+            syncer_flush_now();
+            log_writer_flushed(&w->tlog, &f);
+        }
         int moved = batch_land(w, w->acc);
         w->slots[w->acc].gen = ++w->next_gen;
         publish_landed(w);
@@ -189,7 +212,7 @@ static int worker_launch(worker *w) {
     repl_batch_close(w, b);
     b->syncing = 1;
     w->nsyncing++;
-    if (pool_is_pmem(server.pool)) {
+    if (is_pmem) {
         /* persisted as written; only the replicas are awaited */
         log_writer_sync(&w->tlog);
         atomic_store(&b->done, 1);

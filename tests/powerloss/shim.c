@@ -9,40 +9,53 @@
  *   ROWAN_SHIM_POOL=<pool file>  ROWAN_SHIM_IMAGE=<image file>
  *   LD_PRELOAD=powerloss-shim.so rowan-server ...
  *
- * What counts as durable, following what the server does (src/pool.c):
- *   - pwrite to the pool file (log appends): durable once an fdatasync or
- *     fsync of the file that was called after the pwrite returned has
- *     returned, or an msync covering those pages (the cleaner's log);
- *   - stores through the shared mapping: meta entries and the superblock
- *     (persisted with msync at once; the durable ends of open segments are
- *     plain stores that the next fdatasync carries), segment zeroing (memset
- *     then msync). An msync(MS_SYNC) covers its range when it returns; an
- *     fdatasync covers the header area (superblock and meta table) as well,
- *     as the kernel writes back every dirty page of the file. The data area
- *     is never stored to through the mapping on block storage, so dirty
- *     pages there come only from pwrite;
- *   - the pool file as found when the server first opens it is durable (a
- *     new pool is built, fsynced and linked into place before that).
- * Each flush snapshots, at the call's ENTRY, the current contents of what it
- * covers (the pwritten ranges recorded before it, read back from the page
- * cache; the msynced range), and writes the snapshot into the image only
- * after the real call returned. So bytes written by other threads during a
- * flush are not counted as covered by it. Concurrent flushes may complete
- * in any order; the image keeps, per 64-byte block, the newest snapshot
- * (by entry order): log appends never share a block.
+ * What counts as durable: what the kernel makes durable. A flush covers the
+ * pool's bytes in its range that the page cache holds at the call's ENTRY
+ * and that differ from the image: fdatasync and fsync of the pool file
+ * cover the whole file, msync(MS_SYNC) the range it was given. How the
+ * bytes got into the page cache does not matter: pwrite to the pool file,
+ * or stores through the shared mapping (log entries are encoded straight
+ * into the mapping on block storage, src/log.c; meta entries, the
+ * superblock, segment zeroing and recovery's copies are stores too). So no
+ * write path can escape the model, and nothing is counted durable that no
+ * completed flush covered. A flush's snapshot of those bytes (read through
+ * the server's mapping, or with pread before the pool is mapped) is written
+ * into the image only after the real call returned, so bytes written by
+ * other threads during a flush are not counted as covered by it.
+ * sync_file_range (the zero-fill thread) writes back without flushing the
+ * device cache: not a flush, so not modelled. Concurrent flushes may
+ * complete in any order; the image keeps, per 64-byte block, the newest
+ * snapshot (by entry order). The shim keeps a copy of the image in memory
+ * (the pool is small in tests) to find the differing blocks, and compares
+ * only pages written since a flush last compared them: pwrite marks its
+ * pages, and the server's writable mapping of the pool is write-protected,
+ * so that the first store to each page after a compare faults once into
+ * the shim (SIGSEGV handler), which marks the page and lets the store
+ * through. A page a flush compared is compared again by every flush that
+ * starts before that one completes: the kernel's later flush waits for the
+ * earlier one's writeback, so its caller may rely on the page already.
+ * (Comparing the whole pool at every flush cost 30-170 ms under
+ * load; asking the kernel which pages are dirty, with cachestat, misses
+ * pages that another thread's concurrent flush has cleaned.) Not modelled:
+ * a block that changes and changes back while a flush that saw the first
+ * change is in flight (the pool never rewrites a block within one flush).
+ * The pool file as found when the server first opens it is durable (a new
+ * pool is built, fsynced and linked into place before that).
  *
  * Options:
- *   ROWAN_SHIM_WRITEBACK=p   with probability p (0..1) a pwrite also reaches
- *                            the image at once, cut at a random 512-byte
- *                            sector: the kernel writing dirty pages back
- *                            before any flush, so the image holds torn,
+ *   ROWAN_SHIM_WRITEBACK=p   the kernel writing dirty pages back before any
+ *                            flush: with probability p (0..1) a pwrite to
+ *                            the pool reaches the image at once, and each
+ *                            run of blocks a flush found changed reaches it
+ *                            at the flush's entry, cut at a random 512-byte
+ *                            sector, so the image holds torn,
  *                            never-acknowledged tails too;
  *   ROWAN_SHIM_SYNC_DELAY_MS=n   fdatasync and fsync of the pool take n ms
  *                            longer (a slow device): what the server does
  *                            while a flush is in flight gets a wide window;
- *   ROWAN_SHIM_FAULT=skip-fdatasync   fdatasync and fsync of the pool do
- *                            nothing and succeed: a server whose flushes are
- *                            lies. Acknowledged writes must then be missing
+ *   ROWAN_SHIM_FAULT=skip-fdatasync   fdatasync, fsync and msync of the pool
+ *                            do nothing and succeed: a server whose flushes
+ *                            are lies. Acknowledged writes must then be missing
  *                            from the image; the test proves its checker
  *                            sees that (the server itself has no such
  *                            switch).
@@ -54,6 +67,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -69,6 +83,7 @@
 
 #define BLOCK 64
 #define MAX_FD 65536
+#define PAGE 4096u
 
 static int (*real_open)(const char *, int, ...);
 static int (*real_open64)(const char *, int, ...);
@@ -82,6 +97,7 @@ static int (*real_fsync)(int);
 static int (*real_msync)(void *, size_t, int);
 static void *(*real_mmap)(void *, size_t, int, int, int, off_t);
 static void *(*real_mmap64)(void *, size_t, int, int, int, off_t);
+static int (*real_munmap)(void *, size_t);
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static const char *pool_path, *image_path;
@@ -91,20 +107,23 @@ static dev_t pool_dev;
 static ino_t pool_ino;
 static uint8_t is_pool_fd[MAX_FD];
 static int read_fd = -1, image_fd = -1;
-static uint64_t pool_size, header_len;
+static uint64_t pool_size;
+static uint8_t *shadow;            /* what the image holds, in memory */
 static uintptr_t map_base;         /* address of file offset 0 in the mapping */
 static uint64_t *block_seq;        /* per 64-byte block: entry seq of the image's bytes */
 static uint64_t nblocks;
 static uint64_t seq;               /* flush entries and early writebacks, in order */
 static double writeback_p;
 static int skip_sync;
+static uintptr_t map_lo, map_hi;   /* the tracked mapping, page aligned */
+static uint8_t *touched;           /* per pool page: written since a flush compared it */
+static uint32_t *inflight;         /* per pool page: flushes in flight that compared it (mu) */
+static uint64_t npages;
 static useconds_t sync_delay_us;
 
 typedef struct range {
-    uint64_t off, len, seq;
+    uint64_t off, len;
 } range;
-static range *pending;             /* pwritten since some flush, oldest first */
-static size_t npending, cappending;
 
 static void die(const char *what) {
     fprintf(stderr, "powerloss-shim: %s: %s\n", what, strerror(errno));
@@ -124,6 +143,7 @@ __attribute__((constructor)) static void shim_init(void) {
     real_msync = dlsym(RTLD_NEXT, "msync");
     real_mmap = dlsym(RTLD_NEXT, "mmap");
     real_mmap64 = dlsym(RTLD_NEXT, "mmap64");
+    real_munmap = dlsym(RTLD_NEXT, "munmap");
     pool_path = getenv("ROWAN_SHIM_POOL");
     image_path = getenv("ROWAN_SHIM_IMAGE");
     active = pool_path && image_path;
@@ -189,6 +209,7 @@ static void apply(const uint8_t *data, uint64_t off, uint64_t len, uint64_t s) {
             pos = (pos / BLOCK + 1) * BLOCK < end ? (pos / BLOCK + 1) * BLOCK : end;
         }
         full_pwrite(image_fd, data + (run - off), pos - run, run);
+        memcpy(shadow + run, data + (run - off), pos - run);
     }
 }
 
@@ -208,9 +229,13 @@ static void make_image(int fd) {
         full_pwrite(image_fd, buf, n, off);
     }
     free(buf);
-    uint64_t data_off = 0; /* struct pool_sb: data_off at byte 24 */
-    full_pread(read_fd, &data_off, 8, 24);
-    header_len = data_off && data_off < pool_size ? data_off : 0;
+    shadow = calloc(1, pool_size ? pool_size : 1);
+    if (!shadow) die("memory");
+    full_pread(read_fd, shadow, pool_size, 0);
+    npages = (pool_size + PAGE - 1) / PAGE;
+    touched = calloc(npages ? npages : 1, 1);
+    inflight = calloc(npages ? npages : 1, sizeof(uint32_t));
+    if (!touched || !inflight) die("memory");
     grow_blocks(pool_size);
     ready = 1;
 }
@@ -268,44 +293,87 @@ int close(int fd) {
     return real_close(fd);
 }
 
-static void note_map(void *addr, int flags, int fd, off_t off) {
-    if (addr != MAP_FAILED && (flags & MAP_SHARED) && pool_fd(fd))
-        map_base = (uintptr_t)addr - (uintptr_t)off;
+/* A store to a write-protected page of the pool's mapping: let it through
+ * and mark the page for the next flush (in this order: see snap_take).
+ * Anything else is a real fault: the default action then kills. */
+static void on_segv(int sig, siginfo_t *si, void *ctx) {
+    uintptr_t a = (uintptr_t)si->si_addr;
+    if (si->si_code == SEGV_ACCERR && map_base && a >= map_lo && a < map_hi) {
+        uintptr_t pg = a & ~(uintptr_t)(PAGE - 1);
+        mprotect((void *)pg, PAGE, PROT_READ | PROT_WRITE);
+        uint64_t i = (pg - map_base) / PAGE;
+        if (i < npages) __atomic_store_n(&touched[i], 1, __ATOMIC_SEQ_CST);
+        return;
+    }
+    signal(SIGSEGV, SIG_DFL);
+}
+
+/* The server mapped the pool (writable, shared): protect the mapping so
+ * that stores through it can be tracked. */
+static void note_map(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
+    if (addr == MAP_FAILED || !(flags & MAP_SHARED) || !(prot & PROT_WRITE) || !pool_fd(fd))
+        return;
+    pthread_mutex_lock(&mu);
+    map_base = (uintptr_t)addr - (uintptr_t)off;
+    map_lo = (uintptr_t)addr;
+    map_hi = (uintptr_t)addr + (len & ~(size_t)(PAGE - 1));
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGSEGV, &sa, NULL);
+    if (mprotect(addr, map_hi - map_lo, PROT_READ) != 0) die("mprotect of the pool mapping");
+    pthread_mutex_unlock(&mu);
 }
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = real_mmap(addr, len, prot, flags, fd, off);
-    note_map(p, flags, fd, off);
+    note_map(p, len, prot, flags, fd, off);
     return p;
 }
 
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
     void *p = (real_mmap64 ? real_mmap64 : real_mmap)(addr, len, prot, flags, fd, off);
-    note_map(p, flags, fd, off);
+    note_map(p, len, prot, flags, fd, off);
     return p;
+}
+
+/* The pool's mapping goes away: read the page cache with pread again. */
+int munmap(void *addr, size_t len) {
+    pthread_mutex_lock(&mu);
+    uintptr_t a = (uintptr_t)addr;
+    if (map_base && a < map_hi && a + len > map_lo) map_base = map_lo = map_hi = 0;
+    pthread_mutex_unlock(&mu);
+    return real_munmap(addr, len);
 }
 
 /* ---------------- writes ---------------- */
 
-/* A pwrite to the pool of len bytes at off returned: remember the range, and
- * maybe let "writeback" carry some of it to the image at once. */
+/* Writeback ahead of any flush, cut at a random 512-byte sector: the first
+ * sectors of [off, off+len) as the page cache holds them now, as of entry
+ * order s. mu held. */
+static void early_writeback(uint64_t off, uint64_t len, uint64_t s) {
+    uint64_t sectors = (len + 511) / 512, keep = 1 + (uint64_t)random() % sectors;
+    uint64_t n = keep * 512 < len ? keep * 512 : len;
+    uint8_t *buf = malloc(n);
+    if (!buf) die("memory");
+    full_pread(read_fd, buf, n, off);
+    apply(buf, off, n, s);
+    free(buf);
+}
+
+static int writeback_now(void) { return writeback_p > 0 && random() < writeback_p * RAND_MAX; }
+
+/* A pwrite to the pool of len bytes at off returned: maybe the kernel writes
+ * some of it back at once. (Which bytes a flush covers is found at the
+ * flush, see the file comment.) */
 static void wrote(uint64_t off, uint64_t len) {
     if (!len) return;
+    for (uint64_t pg = off / PAGE; pg < (off + len + PAGE - 1) / PAGE && pg < npages; pg++)
+        __atomic_store_n(&touched[pg], 1, __ATOMIC_SEQ_CST);
+    if (!(writeback_p > 0)) return;
     pthread_mutex_lock(&mu);
-    if (npending == cappending) {
-        cappending = cappending ? cappending * 2 : 1024;
-        pending = realloc(pending, cappending * sizeof(range));
-        if (!pending) die("memory");
-    }
-    pending[npending++] = (range){off, len, ++seq};
-    if (writeback_p > 0 && random() < writeback_p * RAND_MAX) {
-        uint64_t sectors = (len + 511) / 512, keep = 1 + (uint64_t)random() % sectors;
-        uint64_t n = keep * 512 < len ? keep * 512 : len;
-        uint8_t *buf = malloc(n);
-        full_pread(read_fd, buf, n, off);
-        apply(buf, off, n, ++seq);
-        free(buf);
-    }
+    if (writeback_now()) early_writeback(off, len, ++seq);
     pthread_mutex_unlock(&mu);
 }
 
@@ -334,44 +402,102 @@ typedef struct snapshot {
     size_t n;
     range *r;                      /* what it covers ... */
     uint8_t **data;                /* ... and its contents at entry */
+    uint64_t *pages;               /* pages it compared (inflight counts them) */
+    size_t npg;
 } snapshot;
 
-static void snap_add(snapshot *s, uint64_t off, uint64_t len) {
+static void snap_add(snapshot *s, const uint8_t *now, uint64_t off, uint64_t len) {
     s->r = realloc(s->r, (s->n + 1) * sizeof(range));
     s->data = realloc(s->data, (s->n + 1) * sizeof(uint8_t *));
     s->data[s->n] = malloc(len ? len : 1);
     if (!s->r || !s->data || !s->data[s->n]) die("memory");
-    full_pread(read_fd, s->data[s->n], len, off);
-    s->r[s->n++] = (range){off, len, 0};
+    memcpy(s->data[s->n], now, len);
+    s->r[s->n++] = (range){off, len};
 }
 
-/* At a flush's entry (mu held): everything it will cover. */
-static void snap_take(snapshot *s, int all_pending, uint64_t off, uint64_t len) {
+/* The page cache's bytes of [off, off+len) now: through the server's
+ * mapping when there is one, else read into *buf. */
+static const uint8_t *cache_now(uint64_t off, uint64_t len, uint8_t **buf) {
+    if (map_base)
+        return (const uint8_t *)(map_base + off);
+    *buf = malloc(len ? len : 1);
+    if (!*buf) die("memory");
+    full_pread(read_fd, *buf, len, off);
+    return *buf;
+}
+
+/* Add to s every run of 64-byte blocks of [off, off+len) whose page-cache
+ * bytes differ from the image. mu held. */
+static void diff_range(snapshot *s, uint64_t off, uint64_t len) {
+    uint8_t *buf = NULL;
+    const uint8_t *now = cache_now(off, len, &buf);
+    uint64_t pos = off, end = off + len;
+    while (pos < end) {
+        uint64_t bend = (pos / BLOCK + 1) * BLOCK < end ? (pos / BLOCK + 1) * BLOCK : end;
+        if (!memcmp(now + (pos - off), shadow + pos, bend - pos)) {
+            pos = bend;
+            continue;
+        }
+        uint64_t run = pos;
+        while (pos < end) {
+            bend = (pos / BLOCK + 1) * BLOCK < end ? (pos / BLOCK + 1) * BLOCK : end;
+            if (!memcmp(now + (pos - off), shadow + pos, bend - pos)) break;
+            pos = bend;
+        }
+        snap_add(s, now + (run - off), run, pos - run);
+        /* before the flush's own entry order: its snapshot overrides it */
+        if (writeback_now()) early_writeback(run, pos - run, s->seq - 1);
+    }
+    free(buf);
+}
+
+/* At a flush's entry (mu held): every run of 64-byte blocks of [off,
+ * off+len) whose page-cache bytes differ from the image. Comparing a whole
+ * pool at every flush costs tens of ms under load, so only pages written
+ * since a flush last compared them are compared: pwrite marks them, and
+ * stores through the mapping are caught by write-protecting the mapping
+ * (the first store to a page after a compare faults once: on_segv). A
+ * page's mark is cleared and the page protected again BEFORE it is read, so
+ * a store racing with the compare either is in what is read or faults and
+ * marks the page for the next flush. */
+static void snap_take(snapshot *s, uint64_t off, uint64_t len) {
     memset(s, 0, sizeof(*s));
-    s->seq = ++seq;
-    if (all_pending) {
-        for (size_t i = 0; i < npending; i++) snap_add(s, pending[i].off, pending[i].len);
-        if (header_len) snap_add(s, 0, header_len);
+    seq += 2; /* seq - 1: what the kernel writes back ahead of this flush */
+    s->seq = seq;
+    if (off >= pool_size) return;
+    if (off + len > pool_size) len = pool_size - off;
+    if (!map_base) { /* no mapping (yet, or any more): compare it all */
+        diff_range(s, off, len);
+        return;
     }
-    if (len) snap_add(s, off, len);
+    uint64_t p0 = off / PAGE, p1 = (off + len + PAGE - 1) / PAGE;
+    for (uint64_t pg = p0; pg < p1 && pg < npages; pg++) {
+        /* a page another flush in flight compared is compared again: that
+         * flush may complete after this one, whose caller may already rely
+         * on the page (the kernel's flush waits for its writeback) */
+        int was = __atomic_exchange_n(&touched[pg], 0, __ATOMIC_SEQ_CST);
+        if (!was && !inflight[pg]) continue;
+        uintptr_t a = map_base + pg * PAGE;
+        if (was && a >= map_lo && a + PAGE <= map_hi) mprotect((void *)a, PAGE, PROT_READ);
+        s->pages = realloc(s->pages, (s->npg + 1) * sizeof(uint64_t));
+        if (!s->pages) die("memory");
+        s->pages[s->npg++] = pg;
+        inflight[pg]++;
+        uint64_t lo = pg * PAGE > off ? pg * PAGE : off;
+        uint64_t hi = (pg + 1) * PAGE < off + len ? (pg + 1) * PAGE : off + len;
+        if (hi > pool_size) hi = pool_size;
+        if (hi > lo) diff_range(s, lo, hi - lo);
+    }
 }
 
-/* The flush returned: its snapshot becomes durable; the ranges pending at
- * its entry are covered (later reads of them would get what they hold now). */
-static void snap_done(snapshot *s, int all_pending) {
+/* The flush returned: its snapshot becomes durable (if it succeeded). */
+static void snap_done(snapshot *s, int ok) {
     pthread_mutex_lock(&mu);
-    for (size_t i = 0; i < s->n; i++) apply(s->data[i], s->r[i].off, s->r[i].len, s->seq);
-    size_t keep = 0;
-    for (size_t i = 0; i < npending; i++) {
-        int covered = all_pending ? pending[i].seq < s->seq
-                                  : pending[i].seq < s->seq && s->n &&
-                                    pending[i].off >= s->r[s->n - 1].off &&
-                                    pending[i].off + pending[i].len <=
-                                        s->r[s->n - 1].off + s->r[s->n - 1].len;
-        if (!covered) pending[keep++] = pending[i];
-    }
-    npending = keep;
+    if (ok)
+        for (size_t i = 0; i < s->n; i++) apply(s->data[i], s->r[i].off, s->r[i].len, s->seq);
+    for (size_t i = 0; i < s->npg; i++) inflight[s->pages[i]]--;
     pthread_mutex_unlock(&mu);
+    free(s->pages);
     for (size_t i = 0; i < s->n; i++) free(s->data[i]);
     free(s->data);
     free(s->r);
@@ -382,11 +508,11 @@ static int sync_fd(int fd, int (*real)(int)) {
     if (skip_sync) return 0;
     snapshot s;
     pthread_mutex_lock(&mu);
-    snap_take(&s, 1, 0, 0);
+    snap_take(&s, 0, pool_size);
     pthread_mutex_unlock(&mu);
     if (sync_delay_us) usleep(sync_delay_us);
     int rc = real(fd);
-    if (rc == 0) snap_done(&s, 1);
+    snap_done(&s, rc == 0);
     return rc;
 }
 
@@ -397,13 +523,14 @@ int msync(void *addr, size_t len, int flags) {
     uintptr_t a = (uintptr_t)addr;
     if (!ready || !map_base || !(flags & MS_SYNC) || a < map_base || a - map_base >= pool_size)
         return real_msync(addr, len, flags);
+    if (skip_sync) return 0;
     uint64_t off = a - map_base;
     if (off + len > pool_size) len = pool_size - off;
     snapshot s;
     pthread_mutex_lock(&mu);
-    snap_take(&s, 0, off, len);
+    snap_take(&s, off, len);
     pthread_mutex_unlock(&mu);
     int rc = real_msync(addr, len, flags);
-    if (rc == 0) snap_done(&s, 0);
+    snap_done(&s, rc == 0);
     return rc;
 }

@@ -315,13 +315,11 @@ static uint64_t append(log_writer *w, const log_entry *e) {
     return off;
 }
 
-/* Make everything durable and release the staging buffer. Segments stay
- * USING, as a crash leaves a writer's head segment. */
+/* Make everything durable. Segments stay USING, as a crash leaves a
+ * writer's head segment. */
 static void wdone(log_writer *w) {
     log_writer_sync(w);
-    free(w->stage);
-    w->stage = NULL;
-    w->stage_cap = 0;
+    log_writer_free(w);
 }
 
 /* Overwrite pool bytes (the "crash" damage). */
@@ -910,7 +908,7 @@ static void test_inflight_gap(void) {
     e = mk_set(0, "inflight2", "b", nv("inflight2"));
     append(&w, &e);
     uint32_t stop = w.pos;
-    free(w.stage); /* the crash: never synced, end not raised */
+    log_writer_free(&w); /* the crash: never synced, end not raised */
     CHECK_EQ_LL(pool_seg_meta(server.pool, seg).end, durable_end);
     flip(a + LOG_HDR_SIZE + 3);
 
@@ -1045,7 +1043,7 @@ static void test_seal(void) {
     e = mk_set(0, "s1", "b", nv("s1"));
     uint32_t s1 = pool_seg_of(server.pool, append(&w1, &e));
     log_writer_seal(&w1); /* USED */
-    free(w1.stage);
+    log_writer_free(&w1);
     int empty = pool_seg_alloc(server.pool, OWNER_CLEAN, 0, 0); /* USING, nothing in it */
     uint32_t s0 = (uint32_t)w0.seg;
     CHECK(empty >= 0);
