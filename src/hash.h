@@ -3,8 +3,8 @@
  * A key's slot is CRC16-XMODEM(key) mod 16384, hashing only the part inside
  * the first non-empty {...} when there is one, exactly as Redis Cluster does,
  * so cluster-aware clients compute the same slot we do. The index hash is a
- * separate 64-bit hash of (db, key): its low bits choose a bucket and its top
- * 16 bits are the tag stored in the index item. */
+ * separate 64-bit hash of (db, key): its low bits choose a bucket, and some
+ * of its bits are stored in the index item (index.h). */
 #ifndef ROWAN_HASH_H
 #define ROWAN_HASH_H
 #include <stddef.h>
@@ -18,10 +18,5 @@ unsigned hash_slot(const char *key, size_t len);
 /* 64-bit hash of a key within a (physical) database number. Well mixed in all
  * bits; deterministic across runs and machines (recovery recomputes it). */
 uint64_t hash_key(unsigned db, const char *key, size_t len);
-/* Tag stored in index items: the top 16 bits of the hash, never 0. */
-static inline uint16_t hash_tag(uint64_t h) {
-    uint16_t t = (uint16_t)(h >> 48);
-    return t ? t : 1;
-}
 
 #endif
