@@ -167,7 +167,9 @@ int clean_segment(uint32_t seg) {
     clean_job job = {.seg = seg, .oldest_other = oldest_other_seq(seg),
                      .foreign = pool_seg_meta(server.pool, seg).owner == OWNER_CONTROL};
     seg_scan_report rep = {0};
+    pool_advise_sequential(server.pool, seg, 1, 1); /* read it whole, ahead */
     seg_scan(seg, clean_visit, &job, &rep);
+    pool_advise_sequential(server.pool, seg, 1, 0);
     /* The copies must be durable before the only other copy disappears. */
     log_writer_sync(&clean_log);
     /* So must every entry that made the others dead: an overwrite, a

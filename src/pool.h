@@ -115,6 +115,12 @@ uint32_t pool_free_count(const pool *p);
 /* Current value of the global segment sequence counter (next seq to hand out). */
 uint64_t pool_seq_now(const pool *p);
 
+/* Access hints on a pool on block storage (no-op on pmem). The mapping is
+ * MADV_RANDOM, so a cold read costs about one device read; a reader going
+ * through whole segments front to back (recovery, the cleaner) marks them
+ * sequential while it reads them (on), then random again (off). */
+void pool_advise_sequential(pool *p, uint32_t seg, uint32_t nsegs, int on);
+
 /* Live-byte accounting (DRAM only; rebuilt by recovery). */
 void pool_live_add(pool *p, uint32_t seg, int64_t delta);
 int64_t pool_live_get(const pool *p, uint32_t seg);

@@ -527,7 +527,9 @@ static void scan_all(rec_state *st) {
 
 int recovery_check(const recovery_hooks *h, recovery_totals *t, char *err, size_t errlen) {
     rec_state st = {.hooks = h};
+    pool_advise_sequential(server.pool, 0, pool_nsegs(server.pool), 1);
     scan_all(&st);
+    pool_advise_sequential(server.pool, 0, pool_nsegs(server.pool), 0);
     *t = st.tot;
     if (st.bad_shard) {
         snprintf(err, errlen, "%s", st.bad_msg);
@@ -827,6 +829,8 @@ int recovery_run(char *err, size_t errlen) {
         serverLog(LL_WARNING, "The pool file %s/%s is truncated: %llu of its %llu bytes are "
                   "there; what lay beyond is read as zeroes", server.cfg.dir, server.cfg.pool_file,
                   (unsigned long long)missing, (unsigned long long)pool_size(server.pool));
+    /* The scan reads the pool front to back. */
+    pool_advise_sequential(server.pool, 0, nseg, 1);
     scan_all(&st);
     int rc = -1;
     if (st.interrupted) {
@@ -863,6 +867,7 @@ int recovery_run(char *err, size_t errlen) {
               (unsigned long long)st.tot.losses);
     rc = 0;
 out:
+    pool_advise_sequential(server.pool, 0, nseg, 0);
     free(st.items);
     free(st.log_end);
     free(run.damaged);
