@@ -20,6 +20,8 @@
  * node's log holds its backups' entries too.
  *
  * PROTOCOL answers Redis 7.0's sample replies in RESP2 and RESP3. */
+#include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -192,6 +194,18 @@ static void debug_reload(client *c)
     }
 }
 
+/* DEBUG CHUNK-CRASH n: Rowan's own, for tests of large values (server.h) */
+static void debug_chunk_crash(client *c)
+{
+    long long n;
+    if (!string2ll(c->argv[2], c->argvlen[2], &n) || n < 0 || n > INT_MAX) {
+        resp_add_error(&c->out, "ERR value is not an integer or out of range");
+        return;
+    }
+    atomic_store(&server.debug_chunk_crash, (int)n);
+    resp_add_ok(&c->out);
+}
+
 int debug_extra(client *c)
 {
     if (c->argc == 2 && arg_is(c, 1, "digest")) debug_digest(c);
@@ -199,6 +213,7 @@ int debug_extra(client *c)
     else if (c->argc == 3 && arg_is(c, 1, "protocol")) debug_protocol(c);
     else if (c->argc == 2 && arg_is(c, 1, "change-repl-id")) resp_add_ok(&c->out);
     else if (c->argc >= 2 && arg_is(c, 1, "reload")) debug_reload(c);
+    else if (c->argc == 3 && arg_is(c, 1, "chunk-crash")) debug_chunk_crash(c);
     else return 0;
     return 1;
 }

@@ -28,6 +28,7 @@
  * Large strings: a value whose entry would not fit one segment is written as
  * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; see
  * bigval.c for the design. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
@@ -662,6 +663,11 @@ static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
             return DB_OOM;
         }
         if (i == 0) first = c.ver;
+        if (atomic_load(&server.debug_chunk_crash) == (int)i + 1 && i + 1 < n) {
+            serverLog(LL_WARNING, "DEBUG CHUNK-CRASH: killing this process after %u of the %u "
+                      "chunks of a large value", i + 1, n);
+            raise(SIGKILL);
+        }
     }
     char desc[BIGVAL_DESC_LEN];
     log_entry f;

@@ -168,6 +168,10 @@ struct rowan_server {
      * progress is in pool bytes (see recovery.c), for INFO persistence. */
     _Atomic int loading;
     _Atomic int active_expire_off;      /* DEBUG SET-ACTIVE-EXPIRE 0 */
+    /* DEBUG CHUNK-CRASH n (tests): the process kills itself (SIGKILL) right
+     * after writing the n-th chunk of a large value's run, before the rest
+     * and its final entry (db.c write_chunked); 0 = off. */
+    _Atomic int debug_chunk_crash;
     time_t loading_start_time;
     _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
 };
