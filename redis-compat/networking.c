@@ -426,19 +426,18 @@ static void drop_reply(client *c, size_t reply_start) {
     c->out.b.len = reply_start;
 }
 
-/* A dependency on a shard that changed hands meanwhile (db_dep_broken). */
-static int deps_broken(const held_reply *h) {
+/* Where a held reply stands: BROKEN when a shard it depends on changed
+ * hands meanwhile (db_dep_broken: it must never be sent), else DURABLE
+ * once every dependency is, else WAITING. */
+enum { HELD_WAITING, HELD_DURABLE, HELD_BROKEN };
+static int held_state(const held_reply *h) {
     const db_dep *d = held_deps(h);
-    for (int i = 0; i < h->ndeps; i++)
-        if (db_dep_broken(&d[i])) return 1;
-    return 0;
-}
-
-static int deps_durable(const held_reply *h) {
-    const db_dep *d = held_deps(h);
-    for (int i = 0; i < h->ndeps; i++)
-        if (!db_dep_durable(&d[i])) return 0;
-    return 1;
+    int durable = 1;
+    for (int i = 0; i < h->ndeps; i++) {
+        if (db_dep_broken(&d[i])) return HELD_BROKEN;
+        if (durable && !db_dep_durable(&d[i])) durable = 0;
+    }
+    return durable ? HELD_DURABLE : HELD_WAITING;
 }
 
 /* After a command: hold its reply if it depends on versions not durable yet.
@@ -845,7 +844,8 @@ int client_flush(client *c) {
         return 0;
     }
     while (c->nheld) {
-        if (deps_broken(&c->held[c->headheld])) {
+        int st = held_state(&c->held[c->headheld]);
+        if (st == HELD_BROKEN) {
             serverLog(LL_VERBOSE, "Closing client id=%llu addr=%s: a reply waited for versions of "
                       "a shard this node no longer serves; whether they are durable is unknown",
                       (unsigned long long)c->id, c->addr);
@@ -853,7 +853,7 @@ int client_flush(client *c) {
             client_free(c);
             return 0;
         }
-        if (deps_durable(&c->held[c->headheld])) held_pop(c);
+        if (st == HELD_DURABLE) held_pop(c);
         else if (limit > 0 && monotonic_us() - c->held[c->headheld].since_us > limit)
             held_expire(c);
         else break;
