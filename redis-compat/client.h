@@ -87,6 +87,10 @@ typedef struct client {
     struct pubsub_client *ps;
     struct tracking_client *trk;  /* client-side caching: tracking.c, under its lock */
     struct acl_user *user;  /* acl.c: the user it runs as (never NULL while connected) */
+    /* coldhold.c: pages of the next command's keys being read, NULL when
+     * none; cold_ready: they were, run it without checking again */
+    struct coldread_req *cold;
+    int cold_ready;
 } client;
 
 /* Iterate over every client of every worker (takes the global client lock;

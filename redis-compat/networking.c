@@ -59,6 +59,7 @@
 #include "worker.h"
 #include "cluster.h"
 #include "member.h"
+#include "coldhold.h"   /* cold keys read on reader threads: hooks marked "coldhold:" */
 #include "util.h"
 
 #define READ_CHUNK (16 * 1024)
@@ -692,7 +693,9 @@ static void client_process_input(client *c) {
         c->argc = c->parser.argc;
         c->argv = c->parser.argv;
         c->argvlen = c->parser.argvlen;
-        if (client_pause_holds(c)) {   /* client: CLIENT PAUSE; parsed again later */
+        /* client: CLIENT PAUSE; coldhold: its keys' pages are being read.
+         * Parsed again later. */
+        if (client_pause_holds(c) || client_cold_holds(c)) {
             pos -= used;
             break;
         }
@@ -702,7 +705,7 @@ static void client_process_input(client *c) {
     if (pos) rbuf_consume(&c->qbuf, pos);
     if (need) rbuf_reserve(&c->qbuf, need);
     c->flags &= ~CLIENT_INPUT_LEFT;
-    if ((out_backlogged(c) || (c->flags & CLIENT_PAUSED)) && !closing(c) && c->qbuf.len)
+    if ((out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold) && !closing(c) && c->qbuf.len)
         c->flags |= CLIENT_INPUT_LEFT;
     else if (c->flags & CLIENT_INPUT_EOF) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
     if (c->out.b.len > c->sent || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)))
@@ -1025,6 +1028,7 @@ static void client_free(client *c) {
     worker *w = c->w;
     client_hooks_freed(c);    /* client: leave tracking and MONITOR first */
     blocking_client_freed(c); /* blocking: leave the wait queues */
+    client_cold_freed(c);     /* coldhold: its reads end without it */
     multi_reset(c);           /* multi: drop the queue and watches */
     pubsub_reset(c);          /* pubsub: leave the registry before c is freed */
     worker_remove_pending(w, c);

@@ -591,6 +591,16 @@ void pool_advise_sequential(pool *p, uint32_t seg, uint32_t nsegs, int on) {
                   on ? MADV_SEQUENTIAL : MADV_RANDOM);
 }
 
+void pool_drop_cache(pool *p) {
+    if (p->is_pmem || p->lock_fd < 0)
+        return;
+    /* Unmap first: the page cache keeps pages that are mapped. Dirty ones
+     * keep their data (a shared mapping's dirty bits pass to the page) and
+     * stay until written back. */
+    (void)madvise(p->base, p->size, MADV_DONTNEED);
+    (void)posix_fadvise(p->lock_fd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 static void unmap(pool *p) {
     if (p->own_map)
         munmap(p->base, p->size);

@@ -120,6 +120,9 @@ uint64_t pool_seq_now(const pool *p);
  * through whole segments front to back (recovery, the cleaner) marks them
  * sequential while it reads them (on), then random again (off). */
 void pool_advise_sequential(pool *p, uint32_t seg, uint32_t nsegs, int on);
+/* Tests (DEBUG COLDREAD DROP): evict the pool's clean pages from the page
+ * cache, so the next reads of them go to the device. No-op on pmem. */
+void pool_drop_cache(pool *p);
 
 /* Live-byte accounting (DRAM only; rebuilt by recovery). */
 void pool_live_add(pool *p, uint32_t seg, int64_t delta);

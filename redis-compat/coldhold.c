@@ -1,0 +1,90 @@
+/* coldhold.c -- the dispatcher's side of cold reads (src/coldread.h).
+ *
+ * Before a parsed command runs, client_cold_holds asks the core which pages
+ * of its keys' entries are not in memory. If there are some, they go to
+ * the reader threads and the command stays in the query buffer, unrun: the
+ * connection stops there exactly as under CLIENT PAUSE, so its replies keep
+ * their order, and other connections of the worker go on meanwhile. When
+ * the pages are in, the worker resumes the connection (its input is parsed
+ * again) and the command runs without being checked again, so a page
+ * evicted in between costs one fault in the worker, never a loop.
+ *
+ * Checked: every command with keys outside MULTI, and EXEC with the keys of
+ * its queued commands. Commands queued inside MULTI run only at EXEC. */
+#include <stdlib.h>
+#include "blocking.h"
+#include "coldhold.h"
+#include "coldread.h"
+#include "commands.h"
+#include "multi.h"
+#include "resp.h"
+#include "server.h"
+
+struct gather {
+    client *c;
+    coldread_req *r;
+};
+
+static int gather_keys(void *arg, const struct rcommand *cmd, int argc, const char *const *argv,
+                       const size_t *argvlen) {
+    struct gather *g = arg;
+    int posstack[16];
+    int *pos = argc <= 16 ? posstack : malloc(sizeof(int) * (size_t)argc);
+    int nk = command_keys_argv(cmd, argc, argv, argvlen, pos, argc);
+    for (int i = 0; i < nk; i++)
+        coldread_add_key(&g->r, g->c->w, g->c, g->c->db, argv[pos[i]], argvlen[pos[i]]);
+    if (pos != posstack) free(pos);
+    return 0;
+}
+
+/* The pages are in: run the command that waited, then the rest. */
+static void resume(void *owner) {
+    client *c = owner;
+    c->cold = NULL;
+    c->cold_ready = 1;
+    blocking_client_resume(c);   /* parses and runs c's pending input */
+}
+
+int client_cold_holds(client *c) {
+    if (c->cold) return 1;   /* still reading */
+    if (c->cold_ready) {     /* this command's pages were just read */
+        c->cold_ready = 0;
+        return 0;
+    }
+    if (!coldread_enabled() || server_loading()) return 0;
+    const struct rcommand *cmd = command_lookup(c->argv[0], c->argvlen[0]);
+    if (!cmd) return 0;
+    struct gather g = {c, NULL};
+    if (cmd->proc == execCommand)
+        multi_foreach_queued(c, gather_keys, &g);
+    else if (!multi_active(c))
+        gather_keys(&g, cmd, c->argc, c->argv, c->argvlen);
+    if (!g.r) return 0;
+    c->cold = g.r;
+    coldread_submit(g.r, resume);
+    return 1;
+}
+
+void client_cold_freed(client *c) {
+    if (c->cold) coldread_cancel(c->cold);
+    c->cold = NULL;
+}
+
+int debug_coldread(client *c) {
+    if (c->argc == 3 && arg_is(c, 2, "drop")) {
+        coldread_drop_cache();
+        resp_add_ok(&c->out);
+    } else if (c->argc == 4 && arg_is(c, 2, "force")) {
+        coldread_set_force(c->argvlen[3] == 1 && c->argv[3][0] == '1');
+        resp_add_ok(&c->out);
+    } else if (c->argc == 3 && arg_is(c, 2, "stats")) {
+        resp_add_array(&c->out, 4);
+        resp_add_bulk(&c->out, "requests", 8);
+        resp_add_int(&c->out, coldread_stat_requests());
+        resp_add_bulk(&c->out, "pages", 5);
+        resp_add_int(&c->out, coldread_stat_pages());
+    } else {
+        return 0;
+    }
+    return 1;
+}

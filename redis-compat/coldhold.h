@@ -1,0 +1,15 @@
+/* coldhold.h -- a connection waits, before running a command, for the
+ * pages of its keys the readers bring in (src/coldread.h). */
+#ifndef ROWAN_COLDHOLD_H
+#define ROWAN_COLDHOLD_H
+#include "client.h"
+
+/* Should c's parsed command wait for cold pages? 1: it must not run now
+ * (it is parsed again when they are in); 0: run it. */
+int client_cold_holds(client *c);
+/* c is being freed: forget its reads. */
+void client_cold_freed(client *c);
+/* DEBUG COLDREAD FORCE 0|1 / DROP / STATS; 1 if it was one of those. */
+int debug_coldread(client *c);
+
+#endif

@@ -1,0 +1,258 @@
+/* coldread.c -- reader threads that fault in cold keys' pages for the
+ * workers (see coldread.h for the design).
+ *
+ * A request belongs to one worker and one owner (a client). Its pages are
+ * queued one by one, so the readers take the pages of one MGET in parallel;
+ * the reader that brings in a request's last page puts the request on its
+ * worker's done list and activates the worker's event (libevent's pthread
+ * support makes that safe from any thread). The worker runs the done hook
+ * for every request whose owner is still there and frees it. Cancelling
+ * (the client closed) only clears the owner: the readers may still hold
+ * the request, and reading a page of the mapping is harmless at any time,
+ * because the mapping covers the whole pool file for the server's life. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <event2/event.h>
+#include "coldread.h"
+#include "hash.h"
+#include "index.h"
+#include "log.h"
+#include "object.h"
+#include "pool.h"
+#include "server.h"
+#include "shard.h"
+#include "worker.h"
+
+#define PAGE 4096u
+#define MAX_CANDIDATES 4
+
+struct coldread_req {
+    struct worker *w;
+    void *owner;                 /* NULL once cancelled (worker thread only) */
+    coldread_done_fn *done;
+    const uint8_t **pages;       /* entry starts (first page) to fault in */
+    int npages, cap;
+    _Atomic int left;            /* pages not in yet */
+    struct coldread_req *next;   /* on the worker's done list */
+};
+
+struct job { coldread_req *r; int i; };
+
+/* One per worker: requests whose pages are in. */
+struct inbox {
+    pthread_mutex_t mu;
+    coldread_req *done;
+    struct event *ev;            /* created by the worker on its first request */
+};
+
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct job *q;               /* ring of pages to read */
+    size_t head, len, cap;
+    struct inbox *inbox;         /* [server.nworkers] */
+    int started;
+} cr = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER,
+         .cv = PTHREAD_COND_INITIALIZER };
+
+static _Atomic int force;
+static _Atomic long long stat_requests, stat_pages;
+
+int coldread_enabled(void) { return server.pool && !pool_is_pmem(server.pool); }
+void coldread_set_force(int on) { atomic_store(&force, on); }
+long long coldread_stat_requests(void) { return atomic_load(&stat_requests); }
+long long coldread_stat_pages(void) { return atomic_load(&stat_pages); }
+void coldread_drop_cache(void) { pool_drop_cache(server.pool); }
+
+/* ---------------- readers ---------------- */
+
+/* The end of the segment holding p: an entry never crosses it. */
+static const uint8_t *seg_end(const uint8_t *p) {
+    const uint8_t *base = pool_base(server.pool);
+    uint64_t off = (uint64_t)(p - base);
+    uint64_t end = (off / POOL_SEG_SIZE + 1) * POOL_SEG_SIZE;
+    if (end > pool_size(server.pool)) end = pool_size(server.pool);
+    return base + end;
+}
+
+static uint32_t le32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Bytes of the entry at p as its header says, cut at its segment's end
+ * (the header may be stale or garbage if the entry was cleaned meanwhile:
+ * then this only touches a few pages for nothing). */
+static size_t entry_len(const uint8_t *p) {
+    size_t room = (size_t)(seg_end(p) - p);
+    if (room < LOG_HDR_SIZE) return room;
+    uint64_t len = (uint64_t)LOG_HDR_SIZE + le32(p + 16) + le32(p + 20);
+    return len < room ? (size_t)len : room;
+}
+
+/* Fault in every page of the entry at p (this thread waits, not a worker). */
+static void fault_in(const uint8_t *p) {
+    (void)*(const volatile uint8_t *)p;
+    if (p + LOG_HDR_SIZE <= seg_end(p))   /* a sub-entry's header may cross a page */
+        (void)*(const volatile uint8_t *)(p + LOG_HDR_SIZE - 1);
+    size_t len = entry_len(p);
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
+    for (uintptr_t a = first + PAGE; a < (uintptr_t)p + len; a += PAGE)
+        (void)*(const volatile uint8_t *)a;
+}
+
+static void deliver(coldread_req *r) {
+    struct inbox *ib = &cr.inbox[r->w->id];
+    pthread_mutex_lock(&ib->mu);
+    r->next = ib->done;
+    ib->done = r;
+    pthread_mutex_unlock(&ib->mu);
+    event_active(ib->ev, EV_READ, 0);
+}
+
+static void *reader_main(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "rowan-coldread");
+    for (;;) {
+        pthread_mutex_lock(&cr.mu);
+        while (cr.len == 0) pthread_cond_wait(&cr.cv, &cr.mu);
+        struct job j = cr.q[cr.head];
+        cr.head = (cr.head + 1) % cr.cap;
+        cr.len--;
+        pthread_mutex_unlock(&cr.mu);
+        fault_in(j.r->pages[j.i]);
+        atomic_fetch_add(&stat_pages, 1);
+        if (atomic_fetch_sub(&j.r->left, 1) == 1) deliver(j.r);
+    }
+    return NULL;
+}
+
+static void start(void) {
+    cr.inbox = calloc((size_t)server.nworkers, sizeof(*cr.inbox));
+    for (int i = 0; i < server.nworkers; i++) pthread_mutex_init(&cr.inbox[i].mu, NULL);
+    for (int i = 0; i < COLDREAD_THREADS; i++) {
+        pthread_t t;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 64 << 10);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &a, reader_main, NULL) == 0) cr.started++;
+        pthread_attr_destroy(&a);
+    }
+}
+
+/* ---------------- the owning worker ---------------- */
+
+static void done_cb(evutil_socket_t fd, short what, void *arg) {
+    struct inbox *ib = arg;
+    (void)fd;
+    (void)what;
+    pthread_mutex_lock(&ib->mu);
+    coldread_req *r = ib->done;
+    ib->done = NULL;
+    pthread_mutex_unlock(&ib->mu);
+    while (r) {
+        coldread_req *next = r->next;
+        if (r->owner) r->done(r->owner);
+        free(r->pages);
+        free(r);
+        r = next;
+    }
+}
+
+void coldread_submit(coldread_req *r, coldread_done_fn *done) {
+    r->done = done;
+    struct inbox *ib = &cr.inbox[r->w->id];
+    if (!ib->ev) ib->ev = event_new(r->w->base, -1, EV_PERSIST, done_cb, ib);
+    atomic_fetch_add(&stat_requests, 1);
+    atomic_store(&r->left, r->npages);
+    pthread_mutex_lock(&cr.mu);
+    if (cr.len + (size_t)r->npages > cr.cap) {
+        size_t ncap = cr.cap ? cr.cap : 256;
+        while (ncap < cr.len + (size_t)r->npages) ncap *= 2;
+        struct job *nq = malloc(ncap * sizeof(*nq));
+        for (size_t i = 0; i < cr.len; i++) nq[i] = cr.q[(cr.head + i) % cr.cap];
+        free(cr.q);
+        cr.q = nq;
+        cr.head = 0;
+        cr.cap = ncap;
+    }
+    for (int i = 0; i < r->npages; i++)
+        cr.q[(cr.head + cr.len++) % cr.cap] = (struct job){r, i};
+    pthread_cond_broadcast(&cr.cv);
+    pthread_mutex_unlock(&cr.mu);
+}
+
+void coldread_cancel(coldread_req *r) { r->owner = NULL; }
+
+/* ---------------- which pages are cold ---------------- */
+
+struct candidates { uint64_t ref[MAX_CANDIDATES]; int n; };
+
+/* index_get's match function that never matches: it only lists the
+ * references whose hash bits agree, without reading their entries. */
+static int collect(void *ctx, uint64_t ref) {
+    struct candidates *c = ctx;
+    if (c->n < MAX_CANDIDATES) c->ref[c->n++] = ref;
+    return 0;
+}
+
+/* Are the pages of [p, p + len) all in memory? */
+static int resident(const uint8_t *p, size_t len) {
+    uintptr_t first = (uintptr_t)p & ~(uintptr_t)(PAGE - 1);
+    size_t n = ((uintptr_t)p + len - first + PAGE - 1) / PAGE;
+    unsigned char vec[8];
+    if (n > sizeof vec) n = sizeof vec;   /* large entries: their first pages */
+    if (mincore((void *)first, n * PAGE, vec) != 0) return 1;   /* cannot tell: run it */
+    for (size_t i = 0; i < n; i++)
+        if (!(vec[i] & 1)) return 0;
+    return 1;
+}
+
+static int cold(const uint8_t *p) {
+    if (atomic_load(&force)) return 1;
+    if (!resident(p, LOG_HDR_SIZE)) return 1;
+    return !resident(p, entry_len(p));   /* the header is in: its length can be read */
+}
+
+static int add_page(coldread_req **rp, struct worker *w, void *owner, const uint8_t *p) {
+    coldread_req *r = *rp;
+    if (!r) {
+        pthread_once(&cr.once, start);
+        if (!cr.started) return 0;
+        r = *rp = calloc(1, sizeof(*r));
+        r->w = w;
+        r->owner = owner;
+    }
+    if (r->npages == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 4;
+        r->pages = realloc(r->pages, sizeof(*r->pages) * (size_t)r->cap);
+    }
+    r->pages[r->npages++] = p;
+    return 1;
+}
+
+int coldread_add_key(coldread_req **r, struct worker *w, void *owner, int db,
+                     const char *key, size_t klen) {
+    shard *s = shard_of_key(key, klen);
+    if (db < 0 || shard_trylock(s) != 0) return 0;
+    unsigned pdb = s->dbmap[db];
+    struct candidates c = {.n = 0};
+    index_get(s->idx, hash_key(pdb, key, klen), collect, &c);
+    const uint8_t *cold_at[MAX_CANDIDATES];
+    int n = 0;
+    for (int i = 0; i < c.n; i++) {
+        if (ref_is_obj(c.ref[i])) continue;   /* DRAM */
+        const uint8_t *p = pool_ptr(server.pool, c.ref[i]);
+        if (cold(p)) cold_at[n++] = p;
+    }
+    shard_unlock(s);
+    int added = 0;
+    for (int i = 0; i < n; i++) added += add_page(r, w, owner, cold_at[i]);
+    return added;
+}
