@@ -53,13 +53,16 @@ struct inbox {
 static struct {
     pthread_once_t once;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
+    pthread_cond_t cv;           /* a page was queued, or stopping */
+    pthread_cond_t idle;         /* busy fell to 0 */
+    int busy;                    /* readers faulting a page in now */
+    int stopping;
     struct job *q;               /* ring of pages to read */
     size_t head, len, cap;
     struct inbox *inbox;         /* [server.nworkers] */
     int started;
 } cr = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER,
-         .cv = PTHREAD_COND_INITIALIZER };
+         .cv = PTHREAD_COND_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER };
 
 static _Atomic int force;
 static _Atomic long long stat_requests, stat_pages;
@@ -77,7 +80,9 @@ static const uint8_t *seg_end(const uint8_t *p) {
     const uint8_t *base = pool_base(server.pool);
     uint64_t off = (uint64_t)(p - base);
     uint64_t end = (off / POOL_SEG_SIZE + 1) * POOL_SEG_SIZE;
-    if (end > pool_size(server.pool)) end = pool_size(server.pool);
+    uint64_t size = pool_missing_from(server.pool);   /* a truncated file: its size */
+    if (!size || size > pool_size(server.pool)) size = pool_size(server.pool);
+    if (end > size) end = size;
     return base + end;
 }
 
@@ -118,17 +123,24 @@ static void deliver(coldread_req *r) {
 static void *reader_main(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "rowan-coldread");
+    pthread_mutex_lock(&cr.mu);
     for (;;) {
-        pthread_mutex_lock(&cr.mu);
-        while (cr.len == 0) pthread_cond_wait(&cr.cv, &cr.mu);
+        while (cr.len == 0 && !cr.stopping) pthread_cond_wait(&cr.cv, &cr.mu);
+        if (cr.stopping) break;
         struct job j = cr.q[cr.head];
         cr.head = (cr.head + 1) % cr.cap;
         cr.len--;
+        cr.busy++;
         pthread_mutex_unlock(&cr.mu);
         fault_in(j.r->pages[j.i]);
         atomic_fetch_add(&stat_pages, 1);
-        if (atomic_fetch_sub(&j.r->left, 1) == 1) deliver(j.r);
+        pthread_mutex_lock(&cr.mu);
+        /* under cr.mu: once coldread_stop returns, no reader touches the
+         * mapping or a worker's event again */
+        if (atomic_fetch_sub(&j.r->left, 1) == 1 && !cr.stopping) deliver(j.r);
+        if (--cr.busy == 0) pthread_cond_broadcast(&cr.idle);
     }
+    pthread_mutex_unlock(&cr.mu);
     return NULL;
 }
 
@@ -144,6 +156,14 @@ static void start(void) {
         if (pthread_create(&t, &a, reader_main, NULL) == 0) cr.started++;
         pthread_attr_destroy(&a);
     }
+}
+
+void coldread_stop(void) {
+    pthread_mutex_lock(&cr.mu);
+    cr.stopping = 1;
+    pthread_cond_broadcast(&cr.cv);
+    while (cr.busy) pthread_cond_wait(&cr.idle, &cr.mu);
+    pthread_mutex_unlock(&cr.mu);
 }
 
 /* ---------------- the owning worker ---------------- */
@@ -184,7 +204,11 @@ void coldread_submit(coldread_req *r, coldread_done_fn *done) {
     }
     for (int i = 0; i < r->npages; i++)
         cr.q[(cr.head + cr.len++) % cr.cap] = (struct job){r, i};
-    pthread_cond_broadcast(&cr.cv);
+    /* one reader per page: a broadcast would wake all of them for a GET */
+    if (r->npages == 1)
+        pthread_cond_signal(&cr.cv);
+    else
+        pthread_cond_broadcast(&cr.cv);
     pthread_mutex_unlock(&cr.mu);
 }
 

@@ -52,6 +52,9 @@ void coldread_submit(coldread_req *r, coldread_done_fn *done);
 /* The owner is gone (worker thread only): r is freed when its reads end. */
 void coldread_cancel(coldread_req *r);
 
+/* Shutdown, before the pool is unmapped: the readers stop, and none is
+ * reading when it returns. */
+void coldread_stop(void);
 /* Tests: 1 = treat every pool reference as cold. */
 void coldread_set_force(int on);
 /* Tests: evict the pool's clean pages from the page cache. */

@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "clean.h"
+#include "coldread.h"
 #include "cluster.h"
 #include "commands.h"
 #include "config.h"
@@ -273,6 +274,7 @@ int main(int argc, char **argv) {
     repl_stop();
     syncer_stop();
     clean_stop();
+    coldread_stop();   /* no reader touches the mapping from now on */
     db_free_all();
     pool_close(server.pool);
     daemon_pidfile_remove();
