@@ -10,7 +10,9 @@
  * evicted in between costs one fault in the worker, never a loop.
  *
  * Checked: every command with keys outside MULTI, and EXEC with the keys of
- * its queued commands. Commands queued inside MULTI run only at EXEC. */
+ * its queued commands. Commands queued inside MULTI run only at EXEC. When
+ * a command waits, the keys of the commands pipelined behind it are read
+ * too (gather_ahead). */
 #include <stdlib.h>
 #include "blocking.h"
 #include "coldhold.h"
@@ -19,6 +21,9 @@
 #include "multi.h"
 #include "resp.h"
 #include "server.h"
+
+#define LOOKAHEAD 32        /* pipelined commands whose keys are read along */
+#define MAX_PAGES 256       /* pages one request reads at most */
 
 struct gather {
     client *c;
@@ -31,10 +36,35 @@ static int gather_keys(void *arg, const struct rcommand *cmd, int argc, const ch
     int posstack[16];
     int *pos = argc <= 16 ? posstack : malloc(sizeof(int) * (size_t)argc);
     int nk = command_keys_argv(cmd, argc, argv, argvlen, pos, argc);
-    for (int i = 0; i < nk; i++)
+    for (int i = 0; i < nk && (!g->r || coldread_pages(g->r) < MAX_PAGES); i++)
         coldread_add_key(&g->r, g->c->w, g->c, g->c->db, argv[pos[i]], argvlen[pos[i]]);
     if (pos != posstack) free(pos);
     return 0;
+}
+
+/* The commands pipelined after the one that waits: their keys' pages are
+ * read along with its own, so a pipeline of cold GETs costs one wait, not
+ * one per command. Parsed with a parser of its own (c's keeps its state);
+ * stops at what changes how keys resolve (SELECT, MULTI...). Reading a
+ * page that is not used after all costs nothing but the read. */
+static void gather_ahead(struct gather *g, const char *buf, size_t len) {
+    resp_limits lim = g->c->parser.lim;
+    lim.arg_check = NULL;
+    resp_parser p;
+    resp_parser_init(&p, &lim);
+    size_t pos = 0;
+    for (int n = 0; n < LOOKAHEAD && pos < len; n++) {
+        size_t used = 0;
+        if (resp_parse(&p, buf + pos, len - pos, &used, NULL) != RESP_COMMAND) break;
+        pos += used;
+        if (p.argc == 0) continue;
+        const struct rcommand *cmd = command_lookup(p.argv[0], p.argvlen[0]);
+        if (!cmd || cmd->proc == selectCommand || cmd->proc == swapdbCommand ||
+            cmd->proc == multiCommand || cmd->proc == execCommand)
+            break;
+        gather_keys(g, cmd, p.argc, p.argv, p.argvlen);
+    }
+    resp_parser_free(&p);
 }
 
 /* The pages are in: run the command that waited, then the rest. */
@@ -45,7 +75,7 @@ static void resume(void *owner) {
     blocking_client_resume(c);   /* parses and runs c's pending input */
 }
 
-int client_cold_holds(client *c) {
+int client_cold_holds(client *c, const char *rest, size_t restlen) {
     if (c->cold) return 1;   /* still reading */
     if (c->cold_ready) {     /* this command's pages were just read */
         c->cold_ready = 0;
@@ -60,6 +90,7 @@ int client_cold_holds(client *c) {
     else if (!multi_active(c))
         gather_keys(&g, cmd, c->argc, c->argv, c->argvlen);
     if (!g.r) return 0;
+    if (!multi_active(c)) gather_ahead(&g, rest, restlen);
     c->cold = g.r;
     coldread_submit(g.r, resume);
     return 1;

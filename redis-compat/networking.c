@@ -695,7 +695,8 @@ static void client_process_input(client *c) {
         c->argvlen = c->parser.argvlen;
         /* client: CLIENT PAUSE; coldhold: its keys' pages are being read.
          * Parsed again later. */
-        if (client_pause_holds(c) || client_cold_holds(c)) {
+        if (client_pause_holds(c) ||
+            client_cold_holds(c, c->qbuf.buf + pos, c->qbuf.len - pos)) {
             pos -= used;
             break;
         }

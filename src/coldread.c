@@ -213,6 +213,7 @@ void coldread_submit(coldread_req *r, coldread_done_fn *done) {
 }
 
 void coldread_cancel(coldread_req *r) { r->owner = NULL; }
+int coldread_pages(const coldread_req *r) { return r->npages; }
 
 /* ---------------- which pages are cold ---------------- */
 

@@ -44,6 +44,8 @@ int coldread_enabled(void);
  * faults). Returns the number of pages added. */
 int coldread_add_key(coldread_req **r, struct worker *w, void *owner, int db,
                      const char *key, size_t klen);
+/* Pages in r so far. */
+int coldread_pages(const coldread_req *r);
 /* Called on the owning worker's thread when a request's pages are in. */
 typedef void coldread_done_fn(void *owner);
 /* Hand r's pages to the readers. When all are in, the owning worker calls

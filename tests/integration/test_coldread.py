@@ -219,3 +219,28 @@ def test_cold_hold_survives_restart_and_sees_durable_data(server_factory):
     got = pipeline(c, [("GET", k) for k in vals])
     assert got == [v.encode() for v in vals.values()]
     assert stats(c)[0] > 0
+
+
+def test_pipelined_cold_gets_share_one_wait(pair):
+    """A pipeline of cold GETs: the keys of the commands behind the one that
+    waits are read along (up to 32), so the readers get few requests of
+    many pages, not one request per GET; replies stay in order."""
+    rowan, c, ref = pair
+    vals = {"p:%d" % i: ("%d:" % i) + "y" * 3000 for i in range(320)}
+    for k, v in vals.items():
+        c.call("SET", k, v)
+    keys = list(vals)
+    random.Random(5).shuffle(keys)
+    for attempt in range(5):
+        time.sleep(0.5)   # pages written back are clean: DROP evicts them
+        c.call("DEBUG", "COLDREAD", "DROP")
+        r0, p0 = stats(c)
+        cl = RespClient(rowan.port)
+        got = pipeline(cl, [("GET", k) for k in keys])
+        cl.close()
+        assert got == [vals[k].encode() for k in keys]
+        r1, p1 = stats(c)
+        if p1 - p0 >= 120:
+            break
+    assert p1 - p0 >= 120, "DROP left the pages resident: %d read" % (p1 - p0)
+    assert r1 - r0 <= 40, "%d requests for %d pages" % (r1 - r0, p1 - p0)
