@@ -83,12 +83,15 @@ int client_cold_holds(client *c, const char *rest, size_t restlen) {
     }
     if (!coldread_enabled() || server_loading()) return 0;
     const struct rcommand *cmd = command_lookup(c->argv[0], c->argvlen[0]);
-    if (!cmd) return 0;
+    if (!cmd || (cmd->firstkey == 0 && cmd->proc != execCommand && !command_movable_keys(cmd)))
+        return 0;   /* no keys */
+    if (coldread_skip(c->w)) return 0;
     struct gather g = {c, NULL};
     if (cmd->proc == execCommand)
         multi_foreach_queued(c, gather_keys, &g);
     else if (!multi_active(c))
         gather_keys(&g, cmd, c->argc, c->argv, c->argvlen);
+    coldread_checked(c->w, g.r != NULL);
     if (!g.r) return 0;
     if (!multi_active(c)) gather_ahead(&g, rest, restlen);
     c->cold = g.r;

@@ -44,6 +44,10 @@ int coldread_enabled(void);
  * faults). Returns the number of pages added. */
 int coldread_add_key(coldread_req **r, struct worker *w, void *owner, int db,
                      const char *key, size_t klen);
+/* Should worker w skip checking this command? (It samples while it finds
+ * everything resident; see coldread.c.) Then tell it what a check found. */
+int coldread_skip(struct worker *w);
+void coldread_checked(struct worker *w, int found_cold);
 /* Pages in r so far. */
 int coldread_pages(const coldread_req *r);
 /* Called on the owning worker's thread when a request's pages are in. */
