@@ -71,7 +71,9 @@ static struct {
 static _Atomic int force;
 static _Atomic long long stat_requests, stat_pages;
 
-int coldread_enabled(void) { return server.pool && !pool_is_pmem(server.pool); }
+int coldread_enabled(void) {
+    return server.cfg.cold_read_threads > 0 && server.pool && !pool_is_pmem(server.pool);
+}
 void coldread_set_force(int on) { atomic_store(&force, on); }
 long long coldread_stat_requests(void) { return atomic_load(&stat_requests); }
 long long coldread_stat_pages(void) { return atomic_load(&stat_pages); }
@@ -151,7 +153,7 @@ static void *reader_main(void *arg) {
 static void start(void) {
     cr.inbox = calloc((size_t)server.nworkers, sizeof(*cr.inbox));
     for (int i = 0; i < server.nworkers; i++) pthread_mutex_init(&cr.inbox[i].mu, NULL);
-    for (int i = 0; i < COLDREAD_THREADS; i++) {
+    for (int i = 0; i < server.cfg.cold_read_threads; i++) {
         pthread_t t;
         pthread_attr_t a;
         pthread_attr_init(&a);

@@ -10,7 +10,7 @@
  * whether they are resident (mincore); if some are not, the command is not
  * run yet (the connection stops there, like CLIENT PAUSE), the pages go to
  * a pool of reader threads that fault them in (each reader keeps one read
- * in flight, so the device sees up to COLDREAD_THREADS), and when the last
+ * in flight, so the device sees up to cold-read-threads), and when the last
  * one is in, the owning worker runs the command as usual. Nothing about the
  * command changes: it runs later, on warm pages, with the same locks, the
  * same durability gates and the same reply order. A page evicted again
@@ -31,12 +31,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COLDREAD_THREADS 16
-
 struct worker;
 typedef struct coldread_req coldread_req;
 
-/* Is the cold-read path on (a pool on block storage)? */
+/* Is the cold-read path on (cold-read-threads > 0, a pool on block
+ * storage)? */
 int coldread_enabled(void);
 /* Add the non-resident pages of the entries key may be in (logical db) to
  * *r, creating it for worker w and owner on the first one. Takes the key's

@@ -44,6 +44,7 @@ struct rowan_config {
     long long client_output_buffer_max; /* unsent output any client may have; 0 = no ceiling */
     long long maxmemory_clients;        /* bytes; < 0: -percent of maxmemory; 0 = off */
     int clean_threshold;        /* percent live below which a segment is cleaned */
+    int cold_read_threads;      /* coldread.c readers; 0: cold keys fault in the worker */
     int hz;
     int timeout;                /* idle client timeout, seconds, 0 = never */
     int tcp_keepalive;

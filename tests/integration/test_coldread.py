@@ -244,3 +244,14 @@ def test_pipelined_cold_gets_share_one_wait(pair):
             break
     assert p1 - p0 >= 120, "DROP left the pages resident: %d read" % (p1 - p0)
     assert r1 - r0 <= 40, "%d requests for %d pages" % (r1 - r0, p1 - p0)
+
+
+def test_cold_read_threads_zero_turns_it_off(server_factory):
+    """cold-read-threads 0: no readers, cold keys fault in the worker."""
+    srv = server_factory(extra={"cold-read-threads": "0"})
+    c = RespClient(srv.port)
+    assert c.call("CONFIG", "GET", "cold-read-threads") == [b"cold-read-threads", b"0"]
+    c.call("SET", "k", "v")
+    c.call("DEBUG", "COLDREAD", "FORCE", "1")
+    assert pipeline(c, [("GET", "k"), ("MGET", "k", "x")]) == [b"v", [b"v", None]]
+    assert stats(c) == (0, 0)
