@@ -220,7 +220,7 @@ static const struct option options[] = {
     { "pool-file", T_STR, CFG(pool_file), OPT_IMMUTABLE, 0, 0, "rowan.pool", NULL, NULL },
     { "pool-size", T_MEM, CFG(pool_size), OPT_IMMUTABLE, 1, LLONG_MAX, "1gb", NULL, NULL }, /* minimum: db_min_pool_size */
     { "clean-threshold", T_INT, CFG(clean_threshold), 0, 0, 100, "75", NULL, NULL },
-    { "cold-read-threads", T_INT, CFG(cold_read_threads), OPT_IMMUTABLE, 0, 1024, "4", NULL, NULL },
+    { "cold-read-threads", T_INT, CFG(cold_read_threads), OPT_IMMUTABLE, 0, 1024, "8", NULL, NULL },
     /* threads and sharding */
     { "workers", T_INT, CFG(workers), OPT_IMMUTABLE, 0, 1024, "0", NULL, NULL },
     { "shards", T_INT, CFG(shards), OPT_IMMUTABLE, 1, 16384, "64", NULL, NULL },
