@@ -54,6 +54,7 @@ SERVER   := $(BUILD)/rowan-server
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_BIN := $(BUILD)/tests/fuzz-resp
+FUZZ_DGRAM := $(BUILD)/tests/fuzz-dgram
 BENCH_SRC := $(wildcard utils/rowan-bench*.c utils/bench/*.c)
 BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
@@ -63,7 +64,7 @@ SHIM     := $(BUILD)/tests/powerloss-shim.so
 
 .PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
         bench-unit clean
-all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
+all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
 src/rowan-server: $(SERVER)
@@ -109,6 +110,13 @@ $(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c
 
+# The datagram codec's fuzzer (rdma/dgram.c), built the same way.
+$(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c rdma/dgram.c rdma/dgram.h src/le.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -Irdma -Isrc -D_GNU_SOURCE $(WARN) \
+	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-dgram.c rdma/dgram.c
+
 $(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/src/hash.o $(BUILD)/src/crc32c.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
 
@@ -132,8 +140,9 @@ test: all
 unit: $(UNIT_BIN) bench-unit
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-fuzz: $(FUZZ_BIN)
+fuzz: $(FUZZ_BIN) $(FUZZ_DGRAM)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
+	$(FUZZ_DGRAM) -seconds=10
 
 # Node packages of the application tests (tests/apps/package-lock.json),
 # installed from the npm registry when missing or out of date.

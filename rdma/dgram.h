@@ -39,6 +39,13 @@
  * DGRAM_REFUSE / DGRAM_R_STALE and its own term; nothing runs, and the
  * client refreshes its configuration and retries.
  *
+ * Fragments are cut at fixed places: fragment i starts at byte
+ * i * DGRAM_PAYLOAD_MAX and every fragment but the last is full, so nfrag
+ * = max(1, ceil(total / DGRAM_PAYLOAD_MAX)) and a decoder checks each
+ * fragment's frag, nfrag, off and length against total alone. A refusal
+ * and a request carry 0 in the fields they do not use (frag of a request,
+ * nfrag, total, off); a request's id is at least 1.
+ *
  * All integers are little-endian. */
 #ifndef ROWAN_DGRAM_H
 #define ROWAN_DGRAM_H
@@ -50,7 +57,10 @@
 #define DGRAM_MTU        4096          /* largest datagram, header included */
 #define DGRAM_HDR_LEN    52
 #define DGRAM_PAYLOAD_MAX (DGRAM_MTU - DGRAM_HDR_LEN)
-#define DGRAM_REPLY_MAX  (1u << 20)    /* largest joined reply (256 fragments) */
+#define DGRAM_REPLY_MAX  (1u << 20)    /* largest joined reply */
+/* Fragments of the largest reply: fragment i carries bytes
+ * [i * DGRAM_PAYLOAD_MAX, min(total, (i + 1) * DGRAM_PAYLOAD_MAX)). */
+#define DGRAM_MAX_FRAGS  ((DGRAM_REPLY_MAX + DGRAM_PAYLOAD_MAX - 1) / DGRAM_PAYLOAD_MAX)
 #define DGRAM_MAX_ARGS   1024          /* a request's argc limit */
 
 enum dgram_type {
@@ -85,9 +95,12 @@ typedef struct dgram_hdr {
 
 /* Encode h into buf[DGRAM_HDR_LEN]. */
 void dgram_put_hdr(unsigned char *buf, const dgram_hdr *h);
-/* Decode and check a datagram's header: magic, version, type, and for
- * replies that frag < nfrag and off + payload length <= total <=
- * DGRAM_REPLY_MAX. Returns 0, or -1 with a short reason in *why. */
+/* Decode and check a datagram's header: length (DGRAM_HDR_LEN..DGRAM_MTU),
+ * magic, version, type; a request's id >= 1; unused fields 0; a refusal's
+ * code known; and for replies the fixed fragment layout: total <=
+ * DGRAM_REPLY_MAX, nfrag as total implies, frag < nfrag, off = frag *
+ * DGRAM_PAYLOAD_MAX and the payload exactly the fragment's length.
+ * Returns 0, or -1 with a short reason in *why. */
 int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char **why);
 
 /* Encode a request's argument vector after the header. Returns the
@@ -101,5 +114,37 @@ long dgram_put_request(unsigned char *buf, const dgram_hdr *h, int argc,
  * arguments). Never reads outside [payload, payload + len). */
 int dgram_get_args(const unsigned char *payload, size_t len, const char **argv,
                    size_t *argvlen, int max, const char **why);
+
+/* Replies. The number of fragments a reply of total bytes travels in, or 0
+ * when total exceeds DGRAM_REPLY_MAX. */
+unsigned dgram_reply_nfrag(size_t total);
+/* Encode fragment `frag` of the reply resp[0..total) for (h->client,
+ * h->req, h->term, h->shard) into buf[DGRAM_MTU]. Returns the datagram's
+ * length, or -1 when total exceeds DGRAM_REPLY_MAX or frag is out of range. */
+long dgram_put_reply(unsigned char *buf, const dgram_hdr *h, const char *resp,
+                     size_t total, unsigned frag);
+/* Encode a refusal (code: enum dgram_refusal, msg: a short text, cut to
+ * fit) for (h->client, h->req); h->term is the server's term. Returns the
+ * datagram's length. */
+long dgram_put_refuse(unsigned char *buf, const dgram_hdr *h, int code, const char *msg);
+
+/* Joining a reply's fragments (client side; used by librowan and the
+ * tests). Fragments may arrive in any order and more than once. */
+typedef struct dgram_join {
+    uint64_t client, req;   /* the reply being joined (set by the first fragment) */
+    uint32_t total;
+    uint16_t nfrag, got;
+    unsigned char *buf;     /* total bytes (malloc'd), the joined reply once complete */
+    uint64_t have[(DGRAM_MAX_FRAGS + 63) / 64];
+} dgram_join;
+void dgram_join_init(dgram_join *j);
+/* Add one decoded reply fragment (h from dgram_get_hdr, payload its bytes
+ * after the header). Returns 1 when the reply is complete (j->buf holds
+ * j->total bytes), 0 when more fragments are needed (a duplicate changes
+ * nothing), -1 when it does not belong to the reply begun (other client,
+ * request, total or nfrag) or memory ran out. */
+int dgram_join_add(dgram_join *j, const dgram_hdr *h, const unsigned char *payload, size_t len);
+/* Release the buffer and start over (j can be reused). */
+void dgram_join_free(dgram_join *j);
 
 #endif
