@@ -257,17 +257,18 @@ static void send_refusal(nworker *nw, const dgram_hdr *req, const native_addr *t
     send_dgram(nw, to, (size_t)n);
 }
 
-/* Every fragment of a reply. A fragment the backend cannot take is lost
- * like any datagram; the client retransmits and gets them all again. */
+/* The fragments of a reply from `first` on. A fragment the backend cannot
+ * take is lost like any datagram; the client retransmits, asking for the
+ * first one it misses (dgram.h, "Resuming a large reply"). */
 static void send_reply(nworker *nw, uint64_t cid, uint64_t req, const native_addr *to,
-                       const char *resp, size_t len) {
+                       const char *resp, size_t len, unsigned first) {
     dgram_hdr h = {0};
     h.client = cid;
     h.req = req;
     h.term = cluster_term();
     h.shard = 0xffff;
     unsigned nfrag = dgram_reply_nfrag(len);
-    for (unsigned f = 0; f < nfrag; f++) {
+    for (unsigned f = first; f < nfrag; f++) {
         long n = dgram_put_reply(nw->tx, &h, resp, len, f);
         send_dgram(nw, to, (size_t)n);
     }
@@ -292,13 +293,13 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
     c->cached += len;
     nw->cached += len;
     stat_add(&nw->st.cached_bytes, (long long)len);
-    send_reply(nw, c->id, r->id, &c->addr, r->reply, r->len);
+    send_reply(nw, c->id, r->id, &c->addr, r->reply, r->len, 0);
 }
 
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
     nclient *c = tctx;
     if (tag == 0) {   /* unsolicited: pub/sub, MONITOR */
-        if (len <= DGRAM_REPLY_MAX) send_reply(c->nw, c->id, 0, &c->addr, resp, len);
+        if (len <= DGRAM_REPLY_MAX) send_reply(c->nw, c->id, 0, &c->addr, resp, len, 0);
         return;
     }
     nreq *r = req_find(c, tag);
@@ -376,7 +377,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         if (r) {
             if (r->done) {
                 stat_add(&nw->st.dup_cached, 1);
-                send_reply(nw, c->id, r->id, from, r->reply, r->len);
+                send_reply(nw, c->id, r->id, from, r->reply, r->len, h->frag);
             } else {
                 stat_add(&nw->st.dup_running, 1);
             }
@@ -401,7 +402,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
             "password is set for the default user. In this mode connections are only accepted "
             "from the loopback interface.\r\n";
         stat_add(&nw->st.denied, 1);
-        send_reply(nw, h->client, h->req, from, denied, sizeof(denied) - 1);
+        send_reply(nw, h->client, h->req, from, denied, sizeof(denied) - 1, 0);
         return;
     }
     if ((long long)nw->cached >= cache_cap() || (c && c->nreqs >= NATIVE_MAX_PENDING) ||
@@ -461,7 +462,7 @@ static void readable_cb(evutil_socket_t fd, short what, void *arg) {
     for (int i = 0; i < NATIVE_RECV_BATCH; i++) {
         native_addr from;
         ssize_t n = backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
-        if (n <= 0) return;
+        if (n < 0) return;
         on_datagram(nw, (size_t)n, &from);
     }
     /* more may be waiting: come back after the others had their turn */

@@ -50,8 +50,9 @@ typedef struct native_backend {
                              size_t errlen);
     /* The descriptor that becomes readable when datagrams may be waiting. */
     int (*fd)(native_endpoint *e);
-    /* One waiting datagram into buf[cap]: its length, 0 when none is
-     * waiting (call again after the next readiness), -1 on an error. */
+    /* One waiting datagram into buf[cap]: its length (0 for an empty
+     * datagram; above cap when it was cut), or -1 when none is waiting
+     * (call again after the next readiness) or on an error. */
     ssize_t (*recv)(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from);
     /* Send one datagram (fire and forget: a datagram that cannot be sent is
      * lost like any other, and the client retransmits). 0 or -1. */

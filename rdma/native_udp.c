@@ -152,11 +152,10 @@ static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, nati
     from->len = sizeof(from->u.ss);
     ssize_t n = recvfrom(e->fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from->u.ss,
                          &from->len);
-    if (n >= 0) return n;   /* n > cap: truncated (MSG_TRUNC gives the real length) */
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return 0;
-    /* ICMP errors of earlier sends (ECONNREFUSED...) surface here: not fatal */
-    if (errno == ECONNREFUSED || errno == EHOSTUNREACH || errno == ENETUNREACH) return 0;
-    return -1;
+    /* n > cap: cut (MSG_TRUNC gives the real length). Errors, including
+     * the ICMP errors of earlier sends (ECONNREFUSED...), just end the
+     * batch: the socket stays usable. */
+    return n >= 0 ? n : -1;
 }
 
 static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to) {

@@ -217,8 +217,7 @@ static ssize_t vrecv(native_endpoint *e, unsigned char *buf, size_t cap, native_
     for (;;) {
         struct ibv_wc wc;
         int n = ibv_poll_cq(e->rcq, 1, &wc);
-        if (n < 0) return -1;
-        if (n == 0) return 0;
+        if (n <= 0) return -1;
         int slot = (int)wc.wr_id;
         if (wc.status != IBV_WC_SUCCESS || wc.byte_len < GRH_LEN) {
             post_recv(e, slot);

@@ -45,12 +45,12 @@ class Refused(Exception):
         self.code, self.term, self.msg = code, term, msg
 
 
-def encode_request(client, req, args, term=0, acked=0, shard=0xFFFF):
+def encode_request(client, req, args, term=0, acked=0, shard=0xFFFF, frag=0):
     args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
     body = struct.pack("<H", len(args))
     for a in args:
         body += struct.pack("<I", len(a)) + a
-    return HDR.pack(MAGIC, VERSION, REQUEST, shard, client, req, term, acked, 0, 0, 0, 0) + body
+    return HDR.pack(MAGIC, VERSION, REQUEST, shard, client, req, term, acked, frag, 0, 0, 0) + body
 
 
 def decode(dg):
@@ -110,9 +110,9 @@ class NativeClient:
     def send_raw(self, data):
         self.sock.sendto(data, self.addr)
 
-    def send(self, req, *args, term=None, acked=None):
+    def send(self, req, *args, term=None, acked=None, frag=0):
         self.send_raw(encode_request(self.id, req, args, self.term if term is None else term,
-                                     self.acked if acked is None else acked))
+                                     self.acked if acked is None else acked, frag=frag))
 
     def recv_dgram(self, timeout):
         self.sock.settimeout(timeout)
@@ -122,11 +122,16 @@ class NativeClient:
             return None
         return data
 
-    def recv_for(self, req, timeout):
+    def recv_for(self, req, timeout, partial=None):
         """The joined reply (RESP bytes) of request id req, or raises Refused,
-        or None after timeout. Datagrams of other ids are skipped."""
+        or None after timeout. Datagrams of other ids are skipped. partial
+        (a dict) keeps the fragments received across calls, so a
+        retransmission can ask for the first one missing."""
         deadline = time.monotonic() + timeout
-        frags, total, nfrag = {}, None, None
+        frags = partial if partial is not None else {}
+        total = nfrag = None
+        if frags:
+            total, nfrag = frags["meta"]
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -145,9 +150,10 @@ class NativeClient:
             assert h["frag"] < h["nfrag"], h
             if total is None:
                 total, nfrag = h["total"], h["nfrag"]
+                frags["meta"] = (total, nfrag)
             assert (h["total"], h["nfrag"]) == (total, nfrag), h
             frags[h["frag"]] = payload
-            if len(frags) == nfrag:
+            if len(frags) - 1 == nfrag:
                 data = b"".join(frags[i] for i in range(nfrag))
                 assert len(data) == total
                 return data
@@ -166,9 +172,13 @@ class NativeClient:
     def call_raw(self, *args, retries=20):
         """Send a new request, retransmitting until its reply: (RESP bytes, tries)."""
         req = self.new_req()
+        partial = {}
         for attempt in range(retries):
-            self.send(req, *args)
-            data = self.recv_for(req, self.timeout)
+            first = 0
+            if partial:
+                first = next(i for i in range(partial["meta"][1]) if i not in partial)
+            self.send(req, *args, frag=first)
+            data = self.recv_for(req, self.timeout, partial)
             if data is not None:
                 self.finish(req)
                 return data, attempt + 1
