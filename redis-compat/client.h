@@ -15,22 +15,11 @@
 #include <event2/event.h>
 #include "resp.h"
 #include "db.h"
+#include "gate.h"
 
 struct worker;
 struct rcommand;
 struct session_transport;
-
-/* A held reply: out bytes from `start` on may not be sent until deps are
- * durable (bytes before it belong to earlier replies and may leave). If the
- * deps are still not durable after replication-timeout, the reply's bytes
- * [start, end) are replaced by an error (a replica did not persist it). */
-typedef struct held_reply {
-    size_t start, end;     /* offsets in out.b (relative to its current start) */
-    int64_t since_us;      /* monotonic time the reply was held */
-    int ndeps;
-    db_dep *deps;          /* malloc'd when ndeps > 1, else NULL */
-    db_dep dep1;           /* the dependency when ndeps == 1 */
-} held_reply;
 
 #define CLIENT_CLOSE_AFTER_REPLY (1 << 0)  /* QUIT, protocol error */
 #define CLIENT_CLOSE_ASAP        (1 << 1)  /* CLIENT KILL, output limit, etc. */
@@ -47,7 +36,7 @@ typedef struct held_reply {
  * tag of the command it answers (0: output that is no command's reply). A
  * mark starts where the one before it ends (the first at `sent`). */
 typedef struct reply_mark {
-    size_t end;            /* offset in out.b, like held_reply's */
+    size_t end;            /* offset in out.b, like the gate's */
     uint64_t tag;
 } reply_mark;
 
@@ -84,8 +73,7 @@ typedef struct client {
     resp_out out;
     size_t sent;            /* bytes of out.b already handed to the transport */
     time_t obuf_soft_since; /* output over its soft limit since (0: it is not) */
-    held_reply *held;       /* FIFO of held replies */
-    int nheld, capheld, headheld;
+    gate held;              /* held replies: byte ranges of out.b (src/gate.h) */
     /* per-reply transports only (tr->reply): reply boundaries, and the
      * commands waiting to run (FIFOs; see session.h) */
     reply_mark *marks;

@@ -18,7 +18,8 @@
  * then the shard locks of every key the command names, taken in ascending
  * shard order (so two workers can never deadlock), then the command, then the
  * reply gate: the (shard, version) pairs the command depended on that are not
- * durable yet become a held_reply marking where the reply ends.
+ * durable yet become a held reply (src/gate.h, the core's durability gate:
+ * byte ranges of c->out and their dependencies) marking where it ends.
  *
  * The global client registry (a list per worker, guarded by one mutex) exists
  * for CLIENT LIST / CLIENT KILL, which look at other workers' clients. Only
@@ -444,75 +445,11 @@ static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out
     return shard_ids_normalize(ids, nk);
 }
 
-static void held_push(client *c, size_t start, size_t end, const db_dep *deps, int n) {
-    if (c->nheld + c->headheld == c->capheld) {
-        if (c->headheld) {
-            memmove(c->held, c->held + c->headheld, sizeof(held_reply) * (size_t)c->nheld);
-            c->headheld = 0;
-        } else {
-            c->capheld = c->capheld ? c->capheld * 2 : 16;
-            c->held = realloc(c->held, sizeof(held_reply) * (size_t)c->capheld);
-        }
-    }
-    held_reply *h = &c->held[c->headheld + c->nheld++];
-    h->start = start;
-    h->end = end;
-    h->since_us = monotonic_us();
-    h->ndeps = n;
-    h->dep1 = deps[0];
-    h->deps = NULL;
-    if (n > 1) {
-        h->deps = malloc(sizeof(db_dep) * (size_t)n);
-        memcpy(h->deps, deps, sizeof(db_dep) * (size_t)n);
-    }
-}
-
-/* The common single dependency lives inline; never store a pointer to it,
- * since the FIFO array moves when it grows. */
-static const db_dep *held_deps(const held_reply *h) { return h->ndeps > 1 ? h->deps : &h->dep1; }
-
-static void held_pop(client *c) {
-    held_reply *h = &c->held[c->headheld];
-    free(h->deps);
-    c->headheld++;
-    if (--c->nheld == 0) c->headheld = 0;
-}
-
 /* CLIENT REPLY OFF / SKIP: cut the reply that started at reply_start off,
  * with the holds of it (nothing of it will be sent to wait for). */
 static void drop_reply(client *c, size_t reply_start) {
-    while (c->nheld && c->held[c->headheld + c->nheld - 1].start >= reply_start) {
-        free(c->held[c->headheld + c->nheld - 1].deps);
-        if (--c->nheld == 0) c->headheld = 0;
-    }
+    gate_truncate(&c->held, reply_start);
     c->out.b.len = reply_start;
-}
-
-/* Where a held reply stands: BROKEN when a shard it depends on changed
- * hands meanwhile (db_dep_broken: it must never be sent), else DURABLE
- * once every dependency is, else WAITING. */
-enum { HELD_WAITING, HELD_DURABLE, HELD_BROKEN };
-static int held_state(const held_reply *h) {
-    const db_dep *d = held_deps(h);
-    int durable = 1;
-    for (int i = 0; i < h->ndeps; i++) {
-        if (db_dep_broken(&d[i])) return HELD_BROKEN;
-        if (durable && !db_dep_durable(&d[i])) durable = 0;
-    }
-    return durable ? HELD_DURABLE : HELD_WAITING;
-}
-
-/* After a command: hold its reply if it depends on versions not durable yet.
- * A held reply also holds every later one (order), so later replies need no
- * entry of their own unless they have their own dependencies. */
-static void gate_reply(client *c, size_t reply_start) {
-    db_ctx *x = &c->x;
-    int n = 0;
-    for (int i = 0; i < x->ndeps; i++)
-        if (!db_dep_durable(&x->deps[i])) x->deps[n++] = x->deps[i];
-    if (n == 0) return;
-    held_push(c, reply_start, c->out.b.len, x->deps, n);
-    atomic_fetch_add(&server.stat.held_replies, 1);
 }
 
 static int check_command(client *c) {
@@ -557,7 +494,7 @@ static int allowed_while_loading(client *c) {
  * member.h), so the connection closes instead: their outcome is unknown
  * to the client, as after a crash. */
 static int lease_stale(const client *c) {
-    return c->lease_valid_exec && (c->nheld || c->sent < c->out.b.len) && cluster_managed() &&
+    return c->lease_valid_exec && (gate_held(&c->held) || c->sent < c->out.b.len) && cluster_managed() &&
            (c->lease_epoch != member_lease_epoch() || !member_lease_valid());
 }
 
@@ -666,7 +603,8 @@ static void call_command(client *c) {
     /* blocking: wake clients waiting on keys this command pushed to. */
     blocking_flush_signals();
     c->x.hint_key = NULL;
-    gate_reply(c, reply_start);
+    /* the durability gate: hold the reply while what it depends on is not durable */
+    gate_after_command(&c->held, &c->x, reply_start, c->out.b.len);
     c->tot_cmds++;
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
     worker_count_command(c->w, row, dt, failed);
@@ -961,20 +899,17 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
 /* ---------------- output ---------------- */
 
 static size_t sendable_end(const client *c) {
-    return c->nheld ? c->held[c->headheld].start : c->out.b.len;
+    return gate_sendable_end(&c->held, c->out.b.len);
 }
 
 static void compact_output(client *c) {
-    if (c->sent == c->out.b.len && c->nheld == 0) {
+    if (c->sent == c->out.b.len && !gate_held(&c->held)) {
         c->out.b.len = c->sent = 0;
         return;
     }
     if (c->sent < OUT_COMPACT) return;
     rbuf_consume(&c->out.b, c->sent);
-    for (int i = 0; i < c->nheld; i++) {
-        c->held[c->headheld + i].start -= c->sent;
-        c->held[c->headheld + i].end -= c->sent;
-    }
+    gate_shift(&c->held, c->sent);
     for (int i = 0; i < c->nmarks; i++) c->marks[c->headmarks + i].end -= c->sent;
     c->sent = 0;
 }
@@ -1022,7 +957,7 @@ static int write_out(client *c) {
  * write whose reply was lost; it is never reported as done while it is not.
  * Later held replies move by the size difference. */
 static void held_expire(client *c) {
-    held_reply *h = &c->held[c->headheld];
+    const gate_entry *h = &c->held.q[c->held.head];
     char msg[200];
     int n = cluster_enabled()
         ? snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
@@ -1037,16 +972,12 @@ static void held_expire(client *c) {
     memmove(b + h->start + newlen, b + h->end, c->out.b.len - h->end);
     memcpy(b + h->start, msg, newlen);
     c->out.b.len = c->out.b.len - oldlen + newlen;
-    for (int i = 1; i < c->nheld; i++) {
-        c->held[c->headheld + i].start = c->held[c->headheld + i].start - oldlen + newlen;
-        c->held[c->headheld + i].end = c->held[c->headheld + i].end - oldlen + newlen;
-    }
     /* the marks of this reply (its end) and of every later one move too */
     for (int i = 0; i < c->nmarks; i++)
         if (c->marks[c->headmarks + i].end >= h->end)
             c->marks[c->headmarks + i].end = c->marks[c->headmarks + i].end - oldlen + newlen;
     atomic_fetch_add(&server.stat.replication_timeouts, 1);
-    held_pop(c);
+    gate_replace_head(&c->held, newlen);   /* later holds move; this one goes */
 }
 
 int client_flush(client *c) {
@@ -1063,9 +994,9 @@ int client_flush(client *c) {
         client_free(c);
         return 0;
     }
-    while (c->nheld) {
-        int st = held_state(&c->held[c->headheld]);
-        if (st == HELD_BROKEN) {
+    for (;;) {
+        int st = gate_release(&c->held, limit);
+        if (st == GATE_BROKEN) {
             serverLog(LL_VERBOSE, "Closing client id=%llu addr=%s: a reply waited for versions of "
                       "a shard this node no longer serves; whether they are durable is unknown",
                       (unsigned long long)c->id, c->addr);
@@ -1073,10 +1004,8 @@ int client_flush(client *c) {
             client_free(c);
             return 0;
         }
-        if (st == HELD_DURABLE) held_pop(c);
-        else if (limit > 0 && monotonic_us() - c->held[c->headheld].since_us > limit)
-            held_expire(c);
-        else break;
+        if (st != GATE_EXPIRED) break;
+        held_expire(c);
     }
     if (write_out(c) != 0) {
         client_free(c);
@@ -1091,7 +1020,7 @@ int client_flush(client *c) {
     }
     resume_commands(c);
     client_mem_update(c);
-    if (c->nheld) return 1;
+    if (gate_held(&c->held)) return 1;
     /* Unsent but not held means the socket is full: the write event finishes. */
     worker_remove_pending(c->w, c);
     return 0;
@@ -1170,7 +1099,7 @@ int client_out_check(client *c) {
 static size_t client_mem(const client *c) {
     session_conn_stats st = {.fd = -1};
     if (c->tr->stats) c->tr->stats(c->tctx, &st);
-    return sizeof(*c) + st.mem + c->out.b.cap + (size_t)c->capheld * sizeof(held_reply) +
+    return sizeof(*c) + st.mem + c->out.b.cap + gate_mem(&c->held) +
            (size_t)c->capmarks * sizeof(reply_mark) + (size_t)c->capinq * sizeof(session_qcmd) +
            c->inq_bytes;
 }
@@ -1250,8 +1179,7 @@ static void client_free(client *c) {
     registry_remove(w, c);
     c->tr->close(c->tctx);    /* the transport lets go of c */
     if (c->ev_input) event_free(c->ev_input);
-    while (c->nheld) held_pop(c);
-    free(c->held);
+    gate_free(&c->held);
     free(c->marks);
     while (c->ninq) inq_pop(c);
     free(c->inq);
@@ -1293,7 +1221,7 @@ void clients_cron(worker *w) {
     for (; c; c = next) {
         next = c->next;
         if (server.cfg.timeout > 0 && now - c->last_interaction > server.cfg.timeout &&
-            c->nheld == 0 && !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
+            !gate_held(&c->held) && !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
             c->sent == c->out.b.len) {
             client_free(c);
             continue;
