@@ -500,3 +500,35 @@ def test_stale_term_refused(cluster_factory):
     assert c.recv_for(req, 3.0) == b"+PONG\r\n"
     assert int(native_info(nd)["native_refused_stale"]) == 1
     c.close()
+
+
+def test_pubsub_messages_come_with_request_id_0(nsrv):
+    c = nclient(nsrv)
+    assert c.call("SUBSCRIBE", "news") == [b"subscribe", b"news", 1]
+    assert nsrv.client().publish("news", "hello") == 1
+    data = c.recv_for(0, 3.0)                 # unsolicited output: request id 0
+    assert data is not None
+    assert parse_resp(data)[0] == [b"message", b"news", b"hello"]
+    assert c.call("UNSUBSCRIBE", "news") == [b"unsubscribe", b"news", 0]
+    c.close()
+
+
+def test_idle_clients_forgotten(server_factory):
+    port = free_port()
+    srv = server_factory(extra={"native-port": port, "native-client-timeout": 1})
+    cs = [NativeClient(port) for _ in range(5)]
+    for c in cs:
+        assert c.call("PING") == b"PONG"
+    assert int(srv.info("native")["native"]["native_clients"]) == 5
+    lst = srv.client().client_list()
+    assert len([x for x in lst if x.get("laddr", "").startswith("udp:")]) == 5, lst
+    assert wait_for(lambda: int(srv.info("native")["native"]["native_clients"]) == 0,
+                    timeout=10)
+    assert int(srv.info("native")["native"]["native_clients_evicted"]) == 5
+    # their sessions went too (CLIENT LIST shows the RESP client only)
+    lst = srv.client().client_list()
+    assert not [x for x in lst if x.get("laddr", "").startswith("udp:")], lst
+    # a forgotten client that comes back starts afresh
+    assert cs[0].call("INCR", "after") == 1
+    for c in cs:
+        c.close()
