@@ -532,3 +532,25 @@ def test_idle_clients_forgotten(server_factory):
     assert cs[0].call("INCR", "after") == 1
     for c in cs:
         c.close()
+
+
+def test_session_killed_and_quit(nsrv):
+    c = nclient(nsrv)
+    assert c.call("SELECT", "2") == b"OK"
+    req = c.new_req()
+    c.send(req, "BLPOP", "never", "0")
+    assert c.recv_for(req, 0.3) is None            # blocked, running
+    r = nsrv.client()
+    mine = [x for x in r.client_list() if x.get("laddr", "").startswith("udp:")]
+    assert len(mine) == 1 and mine[0]["db"] == "2"
+    assert r.client_kill_filter(_id=mine[0]["id"]) == 1
+    data = c.recv_for(req, 3.0)                    # the running request's outcome is unknown
+    assert data is not None and b"outcome is unknown" in data
+    c.finish(req)
+    assert int(native_info(nsrv)["native_sessions_closed"]) == 1
+    # the client goes on with a new session (db 0 again, like a reconnect)
+    assert c.call("SET", "after-kill", "1") == b"OK"
+    assert r.get("after-kill") == b"1"
+    assert c.call("QUIT") == b"OK"
+    assert c.call("PING") == b"PONG"               # and after QUIT, too
+    c.close()
