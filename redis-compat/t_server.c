@@ -951,7 +951,9 @@ static const struct info_section {
     { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
     { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
     { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
-    { "native", native_info, SEC_ALL },   /* the native datagram edge (rdma/native.c) */
+    /* the native datagram edge (rdma/native.c): INFO native only, so that
+     * INFO everything keeps Redis's sections (plus Rowan) */
+    { "native", native_info, 0 },
 };
 #define NSECTIONS ((int)(sizeof(sections) / sizeof(sections[0])))
 
