@@ -533,33 +533,6 @@ static int collect_fn(void *arg, const dict_entry *e) {
     return 0;
 }
 
-/* count distinct random entries of d (count < size) into out[]. */
-static void pick_distinct(const dict *d, size_t count, const dict_entry **out) {
-    size_t n = dict_size(d);
-    if (count * 3 > n) {
-        /* Many of them: shuffle the first count positions of all entries. */
-        const dict_entry **all = malloc(sizeof(*all) * n), **p = all;
-        if (!all) abort();
-        dict_foreach(d, collect_fn, &p);
-        for (size_t i = 0; i < count; i++) {
-            size_t j = i + (size_t)(rnd64() % (n - i));
-            const dict_entry *t = all[i];
-            all[i] = all[j];
-            all[j] = t;
-            out[i] = all[i];
-        }
-        free(all);
-        return;
-    }
-    dict *seen = dict_new();
-    size_t got = 0;
-    while (got < count) {
-        const dict_entry *e = dict_random(d, rnd64());
-        if (dict_set(seen, e->key, e->klen, NULL, 0)) out[got++] = e;
-    }
-    dict_free(seen);
-}
-
 static void add_pair(client *c, const dict_entry *e, int withvalues) {
     if (withvalues && c->out.proto == 3) resp_add_array(&c->out, 2);
     resp_add_bulk(&c->out, e->key, e->klen);
@@ -604,7 +577,7 @@ static void hrandfield_count(client *c, long long count, int withvalues) {
     }
     const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
     if (!picked) abort();
-    pick_distinct(h->d, (size_t)count, picked);
+    dict_pick_distinct(h->d, (size_t)count, picked, rnd64);
     resp_add_array(&c->out, flat ? count * 2 : count);
     for (long long i = 0; i < count; i++) add_pair(c, picked[i], withvalues);
     free(picked);
