@@ -24,6 +24,9 @@ from conftest import RespClient, RespError, wait_for
 pytestmark = pytest.mark.rowan_only("DEBUG SESSION is Rowan's test transport")
 
 
+OPEN = []   # (port, id) of the sessions a test opened: closed after it
+
+
 class Session:
     """A test session on the worker of connection `conn` (which alone can
     drive it: a session belongs to one worker)."""
@@ -33,6 +36,7 @@ class Session:
         self.id = conn.call("DEBUG", "SESSION", "OPEN")
         assert isinstance(self.id, int), self.id
         self.got = []
+        OPEN.append((conn.sock.getpeername()[1], self.id))
 
     def run(self, tag, *args):
         assert self.conn.call("DEBUG", "SESSION", "RUN", self.id, tag, *args) == "OK"
@@ -54,6 +58,25 @@ class Session:
         before = len(self.got)
         time.sleep(secs)
         return self.read()[before:] == []
+
+
+@pytest.fixture(autouse=True)
+def close_sessions():
+    """A session outlives the connection that drove it (as a native one
+    outlives a datagram): close them, so the shared server's next tests do
+    not see their subscriptions or blocked commands."""
+    yield
+    while OPEN:
+        port, sid = OPEN.pop()
+        try:
+            cn = RespClient(port)                        # any worker may kill it
+        except OSError:
+            continue                                     # that server is gone
+        try:
+            cn.call("CLIENT", "KILL", "ID", sid)         # 0 if already gone
+            wait_for(lambda: cn.call("CLIENT", "LIST", "ID", sid) == b"")
+        finally:
+            cn.close()
 
 
 @pytest.fixture
