@@ -159,6 +159,19 @@ def test_reply_off_delivers_empty_replies(conn):
     assert s.wait(3) == [(51, b""), (52, b""), (53, b"+OK\r\n")]
 
 
+def test_client_pause_holds_the_session_in_order(conn, server):
+    s = Session(conn)
+    other = server.resp()
+    assert other.call("CLIENT", "PAUSE", "100000", "WRITE") == "OK"
+    try:
+        s.run(91, "SET", "p", "1")          # a write: waits for the pause
+        s.run(92, "PING")                   # and so does what follows it
+        assert s.quiet(0.5)
+    finally:
+        assert other.call("CLIENT", "UNPAUSE") == "OK"   # from another connection
+    assert s.wait(2) == [(91, b"+OK\r\n"), (92, b"+PONG\r\n")]
+
+
 def test_session_is_a_client(conn, server):
     s = Session(conn)
     line = conn.call("CLIENT", "LIST", "ID", s.id).decode()
