@@ -209,9 +209,15 @@ def test_large_reply_fragments(nsrv):
     e = c.call("GET", "huge")
     assert isinstance(e, RespError) and "too large" in str(e) and "TCP" in str(e)
     assert int(native_info(nsrv)["native_replies_too_large"]) == 1
-    # a request that does not fit one datagram cannot be sent
+    # a request that does not fit one datagram cannot be sent at all over
+    # UDP past 64 KB; below that, the server refuses it: use TCP
     with pytest.raises(OSError):
         c.send_raw(encode_request(c.id, 99, ["SET", "k", b"x" * 70000]))
+    c.send_raw(encode_request(c.id, 99, ["SET", "k", b"x" * 5000]))
+    h, payload = decode(c.recv_dgram(2.0))
+    assert h["type"] == REFUSE and h["frag"] == R_MALFORMED and h["req"] == 99, h
+    assert b"use TCP" in payload
+    assert nsrv.client().get("k") is None
     c.close()
 
 
