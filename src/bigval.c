@@ -101,17 +101,25 @@ static int npend;
 
 static size_t align64(size_t n) { return (n + LOG_ALIGN - 1) & ~(size_t)(LOG_ALIGN - 1); }
 
-size_t bigval_chunk_len(size_t klen) { return POOL_SEG_SIZE / 4 - align64(LOG_HDR_SIZE + klen); }
+/* A chunk's entry spans a quarter segment while its header and key take at
+ * most half of that; a longer key (up to BIGVAL_MAX_KEY) gets a whole
+ * segment per chunk, so each chunk still carries more value than key. */
+static size_t chunk_span(size_t klen) {
+    return align64(LOG_HDR_SIZE + klen) <= POOL_SEG_SIZE / 8 ? POOL_SEG_SIZE / 4 : POOL_SEG_SIZE;
+}
+
+size_t bigval_chunk_len(size_t klen) { return chunk_span(klen) - align64(LOG_HDR_SIZE + klen); }
 
 uint32_t bigval_nchunks(size_t klen, size_t vlen) {
     size_t c = bigval_chunk_len(klen);
     return (uint32_t)((vlen + c - 1) / c);
 }
 
-/* Four chunks a segment, one more segment for the one being written when
- * the run starts and the final entry. */
+/* The chunks, packed by segment, and one more segment for the one being
+ * written when the run starts and the final entry. */
 uint32_t bigval_segments(size_t klen, size_t vlen) {
-    return (bigval_nchunks(klen, vlen) + 3) / 4 + 1;
+    uint32_t per = (uint32_t)(POOL_SEG_SIZE / chunk_span(klen));
+    return (bigval_nchunks(klen, vlen) + per - 1) / per + 1;
 }
 
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,

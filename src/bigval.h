@@ -27,9 +27,10 @@
 struct shard;
 
 #define BIGVAL_DESC_LEN 24
-/* Keys of chunked values are short enough that each chunk carries a useful
- * share of the value. */
-#define BIGVAL_MAX_KEY  (64 * 1024)
+/* The longest key of a chunked value: each chunk carries its key, and
+ * still carries more value than key (bigval_chunk_len). A longer key
+ * works only with a value that fits one entry with it. */
+#define BIGVAL_MAX_KEY  (1024 * 1024)
 /* A value length must fit the 32-bit offsets and lengths of entries. */
 #define BIGVAL_MAX_LEN  ((uint64_t)UINT32_MAX)
 

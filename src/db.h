@@ -47,6 +47,8 @@ enum db_refusal {
     DB_REFUSED_RECLAIMING,   /* pool full; the cleaner is reclaiming space */
     DB_REFUSED_LIVE_DATA,    /* pool full and nothing to reclaim */
     DB_REFUSED_NO_ROOM,      /* a large value needs more log space than is free */
+    DB_REFUSED_KEY_TOO_BIG,  /* a key over BIGVAL_MAX_KEY with a value too large for one entry */
+    DB_REFUSED_GROUP_TOO_BIG,/* a batch whose keys alone cannot fit one group entry */
 };
 const char *db_refusal_name(int why);
 /* Why the last pool-full refusal happened (DB_REFUSED_NONE if none yet). */
@@ -57,8 +59,12 @@ int db_last_refusal(void);
                           * command not allowed when the storage pool is full:
                           * <why>", or a too-large entry */
 
-/* "ERR value too large: ..." for a key and value that cannot fit one entry. */
+/* "ERR value too large: ..." for an entry that cannot be logged at all (a
+ * FUNCTION library set over 4 MiB), and "ERR key too large: ..." for a key
+ * too long to be logged with its value (over 1 MiB, with a value that does
+ * not fit one entry with it: bigval.h). */
 extern const char *db_too_big_error;
+extern const char *db_key_too_big_error;
 /* The longest argument a write could store in one log entry: a log entry
  * minus its header. A longer one is refused unless it is a string value set
  * alone (db_check_string). */
