@@ -115,6 +115,10 @@ uint32_t bigval_nchunks(size_t klen, size_t vlen) {
     return (uint32_t)((vlen + c - 1) / c);
 }
 
+uint64_t bigval_run_bytes(size_t klen, size_t vlen) {
+    return (uint64_t)bigval_nchunks(klen, vlen) * chunk_span(klen);
+}
+
 /* The chunks, packed by segment, and one more segment for the one being
  * written when the run starts and the final entry. */
 uint32_t bigval_segments(size_t klen, size_t vlen) {

@@ -43,6 +43,8 @@ static inline int bigval_needed(size_t klen, size_t vlen) {
 size_t bigval_chunk_len(size_t klen);
 /* Number of chunks for a value of vlen bytes. */
 uint32_t bigval_nchunks(size_t klen, size_t vlen);
+/* Log bytes its chunks span, at most (the last one may be shorter). */
+uint64_t bigval_run_bytes(size_t klen, size_t vlen);
 /* Segments the chunks and the final entry of such a value need at most. */
 uint32_t bigval_segments(size_t klen, size_t vlen);
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,

@@ -842,7 +842,7 @@ static int plan_runs(db_ctx *x, uint8_t *big) {
         n++;
     }
     qsort(c, (size_t)n, sizeof(sub_size), by_len_desc);
-    uint64_t segs = 0;
+    uint64_t bytes = 0;
     for (int i = 0; i < n && glen > LOG_MAX_ENTRY && c[i].len; i++) {
         big[c[i].at] = 1;
         nbig++;
@@ -860,15 +860,18 @@ static int plan_runs(db_ctx *x, uint8_t *big) {
         }
         glen += sub_span(log_entry_len(e.klen, BIGVAL_DESC_LEN));
         if (e.klen > BIGVAL_MAX_KEY) x->refused = DB_REFUSED_KEY_TOO_BIG;
-        segs += bigval_segments(e.klen, e.vlen);
+        else bytes += bigval_run_bytes(e.klen, e.vlen);
     }
+    /* The runs and the group follow each other in one log, so they share
+     * segments: one more for the segment being written when they start. */
+    uint64_t segs = (bytes + glen + POOL_SEG_SIZE - 1) / POOL_SEG_SIZE + 1;
     free(c);
     if (x->refused != DB_REFUSED_NONE) return -1;
     if (glen > LOG_MAX_ENTRY) {
         x->refused = DB_REFUSED_GROUP_TOO_BIG;
         return -1;
     }
-    if (nbig && pool_free_count(server.pool) < segs + 1 + keep_free_for(LOG_CHUNK) + 1) {
+    if (nbig && pool_free_count(server.pool) < segs + keep_free_for(LOG_CHUNK) + 1) {
         /* counted and reported like any pool-full refusal (db_check_string) */
         x->refused = DB_REFUSED_NO_ROOM;
         atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
