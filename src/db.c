@@ -823,22 +823,27 @@ static int by_len_desc(const void *a, const void *b) {
  * strings and collection entries go in chunk runs (bigval.c), the group
  * carrying their final entries, until it fits. Sets big[i] for the i-th
  * sub-entry so chosen and returns how many, or -1 (refusal in x) when the
- * group cannot fit (too many keys) or the key of one is too long for a
- * run, or the pool has no room for the runs. */
+ * group cannot fit even so (too many keys, or a key over BIGVAL_MAX_KEY
+ * with a value too large for one entry), or the pool has no room for the
+ * runs. */
 static int plan_runs(db_ctx *x, uint8_t *big) {
     size_t glen = LOG_HDR_SIZE, pos = 0, at;
-    int n = 0, nbig = 0;
+    int n = 0, nbig = 0, long_key = 0;
     log_entry e;
     sub_size *c = malloc(sizeof(sub_size) * (size_t)x->nbatch);
+    if (!c) abort();
     while (batch_next(x, &pos, &e, &at)) {
-        size_t len = log_entry_len(e.klen, e.vlen);
+        size_t len = log_entry_len(e.klen, e.vlen), fin = log_entry_len(e.klen, BIGVAL_DESC_LEN);
+        int can = (e.type == LOG_SET || e.type == LOG_COLL_OP || e.type == LOG_SNAPSHOT) &&
+                  sub_span(len) > sub_span(fin);
+        if (can && e.klen > BIGVAL_MAX_KEY) {
+            can = 0;
+            long_key |= len > LOG_MAX_ENTRY - LOG_HDR_SIZE;
+        }
         glen += sub_span(len);
         big[n] = 0;
-        c[n] = (sub_size){(size_t)n, 0, 0};
-        if ((e.type == LOG_SET || e.type == LOG_COLL_OP || e.type == LOG_SNAPSHOT) &&
-            e.vlen > BIGVAL_DESC_LEN)
-            c[n] = (sub_size){(size_t)n, len,
-                              sub_span(len) - sub_span(log_entry_len(e.klen, BIGVAL_DESC_LEN))};
+        c[n] = can ? (sub_size){(size_t)n, len, sub_span(len) - sub_span(fin)}
+                   : (sub_size){(size_t)n, 0, 0};
         n++;
     }
     qsort(c, (size_t)n, sizeof(sub_size), by_len_desc);
@@ -848,30 +853,19 @@ static int plan_runs(db_ctx *x, uint8_t *big) {
         nbig++;
         glen -= c[i].save;
     }
-    /* The chosen ones' keys and room, and the group's exact length. */
-    glen = LOG_HDR_SIZE;
+    free(c);
+    if (glen > LOG_MAX_ENTRY) {
+        x->refused = long_key ? DB_REFUSED_KEY_TOO_BIG : DB_REFUSED_GROUP_TOO_BIG;
+        return -1;
+    }
     pos = 0;
     n = 0;
-    x->refused = DB_REFUSED_NONE;
-    while (batch_next(x, &pos, &e, &at)) {
-        if (!big[n++]) {
-            glen += sub_span(log_entry_len(e.klen, e.vlen));
-            continue;
-        }
-        glen += sub_span(log_entry_len(e.klen, BIGVAL_DESC_LEN));
-        if (e.klen > BIGVAL_MAX_KEY) x->refused = DB_REFUSED_KEY_TOO_BIG;
-        else bytes += bigval_run_bytes(e.klen, e.vlen);
-    }
+    while (batch_next(x, &pos, &e, &at))
+        if (big[n++]) bytes += bigval_run_bytes(e.klen, e.vlen);
     /* The runs and the group follow each other in one log, so they share
      * segments: one more for the segment being written when they start. */
     uint64_t segs = (bytes + glen + POOL_SEG_SIZE - 1) / POOL_SEG_SIZE + 1;
-    free(c);
-    if (x->refused != DB_REFUSED_NONE) return -1;
-    if (glen > LOG_MAX_ENTRY) {
-        x->refused = DB_REFUSED_GROUP_TOO_BIG;
-        return -1;
-    }
-    if (nbig && pool_free_count(server.pool) < segs + keep_free_for(LOG_CHUNK) + 1) {
+    if (pool_free_count(server.pool) < segs + keep_free_for(LOG_CHUNK) + 1) {
         /* counted and reported like any pool-full refusal (db_check_string) */
         x->refused = DB_REFUSED_NO_ROOM;
         atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
