@@ -26,8 +26,10 @@
  * keys, so entries and the index carry the physical db number.
  *
  * Large strings: a value whose entry would not fit one segment is written as
- * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; see
- * bigval.c for the design. */
+ * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; a
+ * batch too large for one group entry writes its largest entries as chunk
+ * runs before the group, which carries their final entries (db_batch_end);
+ * see bigval.c for the design. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
