@@ -193,6 +193,7 @@ def test_batches_with_large_values_against_redis(server_factory):
         pytest.skip("redis-server not installed")
     srv = server_factory({"pool-size": "768mb"})
     c = srv.resp()
+    c.sock.settimeout(300)   # DEBUG RELOAD replays it all (slow under ASan)
     ref_srv = Server("redis")
     ref_srv.start()
     try:
@@ -204,6 +205,7 @@ def test_batches_with_large_values_against_redis(server_factory):
         srv.kill9()
         srv.start()
         c = srv.resp()
+        c.sock.settimeout(300)
         assert state(c, KEYS0) == want
         assert c.call("FCALL", "setboth", 2, "f1", "f2", "s") == 2   # the library too
         inf = srv.client().info("rowan")
