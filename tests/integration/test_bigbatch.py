@@ -87,7 +87,7 @@ def state(cl, keys):
 
 KEYS0 = ["a", "b", "c", "d", "e", "a2", "a3", "s1", "s2", "su", "si", "sd", "l1", "l2",
          "z1", "z2", "zu", "zi", "zr", "sorted", "g", "gs", "gr", "b1", "b2", "bo", "x",
-         "e1", "e2", "f1", "f2", "r1", "r2", "r3", "m", "k", "h", "n", "t1", "t2"]
+         "e1", "e2", "f1", "f2", "r1", "r2", "r3", "m", "k", "h", "hh", "su2", "n", "t1", "t2"]
 
 
 def run_commands(c, ref):
@@ -181,6 +181,14 @@ def run_commands(c, ref):
     both(c, ref, "SET", "t2", V1, "GET")
     both(c, ref, "GETSET", "t2", V2)
     both(c, ref, "GETDEL", "t1")
+    both(c, ref, "EXEC")
+    # a hash and a set holding large elements, renamed and copied (their
+    # snapshots go in runs), and a set member moved inside MULTI
+    both(c, ref, "RENAME", "h", "hh")
+    both(c, ref, "COPY", "su", "su2")
+    both(c, ref, "MULTI")
+    both(c, ref, "SMOVE", "su2", "s1", V2)
+    both(c, ref, "LMOVE", "l2", "l1", "RIGHT", "LEFT")
     both(c, ref, "EXEC")
     both(c, ref, "EXPIRE", "b2", 1000)
     both(c, ref, "MSET", "b2", V3, "c", V1)   # MSET drops the expiry
