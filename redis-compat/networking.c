@@ -26,8 +26,8 @@
  * the owning worker frees a client, and it does so under that mutex.
  *
  * Memory per client is bounded four ways (see "limits" below):
- *   - an argument no write could store is refused at its bulk header and
- *     never buffered (refuse_big_arg);
+ *   - an argument a write could not store (the pool has no room for it)
+ *     is refused at its bulk header and never buffered (refuse_big_arg);
  *   - output limits: every command and pub/sub delivery runs with
  *     c->out.limit set (client_out_prepare), so resp.c drops what would pass
  *     the hard limit, then client_out_check applies Redis's hard/soft rules
@@ -248,28 +248,19 @@ static const char *protected_msg =
 
 static int no_password(void) { return acl_default_nopass(); }
 
-/* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN: no write
- * can store it, so a command that stores its arguments (CMD_DENYOOM: SET,
- * APPEND, HSET, SADD...) is refused at the argument's header and its bytes
- * are dropped as they arrive instead of being buffered only to be refused
- * (a 400 MB SET costs no memory). A client that still has to authenticate
- * is answered NOAUTH the same way (one that must give a password never gets
- * here: the parser's unauthenticated limit stops it at 16384 bytes). Every
- * other command (PUBLISH, ECHO, lookups) takes the argument, as Redis does,
- * up to proto-max-bulk-len. A value that a single-key write logs in pieces
- * (src/bigval.h: SET, APPEND, HSET, SADD, RPUSH, ZADD... outside MULTI) is
- * taken when the pool has room for it, and refused at the header with -OOM
- * when it has not. */
-static int takes_big_value(const char *name) {
-    static const char *const names[] = {
-        "set", "setex", "psetex", "setnx", "getset", "append", "setrange", "hset", "hsetnx",
-        "hmset", "sadd", "lpush", "rpush", "lpushx", "rpushx", "lset", "linsert", "zadd",
-        "restore"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (!strcasecmp(name, names[i])) return 1;
-    return 0;
-}
-
+/* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN (one log
+ * entry): a write logs such a value in pieces (src/bigval.h), in any
+ * command, alone or in a batch (MULTI/EXEC, MSET, scripts), so a command
+ * that stores its arguments (CMD_DENYOOM: SET, APPEND, HSET, MSET...)
+ * takes it when the pool has room for it, and is refused at the header
+ * with -OOM when it has not: its bytes are then dropped as they arrive
+ * instead of being buffered only to be refused (a 400 MB SET into a small
+ * pool costs no memory). Its first key that long is refused the same way:
+ * no key that long can be logged. A client that still has to authenticate
+ * is answered NOAUTH the same way (one that must give a password never
+ * gets here: the parser's unauthenticated limit stops it at 16384 bytes).
+ * Every other command (PUBLISH, ECHO, lookups) takes the argument, as
+ * Redis does, up to proto-max-bulk-len. */
 static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     tcp_conn *t = ctx;
     client *c = t->c;
@@ -279,9 +270,9 @@ static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !no_password()) return ERR_NOAUTH;
     if (cmd->flags & CMD_DENYOOM) {
         const resp_parser *p = &t->parser;
-        if (!takes_big_value(cmd->name) || multi_active(c) || p->argc < 2)
-            return db_too_big_error;
-        const char *why = db_check_string(&c->x, p->argvlen[1], (uint64_t)p->bulk_len);
+        if (cmd->firstkey > 0 && p->argc == cmd->firstkey) return db_key_too_big_error;
+        size_t klen = cmd->firstkey > 0 && p->argc > cmd->firstkey ? p->argvlen[cmd->firstkey] : 0;
+        const char *why = db_check_string(&c->x, klen, (uint64_t)p->bulk_len);
         if (why) return why;
     }
     t->refused = NULL;

@@ -14,8 +14,9 @@
  *                   [first, first + n) with nothing of the shard between;
  *   E's header      flagged LOG_F_CHUNKED, version first + n, the key's
  *                   expiry, payload = descriptor (bigval.h): length, n, first.
- * Each chunk's entry spans a quarter segment (bigval_chunk_len), so a run of
- * chunks fills segments without waste. Nothing is applied for a chunk: it
+ * Each chunk's entry spans a quarter segment (bigval_chunk_len; a whole one
+ * for a key over 512 KiB), so a run of chunks fills segments without
+ * waste. Nothing is applied for a chunk: it
  * is remembered as pending (per shard, by pool reference). The final entry
  * is the commit: applying it (db.c, db_apply_entry, the one path used by the
  * write itself, recovery, the digest thread of a backup and a re-sync; and
@@ -64,9 +65,33 @@
  * payload is freed once applied. Nothing else grows with n. Replies copy
  * the bytes as for any string.
  *
- * Not chunked (refused with "value too large" as before): a large value
- * inside a batch (MULTI/EXEC, MSET, RENAME, *STORE, scripts: one group
- * entry must fit one segment), and keys longer than BIGVAL_MAX_KEY. */
+ * Batches (db.c, db_batch_end: MULTI/EXEC, MSET, RENAME, COPY, SMOVE,
+ * *STORE, scripts...). The group entry that makes a batch atomic must fit
+ * one segment, so when it would not, the batch's largest strings and
+ * collection entries (plan_runs) are written as chunk runs first, by the
+ * same writer as a single-key run (write_run), and the group carries their
+ * final entries, descriptor and all, in their place. Versions are handed
+ * out in batch order, under the locks the batch holds for all its keys; a
+ * run's chunks take theirs just before its final entry does, so in each
+ * shard's versions every run is immediately followed by its final entry,
+ * exactly as for a single-key write: recovery, backups and DEBUG RELOAD
+ * need nothing new. (A group may hold several runs of one key: MULTI with
+ * two large HSETs of one hash. Each final entry's descriptor names its own
+ * version range.) In the log all the runs come before the group entry,
+ * which commits them together: a crash before it is durable leaves runs
+ * nothing claims, forgotten as above, and every key keeps its old value;
+ * the reply waits for the group's batch like any write's. On the writer,
+ * a run's chunks are noted pending only when its final entry is applied
+ * (apply_run), so the pending table sees each run then its final, in the
+ * same order as a replay. The room check covers all the runs and the group
+ * before anything is written. Still refused: a batch whose keys alone
+ * cannot fit one group entry (about 64 bytes of header each: "too many
+ * keys in one atomic write"), and a key longer than BIGVAL_MAX_KEY with a
+ * value that does not fit one entry with it ("key too large").
+ *
+ * Memory of a batch: the batch buffer (db.c) holds its values until the
+ * group is logged, so a large value in a batch costs one more copy while
+ * the batch runs than a single-key write of it. */
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
@@ -101,17 +126,29 @@ static int npend;
 
 static size_t align64(size_t n) { return (n + LOG_ALIGN - 1) & ~(size_t)(LOG_ALIGN - 1); }
 
-size_t bigval_chunk_len(size_t klen) { return POOL_SEG_SIZE / 4 - align64(LOG_HDR_SIZE + klen); }
+/* A chunk's entry spans a quarter segment while its header and key take at
+ * most half of that; a longer key (up to BIGVAL_MAX_KEY) gets a whole
+ * segment per chunk, so each chunk still carries more value than key. */
+static size_t chunk_span(size_t klen) {
+    return align64(LOG_HDR_SIZE + klen) <= POOL_SEG_SIZE / 8 ? POOL_SEG_SIZE / 4 : POOL_SEG_SIZE;
+}
+
+size_t bigval_chunk_len(size_t klen) { return chunk_span(klen) - align64(LOG_HDR_SIZE + klen); }
 
 uint32_t bigval_nchunks(size_t klen, size_t vlen) {
     size_t c = bigval_chunk_len(klen);
     return (uint32_t)((vlen + c - 1) / c);
 }
 
-/* Four chunks a segment, one more segment for the one being written when
- * the run starts and the final entry. */
+uint64_t bigval_run_bytes(size_t klen, size_t vlen) {
+    return (uint64_t)bigval_nchunks(klen, vlen) * chunk_span(klen);
+}
+
+/* The chunks, packed by segment, and one more segment for the one being
+ * written when the run starts and the final entry. */
 uint32_t bigval_segments(size_t klen, size_t vlen) {
-    return (bigval_nchunks(klen, vlen) + 3) / 4 + 1;
+    uint32_t per = (uint32_t)(POOL_SEG_SIZE / chunk_span(klen));
+    return (bigval_nchunks(klen, vlen) + per - 1) / per + 1;
 }
 
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,

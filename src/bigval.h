@@ -27,9 +27,10 @@
 struct shard;
 
 #define BIGVAL_DESC_LEN 24
-/* Keys of chunked values are short enough that each chunk carries a useful
- * share of the value. */
-#define BIGVAL_MAX_KEY  (64 * 1024)
+/* The longest key of a chunked value: each chunk carries its key, and
+ * still carries more value than key (bigval_chunk_len). A longer key
+ * works only with a value that fits one entry with it. */
+#define BIGVAL_MAX_KEY  (1024 * 1024)
 /* A value length must fit the 32-bit offsets and lengths of entries. */
 #define BIGVAL_MAX_LEN  ((uint64_t)UINT32_MAX)
 
@@ -42,6 +43,8 @@ static inline int bigval_needed(size_t klen, size_t vlen) {
 size_t bigval_chunk_len(size_t klen);
 /* Number of chunks for a value of vlen bytes. */
 uint32_t bigval_nchunks(size_t klen, size_t vlen);
+/* Log bytes its chunks span, at most (the last one may be shorter). */
+uint64_t bigval_run_bytes(size_t klen, size_t vlen);
 /* Segments the chunks and the final entry of such a value need at most. */
 uint32_t bigval_segments(size_t klen, size_t vlen);
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,
