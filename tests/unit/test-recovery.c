@@ -117,17 +117,15 @@ static void globals_init(void) {
 
 static void globals_free(void) {
     db_ctx_free(&ctx);
+    db_free_all(); /* indexes, the objects they hold, pending chunks */
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
-        index_free(s->idx);
-        index_free(s->vidx);
         free(s->pend);
         pthread_mutex_destroy(&s->lock);
     }
     free(server.shards);
     server.shards = NULL;
     server.nshards = 0;
-    bigval_free_all();
     pool_close(server.pool);
     server.pool = NULL;
 }
