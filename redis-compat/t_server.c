@@ -1046,6 +1046,14 @@ static void reset_stats(void)
     pthread_mutex_unlock(&rates.mu);
 }
 
+static void config_get_pair(void *arg, const char *name, const char *value)
+{
+    resp_add_bulkstr(arg, name);
+    resp_add_bulkstr(arg, value);
+}
+
+/* A map of name -> value; the count first (the set of names is fixed, so
+ * the second pass sees as many). */
 static void config_get(client *c)
 {
     int n = c->argc - 2;
@@ -1056,7 +1064,8 @@ static void config_get(client *c)
         pats[i] = c->argv[i + 2];
         lens[i] = c->argvlen[i + 2];
     }
-    config_get_reply_multi(&c->out, n, pats, lens);
+    resp_add_map(&c->out, config_get_matching(n, pats, lens, NULL, NULL));
+    config_get_matching(n, pats, lens, config_get_pair, &c->out);
     free(pats);
     free(lens);
 }
