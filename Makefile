@@ -221,6 +221,14 @@ bench: all
 bench-failover: all
 	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 utils/bench-failover $(FAILOVER_ARGS)
 
+# Data larger than memory (utils/bench-capacity, issue 14): under a cgroup
+# memory cap, load, uniform and zipfian GETs and recovery for data that fits
+# and data 6x the cap, Rowan against Redis (CAP_MB, FACTOR... in the script).
+.PHONY: bench-capacity
+bench-capacity: all
+	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) \
+	  /usr/bin/python3 utils/bench-capacity
+
 clean:
 	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool
 

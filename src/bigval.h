@@ -62,9 +62,14 @@ void bigval_final(const log_entry *e, uint32_t n, uint64_t first, char desc[BIGV
 void bigval_init(int nshards);
 void bigval_free_all(void);
 /* Every entry db_apply_entry applies is shown here first: a LOG_CHUNK is
- * remembered as pending; any other entry of the shard ends the pending
- * chunks it cannot complete (an abandoned write). */
+ * remembered as pending, by key; any other entry of the shard ends the
+ * pending chunks it cannot complete (an abandoned write; which ones depends
+ * on the order, bigval.c). */
 void bigval_note(struct shard *s, uint64_t ref, const log_entry *e);
+/* Entries of shard s come in pool order (recovery and DEBUG RELOAD:
+ * each key's versions and the shard's barriers in order, nothing else)
+ * while on, in version order otherwise (the default). */
+void bigval_pool_order(struct shard *s, int on);
 /* A run of chunks joined. */
 typedef struct bigval_run {
     char *buf;             /* the joined payload (NULL unless asked for) */
