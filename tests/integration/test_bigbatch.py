@@ -339,7 +339,7 @@ def test_kill9_during_and_after_batches(server_factory):
         r = srv.client(socket_timeout=120)
         assert _read_batch(r) == 0, "a batch cut short (%d chunks) changed the state" % crash
         log = srv.log_text(since_start=True)
-        assert "pieces of a large value whose write was cut short" in log, log[-2000:]
+        assert "pieces of a large value whose final entry was never written" in log, log[-2000:]
         assert int(r.info("rowan")["recovery_corrupt_entries"]) == 0
     assert r.execute_command("DEBUG", "RELOAD") in (True, b"OK")
     last = 0

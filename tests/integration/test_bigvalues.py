@@ -495,13 +495,14 @@ def test_compaction_snapshot_cut_short_keeps_the_new_value(server_factory):
     itself is complete: the field has its new value and recovery says the
     pieces belonged to a write or a compaction snapshot, not that the key
     kept its previous value. The field's size makes the HSET's own entry
-    exactly 20 chunks and the snapshot 21, so DEBUG CHUNK-CRASH 20 fires
-    in the snapshot only."""
+    exactly 20 chunks and the snapshot 21; DEBUG CHUNK-CRASH n fires after
+    the n-th chunk of one write, before the entry that commits them, so 21
+    fires in the snapshot only."""
     chunk = (4 * MB) // 4 - 64          # bigval_chunk_len for a 1-byte key
     v = value(20 * chunk - 12, 60)
     srv = server_factory({"pool-size": "256mb"})
     r = client(srv)
-    assert r.execute_command("DEBUG", "CHUNK-CRASH", 20) in (True, b"OK")
+    assert r.execute_command("DEBUG", "CHUNK-CRASH", 21) in (True, b"OK")
     s = _send(srv.port, b"HSET", b"k", b"f", v)
     assert wait_for(lambda: srv.proc.poll() is not None, timeout=30), "DEBUG CHUNK-CRASH did not fire"
     assert not _acked(s)
@@ -509,7 +510,7 @@ def test_compaction_snapshot_cut_short_keeps_the_new_value(server_factory):
     r = client(srv)
     assert sha(r.hget("k", "f")) == sha(v)
     log = srv.log_text(since_start=True)
-    assert re.search(r"20 pieces of a large value whose final entry was never written \(a write, "
+    assert re.search(r"21 pieces of a large value whose final entry was never written \(a write, "
                      r"or a compaction snapshot", log), log[-2000:]
     assert r.execute_command("DEBUG", "RELOAD") in (True, b"OK")
     assert int(rowan_info(r)["recovery_corrupt_entries"]) == 0

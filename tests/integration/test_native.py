@@ -491,6 +491,13 @@ def test_stale_term_refused(cluster_factory):
             return int(t) if t else 0
         except Exception:
             return 0
+    # A planned handover moves the term (a restart alone need not).
+    assert wait_for(lambda: all(term_of(nd) >= 1 for nd in cl.nodes), timeout=60)
+    rc = RespClient(cl.nodes[1].port)
+    try:
+        assert rc.call("CLUSTER", "FAILOVER") == "OK"
+    finally:
+        rc.close()
     assert wait_for(lambda: all(term_of(nd) >= 2 for nd in cl.nodes), timeout=60), \
         [nd.info("rowan")["rowan"] for nd in cl.nodes]
     nd = cl.nodes[0]
