@@ -266,3 +266,5 @@ install: $(CLIENT_A) $(CLIENT_SO)
 
 .PHONY: lib install
 -include $(CLIENT_OBJ:.o=.d)
+# rowan-bench --transport native links librowan (utils/bench/native.c)
+$(BENCH_BIN) $(BENCH_UNIT): $(CLIENT_A)

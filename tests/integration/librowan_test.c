@@ -46,7 +46,9 @@ static void print_stats(const rowanStats *st) {
  * fragments, a request too large for a datagram. */
 static int mode_basic(const char *host, int port) {
     rowanContext *c = connect_or_die(host, port);
-    redisReply *r = cmd_ok(c, rowanCommand(c, "SET %s %s", "lr:a", "1"), "SET");
+    redisReply *r = cmd_ok(c, rowanCommand(c, "DEL %s %s %s", "lr:a", "lr:big", "lr:huge"), "DEL");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "SET %s %s", "lr:a", "1"), "SET");
     CHECK(r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK"), "SET reply");
     freeReplyObject(r);
     r = cmd_ok(c, rowanCommand(c, "GET %s", "lr:a"), "GET");
