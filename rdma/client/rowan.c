@@ -503,8 +503,11 @@ static void refresh_finish(rowanEngine *e, int ok) {
 
 /* This node could not give us the configuration: ask the next one. */
 static void refresh_next_node(rowanEngine *e, const char *why) {
-    snprintf(e->rf_err, sizeof e->rf_err, "%s:%d: %s", e->nodes[e->rf_node].host,
-             e->nodes[e->rf_node].port, why);
+    if (strstr(why, e->nodes[e->rf_node].host))   /* names the node already */
+        snprintf(e->rf_err, sizeof e->rf_err, "%s", why);
+    else
+        snprintf(e->rf_err, sizeof e->rf_err, "%s:%d: %s", e->nodes[e->rf_node].host,
+                 e->nodes[e->rf_node].port, why);
     if (++e->rf_tries >= e->nnodes || e->rf_tries >= 8) {
         refresh_finish(e, 0);
         return;
