@@ -268,3 +268,9 @@ install: $(CLIENT_A) $(CLIENT_SO)
 -include $(CLIENT_OBJ:.o=.d)
 # rowan-bench --transport native links librowan (utils/bench/native.c)
 $(BENCH_BIN) $(BENCH_UNIT): $(CLIENT_A)
+# tests/unit/test-librowan.c: the client library against a scripted fake
+# server built from the codec alone (the server's archive has its own
+# rowanCommand, the ROWAN command, so it is not linked in).
+$(BUILD)/tests/test-librowan: $(BUILD)/tests/unit/test-librowan.o $(BUILD)/rdma/dgram.o \
+                              $(BUILD)/src/hash.o $(CLIENT_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)

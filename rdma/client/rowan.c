@@ -149,6 +149,7 @@ static int node_open(rowanEngine *e, int i, char *why, size_t whylen) {
 /* ---------------- requests in flight ---------------- */
 
 static void flight_add(rw_node *n, rw_req *q) {
+    n->nflight++;
     q->fprev = n->tail;
     q->fnext = NULL;
     if (n->tail) n->tail->fnext = q; else n->head = q;
@@ -159,6 +160,7 @@ static void flight_add(rw_node *n, rw_req *q) {
 }
 
 static void flight_del(rw_node *n, rw_req *q) {
+    n->nflight--;
     if (q->fprev) q->fprev->fnext = q->fnext; else n->head = q->fnext;
     if (q->fnext) q->fnext->fprev = q->fprev; else n->tail = q->fprev;
     for (rw_req **p = &n->bucket[q->id % RW_BUCKETS]; *p; p = &(*p)->hnext)
@@ -187,10 +189,17 @@ static void unpark(rowanEngine *e, rw_req *q) {
     q->pprev = q->pnext = NULL;
 }
 
+static void queue_del(rw_node *n, rw_req *q) {
+    if (q->pprev) q->pprev->pnext = q->pnext; else n->qhead = q->pnext;
+    if (q->pnext) q->pnext->pprev = q->pprev; else n->qtail = q->pprev;
+    q->pprev = q->pnext = NULL;
+}
+
 /* Take q out of wherever it waits (not freed). */
 static void detach(rowanEngine *e, rw_req *q) {
     if (q->state == RQ_FLIGHT) flight_del(&e->nodes[q->node], q);
     else if (q->state == RQ_PARKED) unpark(e, q);
+    else if (q->state == RQ_QUEUED) queue_del(&e->nodes[q->node], q);
     dgram_join_free(&q->join);
     q->state = RQ_NEW;
 }
@@ -276,6 +285,35 @@ static void send_new(rowanEngine *e, rw_req *q, int node) {
     xmit(e, n, q->dg, q->dlen);
 }
 
+/* A user request to node: sent now, or queued behind others for room in
+ * the node's window (in order: nothing overtakes a queued request). */
+static void send_user(rowanEngine *e, rw_req *q, int node) {
+    rw_node *n = &e->nodes[node];
+    if (!n->qhead && n->nflight < RW_WINDOW) {
+        send_new(e, q, node);
+        return;
+    }
+    q->state = RQ_QUEUED;
+    q->node = node;
+    q->pnext = NULL;
+    q->pprev = n->qtail;
+    if (n->qtail) n->qtail->pnext = q; else n->qhead = q;
+    n->qtail = q;
+}
+
+/* Send what the windows have room for now. */
+static void pump(rowanEngine *e) {
+    for (int i = 0; i < e->nnodes; i++) {
+        rw_node *n = &e->nodes[i];
+        while (n->qhead && n->nflight < RW_WINDOW) {
+            rw_req *q = n->qhead;
+            queue_del(n, q);
+            q->state = RQ_NEW;
+            send_new(e, q, i);
+        }
+    }
+}
+
 static int route(rowanEngine *e, const rw_req *q) {
     if (!e->cluster || q->slot == RW_NOSLOT) return 0;   /* the seed */
     return e->slot_node[q->slot];
@@ -287,7 +325,7 @@ static void dispatch(rowanEngine *e, rw_req *q) {
         park(e, q, 0);
         return;
     }
-    send_new(e, q, route(e, q));
+    send_user(e, q, route(e, q));
 }
 
 void rw_submit(rowanEngine *e, rw_req *q) {
@@ -295,6 +333,8 @@ void rw_submit(rowanEngine *e, rw_req *q) {
     q->t_deadline = rw_now() + e->timeout_ns;
     dispatch(e, q);
 }
+
+static void timeout_fail(rowanEngine *e, rw_req *q);
 
 /* Nothing ran: send q again (new id) after the configuration changed. */
 static void reroute(rowanEngine *e, rw_req *q, int node, uint64_t delay) {
@@ -306,7 +346,7 @@ static void reroute(rowanEngine *e, rw_req *q, int node, uint64_t delay) {
         return;
     }
     if (delay) { park(e, q, rw_now() + delay); return; }
-    if (node >= 0) send_new(e, q, node);
+    if (node >= 0) send_user(e, q, node);
     else dispatch(e, q);
 }
 
@@ -490,7 +530,7 @@ static void refresh_finish(rowanEngine *e, int ok) {
             if (ok) {
                 unpark(e, q);
                 q->state = RQ_NEW;
-                send_new(e, q, route(e, q));
+                send_user(e, q, route(e, q));
             } else {
                 fail(e, q, ROWAN_ERR_STALE, "stale configuration (term %llu, servers have "
                      "%llu) and reading it again failed: %s", (unsigned long long)e->term,
@@ -809,13 +849,14 @@ void rw_on_readable(rowanEngine *e, int node) {
         if ((size_t)len > DGRAM_MTU) continue;
         on_datagram(e, node, e->rx, (size_t)len);
     }
+    pump(e);
 }
 
 /* ---------------- timers ---------------- */
 
 static void timeout_fail(rowanEngine *e, rw_req *q) {
     int node = q->node, internal = q->internal;
-    if (q->state == RQ_FLIGHT)
+    if (q->state == RQ_FLIGHT || q->state == RQ_QUEUED)
         fail(e, q, ROWAN_ERR_TIMEOUT, "timeout: no reply from %s:%d in %.1f s (the request "
              "may or may not have run)", e->nodes[node].host, e->nodes[node].port,
              (double)e->timeout_ns / 1e9);
@@ -847,6 +888,9 @@ void rw_on_timer(rowanEngine *e, uint64_t now) {
             }
         }
     }
+    for (int i = 0; i < e->nnodes; i++)
+        while (e->nodes[i].qhead && now >= e->nodes[i].qhead->t_deadline)
+            timeout_fail(e, e->nodes[i].qhead);   /* queued in order: the oldest first */
     for (rw_req *q = e->parked, *next; q; q = next) {
         next = q->pnext;
         if (now >= q->t_deadline) {
@@ -859,6 +903,7 @@ void rw_on_timer(rowanEngine *e, uint64_t now) {
             next = e->parked;
         }
     }
+    pump(e);
 }
 
 uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
@@ -868,6 +913,8 @@ uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
             if (q->t_next < t) t = q->t_next;
             if (q->t_deadline < t) t = q->t_deadline;
         }
+    for (int i = 0; i < e->nnodes; i++)
+        if (e->nodes[i].qhead && e->nodes[i].qhead->t_deadline < t) t = e->nodes[i].qhead->t_deadline;
     for (rw_req *q = e->parked; q; q = q->pnext) {
         if (q->t_next && q->t_next < t) t = q->t_next;
         if (q->t_deadline < t) t = q->t_deadline;
@@ -899,8 +946,10 @@ void rw_wait(rowanEngine *e, rw_req *q) {
 }
 
 void rw_fail_all(rowanEngine *e, int err, const char *why) {
-    for (int i = 0; i < e->nnodes; i++)
+    for (int i = 0; i < e->nnodes; i++) {
+        while (e->nodes[i].qhead) fail(e, e->nodes[i].qhead, err, "%s", why);
         while (e->nodes[i].head) fail(e, e->nodes[i].head, err, "%s", why);
+    }
     while (e->parked) fail(e, e->parked, err, "%s", why);
 }
 

@@ -30,6 +30,13 @@
  * starts with err cleared. Error replies of the server (-ERR ...) are
  * replies (REDIS_REPLY_ERROR), not errors of the library.
  *
+ * Order. Replies of pipelined commands come back in the order appended.
+ * The commands themselves normally run in that order too, but a datagram
+ * that is lost is sent again after the ones behind it may have run: when
+ * the order of two writes matters, wait for the first reply (or use
+ * MULTI). At most RW_WINDOW (128) requests per node are in flight; more
+ * wait in the library, in order.
+ *
  * Limits of this version: one context is for one thread; SUBSCRIBE and
  * MONITOR (unsolicited pushes) are not supported; in a cluster, commands
  * without a key go to the seed node and MULTI/EXEC must stay on one node.

@@ -16,17 +16,22 @@
 #define RW_MAX_NODES 64
 #define RW_BUCKETS   256           /* per-node hash of requests in flight, by id */
 #define RW_NOSLOT    (-1)
+/* Requests in flight per node: below the server's window of unacknowledged
+ * ids per client (NATIVE_MAX_PENDING, 256), so a long pipeline waits here
+ * instead of being refused BUSY -- which would also let later requests run
+ * before the refused ones. */
+#define RW_WINDOW    128
 
 typedef struct rw_req rw_req;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
 
-enum rw_state { RQ_NEW, RQ_FLIGHT, RQ_PARKED, RQ_DONE };
+enum rw_state { RQ_NEW, RQ_QUEUED, RQ_FLIGHT, RQ_PARKED, RQ_DONE };
 
 struct rw_req {
     rw_req *qnext;                 /* owner's queue (blocking API: replies in order) */
     rw_req *fprev, *fnext;         /* node's in-flight list, ascending ids */
     rw_req *hnext;                 /* node's id hash chain */
-    rw_req *pprev, *pnext;         /* the engine's parked list */
+    rw_req *pprev, *pnext;         /* the engine's parked list, or the node's queue */
     enum rw_state state;
     int node;                      /* node it was sent to; -1 none yet */
     int slot;                      /* key's hash slot, RW_NOSLOT: keyless */
@@ -59,6 +64,8 @@ typedef struct rw_node {
     uint64_t client;               /* this link's client id */
     uint64_t next_id;
     rw_req *head, *tail;           /* in flight, ascending ids */
+    int nflight;
+    rw_req *qhead, *qtail;         /* waiting for room in the window (RW_WINDOW) */
     rw_req *bucket[RW_BUCKETS];
     void *ev;                      /* async: its read event */
 } rw_node;
