@@ -119,7 +119,14 @@ static int node_open(rowanEngine *e, int i, char *why, size_t whylen) {
     char port[16];
     hints.ai_socktype = SOCK_DGRAM;
     snprintf(port, sizeof port, "%d", n->port);
+    /* IPv4 first: a UDP connect() always succeeds, so "localhost" must not
+     * pick ::1 when the server listens on 127.0.0.1 */
+    hints.ai_family = AF_INET;
     int rc = getaddrinfo(n->host, port, &hints, &res);
+    if (rc != 0) {
+        hints.ai_family = AF_UNSPEC;
+        rc = getaddrinfo(n->host, port, &hints, &res);
+    }
     if (rc != 0) {
         snprintf(why, whylen, "cannot resolve %s: %s", n->host, gai_strerror(rc));
         return -1;
