@@ -92,7 +92,8 @@ int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char
     switch (h->type) {
     case DGRAM_REQUEST:
         if (h->req == 0) return fail(why, "request id 0");
-        if (h->frag || h->nfrag || h->total || h->off) return fail(why, "nonzero unused field");
+        if (h->frag >= DGRAM_MAX_FRAGS) return fail(why, "fragment index out of range");
+        if (h->nfrag || h->total || h->off) return fail(why, "nonzero unused field");
         return 0;
     case DGRAM_REPLY:
         return check_reply(h, plen, why);
@@ -119,7 +120,8 @@ long dgram_put_request(unsigned char *buf, const dgram_hdr *h, int argc,
     r.magic = DGRAM_MAGIC;
     r.version = DGRAM_VERSION;
     r.type = DGRAM_REQUEST;
-    r.frag = r.nfrag = 0;
+    if (r.frag >= DGRAM_MAX_FRAGS) r.frag = 0;
+    r.nfrag = 0;
     r.total = r.off = 0;
     dgram_put_hdr(buf, &r);
     unsigned char *p = buf + DGRAM_HDR_LEN;

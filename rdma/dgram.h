@@ -43,8 +43,17 @@
  * i * DGRAM_PAYLOAD_MAX and every fragment but the last is full, so nfrag
  * = max(1, ceil(total / DGRAM_PAYLOAD_MAX)) and a decoder checks each
  * fragment's frag, nfrag, off and length against total alone. A refusal
- * and a request carry 0 in the fields they do not use (frag of a request,
- * nfrag, total, off); a request's id is at least 1.
+ * and a request carry 0 in the fields they do not use (nfrag, total, off);
+ * a request's id is at least 1.
+ *
+ * Resuming a large reply. The fragments of a reply leave in one burst,
+ * which a client's socket buffer may not hold (a 1 MB reply is 260
+ * datagrams; Linux's default rmem_max is 208 KB). So a request's `frag` is
+ * the first fragment its sender still needs: 0 on the first transmission,
+ * and on a retransmission of an id whose reply is partly joined, the first
+ * missing index. The server then sends the fragments from there to the end
+ * (the reply is cached: nothing runs again), so every round delivers at
+ * least what the client's buffer holds.
  *
  * All integers are little-endian. */
 #ifndef ROWAN_DGRAM_H
@@ -87,7 +96,8 @@ typedef struct dgram_hdr {
     uint64_t req;         /* request id (>= 1) */
     uint64_t term;        /* configuration term (requests: the sender's; refusals: the server's) */
     uint64_t acked;       /* requests: every id below this has its reply */
-    uint16_t frag;        /* replies: fragment index; refusals: enum dgram_refusal */
+    uint16_t frag;        /* replies: fragment index; refusals: enum dgram_refusal;
+                             requests: first fragment of the reply still needed */
     uint16_t nfrag;       /* replies: number of fragments (>= 1) */
     uint32_t total;       /* replies: length of the joined reply */
     uint32_t off;         /* replies: byte offset of this fragment's payload */
@@ -96,7 +106,8 @@ typedef struct dgram_hdr {
 /* Encode h into buf[DGRAM_HDR_LEN]. */
 void dgram_put_hdr(unsigned char *buf, const dgram_hdr *h);
 /* Decode and check a datagram's header: length (DGRAM_HDR_LEN..DGRAM_MTU),
- * magic, version, type; a request's id >= 1; unused fields 0; a refusal's
+ * magic, version, type; a request's id >= 1 and frag < DGRAM_MAX_FRAGS;
+ * unused fields 0; a refusal's
  * code known; and for replies the fixed fragment layout: total <=
  * DGRAM_REPLY_MAX, nfrag as total implies, frag < nfrag, off = frag *
  * DGRAM_PAYLOAD_MAX and the payload exactly the fragment's length.

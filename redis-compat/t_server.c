@@ -68,6 +68,7 @@
 #include "t_debug.h"    /* DEBUG DIGEST, PROTOCOL, RELOAD... */
 #include "shard.h"
 #include "util.h"
+#include "native.h"    /* INFO native */
 
 /* ------------------------------------------------------------------------ */
 /* Small shared helpers                                                       */
@@ -950,6 +951,7 @@ static const struct info_section {
     { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
     { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
     { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
+    { "native", native_info, SEC_ALL },   /* the native datagram edge (rdma/native.c) */
 };
 #define NSECTIONS ((int)(sizeof(sections) / sizeof(sections[0])))
 

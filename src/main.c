@@ -45,6 +45,7 @@
 #include "tls.h"
 #include "util.h"
 #include "worker.h"
+#include "native.h"
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
@@ -131,6 +132,7 @@ static void open_listeners(void) {
         die("Failed listening on port %d (tcp), aborting.", server.cfg.port);
     }
     if (cluster_enabled() && control_listen(err, sizeof(err)) != 0) die("%s", err);
+    if (native_listen(err, sizeof(err)) != 0) die("%s", err);   /* native-port (rdma/native.c) */
 }
 
 static void open_pool(void) {
@@ -233,6 +235,7 @@ int main(int argc, char **argv) {
     char err[2048];   /* recovery names each damaged region */
     if (commands_start(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
+    native_attach();
     daemon_started();
     loading_begin();
     int rc = recovery_run(err, sizeof(err));
@@ -268,6 +271,7 @@ int main(int argc, char **argv) {
         daemon_notify("READY=1\n");
     }
     workers_join();
+    native_stop();
     daemon_notify("STOPPING=1\n");
     member_stop();
     repl_stop();

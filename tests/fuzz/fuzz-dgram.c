@@ -146,6 +146,7 @@ static void check_encode(void) {
     h.term = rnd();
     h.acked = rnd();
     h.shard = (uint16_t)rnd();
+    h.frag = (uint16_t)rnd_below(DGRAM_MAX_FRAGS);
     unsigned char *dg = malloc(DGRAM_MTU);
     long n = dgram_put_request(dg, &h, argc, argv, argvlen);
     int fits = argc >= 1 && argc <= DGRAM_MAX_ARGS && need <= DGRAM_MTU;
@@ -156,7 +157,8 @@ static void check_encode(void) {
         const char *why;
         ENSURE(dgram_get_hdr(dg, (size_t)n, &g, &why) == 0, "own request header refused");
         ENSURE(g.client == h.client && g.req == h.req && g.term == h.term &&
-               g.acked == h.acked && g.shard == h.shard && g.type == DGRAM_REQUEST,
+               g.acked == h.acked && g.shard == h.shard && g.frag == h.frag &&
+               g.type == DGRAM_REQUEST,
                "header round trip");
         static const char *av[DGRAM_MAX_ARGS];
         static size_t al[DGRAM_MAX_ARGS];

@@ -78,6 +78,7 @@ static void test_request_roundtrip(void) {
     CHECK_EQ_LL(get_hdr_copy(dg, (size_t)n, &g, &why), 0);
     CHECK_EQ_LL(g.type, DGRAM_REQUEST);
     CHECK(g.client == 42 && g.req == 9 && g.term == 7 && g.acked == 8 && g.shard == 0xffff);
+    CHECK_EQ_LL(g.frag, 0);
     const char *av[8];
     size_t al[8];
     int argc = dgram_get_args(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, av, al, 8, &why);
@@ -87,6 +88,14 @@ static void test_request_roundtrip(void) {
         CHECK(memcmp(av[i], argv[i], argvlen[i]) == 0);
         CHECK(av[i] >= (const char *)dg && av[i] + al[i] <= (const char *)dg + n);
     }
+    /* a retransmission asking for the reply from fragment 5 on */
+    h.frag = 5;
+    long n5 = dgram_put_request(dg, &h, 4, argv, argvlen);
+    CHECK_EQ_LL(n5, n);
+    CHECK_EQ_LL(get_hdr_copy(dg, (size_t)n5, &g, &why), 0);
+    CHECK_EQ_LL(g.frag, 5);
+    h.frag = 0;
+    n = dgram_put_request(dg, &h, 4, argv, argvlen);
     /* max below argc: refused, not overrun */
     CHECK_EQ_LL(dgram_get_args(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, av, al, 3, &why), -1);
 
@@ -179,7 +188,15 @@ static void test_request_malformed(void) {
     memcpy(bad, dg, n);
     le_put_u64(bad + 16, 0);
     expect_hdr_fail(bad, n, "request id 0");
-    for (int off = 40; off < DGRAM_HDR_LEN; off++) {   /* frag, nfrag, total, off */
+    /* frag of a request: the first fragment wanted, below DGRAM_MAX_FRAGS */
+    memcpy(bad, dg, n);
+    le_put_u16(bad + 40, DGRAM_MAX_FRAGS - 1);
+    dgram_hdr g;
+    CHECK_EQ_LL(get_hdr_copy(bad, n, &g, NULL), 0);
+    CHECK_EQ_LL(g.frag, DGRAM_MAX_FRAGS - 1);
+    le_put_u16(bad + 40, DGRAM_MAX_FRAGS);
+    expect_hdr_fail(bad, n, "fragment index out of range");
+    for (int off = 42; off < DGRAM_HDR_LEN; off++) {   /* nfrag, total, off */
         memcpy(bad, dg, n);
         bad[off] = 1;
         expect_hdr_fail(bad, n, "nonzero unused field");
