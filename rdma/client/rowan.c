@@ -262,6 +262,13 @@ static void put_hdr(rowanEngine *e, rw_req *q) {
     h.req = q->id;
     h.term = q->term;
     h.acked = acked_of(n);
+    /* a retransmission asks for the reply from its first missing fragment
+     * on (dgram.h: resuming a large reply) */
+    for (unsigned i = 0; i < q->join.nfrag; i++)
+        if (!(q->join.have[i / 64] >> (i % 64) & 1)) {
+            h.frag = (uint16_t)i;
+            break;
+        }
     dgram_put_hdr(q->dg, &h);
 }
 
@@ -630,8 +637,8 @@ static void refresh_done(rowanEngine *e, rw_req *q) {
     case RF_INFO:
         if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "disabled")) {
             e->rf_cluster = 0;
-        } else if (r->type == REDIS_REPLY_STRING) {
-            e->rf_cluster = info_field(r->str, "cluster_enabled:") == 1;
+        } else if (r->type == REDIS_REPLY_STRING) {   /* answered: a cluster */
+            e->rf_cluster = 1;
             long long t = info_field(r->str, "cluster_current_epoch:");
             e->rf_term = t > 0 ? (uint64_t)t : 0;
         } else {

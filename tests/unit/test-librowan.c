@@ -81,7 +81,7 @@ static char *run_cmd(int me, int argc, const char **argv, const size_t *len, siz
     if (arg_is(argv[0], len[0], "cluster") && argc == 2 && arg_is(argv[1], len[1], "info")) {
         if (!F.cluster) return fmt(rlen, "-ERR This instance has cluster support disabled\r\n");
         char body[128];
-        int n = snprintf(body, sizeof body, "cluster_enabled:1\r\ncluster_current_epoch:%llu\r\n",
+        int n = snprintf(body, sizeof body, "cluster_state:ok\r\ncluster_current_epoch:%llu\r\n",
                          (unsigned long long)F.term);
         return fmt(rlen, "$%d\r\n%s\r\n", n, body);
     }
