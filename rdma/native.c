@@ -13,7 +13,8 @@
  *
  * Per client (`nclient`, found by the header's client id in the worker's
  * table): the peer address its latest datagram came from (replies go
- * there), a session (native_session.h) opened at its first request, and
+ * there), a session (redis-compat/session.h, per-reply transport "native")
+ * opened at its first request, and
  * its request records. A record is RUNNING from the moment its request is
  * handed to the session until the session delivers the reply, then DONE
  * with the reply bytes. The rules of dgram.h "Exactly once":
@@ -61,8 +62,8 @@
  * section sums the workers' counters. */
 #include "native.h"
 #include "dgram.h"
-#include "native_session.h"
 #include "native_transport.h"
+#include "session.h"
 
 #include "acl.h"
 #include "cluster.h"
@@ -96,7 +97,8 @@ typedef struct nclient {
     uint64_t id;
     struct nworker *nw;
     native_addr addr;             /* where its latest datagram came from */
-    nsess *s;                     /* NULL before its first request, or after its session ended */
+    client *s;                    /* its session; NULL before its first request, or after it ended */
+    int closing;                  /* the edge is forgetting it: its session's close is expected */
     uint64_t acked;
     nreq *reqs;
     int nreqs, capreqs, running;
@@ -210,7 +212,8 @@ static void client_free(nworker *nw, nclient *c) {
     while (*pp != c) pp = &(*pp)->hnext;
     *pp = c->hnext;
     recency_unlink(nw, c);
-    if (c->s) nsess_close(c->s);
+    c->closing = 1;
+    if (c->s) session_close(c->s);   /* calls on_close, which clears c->s */
     for (int i = 0; i < c->nreqs; i++) req_free(nw, c, &c->reqs[i]);
     free(c->reqs);
     nw->nclients--;
@@ -298,6 +301,7 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
 
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
     nclient *c = tctx;
+    if (c->closing) return;
     if (tag == 0) {   /* unsolicited: pub/sub, MONITOR */
         if (len <= DGRAM_REPLY_MAX) send_reply(c->nw, c->id, 0, &c->addr, resp, len, 0);
         return;
@@ -306,20 +310,26 @@ static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
     if (r && !r->done) complete(c, r, resp, len);
 }
 
-/* The session ended on its own: requests still running have no reply and
- * never will; they complete with an error saying their outcome is unknown
- * (as a RESP client's would after losing its connection). */
-static void on_closed(void *tctx) {
+/* The session is being freed. When the edge did not ask for it (QUIT,
+ * CLIENT KILL, output limits, a held reply broken by a handover,
+ * shutdown), requests still running have no reply and never will: they
+ * complete with an error saying their outcome is unknown, as a RESP
+ * client's would after losing its connection. The client's records stay:
+ * its next request opens a new session. */
+static void on_close(void *tctx) {
     nclient *c = tctx;
     static const char gone[] =
         "-ERR native session closed before this request's reply; its outcome is unknown\r\n";
     c->s = NULL;
+    if (c->closing) return;
     stat_add(&c->nw->st.sessions_closed, 1);
     for (int i = 0; i < c->nreqs; i++)
         if (!c->reqs[i].done) complete(c, &c->reqs[i], gone, sizeof(gone) - 1);
 }
 
-static const nsess_cb session_cb = {.reply = on_reply, .closed = on_closed};
+static const session_transport native_session = {
+    .kind = "native", .reply = on_reply, .close = on_close,
+};
 
 /* ---------------- requests ---------------- */
 
@@ -435,14 +445,16 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     if (!c->s) {
         char addr[128];
         native_addr_string(from, addr, sizeof(addr));
-        c->s = nsess_open(nw->w, &session_cb, c, addr);
-        if (!c->s) {
-            static const char nofd[] = "-ERR could not open a session (out of descriptors)\r\n";
-            complete(c, r, nofd, sizeof(nofd) - 1);
+        c->s = session_open(nw->w, &native_session, c, addr);
+        if (!c->s) {   /* maxclients, as for a TCP connection */
+            static const char full[] = "-ERR max number of clients reached\r\n";
+            complete(c, r, full, sizeof(full) - 1);
             return;
         }
+        c->s->is_local = backend->is_local(nw->ep, from);
+        backend->describe(nw->ep, c->s->laddr, sizeof(c->s->laddr));
     }
-    nsess_run(c->s, h->req, argc, nw->argv, nw->argvlen);
+    session_run(c->s, h->req, argc, nw->argv, nw->argvlen);
 }
 
 static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
@@ -539,8 +551,7 @@ void native_stop(void) {
         for (size_t k = 0; k < nw->nbuckets; k++) {
             for (nclient *c = nw->buckets[k], *next; c; c = next) {
                 next = c->hnext;
-                /* the workers freed the sessions' clients already */
-                if (c->s) nsess_release(c->s);
+                /* the workers freed every session already (on_close ran) */
                 for (int j = 0; j < c->nreqs; j++) free(c->reqs[j].reply);
                 free(c->reqs);
                 free(c);

@@ -390,7 +390,8 @@ def native_cluster(cluster_factory, n, k, zookeeper=False, options=None):
     """A cluster whose nodes also listen on native ports: started, stopped,
     given `native-port` in their rowan.conf, started again."""
     cl = cluster_factory(n, k, options=options, zookeeper=zookeeper)
-    cl.stop()
+    for nd in cl.nodes:
+        nd.stop()                    # the nodes only: a managed cluster's ZooKeeper stays
     for nd in cl.nodes:
         nd.native_port = free_port()
         with open(nd.conf, "a") as f:
