@@ -21,6 +21,7 @@
  * instead of being refused BUSY -- which would also let later requests run
  * before the refused ones. */
 #define RW_WINDOW    128
+#define RW_RXBATCH   16            /* datagrams per recvmmsg */
 
 typedef struct rw_req rw_req;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
@@ -104,7 +105,7 @@ struct rowanEngine {
     void *owner;
     int inflight;                  /* requests in flight or parked */
     redisReader *reader;
-    unsigned char rx[DGRAM_MTU + 64];
+    unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];   /* one recvmmsg's datagrams */
 };
 
 uint64_t rw_now(void);
