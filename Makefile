@@ -274,3 +274,5 @@ $(BENCH_BIN) $(BENCH_UNIT): $(CLIENT_A)
 $(BUILD)/tests/test-librowan: $(BUILD)/tests/unit/test-librowan.o $(BUILD)/rdma/dgram.o \
                               $(BUILD)/src/hash.o $(CLIENT_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+# tests/integration/test_librowan.py runs the C test program next to the server
+integration: $(CLIENT_TEST)
