@@ -329,8 +329,19 @@ static void pump(rowanEngine *e) {
 }
 
 static int route(rowanEngine *e, const rw_req *q) {
-    if (!e->cluster || q->slot == RW_NOSLOT) return 0;   /* the seed */
+    if (!e->cluster) return 0;                          /* the seed */
+    if (q->slot == RW_NOSLOT) return e->home;
     return e->slot_node[q->slot];
+}
+
+/* A node stopped answering: keyless commands move to the next one, and
+ * the configuration is read again from there (the next command of a key
+ * it was primary of then finds the new primary). */
+static void node_gone(rowanEngine *e, int node) {
+    if (!e->cluster || e->nnodes < 2) return;
+    int next = (node + 1) % e->nnodes;
+    if (e->home == node) e->home = next;
+    rw_refresh(e, next);
 }
 
 /* Route and send, or wait for the configuration being read. */
@@ -844,7 +855,7 @@ static void node_dead(rowanEngine *e, int node) {
         fail(e, q, ROWAN_ERR_DEAD, "server %s:%d is not reachable: connection refused "
              "(the request may or may not have run)", n->host, n->port);
     }
-    if (refresh && e->cluster && e->nnodes > 1) rw_refresh(e, (node + 1) % e->nnodes);
+    if (refresh) node_gone(e, node);
 }
 
 /* Everything queued on node's socket, RW_RXBATCH datagrams per call; a
@@ -893,8 +904,7 @@ static void timeout_fail(rowanEngine *e, rw_req *q) {
         fail(e, q, ROWAN_ERR_TIMEOUT, "timeout: no usable configuration in %.1f s (%s)",
              (double)e->timeout_ns / 1e9, e->rf_err[0] ? e->rf_err : "waiting for a refresh");
     /* the node may be gone: the next command should find the new primary */
-    if (!internal && node >= 0 && e->cluster && e->nnodes > 1)
-        rw_refresh(e, (node + 1) % e->nnodes);
+    if (!internal && node >= 0) node_gone(e, node);
 }
 
 void rw_on_timer(rowanEngine *e, uint64_t now) {

@@ -39,7 +39,8 @@
  *
  * Limits of this version: one context is for one thread; SUBSCRIBE and
  * MONITOR (unsolicited pushes) are not supported; in a cluster, commands
- * without a key go to the seed node and MULTI/EXEC must stay on one node.
+ * without a key go to the seed node (the next one once it stops answering)
+ * and MULTI/EXEC must stay on one node.
  */
 #ifndef ROWAN_H
 #define ROWAN_H

@@ -81,6 +81,7 @@ struct rowanEngine {
     rw_node nodes[RW_MAX_NODES];
     uint8_t slot_node[16384];      /* node per slot (cluster) */
     int cluster;
+    int home;                      /* node of keyless commands (the seed while it answers) */
     int nshards;                   /* server's shards (header's shard); 0 unknown */
     uint64_t term;                 /* term of the configuration we route by */
     uint64_t term_seen;            /* newest term any server told us */

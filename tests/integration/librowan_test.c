@@ -237,7 +237,7 @@ static int mode_steady(const char *host, int port, const char *key, double secon
     struct timeval tv = {1, 0};
     rowanSetTimeout(c, tv);
     double end = now_s() + seconds;
-    int acked = 0, failed = 0;
+    int acked = 0, failed = 0, acked_new_term = 0;
     long long last = 0;
     unsigned long long term0 = rowanTerm(c);
     while (now_s() < end) {
@@ -246,6 +246,7 @@ static int mode_steady(const char *host, int port, const char *key, double secon
             CHECK(r->integer > last, "INCR went from %lld to %lld", last, r->integer);
             last = r->integer;
             acked++;
+            acked_new_term += rowanTerm(c) > term0;
         } else {
             failed++;
             if (failed <= 5) fprintf(stderr, "INCR: %s\n", r ? r->str : c->errstr);
@@ -254,8 +255,8 @@ static int mode_steady(const char *host, int port, const char *key, double secon
         struct timespec ts = {0, ms * 1000000L};
         nanosleep(&ts, NULL);
     }
-    printf("acked=%d\nfailed=%d\nlast=%lld\nterm0=%llu\nterm=%llu\n", acked, failed, last, term0,
-           rowanTerm(c));
+    printf("acked=%d\nfailed=%d\nlast=%lld\nterm0=%llu\nterm=%llu\nacked_new_term=%d\n", acked,
+           failed, last, term0, rowanTerm(c), acked_new_term);
     rowanStats st;
     rowanGetStats(c, &st);
     print_stats(&st);
