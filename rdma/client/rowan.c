@@ -156,7 +156,6 @@ static int node_open(rowanEngine *e, int i, char *why, size_t whylen) {
 /* ---------------- requests in flight ---------------- */
 
 static void flight_add(rw_node *n, rw_req *q) {
-    n->nflight++;
     q->fprev = n->tail;
     q->fnext = NULL;
     if (n->tail) n->tail->fnext = q; else n->head = q;
@@ -167,7 +166,6 @@ static void flight_add(rw_node *n, rw_req *q) {
 }
 
 static void flight_del(rw_node *n, rw_req *q) {
-    n->nflight--;
     if (q->fprev) q->fprev->fnext = q->fnext; else n->head = q->fnext;
     if (q->fnext) q->fnext->fprev = q->fprev; else n->tail = q->fprev;
     for (rw_req **p = &n->bucket[q->id % RW_BUCKETS]; *p; p = &(*p)->hnext)
@@ -299,11 +297,18 @@ static void send_new(rowanEngine *e, rw_req *q, int node) {
     xmit(e, n, q->dg, q->dlen);
 }
 
+/* The server keeps every reply from our acked id up to the newest id
+ * (NATIVE_MAX_PENDING of them): so the window is a span of ids, not a
+ * count in flight -- one slow request at the head holds it. */
+static int window_open(const rw_node *n) {
+    return n->next_id - acked_of(n) < RW_WINDOW;
+}
+
 /* A user request to node: sent now, or queued behind others for room in
  * the node's window (in order: nothing overtakes a queued request). */
 static void send_user(rowanEngine *e, rw_req *q, int node) {
     rw_node *n = &e->nodes[node];
-    if (!n->qhead && n->nflight < RW_WINDOW) {
+    if (!n->qhead && window_open(n)) {
         send_new(e, q, node);
         return;
     }
@@ -319,7 +324,7 @@ static void send_user(rowanEngine *e, rw_req *q, int node) {
 static void pump(rowanEngine *e) {
     for (int i = 0; i < e->nnodes; i++) {
         rw_node *n = &e->nodes[i];
-        while (n->qhead && n->nflight < RW_WINDOW) {
+        while (n->qhead && window_open(n)) {
             rw_req *q = n->qhead;
             queue_del(n, q);
             q->state = RQ_NEW;

@@ -16,10 +16,10 @@
 #define RW_MAX_NODES 64
 #define RW_BUCKETS   256           /* per-node hash of requests in flight, by id */
 #define RW_NOSLOT    (-1)
-/* Requests in flight per node: below the server's window of unacknowledged
- * ids per client (NATIVE_MAX_PENDING, 256), so a long pipeline waits here
- * instead of being refused BUSY -- which would also let later requests run
- * before the refused ones. */
+/* Request ids per node from the oldest unanswered one to the newest: below
+ * the server's window of unacknowledged ids per client (NATIVE_MAX_PENDING,
+ * 256), so a long pipeline waits here instead of being refused BUSY --
+ * which would also let later requests run before the refused ones. */
 #define RW_WINDOW    128
 #define RW_RXBATCH   16            /* datagrams per recvmmsg */
 
@@ -65,7 +65,6 @@ typedef struct rw_node {
     uint64_t client;               /* this link's client id */
     uint64_t next_id;
     rw_req *head, *tail;           /* in flight, ascending ids */
-    int nflight;
     rw_req *qhead, *qtail;         /* waiting for room in the window (RW_WINDOW) */
     rw_req *bucket[RW_BUCKETS];
     void *ev;                      /* async: its read event */

@@ -72,6 +72,14 @@ def test_async_api_on_libevent(nsrv):
     assert nsrv.client().get("lr:async") == b"1000"
 
 
+def test_async_api_through_loss(nsrv):
+    out, _ = run("127.0.0.1", nsrv.port, "async", "lr:async-loss", 400,
+                 env_extra={"ROWAN_FAULTS": "drop-send=0.25,drop-recv=0.25,dup-send=0.2,seed=3"})
+    assert out["done"] == "400" and out["bad"] == "0" and out["max"] == "400"
+    assert int(out["retransmits"]) > 0 and int(out["duplicated"]) > 0
+    assert nsrv.client().get("lr:async-loss") == b"400"
+
+
 @pytest.mark.parametrize("faults", [
     "drop-send=0.2,drop-recv=0.2,dup-send=0.1,seed=7",
     "drop-send=0,drop-recv=0.35,dup-send=0.3,seed=11",
