@@ -34,8 +34,9 @@
  * The commands themselves normally run in that order too, but a datagram
  * that is lost is sent again after the ones behind it may have run: when
  * the order of two writes matters, wait for the first reply (or use
- * MULTI). At most RW_WINDOW (128) requests per node are in flight; more
- * wait in the library, in order.
+ * MULTI). A node's requests in flight span at most 128 request ids (the
+ * server keeps replies for 256 per client); more wait in the library, in
+ * order.
  *
  * Limits of this version: one context is for one thread; SUBSCRIBE and
  * MONITOR (unsolicited pushes) are not supported; in a cluster, commands
