@@ -63,7 +63,7 @@ CHECK_POOL := $(BUILD)/rowan-check-pool
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
 .PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
-        bench-unit clean
+        bench-unit clean layering
 all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
@@ -137,8 +137,15 @@ FUZZ_SECONDS ?= 20
 test: all
 	$(MAKE) --no-print-directory unit fuzz integration VARIANT=$(VARIANT)
 
-unit: $(UNIT_BIN) bench-unit
+unit: $(UNIT_BIN) bench-unit layering
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
+
+# The core never includes the edge (issue 15): no file of src/ may include a
+# header that exists in redis-compat/ (the core calls the edge through
+# src/edge.h's function pointers instead).
+EDGE_HEADERS_RE := $(subst $(eval) ,|,$(subst .,\.,$(notdir $(wildcard redis-compat/*.h))))
+layering:
+	@! grep -nE '^\s*#\s*include\s*"($(EDGE_HEADERS_RE))"' src/*.c src/*.h || { echo "src/ includes redis-compat/ headers (above)"; exit 1; }
 
 fuzz: $(FUZZ_BIN) $(FUZZ_DGRAM)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus

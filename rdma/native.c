@@ -372,13 +372,16 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         send_refusal(nw, h, from, DGRAM_R_MALFORMED, why);
         return;
     }
+    /* A request's own reply cannot have arrived: acked above its id is
+     * clamped, so a bad `acked` cannot make the client's next ids look old. */
+    uint64_t acked = h->acked < h->req ? h->acked : h->req;
     nclient *c = client_find(nw, h->client);
     if (c) {
         c->addr = *from;
         c->last_us = monotonic_us();
         recency_unlink(nw, c);
         recency_front(nw, c);
-        client_ack(nw, c, h->acked);
+        client_ack(nw, c, acked);
         if (h->req < c->acked) {            /* the client has this reply already */
             stat_add(&nw->st.dup_old, 1);
             return;
@@ -426,7 +429,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         c = client_new(nw, h->client);
         c->addr = *from;
         c->last_us = monotonic_us();
-        c->acked = h->acked;
+        c->acked = acked;
     }
     if (c->nreqs == c->capreqs) {
         c->capreqs = c->capreqs ? c->capreqs * 2 : 8;
@@ -589,6 +592,11 @@ void native_info(rbuf *b) {
     char where[160];
     backend->describe(nws[0]->ep, where, sizeof(where));
     rbuf_appendf(b, "native_transport:%s\r\nnative_endpoint:%s\r\n", backend->name, where);
+    /* verbs: each worker's queue pair is its own address */
+    for (int k = 1; k < nnws && backend == &native_verbs_backend; k++) {
+        backend->describe(nws[k]->ep, where, sizeof(where));
+        rbuf_appendf(b, "native_endpoint_%d:%s\r\n", k, where);
+    }
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
         long long sum = 0;
         for (int k = 0; k < nnws; k++)

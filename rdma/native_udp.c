@@ -25,6 +25,7 @@
  * joined the group later would sit at an index >= nworkers, which the
  * steering program never picks, so it could not take our datagrams. */
 #include "native_transport.h"
+#include "dgram.h"
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -41,9 +42,18 @@
 #define SO_ATTACH_REUSEPORT_CBPF 51
 #endif
 
+/* Datagrams taken per recvmmsg: under load one system call serves a
+ * batch; recv hands them out one by one. */
+#define UDP_BATCH 16
+
 struct native_endpoint {
     int fd;
     int port;
+    int next, count;                        /* the batch: handed out / received */
+    struct mmsghdr msgs[UDP_BATCH];
+    struct iovec iov[UDP_BATCH];
+    struct sockaddr_storage from[UDP_BATCH];
+    unsigned char buf[UDP_BATCH][DGRAM_MTU + 1];
 };
 
 /* The address to bind: AF_INET or AF_INET6 by the text, "*" = any. */
@@ -148,14 +158,35 @@ static native_endpoint *udp_open(int worker, int nworkers, const char *bind, int
 
 static int udp_fd(native_endpoint *e) { return e->fd; }
 
+/* Refill the batch. Errors, including the ICMP errors of earlier sends
+ * (ECONNREFUSED...), just mean "nothing now": the socket stays usable. */
+static int udp_fill(native_endpoint *e) {
+    for (int i = 0; i < UDP_BATCH; i++) {
+        e->iov[i].iov_base = e->buf[i];
+        e->iov[i].iov_len = sizeof(e->buf[i]);
+        memset(&e->msgs[i].msg_hdr, 0, sizeof(e->msgs[i].msg_hdr));
+        e->msgs[i].msg_hdr.msg_iov = &e->iov[i];
+        e->msgs[i].msg_hdr.msg_iovlen = 1;
+        e->msgs[i].msg_hdr.msg_name = &e->from[i];
+        e->msgs[i].msg_hdr.msg_namelen = sizeof(e->from[i]);
+    }
+    int n = recvmmsg(e->fd, e->msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
+    e->next = 0;
+    e->count = n > 0 ? n : 0;
+    return e->count;
+}
+
 static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from) {
-    from->len = sizeof(from->u.ss);
-    ssize_t n = recvfrom(e->fd, buf, cap, MSG_DONTWAIT | MSG_TRUNC, (struct sockaddr *)&from->u.ss,
-                         &from->len);
-    /* n > cap: cut (MSG_TRUNC gives the real length). Errors, including
-     * the ICMP errors of earlier sends (ECONNREFUSED...), just end the
-     * batch: the socket stays usable. */
-    return n >= 0 ? n : -1;
+    if (e->next == e->count && udp_fill(e) == 0) return -1;
+    int i = e->next++;
+    struct msghdr *m = &e->msgs[i].msg_hdr;
+    /* a datagram longer than the buffer: report a length above it (cut) */
+    size_t got = e->msgs[i].msg_len;
+    memcpy(buf, e->buf[i], got < cap ? got : cap);
+    size_t n = (m->msg_flags & MSG_TRUNC) ? sizeof(e->buf[i]) + 1 : got;
+    memcpy(&from->u.ss, &e->from[i], m->msg_namelen);
+    from->len = m->msg_namelen;
+    return (ssize_t)n;
 }
 
 static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to) {

@@ -23,6 +23,5 @@ void clients_cron(struct worker *w);
  * the biggest clients (any worker's; safe from any worker thread). */
 void clients_evict(void);
 void clients_free_all(struct worker *w);
-void worker_remove_pending(struct worker *w, client *c);
 
 #endif

@@ -58,7 +58,7 @@
 #include "daemon.h"
 #include "server.h"
 #include "tls.h"
-#include "util.h"
+#include "strutil.h"
 
 /* ------------------------------------------------------------------------ */
 /* The option table                                                           */
@@ -1387,25 +1387,20 @@ static const struct option *shown_option(int i)
     return opt_find_main(aliases[i - NOPTIONS].name, strlen(aliases[i - NOPTIONS].name));
 }
 
-void config_get_reply_multi(resp_out *out, int npat, const char *const *pats, const size_t *plens)
+int config_get_matching(int npat, const char *const *pats, const size_t *plens,
+                        void (*fn)(void *arg, const char *name, const char *value), void *arg)
 {
     pthread_mutex_lock(&config_mu);
-    long long count = 0;
-    for (int i = 0; i < NSHOWN; i++)
-        if (name_matches(shown_name(i), npat, pats, plens)) count++;
-    resp_add_map(out, count);
+    int count = 0;
     for (int i = 0; i < NSHOWN; i++) {
         if (!name_matches(shown_name(i), npat, pats, plens)) continue;
+        count++;
+        if (!fn) continue;
         char buf[256];
-        resp_add_bulkstr(out, shown_name(i));
-        resp_add_bulkstr(out, opt_render(shown_option(i), buf, sizeof(buf)));
+        fn(arg, shown_name(i), opt_render(shown_option(i), buf, sizeof(buf)));
     }
     pthread_mutex_unlock(&config_mu);
-}
-
-void config_get_reply(resp_out *out, const char *pattern, size_t plen)
-{
-    config_get_reply_multi(out, 1, &pattern, &plen);
+    return count;
 }
 
 static int opt_is_default(const struct option *o);

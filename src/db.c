@@ -45,7 +45,7 @@
 #include "server.h"
 #include "shard.h"
 #include "worker.h"
-#include "util.h"
+#include "strutil.h"
 
 #define OOM_TEXT "OOM command not allowed when the storage pool is full"
 

@@ -28,12 +28,12 @@
 #include <unistd.h>
 #include "clean.h"
 #include "cluster.h"
-#include "commands.h"
 #include "config.h"
 #include "control.h"
 #include "daemon.h"
 #include "db.h"
 #include "delta.h"
+#include "edge.h"
 #include "member.h"
 #include "pool.h"
 #include "reconcile.h"
@@ -43,7 +43,7 @@
 #include "shard.h"
 #include "syncer.h"
 #include "tls.h"
-#include "util.h"
+#include "strutil.h"
 #include "worker.h"
 #include "native.h"
 
@@ -107,7 +107,7 @@ static void configure(int argc, char **argv) {
         start = 2;
     }
     if (config_parse_argv(argc, argv, start, err, sizeof(err)) != 0) die("Bad arguments: %s", err);
-    if (commands_rename(err, sizeof(err)) != 0) die("Bad config file: %s", err);
+    if (edge->configure(err, sizeof(err)) != 0) die("Bad config file: %s", err);
     if (server.cfg.workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         server.cfg.workers = n > 0 ? (int)n : 1;
@@ -215,6 +215,7 @@ int main(int argc, char **argv) {
         usage();
         return 0;
     }
+    resp_edge_install();   /* the client edge the core calls (edge.h) */
     configure(argc, argv);
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
@@ -233,7 +234,7 @@ int main(int argc, char **argv) {
     db_init_indexes();
     repl_init();
     char err[2048];   /* recovery names each damaged region */
-    if (commands_start(err, sizeof(err)) != 0) die("%s", err);
+    if (edge->start(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
     native_attach();
     daemon_started();

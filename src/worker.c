@@ -58,14 +58,10 @@
 #include "listen.h"
 #include "server.h"
 #include "shard.h"
-#include "client.h"
-#include "networking.h"
 #include "syncer.h"
-#include "commands.h"
-#include "blocking.h"
-#include "pubsub.h"
+#include "edge.h"         /* the client edge: sessions, commands (edge->...) */
 #include "repl.h"
-#include "rpc_backup.h"   /* pubsub: messages from other workers (pubsub_deliver) */
+#include "rpc_backup.h"
 
 static void worker_before_sleep(worker *w);
 
@@ -78,17 +74,17 @@ void worker_touch_shard(worker *w, uint16_t sid) {
     b->shards[b->nshards++] = sid;
 }
 
-void worker_add_pending(worker *w, client *c) {
+void worker_add_pending(worker *w, struct client *c) {
     for (int i = 0; i < w->npending; i++)
         if (w->pending[i] == c) return;
     if (w->npending == w->cappending) {
         w->cappending = w->cappending ? w->cappending * 2 : 64;
-        w->pending = realloc(w->pending, (size_t)w->cappending * sizeof(client *));
+        w->pending = realloc(w->pending, (size_t)w->cappending * sizeof(struct client *));
     }
     w->pending[w->npending++] = c;
 }
 
-void worker_remove_pending(worker *w, client *c) {
+void worker_remove_pending(worker *w, struct client *c) {
     for (int i = 0; i < w->npending; i++) {
         if (w->pending[i] == c) {
             w->pending[i] = w->pending[--w->npending];
@@ -103,7 +99,7 @@ void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int faile
     int i;
     for (i = 0; i < w->nround_cmds && w->round_cmds[i] != cmd; i++) {}
     if (i == w->nround_cmds) {
-        if (i == command_rows()) return; /* cannot happen: one slot per row */
+        if (i == edge->stat_rows()) return; /* cannot happen: one slot per row */
         w->round_cmds[i] = cmd;
         w->round_calls[i] = w->round_usec[i] = w->round_failed[i] = 0;
         w->nround_cmds++;
@@ -116,10 +112,7 @@ void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int faile
 
 static void worker_fold_stats(worker *w) {
     for (int i = 0; i < w->nround_cmds; i++) {
-        struct rcommand *cmd = w->round_cmds[i];
-        atomic_fetch_add(&cmd->calls, w->round_calls[i]);
-        atomic_fetch_add(&cmd->usec, w->round_usec[i]);
-        if (w->round_failed[i]) atomic_fetch_add(&cmd->failed_calls, w->round_failed[i]);
+        edge->stat_fold(w->round_cmds[i], w->round_calls[i], w->round_usec[i], w->round_failed[i]);
     }
     w->nround_cmds = 0;
     if (w->round_numcommands) atomic_fetch_add(&server.stat.numcommands, w->round_numcommands);
@@ -252,8 +245,8 @@ static void worker_flush_clients(worker *w) {
      * walk backwards. */
     for (int i = w->npending - 1; i >= 0; i--) {
         if (i >= w->npending) continue;
-        client *c = w->pending[i];
-        if (client_flush(c) == 1) waiting = 1;
+        struct client *c = w->pending[i];
+        if (edge->flush(c) == 1) waiting = 1;
     }
     atomic_store(&w->waiting, waiting);
 }
@@ -270,13 +263,13 @@ static void worker_handover(worker *w) {
 
 static void worker_before_sleep(worker *w) {
     /* pubsub: write messages other workers published to our clients. */
-    pubsub_deliver(w);
+    edge->round_begin(w);
     worker_fold_stats(w);
     if (!server_loading()) {
         /* blocking: serve clients blocked on keys that got elements
          * (BLPOP...); before the launch, so their pops join this round's
          * batch. */
-        blocking_run_ready(w);
+        edge->round_ready(w);
         repl_worker_round(w);
         rpcb_worker_round(w);
         int moved = worker_land(w, 0);
@@ -284,9 +277,9 @@ static void worker_before_sleep(worker *w) {
         moved |= worker_launch(w);
         if (moved) wake_waiting_workers(w);
     }
-    clients_evict();   /* maxmemory-clients: before output goes to evicted clients */
+    edge->evict();   /* maxmemory-clients: before output goes to evicted clients */
     worker_flush_clients(w);
-    if (atomic_exchange(&w->kill_pending, 0)) clients_reap_killed(w);
+    if (atomic_exchange(&w->kill_pending, 0)) edge->reap_killed(w);
 }
 
 /* ---------------- events ---------------- */
@@ -303,7 +296,7 @@ static void cron_cb(evutil_socket_t fd, short what, void *arg) {
         db_ctx_reset(&w->x);
         db_active_expire(&w->x, 200);
     }
-    clients_cron(w);
+    edge->cron(w);
 }
 
 /* ---------------- accepting ---------------- */
@@ -331,7 +324,7 @@ static void handoff_cb(evutil_socket_t fd, short what, void *arg) {
     w->handoffs = NULL;
     w->nhandoffs = w->caphandoffs = 0;
     pthread_mutex_unlock(&w->handoff_mu);
-    for (int i = 0; i < n; i++) client_accept(w, q[i].fd, q[i].tls, (struct sockaddr *)&q[i].sa, q[i].salen);
+    for (int i = 0; i < n; i++) edge->accept(w, q[i].fd, q[i].tls, (struct sockaddr *)&q[i].sa, q[i].salen);
     free(q);
 }
 
@@ -357,7 +350,7 @@ static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct socka
     static unsigned next;
     int tls = listen_tls[(intptr_t)arg];
     worker *w = server.workers[next++ % (unsigned)server.nworkers];
-    if (w == server.workers[0]) client_accept(w, fd, tls, sa, salen);
+    if (w == server.workers[0]) edge->accept(w, fd, tls, sa, salen);
     else handoff_push(w, fd, tls, sa, salen);
 }
 
@@ -464,7 +457,7 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     repl_worker_init(w);
     rpcb_worker_init(w);
     w->slots[0].gen = w->next_gen = 1;
-    int nc = command_rows();
+    int nc = edge->stat_rows();
     w->round_cmds = calloc((size_t)nc, sizeof(*w->round_cmds));
     w->round_calls = calloc((size_t)nc, sizeof(long long));
     w->round_usec = calloc((size_t)nc, sizeof(long long));
@@ -531,7 +524,7 @@ void workers_join(void) {
         free(w->handoffs);
         w->handoffs = NULL;
         w->nhandoffs = 0;
-        clients_free_all(w);
+        edge->free_all(w);
         repl_worker_free(w);
         rpcb_worker_free(w);
         log_writer_seal(&w->tlog);

@@ -95,6 +95,7 @@ void workers_join(void);
 void worker_touch_shard(worker *w, uint16_t sid);
 /* Make client c part of w's next flush. */
 void worker_add_pending(worker *w, struct client *c);
+void worker_remove_pending(worker *w, struct client *c);
 void worker_wake(worker *w);
 /* Count one execution of cmd (dt microseconds) in this round's statistics. */
 void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int failed);

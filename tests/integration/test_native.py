@@ -500,3 +500,152 @@ def test_stale_term_refused(cluster_factory):
     assert c.recv_for(req, 3.0) == b"+PONG\r\n"
     assert int(native_info(nd)["native_refused_stale"]) == 1
     c.close()
+
+
+def test_pubsub_messages_come_with_request_id_0(nsrv):
+    c = nclient(nsrv)
+    assert c.call("SUBSCRIBE", "news") == [b"subscribe", b"news", 1]
+    assert nsrv.client().publish("news", "hello") == 1
+    data = c.recv_for(0, 3.0)                 # unsolicited output: request id 0
+    assert data is not None
+    assert parse_resp(data)[0] == [b"message", b"news", b"hello"]
+    assert c.call("UNSUBSCRIBE", "news") == [b"unsubscribe", b"news", 0]
+    c.close()
+
+
+def test_idle_clients_forgotten(server_factory):
+    port = free_port()
+    srv = server_factory(extra={"native-port": port, "native-client-timeout": 1})
+    cs = [NativeClient(port) for _ in range(5)]
+    for c in cs:
+        assert c.call("PING") == b"PONG"
+    assert int(srv.info("native")["native"]["native_clients"]) == 5
+    lst = srv.client().client_list()
+    assert len([x for x in lst if x.get("laddr", "").startswith("udp:")]) == 5, lst
+    assert wait_for(lambda: int(srv.info("native")["native"]["native_clients"]) == 0,
+                    timeout=10)
+    assert int(srv.info("native")["native"]["native_clients_evicted"]) == 5
+    # their sessions went too (CLIENT LIST shows the RESP client only)
+    lst = srv.client().client_list()
+    assert not [x for x in lst if x.get("laddr", "").startswith("udp:")], lst
+    # a forgotten client that comes back starts afresh
+    assert cs[0].call("INCR", "after") == 1
+    for c in cs:
+        c.close()
+
+
+def test_session_killed_and_quit(nsrv):
+    c = nclient(nsrv)
+    assert c.call("SELECT", "2") == b"OK"
+    req = c.new_req()
+    c.send(req, "BLPOP", "never", "0")
+    assert c.recv_for(req, 0.3) is None            # blocked, running
+    r = nsrv.client()
+    mine = [x for x in r.client_list() if x.get("laddr", "").startswith("udp:")]
+    assert len(mine) == 1 and mine[0]["db"] == "2"
+    assert r.client_kill_filter(_id=mine[0]["id"]) == 1
+    data = c.recv_for(req, 3.0)                    # the running request's outcome is unknown
+    assert data is not None and b"outcome is unknown" in data
+    c.finish(req)
+    assert int(native_info(nsrv)["native_sessions_closed"]) == 1
+    # the client goes on with a new session (db 0 again, like a reconnect)
+    assert c.call("SET", "after-kill", "1") == b"OK"
+    assert r.get("after-kill") == b"1"
+    assert c.call("QUIT") == b"OK"
+    assert c.call("PING") == b"PONG"               # and after QUIT, too
+    c.close()
+
+
+class LossyProxy:
+    """A UDP relay between native clients and the server that drops,
+    duplicates and reorders datagrams both ways (a netem-free shim).
+    Replies go back to the client whose id the header names."""
+
+    def __init__(self, server_port, drop=0.25, dup=0.2, hold=0.2, seed=11):
+        import threading
+        self.server = ("127.0.0.1", server_port)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.rnd = random.Random(seed)
+        self.drop, self.dup, self.hold = drop, dup, hold
+        self.clients = {}
+        self.held = []
+        self.stats = {"dropped": 0, "duplicated": 0, "reordered": 0, "passed": 0}
+        self.stop = False
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def forward(self, data, dest):
+        r = self.rnd.random()
+        if r < self.drop:
+            self.stats["dropped"] += 1
+            return
+        if r < self.drop + self.hold:          # held back, sent after a later one
+            self.stats["reordered"] += 1
+            self.held.append((data, dest))
+            return
+        self.sock.sendto(data, dest)
+        self.stats["passed"] += 1
+        if self.rnd.random() < self.dup:
+            self.sock.sendto(data, dest)
+            self.stats["duplicated"] += 1
+        while self.held and self.rnd.random() < 0.7:
+            self.sock.sendto(*self.held.pop(0))
+
+    def run(self):
+        self.sock.settimeout(0.05)
+        while not self.stop:
+            try:
+                data, addr = self.sock.recvfrom(65536)
+            except socket.timeout:
+                while self.held:
+                    self.sock.sendto(*self.held.pop(0))
+                continue
+            except OSError:
+                return
+            if len(data) < HDR_LEN:
+                continue
+            cid = struct.unpack_from("<Q", data, 8)[0]
+            if addr == self.server:
+                if cid in self.clients:
+                    self.forward(data, self.clients[cid])
+            else:
+                self.clients[cid] = addr
+                self.forward(data, self.server)
+
+    def close(self):
+        self.stop = True
+        self.thread.join(2)
+        self.sock.close()
+
+
+def test_loss_duplicates_reordering_exactly_once(nsrv):
+    """Through the lossy relay: every INCR is retransmitted until its reply,
+    and each is applied exactly once (the replies are exactly 1..N, the
+    counter ends at N); every acknowledged SET is there; a reply of many
+    fragments survives losing some of them."""
+    proxy = LossyProxy(nsrv.native_port)
+    clients = [NativeClient(proxy.port, timeout=0.05) for _ in range(3)]
+    seen = []
+    n_each = 30
+    for i in range(n_each):
+        for j, c in enumerate(clients):
+            seen.append(c.call("INCR", "lossy", retries=400))
+            assert c.call("SET", "ack:%d:%d" % (j, i), str(i), retries=400) == b"OK"
+    assert sorted(seen) == list(range(1, 3 * n_each + 1))
+    r = nsrv.client()
+    assert r.get("lossy") == str(3 * n_each).encode()
+    for j in range(3):
+        for i in range(n_each):
+            assert r.get("ack:%d:%d" % (j, i)) == str(i).encode()
+    val = os.urandom(60000)                    # 15 fragments
+    r.set("lossyval", val)
+    for _ in range(2):
+        assert clients[0].call("GET", "lossyval", retries=1000) == val
+    info = native_info(nsrv)
+    assert int(info["native_duplicates_answered_from_cache"]) > 0
+    assert proxy.stats["dropped"] > 30 and proxy.stats["duplicated"] > 10, proxy.stats
+    for c in clients:
+        c.close()
+    proxy.close()

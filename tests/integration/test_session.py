@@ -24,6 +24,9 @@ from conftest import RespClient, RespError, wait_for
 pytestmark = pytest.mark.rowan_only("DEBUG SESSION is Rowan's test transport")
 
 
+OPEN = []   # (port, id) of the sessions a test opened: closed after it
+
+
 class Session:
     """A test session on the worker of connection `conn` (which alone can
     drive it: a session belongs to one worker)."""
@@ -33,6 +36,7 @@ class Session:
         self.id = conn.call("DEBUG", "SESSION", "OPEN")
         assert isinstance(self.id, int), self.id
         self.got = []
+        OPEN.append((conn.sock.getpeername()[1], self.id))
 
     def run(self, tag, *args):
         assert self.conn.call("DEBUG", "SESSION", "RUN", self.id, tag, *args) == "OK"
@@ -54,6 +58,25 @@ class Session:
         before = len(self.got)
         time.sleep(secs)
         return self.read()[before:] == []
+
+
+@pytest.fixture(autouse=True)
+def close_sessions():
+    """A session outlives the connection that drove it (as a native one
+    outlives a datagram): close them, so the shared server's next tests do
+    not see their subscriptions or blocked commands."""
+    yield
+    while OPEN:
+        port, sid = OPEN.pop()
+        try:
+            cn = RespClient(port)                        # any worker may kill it
+        except OSError:
+            continue                                     # that server is gone
+        try:
+            cn.call("CLIENT", "KILL", "ID", sid)         # 0 if already gone
+            wait_for(lambda: cn.call("CLIENT", "LIST", "ID", sid) == b"")
+        finally:
+            cn.close()
 
 
 @pytest.fixture
@@ -134,6 +157,19 @@ def test_reply_off_delivers_empty_replies(conn):
     s.run(52, "SET", "x", "1")
     s.run(53, "CLIENT", "REPLY", "ON")
     assert s.wait(3) == [(51, b""), (52, b""), (53, b"+OK\r\n")]
+
+
+def test_client_pause_holds_the_session_in_order(conn, server):
+    s = Session(conn)
+    other = server.resp()
+    assert other.call("CLIENT", "PAUSE", "100000", "WRITE") == "OK"
+    try:
+        s.run(91, "SET", "p", "1")          # a write: waits for the pause
+        s.run(92, "PING")                   # and so does what follows it
+        assert s.quiet(0.5)
+    finally:
+        assert other.call("CLIENT", "UNPAUSE") == "OK"   # from another connection
+    assert s.wait(2) == [(91, b"+OK\r\n"), (92, b"+PONG\r\n")]
 
 
 def test_session_is_a_client(conn, server):
