@@ -237,9 +237,11 @@ static void xmit(rowanEngine *e, rw_node *n, const unsigned char *buf, size_t le
     }
     for (int i = 0; i < copies; i++) {
         e->st.sent++;
-        /* errors (ECONNREFUSED from an earlier datagram, ENOBUFS) show up
-         * again on receive or are loss that retransmission covers */
-        (void)send(n->fd, buf, len, MSG_NOSIGNAL);
+        /* ECONNREFUSED reports an earlier datagram's ICMP (nothing listens);
+         * this one was not sent: the node is handled as dead at the next
+         * turn of the loop (not here, in the middle of a send). Other
+         * errors (ENOBUFS) are loss that retransmission covers. */
+        if (send(n->fd, buf, len, MSG_NOSIGNAL) < 0 && errno == ECONNREFUSED) n->refused = 1;
     }
 }
 
@@ -863,6 +865,14 @@ static void node_dead(rowanEngine *e, int node) {
     if (refresh) node_gone(e, node);
 }
 
+static void check_refused(rowanEngine *e) {
+    for (int i = 0; i < e->nnodes; i++)
+        if (e->nodes[i].refused) {
+            e->nodes[i].refused = 0;
+            node_dead(e, i);
+        }
+}
+
 /* Everything queued on node's socket, RW_RXBATCH datagrams per call; a
  * short batch means the queue is empty (no extra call to hear EAGAIN). */
 void rw_on_readable(rowanEngine *e, int node) {
@@ -894,6 +904,7 @@ void rw_on_readable(rowanEngine *e, int node) {
         }
         if (got < RW_RXBATCH) break;
     }
+    check_refused(e);
     pump(e);
 }
 
@@ -913,6 +924,7 @@ static void timeout_fail(rowanEngine *e, rw_req *q) {
 }
 
 void rw_on_timer(rowanEngine *e, uint64_t now) {
+    check_refused(e);
     for (int i = 0; i < e->nnodes; i++) {
         rw_node *n = &e->nodes[i];
         for (rw_req *q = n->head, *next; q; q = next) {

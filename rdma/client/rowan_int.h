@@ -62,6 +62,7 @@ typedef struct rw_node {
     int port;                      /* native (UDP) */
     int resp_port;                 /* RESP, as CLUSTER SLOTS names it; 0 unknown */
     int fd;                        /* -1: not opened yet */
+    int refused;                   /* a send met ECONNREFUSED: dead, handled by the loop */
     uint64_t client;               /* this link's client id */
     uint64_t next_id;
     rw_req *head, *tail;           /* in flight, ascending ids */

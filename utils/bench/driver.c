@@ -365,6 +365,8 @@ static void cmd_send(struct op *op, struct cmdctx *c, const char *key, size_t kl
     int node = w->map.cluster ? w->map.owner[key_slot(key, klen)] : 0;
     if (send_to(op, c, node, false))
         op->pending++;
+    else if (w->cfg->native && op->cl->native)
+        op_fail_str(op, "REQUEST_TOO_LARGE", false);  /* over one datagram: librowan refuses it */
     else
         op_fail_str(op, "CONNECTION", true);
 }

@@ -10,6 +10,11 @@
 #define NATIVE_MAX_ARGS 256
 
 static void on_native_reply(rowanAsyncContext *ac, void *reply, void *priv) {
+    static __thread int warned;   /* once per thread: a dead server must not flood */
+    if (!reply && !warned) {
+        warned = 1;
+        fprintf(stderr, "rowan-bench: native: %s\n", ac->errstr);
+    }
     ((native_reply_fn *)ac->data)(reply, priv);
 }
 
