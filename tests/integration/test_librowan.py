@@ -262,3 +262,22 @@ def test_kill9_primary_fails_over(native_cluster):
     final = int(cl.cluster_client().get(key))
     assert final >= int(out["last"])
     assert final <= int(out["acked"]) + int(out["failed"])
+
+
+def test_rowan_bench_native_transport(nsrv):
+    """rowan-bench --transport native: the YCSB load and workload a over
+    librowan; the records it loaded are there over RESP."""
+    import json
+    bench = os.environ.get("ROWAN_BENCH") or os.path.join(os.path.dirname(SERVER), "rowan-bench")
+    base = [bench, "-p", str(nsrv.port), "--transport", "native", "-r", "2000", "-c", "4",
+            "-s", "100", "--json", "-q"]
+    r = subprocess.run(base + ["-w", "load"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["ops"] == 2000 and j["failed"] == 0, j["errors"]
+    r = subprocess.run(base + ["-w", "a", "-d", "1", "-P", "4"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["ops"] > 100 and j["failed"] == 0, j["errors"]
+    assert nsrv.client().dbsize() == 2000
