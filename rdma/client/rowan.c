@@ -580,7 +580,7 @@ static void refresh_next_node(rowanEngine *e, const char *why) {
     else
         snprintf(e->rf_err, sizeof e->rf_err, "%s:%d: %s", e->nodes[e->rf_node].host,
                  e->nodes[e->rf_node].port, why);
-    if (++e->rf_tries >= e->nnodes || e->rf_tries >= 8) {
+    if (e->closing || ++e->rf_tries >= e->nnodes || e->rf_tries >= 8) {
         refresh_finish(e, 0);
         return;
     }
@@ -730,7 +730,7 @@ static void refresh_send(rowanEngine *e, int step) {
 /* Read the configuration again, starting at node (-1: the seed). Requests
  * parked with t_next 0 wait for it. */
 void rw_refresh(rowanEngine *e, int node) {
-    if (e->refreshing) return;
+    if (e->refreshing || e->closing) return;
     e->refreshing = 1;
     e->rf_node = node >= 0 ? node : 0;
     e->rf_tries = 0;
@@ -1002,6 +1002,7 @@ void rw_wait(rowanEngine *e, rw_req *q) {
 }
 
 void rw_fail_all(rowanEngine *e, int err, const char *why) {
+    e->closing = 1;     /* no configuration read starts while we empty the lists */
     for (int i = 0; i < e->nnodes; i++) {
         while (e->nodes[i].qhead) fail(e, e->nodes[i].qhead, err, "%s", why);
         while (e->nodes[i].head) fail(e, e->nodes[i].head, err, "%s", why);

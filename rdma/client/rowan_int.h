@@ -90,6 +90,7 @@ struct rowanEngine {
     int ncmds_cap;
     /* refresh */
     int refreshing, rf_node, rf_tries, rf_ok;
+    int closing;                   /* being freed */
     uint8_t rf_slot_node[16384];
     int rf_cluster;
     uint64_t rf_term;

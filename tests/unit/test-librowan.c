@@ -404,12 +404,38 @@ static void test_async_lossy(void) {
     event_base_free(A.base);
 }
 
+/* rowanAsyncFree from inside a callback, with commands still outstanding:
+ * they get their callback with NULL, once, and nothing is touched after. */
+static struct { int replies, nulls; rowanAsyncContext *ac; } B;
+
+static void on_free_cb(rowanAsyncContext *ac, void *reply, void *priv) {
+    (void)priv;
+    if (!reply) { B.nulls++; return; }
+    if (++B.replies == 1) rowanAsyncFree(ac);
+}
+
+static void test_async_free_in_callback(void) {
+    knobs(0, 0, 0, 0, 0, 0, 0);
+    struct event_base *base = event_base_new();
+    memset(&B, 0, sizeof B);
+    B.ac = rowanAsyncConnect("127.0.0.1", F.port[0]);
+    CHECK(B.ac && !B.ac->err);
+    CHECK(rowanLibeventAttach(B.ac, base) == ROWAN_OK);
+    for (int i = 0; i < 50; i++)
+        CHECK(rowanAsyncCommand(B.ac, on_free_cb, NULL, "INCR %s", "free") == ROWAN_OK);
+    event_base_dispatch(base);           /* returns once the freed context's events are gone */
+    CHECK(B.replies >= 1);
+    CHECK_EQ_LL(B.replies + B.nulls, 50);
+    event_base_free(base);
+}
+
 int main(void) {
     pthread_t thr;
     fake_start(&thr);
     test_standalone_lossy();
     test_cluster_routing_and_failover();
     test_async_lossy();
+    test_async_free_in_callback();
     atomic_store(&F.stop, 1);
     pthread_join(thr, NULL);
     for (size_t i = 0; i < F.ncache; i++) free(F.cache[i].resp);
