@@ -5,7 +5,8 @@
 #   make test       build and run every test (unit, fuzz, integration, crash)
 #   make asan       build with AddressSanitizer and run the tests against it
 #   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
-#   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
+#   make fuzz-long  run the RESP parser and datagram codec fuzzers (libFuzzer)
+#                   for FUZZ_SECONDS each
 #   make soak-resp  long-lived connections against one server for SOAK_SECONDS
 #   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
 #                   with the acknowledged-write checker
@@ -183,6 +184,12 @@ fuzz-long: deps
 	  tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
+	@mkdir -p build/libfuzzer/corpus-dgram
+	clang -std=gnu11 -O1 -g -Irdma -Isrc -D_GNU_SOURCE \
+	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-dgram \
+	  tests/fuzz/fuzz-dgram.c rdma/dgram.c
+	build/libfuzzer/fuzz-dgram -max_total_time=$(FUZZ_SECONDS) -max_len=4200 \
+	  build/libfuzzer/corpus-dgram 2>&1 | tail -20 || true
 
 # The RESP soak (tests/soak/resp_soak.py) for longer than the 20 s that
 # `make test` runs: one server, long-lived connections sending random valid,

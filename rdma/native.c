@@ -48,7 +48,8 @@
  * older than cluster_term() (checked after the cache, so a duplicate of an
  * applied request still gets its reply after a term change), with our
  * term; LOADING while recovery runs; BUSY as above; MALFORMED when the
- * header decodes but the arguments do not. A datagram whose header does
+ * header decodes but the arguments do not, or the request is larger than
+ * one datagram (the reason says to use TCP). A datagram whose header does
  * not decode, or that is not a request, is counted and dropped without an
  * answer (no reflection towards forged source addresses).
  *
@@ -465,7 +466,17 @@ static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
     const char *why = NULL;
     stat_add(&nw->st.in, 1);
     stat_add(&nw->st.bytes_in, (long long)n);
-    if (n > DGRAM_MTU || dgram_get_hdr(nw->rx, n, &h, &why) != 0 || h.type != DGRAM_REQUEST) {
+    if (n > DGRAM_MTU) {
+        /* A request that does not fit one datagram (a client that is not
+         * librowan, which refuses it before sending): if its header reads
+         * as a request, say why, so it is not retransmitted for ever. */
+        stat_add(&nw->st.malformed, 1);
+        if (dgram_get_hdr(nw->rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
+            send_refusal(nw, &h, from, DGRAM_R_MALFORMED, "request larger than one datagram "
+                         "(4096 bytes): use TCP");
+        return;
+    }
+    if (dgram_get_hdr(nw->rx, n, &h, &why) != 0 || h.type != DGRAM_REQUEST) {
         stat_add(&nw->st.malformed, 1);
         return;
     }

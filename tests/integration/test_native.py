@@ -209,9 +209,15 @@ def test_large_reply_fragments(nsrv):
     e = c.call("GET", "huge")
     assert isinstance(e, RespError) and "too large" in str(e) and "TCP" in str(e)
     assert int(native_info(nsrv)["native_replies_too_large"]) == 1
-    # a request that does not fit one datagram cannot be sent
+    # a request that does not fit one datagram cannot be sent at all over
+    # UDP past 64 KB; below that, the server refuses it: use TCP
     with pytest.raises(OSError):
         c.send_raw(encode_request(c.id, 99, ["SET", "k", b"x" * 70000]))
+    c.send_raw(encode_request(c.id, 99, ["SET", "k", b"x" * 5000]))
+    h, payload = decode(c.recv_dgram(2.0))
+    assert h["type"] == REFUSE and h["frag"] == R_MALFORMED and h["req"] == 99, h
+    assert b"use TCP" in payload
+    assert nsrv.client().get("k") is None
     c.close()
 
 
@@ -649,3 +655,43 @@ def test_loss_duplicates_reordering_exactly_once(nsrv):
     for c in clients:
         c.close()
     proxy.close()
+
+
+def non_loopback_ipv4():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))          # no packet is sent: picks the outgoing address
+        ip = s.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        s.close()
+    return None if ip.startswith("127.") else ip
+
+
+def test_protected_mode(server_factory):
+    """No password and protected mode: a peer that is not on loopback gets
+    -DENIED (nothing runs); with a password it is served after AUTH."""
+    ip = non_loopback_ipv4()
+    if ip is None:
+        pytest.skip("no non-loopback IPv4 address to send from")
+    port = free_port()
+    srv = server_factory(extra={"native-port": port, "native-bind": "0.0.0.0"})
+    c = NativeClient(port, host=ip)
+    c.sock.close()
+    c.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    c.sock.bind((ip, 0))
+    e = c.call("SET", "denied", "1")
+    assert isinstance(e, RespError) and str(e).startswith("DENIED"), e
+    assert srv.client().get("denied") is None
+    assert int(native_info(srv)["native_denied"]) == 1
+    srv.client().config_set("requirepass", "pw")
+    e = c.call("SET", "denied", "1")
+    assert isinstance(e, RespError) and str(e).startswith("NOAUTH"), e
+    assert c.call("AUTH", "pw") == b"OK"
+    assert c.call("SET", "denied", "1") == b"OK"
+    # loopback peers were always served
+    lo = NativeClient(port)
+    assert lo.call("AUTH", "pw") == b"OK"
+    c.close()
+    lo.close()
