@@ -200,8 +200,11 @@ static void queue_del(rw_node *n, rw_req *q) {
     q->pprev = q->pnext = NULL;
 }
 
+static void flush_node(rowanEngine *e, rw_node *n);
+
 /* Take q out of wherever it waits (not freed). */
 static void detach(rowanEngine *e, rw_req *q) {
+    if (q->outq) flush_node(e, &e->nodes[q->node]);   /* its datagram points into q */
     if (q->state == RQ_FLIGHT) flight_del(&e->nodes[q->node], q);
     else if (q->state == RQ_PARKED) unpark(e, q);
     else if (q->state == RQ_QUEUED) queue_del(&e->nodes[q->node], q);
@@ -225,7 +228,42 @@ static void fail(rowanEngine *e, rw_req *q, int err, const char *fmt, ...) {
     complete(e, q);
 }
 
-static void xmit(rowanEngine *e, rw_node *n, const unsigned char *buf, size_t len) {
+/* Send the node's batch: one sendmmsg for the datagrams queued since the
+ * last flush (the loop flushes before it waits, so a batch is what one
+ * turn of the caller produced: a pipeline, or the callbacks of one read). */
+static void flush_node(rowanEngine *e, rw_node *n) {
+    struct mmsghdr msgs[RW_OUTBATCH];
+    struct iovec iov[RW_OUTBATCH];
+    int k = n->nout;
+    for (int i = 0; i < k; i++) {
+        iov[i].iov_base = n->out[i]->dg;
+        iov[i].iov_len = n->out[i]->dlen;
+        memset(&msgs[i], 0, sizeof msgs[i]);
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    for (int done = 0; done < k;) {
+        int r = sendmmsg(n->fd, msgs + done, (unsigned)(k - done), MSG_NOSIGNAL);
+        if (r > 0) { done += r; continue; }
+        /* ECONNREFUSED reports an earlier datagram's ICMP (nothing listens):
+         * the node is handled as dead at the next turn of the loop (not
+         * here, in the middle of a send). Other errors (ENOBUFS) are loss
+         * that retransmission covers: skip that datagram. */
+        if (r < 0 && errno == ECONNREFUSED) n->refused = 1;
+        done++;
+    }
+    for (int i = 0; i < k; i++) n->out[i]->outq = 0;
+    n->nout = 0;
+}
+
+void rw_flush(rowanEngine *e) {
+    for (int i = 0; i < e->nnodes; i++)
+        if (e->nodes[i].nout) flush_node(e, &e->nodes[i]);
+}
+
+/* Queue q's datagram for the node's next flush (the fault hook may drop
+ * it or queue it twice). */
+static void xmit(rowanEngine *e, rw_node *n, rw_req *q) {
     if (e->drop_send > 0 && frand(e) < e->drop_send) {
         e->st.dropped_send++;
         return;
@@ -236,12 +274,10 @@ static void xmit(rowanEngine *e, rw_node *n, const unsigned char *buf, size_t le
         e->st.duplicated++;
     }
     for (int i = 0; i < copies; i++) {
+        if (n->nout == RW_OUTBATCH) flush_node(e, n);
         e->st.sent++;
-        /* ECONNREFUSED reports an earlier datagram's ICMP (nothing listens);
-         * this one was not sent: the node is handled as dead at the next
-         * turn of the loop (not here, in the middle of a send). Other
-         * errors (ENOBUFS) are loss that retransmission covers. */
-        if (send(n->fd, buf, len, MSG_NOSIGNAL) < 0 && errno == ECONNREFUSED) n->refused = 1;
+        n->out[n->nout++] = q;
+        q->outq = 1;
     }
 }
 
@@ -296,7 +332,7 @@ static void send_new(rowanEngine *e, rw_req *q, int node) {
     q->tries = 1;
     q->rto = rto_of(e);
     q->t_next = now + q->rto;
-    xmit(e, n, q->dg, q->dlen);
+    xmit(e, n, q);
 }
 
 /* The server keeps every reply from our acked id up to the newest id
@@ -940,7 +976,7 @@ void rw_on_timer(rowanEngine *e, uint64_t now) {
                 q->rto = q->rto * 2 > RTO_MAX ? RTO_MAX : q->rto * 2;
                 q->t_next = now + q->rto;
                 put_hdr(e, q);      /* same id and term; acked may have moved */
-                xmit(e, n, q->dg, q->dlen);
+                xmit(e, n, q);
             }
         }
     }
@@ -982,6 +1018,7 @@ uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
 static void poll_once(rowanEngine *e) {
     struct pollfd pf[RW_MAX_NODES];
     int map[RW_MAX_NODES];
+    rw_flush(e);
     uint64_t wait = rw_next_timer(e, rw_now());
     int ms = wait == UINT64_MAX ? 1000 : (int)((wait + 999999) / 1000000);
     int nf = 0;
@@ -999,6 +1036,7 @@ static void poll_once(rowanEngine *e) {
 
 void rw_wait(rowanEngine *e, rw_req *q) {
     while (q->state != RQ_DONE) poll_once(e);
+    rw_flush(e);    /* what the last turn sent (window, retransmissions) leaves now */
 }
 
 void rw_fail_all(rowanEngine *e, int err, const char *why) {

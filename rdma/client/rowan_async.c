@@ -50,6 +50,7 @@ static void arm_timer(async_state *s) {
 static void leave(async_state *s) {
     if (--s->depth > 0) return;
     if (s->free_pending) { free_now(s->ac); return; }
+    rw_flush(s->ac->eng);     /* what this turn's callbacks sent, one sendmmsg per node */
     arm_timer(s);
 }
 

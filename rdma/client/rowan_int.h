@@ -22,6 +22,7 @@
  * which would also let later requests run before the refused ones. */
 #define RW_WINDOW    128
 #define RW_RXBATCH   16            /* datagrams per recvmmsg */
+#define RW_OUTBATCH  64            /* datagrams per sendmmsg */
 
 typedef struct rw_req rw_req;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
@@ -47,6 +48,7 @@ struct rw_req {
     int tries;                     /* sends of the current id */
     int reroutes;                  /* stale refusals, -MOVED, -TRYAGAIN followed */
     int internal;                  /* a configuration read (refresh step) */
+    int outq;                      /* its datagram waits in the node's batch */
     int step;                      /* internal: which step */
     dgram_join join;               /* the reply being joined from fragments */
     /* the outcome */
@@ -63,6 +65,8 @@ typedef struct rw_node {
     int resp_port;                 /* RESP, as CLUSTER SLOTS names it; 0 unknown */
     int fd;                        /* -1: not opened yet */
     int refused;                   /* a send met ECONNREFUSED: dead, handled by the loop */
+    rw_req *out[RW_OUTBATCH];      /* datagrams to send at the next flush */
+    int nout;
     uint64_t client;               /* this link's client id */
     uint64_t next_id;
     rw_req *head, *tail;           /* in flight, ascending ids */
@@ -128,6 +132,8 @@ void rw_on_readable(rowanEngine *e, int node);
 void rw_on_timer(rowanEngine *e, uint64_t now);
 /* ns until the next timer is due (UINT64_MAX: none). */
 uint64_t rw_next_timer(rowanEngine *e, uint64_t now);
+/* Send the datagrams batched since the last flush (before waiting). */
+void rw_flush(rowanEngine *e);
 /* Fail every outstanding request (context freed). */
 void rw_fail_all(rowanEngine *e, int err, const char *why);
 /* Block until q is done (poll), the blocking API's loop. */
