@@ -1,4 +1,4 @@
-/* rowan_int.h -- librowan's engine, shared by the blocking API (rowan.c)
+/* rowan_int.h -- librowan's engine (rowan_engine.c), shared by the blocking API (rowan.c)
  * and the libevent one (rowan_async.c). Private: not installed.
  *
  * The engine is event-driven and never blocks: requests are sent, datagrams
