@@ -191,6 +191,23 @@ def test_cluster_routes_to_primaries(native_cluster):
     assert all(c > 100 for c in counts), counts
 
 
+def test_cluster_through_loss(native_cluster):
+    """Routing and exactly-once together: datagrams lost and duplicated on
+    the links to every node; SETs and GETs of keys on all primaries, then
+    INCRs of one key, each acknowledged one counted once."""
+    cl = native_cluster(3, 2)
+    faults = {"ROWAN_FAULTS": "drop-send=0.2,drop-recv=0.2,dup-send=0.15,seed=5"}
+    out, _ = run("127.0.0.1", cl.nodes[2].port, "spread", 300, env_extra=faults)
+    assert out["ok"] == "1" and out["redirects"] == "0", out
+    assert int(out["retransmits"]) > 0 and int(out["duplicated"]) > 0
+    out, _ = run("127.0.0.1", cl.nodes[0].port, "incr", "lr:cl-loss", 600, 16, 30,
+                 env_extra=faults)
+    assert out["failed"] == "0" and out["acked"] == "600", out
+    rc = cl.cluster_client()
+    assert int(rc.get("lr:cl-loss")) == 600
+    assert rc.get("lr:s:123") == b"v123"
+
+
 def test_failover_new_term_refreshes(native_cluster):
     """A planned failover (CLUSTER FAILOVER) of a managed cluster: a new
     term. The library's requests under the old term are refused as stale,
