@@ -234,3 +234,67 @@ clean:
 
 -include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d \
          $(BUILD)/utils/rowan-check-pool.d
+
+# ---- librowan: the native client library (rdma/client/, issue 15) ----
+# Built position-independent with hidden visibility: the .so exports only
+# rowan.h's functions, and the .a holds one object whose other symbols
+# (the codec, hash_slot) are made local, so it links next to anything.
+# `make install` (PREFIX, DESTDIR) installs rowan.h, the libraries and rowan.pc.
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+CLIENT_SRC := $(wildcard rdma/client/*.c) rdma/dgram.c src/hash.c
+CLIENT_OBJ := $(filter-out %/example.o,$(CLIENT_SRC:%.c=$(BUILD)/client/%.o))
+CLIENT_A   := $(BUILD)/lib/librowan.a
+CLIENT_SO  := $(BUILD)/lib/librowan.so.0.1
+CLIENT_LIBS := -lhiredis -levent_core
+CLIENT_EXAMPLE := $(BUILD)/rowan-example
+CLIENT_TEST := $(BUILD)/tests/librowan-test
+
+all: $(CLIENT_A) $(CLIENT_SO) $(CLIENT_EXAMPLE) $(CLIENT_TEST)
+lib: $(CLIENT_A) $(CLIENT_SO)
+
+$(BUILD)/client/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Irdma/client -fPIC -fvisibility=hidden -c $< -o $@
+
+$(CLIENT_A): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	ld -r -o $(BUILD)/client/rowan-all.o $^
+	objcopy --localize-hidden $(BUILD)/client/rowan-all.o
+	rm -f $@ && ar rcs $@ $(BUILD)/client/rowan-all.o
+
+$(CLIENT_SO): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,librowan.so.0 -o $@ $^ $(CLIENT_LIBS)
+	ln -sf librowan.so.0.1 $(BUILD)/lib/librowan.so.0
+	ln -sf librowan.so.0.1 $(BUILD)/lib/librowan.so
+
+$(CLIENT_EXAMPLE): rdma/client/example.c rdma/client/rowan.h $(CLIENT_A)
+	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS)
+
+$(CLIENT_TEST): tests/integration/librowan_test.c rdma/client/rowan.h $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS)
+
+install: $(CLIENT_A) $(CLIENT_SO)
+	install -d $(DESTDIR)$(PREFIX)/include/rowan $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 rdma/client/rowan.h $(DESTDIR)$(PREFIX)/include/rowan/rowan.h
+	install -m 644 $(CLIENT_A) $(DESTDIR)$(LIBDIR)/librowan.a
+	install -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/librowan.so.0.1
+	ln -sf librowan.so.0.1 $(DESTDIR)$(LIBDIR)/librowan.so.0
+	ln -sf librowan.so.0.1 $(DESTDIR)$(LIBDIR)/librowan.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' rdma/client/rowan.pc.in \
+	  > $(DESTDIR)$(LIBDIR)/pkgconfig/rowan.pc
+
+.PHONY: lib install
+-include $(CLIENT_OBJ:.o=.d)
+# rowan-bench --transport native links librowan (utils/bench/native.c)
+$(BENCH_BIN) $(BENCH_UNIT): $(CLIENT_A)
+# tests/unit/test-librowan.c: the client library against a scripted fake
+# server built from the codec alone (the server's archive has its own
+# rowanCommand, the ROWAN command, so it is not linked in).
+$(BUILD)/tests/test-librowan: $(BUILD)/tests/unit/test-librowan.o $(BUILD)/rdma/dgram.o \
+                              $(BUILD)/src/hash.o $(CLIENT_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+# tests/integration/test_librowan.py runs the C test program next to the server
+integration: $(CLIENT_TEST)
