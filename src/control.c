@@ -101,6 +101,7 @@ static _Atomic int ctl_stopping;
 static int ctl_running;
 static ctl_link *links[CTL_MAX_LINKS];
 static _Atomic long long st_msgs, st_refused, st_links;
+static _Atomic long long st_flushes;   /* flushes begun: each covers every message landed before it */
 static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_nodes asked to close */
 static _Atomic uint64_t drop_asked, drop_done;   /* requests made / handled (control_drop_nodes) */
 
@@ -462,6 +463,7 @@ static void flush_start(void) {
     }
     blog_flush_begin(&flights[slot].st);
     fl_count++;
+    atomic_fetch_add(&st_flushes, 1);
     if (pool_is_pmem(server.pool)) {
         atomic_store(&flights[slot].done, 1);
         flush_complete();
@@ -678,8 +680,9 @@ void control_stop(void) {
     ctl_running = 0;
 }
 
-void control_get_stats(long long *msgs, long long *refused, long long *nlinks) {
+void control_get_stats(long long *msgs, long long *refused, long long *nlinks, long long *flushes) {
     *msgs = atomic_load(&st_msgs);
+    *flushes = atomic_load(&st_flushes);
     *refused = atomic_load(&st_refused);
     *nlinks = atomic_load(&st_links);
 }
