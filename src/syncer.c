@@ -79,6 +79,8 @@ void syncer_flush_now(void) {
 
 int syncer_device_fast(void) { return atomic_load(&last_flush_us) < INLINE_MAX_US; }
 
+int64_t syncer_last_flush_us(void) { return atomic_load(&last_flush_us); }
+
 static void wake_worker(void *w) { worker_wake(w); }
 
 void syncer_submit(struct worker *w, _Atomic int *done) {
