@@ -8,7 +8,9 @@
  * between threads.
  *
  * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
- * event (reading and executing commands), then before_sleep():
+ * event (reading and executing commands); a standalone worker about to
+ * flush may then wait briefly for the clients its last replies released
+ * (worker_gather), then before_sleep():
  *   1. lands every batch whose flush completed: the shards it
  *      touched learn that this worker's versions in it are durable, which
  *      may move their watermarks (and seals the segments it filled),
