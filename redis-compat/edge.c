@@ -21,6 +21,7 @@ static const edge_ops resp_edge = {
     .round_begin = pubsub_deliver,
     .round_ready = blocking_run_ready,
     .flush = client_flush,
+    .fd = client_fd,
     .evict = clients_evict,
     .reap_killed = clients_reap_killed,
     .cron = clients_cron,

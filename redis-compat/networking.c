@@ -1288,3 +1288,7 @@ static const session_transport tcp_transport = {
     .kind = "tcp", .write = tcp_write, .close = tcp_close, .input = tcp_input,
     .resume = tcp_resume, .stats = tcp_stats, .trim = tcp_trim,
 };
+
+int client_fd(client *c) {
+    return c->tr == &tcp_transport ? ((tcp_conn *)c->tctx)->conn.fd : -1;
+}

@@ -15,6 +15,8 @@ void client_accept(struct worker *w, int fd, int tls, struct sockaddr *sa, int s
  * Returns 1 if replies are still held, 0 otherwise (the client may have been
  * freed: do not touch it after a 0 from a closed client). */
 int client_flush(client *c);
+/* The socket c is read from (TCP), or -1 (a transport without one). */
+int client_fd(client *c);
 /* Close clients other threads marked with client_kill_async. */
 void clients_reap_killed(struct worker *w);
 /* Periodic work: idle timeouts, shrinking idle buffers. */

@@ -35,6 +35,9 @@ typedef struct edge_ops {
     /* deliver what session c may send now: 1 if replies are still held,
      * 0 otherwise (c may have been freed) */
     int (*flush)(struct client *c);
+    /* the socket session c is read from, or -1 (a worker's gather waits
+     * on the sockets of the clients its last replies released) */
+    int (*fd)(struct client *c);
     /* maxmemory-clients, before any output leaves (any worker thread) */
     void (*evict)(void);
     /* close the sessions other threads marked killed */

@@ -78,6 +78,10 @@ typedef struct worker {
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
     uint64_t handover_seen;       /* last clean_handover_gen acted on */
+    /* gather (worker.c): sockets of the clients whose replies the last
+     * round released, whose next requests the next flush waits for */
+    int *released;
+    int nreleased, capreleased;
 } worker;
 
 /* Bind the client port, and the tls-port if set (after tls_configure), on
