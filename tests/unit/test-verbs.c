@@ -16,8 +16,9 @@
  * runs on this thread's event loop, both ends authenticating with one
  * cluster secret. A hello with a wrong term must be refused; then N entries of mixed sizes are sent, the cumulative acks must
  * reach N without ever going back, and the b-log must hold the N entries
- * byte for byte (padding included) in send order. An entry larger than the
- * message limit must be refused and take the link down. The address used is
+ * byte for byte (padding included) in send order, the entries larger than
+ * one SEND (multi-block, up to 3 MiB) included. An entry larger than
+ * LOG_MAX_ENTRY must be refused and take the link down. The address used is
  * the first local IPv4 address an rdma_cm id can bind to a device with
  * (ROWAN_TEST_RDMA_ADDR overrides it). */
 #include "blog.h"
@@ -613,13 +614,17 @@ static void test_loopback(void) {
     if (!l) fprintf(stderr, "link_open: %s\n", err);
 
     enum { N = 600 };
-    static uint8_t sent[N][VERBS_MSG_MAX];
+    /* entries larger than one SEND travel as blocks (vblock.h) */
+    static uint8_t *sent[N];
     static size_t span[N];
-    int nsent = 0;
+    int nsent = 0, nbig = 0;
     for (int i = 0; l && i < N; i++) {
         char key[32];
         int klen = snprintf(key, sizeof(key), "verbs-key-%d", i);
         size_t vlen = i % 7 == 0 ? rnd() % (VERBS_MSG_MAX - LOG_HDR_SIZE - 32) : rnd() % 200;
+        if (i % 50 == 25) vlen = VERBS_MSG_MAX + rnd() % 200000; /* several blocks */
+        if (i == N - 2) vlen = 3u << 20;                           /* hundreds of blocks */
+        if (log_entry_span(log_entry_len((size_t)klen, vlen)) > VERBS_MSG_MAX) nbig++;
         char *val = malloc(vlen + 1);
         for (size_t j = 0; j < vlen; j++) val[j] = (char)rnd();
         log_entry e;
@@ -631,7 +636,7 @@ static void test_loopback(void) {
         e.klen = (uint32_t)klen;
         e.val = val;
         e.vlen = (uint32_t)vlen;
-        memset(sent[i], 0, sizeof(sent[i]));
+        sent[i] = calloc(1, log_entry_span(log_entry_len((size_t)klen, vlen)));
         size_t len = log_entry_encode(sent[i], &e, 1);
         span[i] = log_entry_span(len);
         free(val);
@@ -651,13 +656,13 @@ static void test_loopback(void) {
         CHECK_EQ_LL(s.downs, 0);
         if (s.downs) fprintf(stderr, "link down: %s\n", s.why);
 
-        /* Too large for one SEND: refused, and the link goes down. */
-        static uint8_t big[2 * VERBS_MSG_MAX];
-        memset(big, 0x5a, sizeof(big));
-        CHECK_EQ_LL(transport_verbs.link_send(l, big, sizeof(big)), 0);
+        /* Larger than any entry: refused, and the link goes down. */
+        uint8_t *big = calloc(1, LOG_MAX_ENTRY + 1);
+        CHECK_EQ_LL(transport_verbs.link_send(l, big, LOG_MAX_ENTRY + 1), 0);
+        free(big);
         run_loop_until(base, &s, UINT64_MAX, 100);
         CHECK_EQ_LL(s.downs, 1);
-        CHECK(strstr(s.why, "exceeds") != NULL);
+        CHECK(strstr(s.why, "entries are 1 to") != NULL);
         CHECK_EQ_LL(transport_verbs.link_send(l, sent[0], 64), 0);
         transport_verbs.link_close(l);
     }
@@ -667,6 +672,8 @@ static void test_loopback(void) {
     verbs_receiver_stats st;
     verbs_receiver_get_stats(&st);
     CHECK_EQ_LL(st.landed, nsent);
+    CHECK_EQ_LL(st.block_entries, nbig);
+    CHECK(nbig > 0 && st.blocks > (uint64_t)nbig);
     CHECK(st.refused >= 1);
     verbs_receiver_stop();
 
@@ -701,6 +708,7 @@ static void test_loopback(void) {
     free(segs);
     CHECK_EQ_LL(found, nsent);
     CHECK_EQ_LL(mismatched, 0);
+    for (int i = 0; i < nsent; i++) free(sent[i]);
 
     event_base_free(base);
     pool_close(server.pool);
