@@ -172,7 +172,9 @@
 #define VB_ACCEPT_MAGIC 0x3142525643574f52ULL /* "ROWCVRB1" */
 #define VB_REJECT_MAGIC 0x314a525643574f52ULL /* "ROWCVRJ1" */
 #define VB_ACK_MAGIC    0x314b434143574f52ULL /* "ROWCACK1" */
-#define VB_VERSION      2   /* 2: the accept record carries the handshake challenge */
+#define VB_VERSION      3   /* 2: the accept record carries the handshake challenge;
+                             * 3: multi-block entries (an older receiver would land
+                             * blocks as entries, so versions must match) */
 
 enum { VB_ACK_SEND = 0, VB_ACK_READ = 1 };
 enum { VB_REJ_BAD_HELLO = 1, VB_REJ_CONFIG = 2, VB_REJ_MODE = 3, VB_REJ_RESOURCES = 4,
