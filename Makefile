@@ -5,7 +5,8 @@
 #   make test       build and run every test (unit, fuzz, integration, crash)
 #   make asan       build with AddressSanitizer and run the tests against it
 #   make ubsan      build with UndefinedBehaviorSanitizer and run the tests
-#   make fuzz-long  run the RESP parser fuzzer (libFuzzer) for FUZZ_SECONDS
+#   make fuzz-long  run the RESP parser and datagram codec fuzzers (libFuzzer)
+#                   for FUZZ_SECONDS each
 #   make soak-resp  long-lived connections against one server for SOAK_SECONDS
 #   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
 #                   with the acknowledged-write checker
@@ -54,6 +55,7 @@ SERVER   := $(BUILD)/rowan-server
 UNIT_SRC := $(wildcard tests/unit/test-*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 FUZZ_BIN := $(BUILD)/tests/fuzz-resp
+FUZZ_DGRAM := $(BUILD)/tests/fuzz-dgram
 BENCH_SRC := $(wildcard utils/rowan-bench*.c utils/bench/*.c)
 BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
@@ -62,8 +64,8 @@ CHECK_POOL := $(BUILD)/rowan-check-pool
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
 .PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
-        bench-unit clean
-all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(if $(BENCH_SRC),$(BENCH_BIN))
+        bench-unit clean layering
+all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
 all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
 src/rowan-server: $(SERVER)
@@ -109,6 +111,13 @@ $(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c
 
+# The datagram codec's fuzzer (rdma/dgram.c), built the same way.
+$(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c rdma/dgram.c rdma/dgram.h src/le.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -O1 -g -Irdma -Isrc -D_GNU_SOURCE $(WARN) \
+	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-dgram.c rdma/dgram.c
+
 $(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/src/hash.o $(BUILD)/src/crc32c.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
 
@@ -129,11 +138,19 @@ FUZZ_SECONDS ?= 20
 test: all
 	$(MAKE) --no-print-directory unit fuzz integration VARIANT=$(VARIANT)
 
-unit: $(UNIT_BIN) bench-unit
+unit: $(UNIT_BIN) bench-unit layering
 	@set -e; for t in $(UNIT_BIN); do echo "== $$t"; $$t; done
 
-fuzz: $(FUZZ_BIN)
+# The core never includes the edge (issue 15): no file of src/ may include a
+# header that exists in redis-compat/ (the core calls the edge through
+# src/edge.h's function pointers instead).
+EDGE_HEADERS_RE := $(subst $(eval) ,|,$(subst .,\.,$(notdir $(wildcard redis-compat/*.h))))
+layering:
+	@! grep -nE '^\s*#\s*include\s*"($(EDGE_HEADERS_RE))"' src/*.c src/*.h || { echo "src/ includes redis-compat/ headers (above)"; exit 1; }
+
+fuzz: $(FUZZ_BIN) $(FUZZ_DGRAM)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
+	$(FUZZ_DGRAM) -seconds=10
 
 # Node packages of the application tests (tests/apps/package-lock.json),
 # installed from the npm registry when missing or out of date.
@@ -167,6 +184,12 @@ fuzz-long: deps
 	  tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
+	@mkdir -p build/libfuzzer/corpus-dgram
+	clang -std=gnu11 -O1 -g -Irdma -Isrc -D_GNU_SOURCE \
+	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-dgram \
+	  tests/fuzz/fuzz-dgram.c rdma/dgram.c
+	build/libfuzzer/fuzz-dgram -max_total_time=$(FUZZ_SECONDS) -max_len=4200 \
+	  build/libfuzzer/corpus-dgram 2>&1 | tail -20 || true
 
 # The RESP soak (tests/soak/resp_soak.py) for longer than the 20 s that
 # `make test` runs: one server, long-lived connections sending random valid,
@@ -198,8 +221,80 @@ bench: all
 bench-failover: all
 	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 utils/bench-failover $(FAILOVER_ARGS)
 
+# Data larger than memory (utils/bench-capacity, issue 14): under a cgroup
+# memory cap, load, uniform and zipfian GETs and recovery for data that fits
+# and data 6x the cap, Rowan against Redis (CAP_MB, FACTOR... in the script).
+.PHONY: bench-capacity
+bench-capacity: all
+	ROWAN_SERVER=$(abspath $(SERVER)) ROWAN_BENCH=$(abspath $(BENCH_BIN)) \
+	  /usr/bin/python3 utils/bench-capacity
+
 clean:
 	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool
 
 -include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d \
          $(BUILD)/utils/rowan-check-pool.d
+
+# ---- librowan: the native client library (rdma/client/, issue 15) ----
+# Built position-independent with hidden visibility: the .so exports only
+# rowan.h's functions, and the .a holds one object whose other symbols
+# (the codec, hash_slot) are made local, so it links next to anything.
+# `make install` (PREFIX, DESTDIR) installs rowan.h, the libraries and rowan.pc.
+PREFIX  ?= /usr/local
+LIBDIR  ?= $(PREFIX)/lib
+CLIENT_SRC := $(wildcard rdma/client/*.c) rdma/dgram.c src/hash.c
+CLIENT_OBJ := $(filter-out %/example.o,$(CLIENT_SRC:%.c=$(BUILD)/client/%.o))
+CLIENT_A   := $(BUILD)/lib/librowan.a
+CLIENT_SO  := $(BUILD)/lib/librowan.so.0.1
+CLIENT_LIBS := -lhiredis -levent_core
+CLIENT_EXAMPLE := $(BUILD)/rowan-example
+CLIENT_TEST := $(BUILD)/tests/librowan-test
+
+all: $(CLIENT_A) $(CLIENT_SO) $(CLIENT_EXAMPLE) $(CLIENT_TEST)
+lib: $(CLIENT_A) $(CLIENT_SO)
+
+$(BUILD)/client/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Irdma/client -fPIC -fvisibility=hidden -c $< -o $@
+
+$(CLIENT_A): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	ld -r -o $(BUILD)/client/rowan-all.o $^
+	objcopy --localize-hidden $(BUILD)/client/rowan-all.o
+	rm -f $@ && ar rcs $@ $(BUILD)/client/rowan-all.o
+
+$(CLIENT_SO): $(CLIENT_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,librowan.so.0 -o $@ $^ $(CLIENT_LIBS)
+	ln -sf librowan.so.0.1 $(BUILD)/lib/librowan.so.0
+	ln -sf librowan.so.0.1 $(BUILD)/lib/librowan.so
+
+$(CLIENT_EXAMPLE): rdma/client/example.c rdma/client/rowan.h $(CLIENT_A)
+	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS)
+
+$(CLIENT_TEST): tests/integration/librowan_test.c rdma/client/rowan.h $(CLIENT_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS)
+
+install: $(CLIENT_A) $(CLIENT_SO)
+	install -d $(DESTDIR)$(PREFIX)/include/rowan $(DESTDIR)$(LIBDIR)/pkgconfig
+	install -m 644 rdma/client/rowan.h $(DESTDIR)$(PREFIX)/include/rowan/rowan.h
+	install -m 644 $(CLIENT_A) $(DESTDIR)$(LIBDIR)/librowan.a
+	install -m 755 $(CLIENT_SO) $(DESTDIR)$(LIBDIR)/librowan.so.0.1
+	ln -sf librowan.so.0.1 $(DESTDIR)$(LIBDIR)/librowan.so.0
+	ln -sf librowan.so.0.1 $(DESTDIR)$(LIBDIR)/librowan.so
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' rdma/client/rowan.pc.in \
+	  > $(DESTDIR)$(LIBDIR)/pkgconfig/rowan.pc
+
+.PHONY: lib install
+-include $(CLIENT_OBJ:.o=.d)
+# rowan-bench --transport native links librowan (utils/bench/native.c)
+$(BENCH_BIN) $(BENCH_UNIT): $(CLIENT_A)
+# tests/unit/test-librowan.c: the client library against a scripted fake
+# server built from the codec alone (the server's archive has its own
+# rowanCommand, the ROWAN command, so it is not linked in).
+$(BUILD)/tests/test-librowan: $(BUILD)/tests/unit/test-librowan.o $(BUILD)/rdma/dgram.o \
+                              $(BUILD)/src/hash.o $(CLIENT_A)
+	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
+# tests/integration/test_librowan.py runs the C test program next to the server
+integration: $(CLIENT_TEST)

@@ -38,20 +38,54 @@
  * (the send queue holds 2 WRs per message); when sq_msgs messages are in
  * flight, further messages are copied to a DRAM FIFO and posted as READ
  * completions free slots (link_flush and the completion handler drain it),
- * so link_send never blocks. Messages whose span exceeds the receiver's
- * buffer size (VERBS_MSG_MAX, 4 KiB, the largest IB MTU) are refused: the
- * multi-block entries of Rowan-KV §4.2.2 are future work. Because
- * link_send's 0 means "the link is down" (transport.h), such a refusal also
- * takes the link down (on_down says why) rather than silently leaving a
- * hole in the link's sequence. Any error completion or rdma_cm disconnect
- * takes the link down; on_down is delivered once, from the event loop.
+ * so link_send never blocks. An entry whose span exceeds the receiver's
+ * buffer size (VERBS_MSG_MAX, 4 KiB, the largest IB MTU) is queued whole
+ * and goes out as blocks (below), one SEND + READ per block, each block
+ * cut straight into its ring slot as the send queue frees up. Since a SEND
+ * is no longer a message, the sender counts both: `posted`/`completed` in
+ * SENDs (ring slots), `posted_msgs` in messages, and each slot remembers
+ * how many messages were wholly posted with it, so a READ completion (the
+ * ack in VB_ACK_READ mode) maps back to messages. Only an empty entry or
+ * one over LOG_MAX_ENTRY is refused; because link_send's 0 means "the link
+ * is down" (transport.h), that also takes the link down (on_down says why)
+ * rather than silently leaving a hole in the link's sequence. Any error
+ * completion or rdma_cm disconnect takes the link down; on_down is
+ * delivered once, from the event loop.
+ *
+ * ---- Multi-block entries (Rowan-KV §4.2.2; rdma/vblock.c) ----
+ * Wire format of one block SEND (little endian), 64-byte header + payload:
+ *
+ *   off size field
+ *    0   4   crc        CRC32C over bytes [4, 64 + plen) of the block
+ *    4   1   0          (an entry's type byte, never 0: tells a block)
+ *    5   1   'B'
+ *    6   2   shard      } the entry's metadata, at its header's offsets
+ *    8   8   verdb      }
+ *   16   8   msg        the entry's sequence number on the link
+ *   24   4   entry_len  the entry's bytes, unpadded (<= LOG_MAX_ENTRY)
+ *   28   4   cnt        ceil(entry_len / (msg_max - 64))
+ *   32   4   seq        0 .. cnt-1: payload = entry bytes from seq*(msg_max-64)
+ *   36   4   plen       msg_max - 64, or the rest for the last block
+ *   40  24   zero
+ *
+ * The receiver reassembles one entry per link in a buffer of its span (any
+ * block order; each block exactly once, checked against the first block's
+ * msg/cnt/len/metadata, msg being the link's next message number). When
+ * all cnt blocks are in and the whole entry's crc and metadata check, the
+ * entry lands in the b-log as ONE message (contiguous, byte for byte what
+ * the TCP transport lands) and counts as one for the cumulative acks. A
+ * lost, duplicated, foreign or damaged block, or a whole entry arriving
+ * while blocks are missing, is a protocol error on an RC QP: the link
+ * breaks and its partial entry is freed, never landed. Whole entries keep
+ * the old format, so small entries pay nothing.
  *
  * ---- Receiver (the control thread) ----
  * verbs_receiver_start() listens; every accepted QP is attached to ONE SRQ
  * with ONE CQ (Rowan-KV Fig. 4a). verbs_receiver_poll() is a complete
  * control-thread round: accept/close connections, drain the CQ, land every
- * received message in the b-log in completion order, blog_persist(), then
- * ack each link with the cumulative count of its messages now persisted.
+ * received message in the b-log in completion order (a block only once it
+ * completes its entry), blog_persist(), then ack each link with the
+ * cumulative count of its messages now persisted.
  *
  * Multi-packet SRQ: not available. Debian's rdma-core (mlx5dv.h) exposes a
  * striding RQ only through mlx5dv_create_wq(), i.e. for WQs of RAW_PACKET
@@ -131,13 +165,16 @@
 #include "server.h"
 #include "transport.h"
 #include "transport_verbs.h"
+#include "vblock.h"
 
 /* ---- wire records (little endian) ---- */
 
 #define VB_ACCEPT_MAGIC 0x3142525643574f52ULL /* "ROWCVRB1" */
 #define VB_REJECT_MAGIC 0x314a525643574f52ULL /* "ROWCVRJ1" */
 #define VB_ACK_MAGIC    0x314b434143574f52ULL /* "ROWCACK1" */
-#define VB_VERSION      2   /* 2: the accept record carries the handshake challenge */
+#define VB_VERSION      3   /* 2: the accept record carries the handshake challenge;
+                             * 3: multi-block entries (an older receiver would land
+                             * blocks as entries, so versions must match) */
 
 enum { VB_ACK_SEND = 0, VB_ACK_READ = 1 };
 enum { VB_REJ_BAD_HELLO = 1, VB_REJ_CONFIG = 2, VB_REJ_MODE = 3, VB_REJ_RESOURCES = 4,
@@ -280,9 +317,14 @@ static int cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want
 #define VB_ACK_RECVS  8    /* receive buffers for acks */
 #define VB_READ_DEPTH 16   /* outstanding READs we ask for */
 
+/* A message waiting for send queue room: a whole entry padded to its
+ * span (cnt 0), or an entry of len bytes still to be cut into cnt blocks
+ * from next_blk on (rdma/vblock.c). */
 struct vb_queued {
     struct vb_queued *next;
-    size_t span;
+    uint64_t msg;         /* its sequence number on the link */
+    size_t span;          /* cnt 0: bytes to send; else the entry's length */
+    uint32_t cnt, next_blk;
     uint8_t data[];
 };
 
@@ -309,8 +351,11 @@ struct repl_link {
     uint32_t sq_msgs, msg_max, ack_mode, flush_rkey;
     uint64_t flush_addr;
     uint64_t next_seq;    /* last sequence number handed out */
-    uint64_t posted;      /* messages posted to the send queue */
+    uint64_t posted;      /* SENDs posted (an entry, or one block of one) */
     uint64_t completed;   /* highest READ completion (implies all before) */
+    uint64_t posted_msgs; /* messages whose every SEND is posted */
+    uint64_t completed_msgs; /* ... and whose last SEND's READ completed */
+    uint64_t *slot_msgs;  /* per ring slot: posted_msgs once its SEND was posted */
     uint64_t acked;       /* last count given to on_ack */
     pauth auth;           /* acks count only once it is done */
     struct vb_queued *qhead, *qtail;
@@ -332,6 +377,7 @@ static void link_destroy(repl_link *l) {
     if (l->id) rdma_destroy_id(l->id);
     if (l->cm_ch) rdma_destroy_event_channel(l->cm_ch);
     free(l->ring);
+    free(l->slot_msgs);
     free(l->misc);
     while (l->qhead) {
         struct vb_queued *q = l->qhead;
@@ -377,13 +423,17 @@ static int vb_post_ack_recv(repl_link *l, uint32_t i) {
     return ibv_post_recv(l->id->qp, &wr, &bad);
 }
 
-/* Post message seq = posted + 1: SEND (unsignaled) + 1-byte READ (signaled,
- * wr_id = seq) in one ibv_post_send. */
-static void vb_post_msg(repl_link *l, const void *data, size_t len, size_t span) {
+/* The ring slot of the next SEND (posted + 1). */
+static uint8_t *vb_next_slot(repl_link *l) {
+    return l->ring + (size_t)(l->posted % l->sq_msgs) * l->msg_max;
+}
+
+/* Post the next slot's first span bytes as SEND number seq = posted + 1:
+ * SEND (unsignaled) + 1-byte READ (signaled, wr_id = seq) in one
+ * ibv_post_send. msgs is how many messages are wholly posted with it. */
+static void vb_post_slot(repl_link *l, size_t span, uint64_t msgs) {
     uint64_t seq = l->posted + 1;
-    uint8_t *slot = l->ring + (size_t)((seq - 1) % l->sq_msgs) * l->msg_max;
-    memcpy(slot, data, len);
-    if (span > len) memset(slot + len, 0, span - len);
+    uint8_t *slot = vb_next_slot(l);
     struct ibv_sge send_sge = {.addr = (uintptr_t)slot, .length = (uint32_t)span,
                                .lkey = l->ring_mr->lkey};
     struct ibv_sge read_sge = {.addr = (uintptr_t)l->misc->read_dst, .length = 1,
@@ -411,13 +461,35 @@ static void vb_post_msg(repl_link *l, const void *data, size_t len, size_t span)
         vb_set_down(l, why);
         return;
     }
+    l->slot_msgs[(seq - 1) % l->sq_msgs] = msgs;
     l->posted = seq;
+    l->posted_msgs = msgs;
 }
 
+/* Post a whole entry (len bytes, padded to span) as message msg. */
+static void vb_post_msg(repl_link *l, const void *data, size_t len, size_t span, uint64_t msg) {
+    uint8_t *slot = vb_next_slot(l);
+    memcpy(slot, data, len);
+    if (span > len) memset(slot + len, 0, span - len);
+    vb_post_slot(l, span, msg);
+}
+
+/* Post SENDs from the queue while the send queue has room; a multi-block
+ * entry goes out a block per SEND, its blocks cut straight into the slots. */
 static void vb_drain_queue(repl_link *l) {
     while (!l->down && l->qhead && l->posted - l->completed < l->sq_msgs) {
         struct vb_queued *q = l->qhead;
-        vb_post_msg(l, q->data, q->span, q->span);
+        int last = 1;
+        if (q->cnt == 0) {
+            vb_post_msg(l, q->data, q->span, q->span, q->msg);
+        } else {
+            uint32_t b = q->next_blk++;
+            size_t n = vblk_encode(vb_next_slot(l), q->data, q->span, q->msg, b, l->msg_max);
+            last = q->next_blk == q->cnt;
+            vb_post_slot(l, n, last ? q->msg : q->msg - 1);
+        }
+        if (l->down) return; /* vb_set_down freed the queue, q included */
+        if (!last) continue;
         l->qhead = q->next;
         if (!l->qhead) l->qtail = NULL;
         free(q);
@@ -445,7 +517,11 @@ static int vb_process_cq(repl_link *l) {
                 break;
             }
             if (wc[i].opcode == IBV_WC_RDMA_READ) {
-                if (wc[i].wr_id > l->completed) l->completed = wc[i].wr_id;
+                if (wc[i].wr_id > l->completed && wc[i].wr_id <= l->posted) {
+                    /* read the slot's count before a new SEND reuses it */
+                    l->completed = wc[i].wr_id;
+                    l->completed_msgs = l->slot_msgs[(l->completed - 1) % l->sq_msgs];
+                }
             } else if (wc[i].opcode == IBV_WC_RECV) {
                 uint32_t k = (uint32_t)wc[i].wr_id;
                 if (k >= VB_ACK_RECVS) {
@@ -470,7 +546,7 @@ static int vb_process_cq(repl_link *l) {
                     memcpy(&a, l->misc->acks[k], sizeof(a));
                     uint64_t n_acked = le64toh(a.acked);
                     if (wc[i].byte_len != sizeof(a) || le64toh(a.magic) != VB_ACK_MAGIC ||
-                        n_acked > l->posted) {
+                        n_acked > l->posted_msgs) {
                         vb_set_down(l, "protocol error: malformed ack from the receiver");
                         break;
                     }
@@ -487,8 +563,8 @@ static int vb_process_cq(repl_link *l) {
     }
     /* READ mode: a READ's completion is its message's ack, once the
      * receiver proved who it is */
-    if (l->ack_mode == VB_ACK_READ && pauth_done(&l->auth) && l->completed > best)
-        best = l->completed;
+    if (l->ack_mode == VB_ACK_READ && pauth_done(&l->auth) && l->completed_msgs > best)
+        best = l->completed_msgs;
     vb_drain_queue(l);
     if (best > l->acked && !l->closing) {
         l->acked = best;
@@ -683,12 +759,13 @@ static repl_link *vb_open(struct event_base *base, const char *host, int port,
     l->flush_addr = le64toh(acc.flush_addr);
     if (le64toh(acc.magic) != VB_ACCEPT_MAGIC || le32toh(acc.version) != VB_VERSION ||
         l->msg_max < LOG_ALIGN || l->msg_max % LOG_ALIGN || l->msg_max > (1u << 20) ||
-        l->ack_mode > VB_ACK_READ || l->msg_max < PAUTH_MSG_MAX)
+        l->ack_mode > VB_ACK_READ || l->msg_max < PAUTH_MSG_MAX || l->msg_max <= VBLK_HDR)
         FAIL("protocol error: the peer's accept record is missing or malformed (another "
              "Rowan version?)");
     if (vb_send_response(l, acc.challenge, e2, sizeof(e2)) != 0) goto fail;
     l->ring = aligned_alloc(4096, (size_t)l->sq_msgs * l->msg_max);
-    if (!l->ring) FAIL("out of memory");
+    l->slot_msgs = calloc(l->sq_msgs, sizeof(*l->slot_msgs));
+    if (!l->ring || !l->slot_msgs) FAIL("out of memory");
     l->ring_mr = ibv_reg_mr(l->pd, l->ring, (size_t)l->sq_msgs * l->msg_max, 0);
     if (!l->ring_mr) FAIL("ibv_reg_mr: %s", strerror(errno));
     if (set_nonblock(l->comp_ch->fd) || set_nonblock(l->cm_ch->fd))
@@ -712,32 +789,39 @@ fail:
 static uint64_t vb_send(repl_link *l, const void *entry, size_t len) {
     if (!l || l->down || l->closing) return 0;
     size_t span = log_entry_span(len);
-    if (len == 0 || span > l->msg_max) {
+    if (len == 0 || len > LOG_MAX_ENTRY) {
         char why[200];
-        snprintf(why, sizeof(why), "entry of %zu bytes (span %zu) exceeds the verbs transport's "
-                 "%u-byte message limit (multi-block entries are not implemented)",
-                 len, span, l->msg_max);
+        snprintf(why, sizeof(why), "entry of %zu bytes: entries are 1 to %u bytes", len,
+                 (unsigned)LOG_MAX_ENTRY);
         vb_set_down(l, why);
         return 0;
     }
     uint64_t seq = ++l->next_seq;
-    if (!l->qhead && l->posted - l->completed < l->sq_msgs) {
-        vb_post_msg(l, entry, len, span);
+    int whole = span <= l->msg_max;
+    if (whole && !l->qhead && l->posted - l->completed < l->sq_msgs) {
+        vb_post_msg(l, entry, len, span, seq);
         return l->down ? 0 : seq;
     }
-    struct vb_queued *q = malloc(sizeof(*q) + span);
+    /* queued whole and padded, or (larger than one SEND) as the entry,
+     * cut into blocks as slots free up */
+    size_t qlen = whole ? span : len;
+    struct vb_queued *q = malloc(sizeof(*q) + qlen);
     if (!q) {
         vb_set_down(l, "out of memory queueing a message");
         return 0;
     }
     q->next = NULL;
-    q->span = span;
+    q->msg = seq;
+    q->span = qlen;
+    q->cnt = whole ? 0 : vblk_count(len, l->msg_max);
+    q->next_blk = 0;
     memcpy(q->data, entry, len);
-    memset(q->data + len, 0, span - len);
+    memset(q->data + len, 0, qlen - len);
     if (l->qtail) l->qtail->next = q;
     else l->qhead = q;
     l->qtail = q;
-    return seq;
+    if (!whole) vb_drain_queue(l);
+    return l->down ? 0 : seq;
 }
 
 static void vb_flush(repl_link *l) {
@@ -783,6 +867,7 @@ struct rx_link {
     uint8_t hello[32];      /* the connect request's (unauthenticated) hello */
     int refused;            /* handshake failed: disconnect once the refusal is out */
     int64_t deadline_ms;    /* of the handshake */
+    vblk_asm as;            /* the multi-block entry in reassembly (vblock.h) */
 };
 
 struct rx_pending { uint32_t buf, len; uint64_t uid; };
@@ -964,10 +1049,26 @@ static void rx_process_cq(void) {
     }
 }
 
+/* A block of k's multi-block entry: feed it to the reassembly. 1 when the
+ * entry is complete and checked (it is in k->as.buf, to be landed), 0 when
+ * more blocks are due, -1 when the link broke over it. */
+static int rx_feed_block(struct rx_link *k, const uint8_t *buf, size_t len) {
+    char why[200];
+    int rc = vblk_asm_feed(&k->as, buf, len, VERBS_MSG_MAX, LOG_MAX_ENTRY, k->landed + 1, why,
+                           sizeof(why));
+    if (rc == 1 && vblk_check_entry(&k->as, why, sizeof(why)) != 0) rc = -1;
+    if (rc < 0) {
+        vblk_asm_done(&k->as);
+        rx_break(k, why);
+    }
+    return rc;
+}
+
 /* Copy pending messages into the b-log, in arrival order. Only messages of
  * authenticated links land: a link's first message is its handshake
- * response; what arrives from a refused or vanished link is dropped (none
- * of it was acked). */
+ * response; what arrives from a refused, broken or vanished link is dropped
+ * (none of it was acked). A block (vblock.h) lands nothing until it
+ * completes its entry, which then lands whole, as one message. */
 static int rx_land(void) {
     int landed = 0;
     while (rx.pcount) {
@@ -975,23 +1076,47 @@ static int rx_land(void) {
         uint8_t *buf = rx.ring + (size_t)p->buf * VERBS_MSG_MAX;
         size_t len = p->len > VERBS_MSG_MAX ? VERBS_MSG_MAX : p->len;
         size_t span = log_entry_span(len);
+        const uint8_t *msg = buf;
         struct rx_link *k = p->uid ? rx_find_uid(p->uid) : NULL;
         if (k && (!pauth_done(&k->auth) || k->refused)) {
             if (!k->refused) rx_authenticate(k, buf, len);
             k = NULL;
             len = 0;
-        } else if (!k) {
+        } else if (!k || k->broken) {
+            k = NULL;
+            len = 0;
+        } else if (vblk_asm_complete(&k->as)) {
+            /* completed by this very block on an earlier round that found
+             * the pool full: land it now */
+            msg = k->as.buf;
+            span = log_entry_span(k->as.h.entry_len);
+        } else if (vblk_is_block(buf, len)) {
+            rx.st.blocks++;
+            int rc = rx_feed_block(k, buf, len);
+            if (rc != 1) k = NULL, len = 0;
+            else msg = k->as.buf, span = log_entry_span(k->as.h.entry_len);
+        } else if (k->as.active) {
+            char why[160];
+            snprintf(why, sizeof(why), "an entry arrived while message %llu had %u of %u blocks",
+                     (unsigned long long)k->as.h.msg, k->as.got, k->as.h.cnt);
+            vblk_asm_done(&k->as);
+            rx_break(k, why);
+            k = NULL;
             len = 0;
         }
         if (len > 0) {
-            if (span > len) memset(buf + len, 0, span - len);
-            if (!blog_land(buf, span)) {
+            if (msg == buf && span > len) memset(buf + len, 0, span - len);
+            if (!blog_land(msg, span)) {
                 rx.st.pool_full_waits++;
                 break; /* pool full: keep it (and everything after) for later */
             }
             rx.st.landed++;
             rx.st.landed_bytes += span;
             landed++;
+            if (msg != buf) {
+                rx.st.block_entries++;
+                vblk_asm_done(&k->as);
+            }
         }
         if (k) k->landed++;
         rx.repost[rx.nrepost++] = p->buf;
@@ -1012,6 +1137,7 @@ static void rx_link_free(struct rx_link *k) {
     if (k->id->qp) rdma_destroy_qp(k->id);
     if (k->ack_mr) ibv_dereg_mr(k->ack_mr);
     free(k->ack_buf);
+    vblk_asm_done(&k->as); /* a partial entry never lands */
     rdma_destroy_id(k->id);
     free(k);
     rx.st.links = (uint64_t)rx.nlinks;

@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 /* Largest message (an entry padded to its 64-byte span) one SEND carries:
- * the size of each receive buffer. Larger entries are refused by link_send
- * (the multi-block entries of Rowan-KV §4.2.2 are future work). */
+ * the size of each receive buffer. A larger entry (up to LOG_MAX_ENTRY)
+ * travels as blocks of Rowan-KV §4.2.2 (rdma/vblock.c) and lands whole. */
 #define VERBS_MSG_MAX 4096
 
 /* Listen for senders on bind:port (bind NULL = every address; port 0 = an
@@ -41,6 +41,8 @@ typedef struct verbs_receiver_stats {
     uint64_t landed, landed_bytes; /* messages / span bytes copied into the b-log */
     uint64_t acks_sent;
     uint64_t pool_full_waits;      /* polls that found the b-log full */
+    uint64_t blocks;               /* blocks of multi-block entries received */
+    uint64_t block_entries;        /* ... entries they made, landed */
 } verbs_receiver_stats;
 void verbs_receiver_get_stats(verbs_receiver_stats *out);
 

@@ -412,9 +412,10 @@ static void unblock(bclient *bc) {
 static void timeout_cb(evutil_socket_t fd, short what, void *arg) {
     bclient *bc = arg;
     client *c = bc->c;
+    size_t start = c->out.b.len;
     resp_add_null_array(&c->out);
     unblock(bc);
-    blocking_client_resume(c);
+    blocking_client_answered(c, start);
 }
 
 void blocking_client_freed(client *c) {
@@ -537,10 +538,11 @@ void blocking_run_ready(worker *w) {
         if (!bc) break;
         client *c = bc->c;
         if (forced) {
+            size_t start = c->out.b.len;
             if (forced == 2) resp_add_error(&c->out, "UNBLOCKED client unblocked via CLIENT UNBLOCK");
             else resp_add_null_array(&c->out);
             unblock(bc);
-            blocking_client_resume(c);
+            blocking_client_answered(c, start);
             continue;
         }
         size_t before = c->out.b.len;

@@ -65,5 +65,8 @@ int arg_block_deadline(client *c, int i, int64_t *ms);
 void blocking_client_rerun(client *c);
 /* Process what waits in c's query buffer (client_process_input). */
 void blocking_client_resume(client *c);
+/* c's blocked command was answered outside a call (timeout, CLIENT UNBLOCK)
+ * with the output from `start` on: its reply; then as blocking_client_resume. */
+void blocking_client_answered(client *c, size_t start);
 
 #endif

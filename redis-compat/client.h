@@ -1,7 +1,9 @@
-/* client.h -- a RESP client connection.
+/* client.h -- a client session (session.h): what commands run on.
  *
- * A client belongs to exactly one worker, whose thread alone reads, parses,
- * executes and writes for it. Replies are appended to `out` in command order.
+ * A client belongs to exactly one worker, whose thread alone runs its
+ * commands and delivers its replies. It holds no socket: its transport (TCP
+ * in networking.c, or the native edge) feeds it commands and takes its
+ * output (session.h). Replies are appended to `out` in command order.
  * A reply that depends on versions not yet durable is "held": the bytes are
  * in `out` but `sendable` stops before them until the shard watermarks pass
  * (see src/shard.h). So replies on one connection always leave in order. */
@@ -11,24 +13,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <event2/event.h>
-#include "conn.h"
 #include "resp.h"
 #include "db.h"
+#include "gate.h"
 
 struct worker;
 struct rcommand;
-
-/* A held reply: out bytes from `start` on may not be sent until deps are
- * durable (bytes before it belong to earlier replies and may leave). If the
- * deps are still not durable after replication-timeout, the reply's bytes
- * [start, end) are replaced by an error (a replica did not persist it). */
-typedef struct held_reply {
-    size_t start, end;     /* offsets in out.b (relative to its current start) */
-    int64_t since_us;      /* monotonic time the reply was held */
-    int ndeps;
-    db_dep *deps;          /* malloc'd when ndeps > 1, else NULL */
-    db_dep dep1;           /* the dependency when ndeps == 1 */
-} held_reply;
+struct session_transport;
 
 #define CLIENT_CLOSE_AFTER_REPLY (1 << 0)  /* QUIT, protocol error */
 #define CLIENT_CLOSE_ASAP        (1 << 1)  /* CLIENT KILL, output limit, etc. */
@@ -41,11 +32,28 @@ typedef struct held_reply {
 #define CLIENT_PAUSED            (1 << 8)  /* CLIENT PAUSE holds its next command */
 #define CLIENT_MONITOR           (1 << 9)  /* MONITOR (monitor.c) */
 
+/* Per-reply transports (session.h): where each reply ends in `out`, and the
+ * tag of the command it answers (0: output that is no command's reply). A
+ * mark starts where the one before it ends (the first at `sent`). */
+typedef struct reply_mark {
+    size_t end;            /* offset in out.b, like the gate's */
+    uint64_t tag;
+} reply_mark;
+
+/* A command a per-reply session could not run yet (session_run), copied. */
+typedef struct session_qcmd {
+    uint64_t tag;
+    int argc;
+    const char **argv;     /* one allocation: argv, argvlen, then the bytes */
+    size_t *argvlen;
+    size_t size;
+} session_qcmd;
+
 typedef struct client {
     uint64_t id;
-    conn conn;              /* the socket, plain or TLS (conn.h) */
+    const struct session_transport *tr;  /* its transport (session.h) */
+    void *tctx;             /* the transport's state for it */
     struct worker *w;
-    struct event *ev_read, *ev_write;
     char addr[64];          /* ip:port of the peer */
     char laddr[64];         /* ip:port of our end */
     char *name;             /* CLIENT SETNAME, NULL if none */
@@ -55,19 +63,25 @@ typedef struct client {
     int flags;
     int is_local;           /* connected over loopback or unix socket */
     _Atomic int killed;     /* set by client_kill_async from any thread */
-    /* input */
-    rbuf qbuf;
-    resp_parser parser;
+    /* input: the command running (its argv belongs to the transport) */
+    uint64_t tag;           /* the transport's tag of it (or of the blocked one) */
     int argc;
     const char **argv;
     size_t *argvlen;
     const struct rcommand *cmd, *lastcmd;
     /* output */
     resp_out out;
-    size_t sent;            /* bytes of out.b already written */
+    size_t sent;            /* bytes of out.b already handed to the transport */
     time_t obuf_soft_since; /* output over its soft limit since (0: it is not) */
-    held_reply *held;       /* FIFO of held replies */
-    int nheld, capheld, headheld;
+    gate held;              /* held replies: byte ranges of out.b (src/gate.h) */
+    /* per-reply transports only (tr->reply): reply boundaries, and the
+     * commands waiting to run (FIFOs; see session.h) */
+    reply_mark *marks;
+    int nmarks, capmarks, headmarks;
+    session_qcmd *inq;
+    int ninq, capinq, headinq;
+    size_t inq_bytes;
+    struct event *ev_input; /* runs inq from the worker's loop (session_wake_input) */
     db_ctx x;
     /* cluster fencing (member.h): the lease epoch the last command ran
      * under, and whether the lease was valid then */
@@ -80,7 +94,6 @@ typedef struct client {
     _Atomic size_t mem;     /* buffer bytes counted in server.clients_mem */
     _Atomic int no_evict;   /* CLIENT NO-EVICT on: maxmemory-clients spares it */
     size_t evicting;        /* registry lock: mem counted as being evicted */
-    const struct rcommand *refused; /* the command refused at an argument header */
     struct client *prev, *next;   /* worker's client list */
     /* transactions and pub/sub: private to multi.c / pubsub.c, NULL when unused */
     struct multi_state *mstate;
@@ -92,6 +105,10 @@ typedef struct client {
     struct coldread_req *cold;
     int cold_ready;
 } client;
+
+/* Run the commands c could not run yet, soon, on its worker (any thread):
+ * CLIENT UNPAUSE, the end of a pause. */
+void session_wake_input(client *c);
 
 /* Iterate over every client of every worker (takes the global client lock;
  * fn must not block or free clients). */

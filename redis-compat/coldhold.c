@@ -47,8 +47,9 @@ static int gather_keys(void *arg, const struct rcommand *cmd, int argc, const ch
  * one per command. Parsed with a parser of its own (c's keeps its state);
  * stops at what changes how keys resolve (SELECT, MULTI...). Reading a
  * page that is not used after all costs nothing but the read. */
-static void gather_ahead(struct gather *g, const char *buf, size_t len) {
-    resp_limits lim = g->c->parser.lim;
+static void gather_ahead(struct gather *g, const resp_limits *limits, const char *buf,
+                         size_t len) {
+    resp_limits lim = *limits;
     lim.arg_check = NULL;
     resp_parser p;
     resp_parser_init(&p, &lim);
@@ -75,7 +76,7 @@ static void resume(void *owner) {
     blocking_client_resume(c);   /* parses and runs c's pending input */
 }
 
-int client_cold_holds(client *c, const char *rest, size_t restlen) {
+int client_cold_holds(client *c, const resp_limits *lim, const char *rest, size_t restlen) {
     if (c->cold) return 1;   /* still reading */
     if (c->cold_ready) {     /* this command's pages were just read */
         c->cold_ready = 0;
@@ -93,7 +94,7 @@ int client_cold_holds(client *c, const char *rest, size_t restlen) {
         gather_keys(&g, cmd, c->argc, c->argv, c->argvlen);
     coldread_checked(c->w, g.r != NULL);
     if (!g.r) return 0;
-    if (!multi_active(c)) gather_ahead(&g, rest, restlen);
+    if (!multi_active(c)) gather_ahead(&g, lim, rest, restlen);
     c->cold = g.r;
     coldread_submit(g.r, resume);
     return 1;

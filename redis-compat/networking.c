@@ -1,4 +1,11 @@
-/* networking.c -- RESP connections: accept, read, parse, dispatch, reply.
+/* networking.c -- sessions (session.h) and RESP over TCP, their first
+ * transport: accept, read, parse, dispatch, reply.
+ *
+ * A session (client) is transport-free: dispatch, the reply gate, output
+ * limits and the registry below work on it alone, and the transport only
+ * feeds commands in (session_run) and takes output out (tr->write for a byte
+ * stream, tr->reply per reply and tag). TCP is the tcp_conn part ("TCP
+ * transport" below): the socket, the query buffer and the RESP parser.
  *
  * A client belongs to the worker that accepted it. Reading parses every
  * complete command in the query buffer and executes it at once (pipelining);
@@ -11,15 +18,16 @@
  * then the shard locks of every key the command names, taken in ascending
  * shard order (so two workers can never deadlock), then the command, then the
  * reply gate: the (shard, version) pairs the command depended on that are not
- * durable yet become a held_reply marking where the reply ends.
+ * durable yet become a held reply (src/gate.h, the core's durability gate:
+ * byte ranges of c->out and their dependencies) marking where it ends.
  *
  * The global client registry (a list per worker, guarded by one mutex) exists
  * for CLIENT LIST / CLIENT KILL, which look at other workers' clients. Only
  * the owning worker frees a client, and it does so under that mutex.
  *
  * Memory per client is bounded four ways (see "limits" below):
- *   - an argument no write could store is refused at its bulk header and
- *     never buffered (refuse_big_arg);
+ *   - an argument a write could not store (the pool has no room for it)
+ *     is refused at its bulk header and never buffered (refuse_big_arg);
  *   - output limits: every command and pub/sub delivery runs with
  *     c->out.limit set (client_out_prepare), so resp.c drops what would pass
  *     the hard limit, then client_out_check applies Redis's hard/soft rules
@@ -41,6 +49,8 @@
 #include <fcntl.h>
 #include <time.h>
 #include "networking.h"
+#include "session.h"
+#include "conn.h"
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
@@ -81,10 +91,25 @@ static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Buffer bytes of clients marked for eviction and not yet freed. */
 static _Atomic long long clients_evicting;
 
+/* RESP over TCP: the connection part of a TCP client (its session is c). */
+typedef struct tcp_conn {
+    client *c;
+    conn conn;              /* the socket, plain or TLS (conn.h) */
+    struct event *ev_read, *ev_write;
+    rbuf qbuf;
+    resp_parser parser;
+    const struct rcommand *refused; /* the command refused at an argument header */
+} tcp_conn;
+
+static const session_transport tcp_transport;
+
 static void client_free(client *c);
 static void client_mem_update(client *c);
 static void read_cb(evutil_socket_t fd, short what, void *arg);
 static void write_cb(evutil_socket_t fd, short what, void *arg);
+static void client_call(client *c);
+static void session_drain(client *c);
+static void close_soon(client *c);
 
 /* ---------------- registry ---------------- */
 
@@ -156,7 +181,8 @@ static void client_flags(const client *c, char *buf) {
 void client_info_line(client *c, rbuf *out) {
     char line[1024], flags[16], user[128];
     time_t now = time(NULL);
-    size_t argv_mem = resp_parser_mem(&c->parser);   /* arrays the parser keeps */
+    session_conn_stats st = {.fd = -1};   /* the transport's buffers */
+    if (c->tr->stats) c->tr->stats(c->tctx, &st);
     client_flags(c, flags);
     acl_client_username(c, user, sizeof(user));
     int n = snprintf(line, sizeof(line),
@@ -164,10 +190,10 @@ void client_info_line(client *c, rbuf *out) {
         "ssub=0 multi=%d qbuf=%zu qbuf-free=%zu argv-mem=%zu multi-mem=0 rbs=%zu rbp=0 obl=0 "
         "oll=0 omem=%zu tot-mem=%zu events=r cmd=%s user=%s redir=%lld resp=%d lib-name=%s "
         "lib-ver=%s",
-        (unsigned long long)c->id, c->addr, c->laddr, c->conn.fd, c->name ? c->name : "",
+        (unsigned long long)c->id, c->addr, c->laddr, st.fd, c->name ? c->name : "",
         (long long)(now - c->ctime), (long long)(now - c->last_interaction), flags, c->db,
         pubsub_channel_count(c), pubsub_pattern_count(c), multi_queued(c),
-        c->qbuf.len, c->qbuf.cap - c->qbuf.len, argv_mem, c->qbuf.cap, c->out.b.len - c->sent,
+        st.qbuf, st.qbuf_free, st.argv_mem, st.qbuf + st.qbuf_free, c->out.b.len - c->sent,
         atomic_load(&c->mem),
         c->lastcmd ? c->lastcmd->name : "NULL", user, tracking_list_redir(c), c->out.proto,
         c->lib_name, c->lib_ver);
@@ -223,43 +249,77 @@ static const char *protected_msg =
 
 static int no_password(void) { return acl_default_nopass(); }
 
-/* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN: no write
- * can store it, so a command that stores its arguments (CMD_DENYOOM: SET,
- * APPEND, HSET, SADD...) is refused at the argument's header and its bytes
- * are dropped as they arrive instead of being buffered only to be refused
- * (a 400 MB SET costs no memory). A client that still has to authenticate
- * is answered NOAUTH the same way (one that must give a password never gets
- * here: the parser's unauthenticated limit stops it at 16384 bytes). Every
- * other command (PUBLISH, ECHO, lookups) takes the argument, as Redis does,
- * up to proto-max-bulk-len. A value that a single-key write logs in pieces
- * (src/bigval.h: SET, APPEND, HSET, SADD, RPUSH, ZADD... outside MULTI) is
- * taken when the pool has room for it, and refused at the header with -OOM
- * when it has not. */
-static int takes_big_value(const char *name) {
-    static const char *const names[] = {
-        "set", "setex", "psetex", "setnx", "getset", "append", "setrange", "hset", "hsetnx",
-        "hmset", "sadd", "lpush", "rpush", "lpushx", "rpushx", "lset", "linsert", "zadd",
-        "restore"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (!strcasecmp(name, names[i])) return 1;
-    return 0;
-}
-
+/* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN (one log
+ * entry): a write logs such a value in pieces (src/bigval.h), in any
+ * command, alone or in a batch (MULTI/EXEC, MSET, scripts), so a command
+ * that stores its arguments (CMD_DENYOOM: SET, APPEND, HSET, MSET...)
+ * takes it when the pool has room for it, and is refused at the header
+ * with -OOM when it has not: its bytes are then dropped as they arrive
+ * instead of being buffered only to be refused (a 400 MB SET into a small
+ * pool costs no memory). Its first key that long is refused the same way:
+ * no key that long can be logged. A client that still has to authenticate
+ * is answered NOAUTH the same way (one that must give a password never
+ * gets here: the parser's unauthenticated limit stops it at 16384 bytes).
+ * Every other command (PUBLISH, ECHO, lookups) takes the argument, as
+ * Redis does, up to proto-max-bulk-len. */
 static const char *refuse_big_arg(void *ctx, const char *name, size_t nlen) {
-    client *c = ctx;
+    tcp_conn *t = ctx;
+    client *c = t->c;
     const struct rcommand *cmd = command_lookup(name, nlen);
     if (!cmd) return NULL;
-    c->refused = cmd;
+    t->refused = cmd;
     if (!c->authenticated && !(cmd->flags & CMD_NOAUTH) && !no_password()) return ERR_NOAUTH;
     if (cmd->flags & CMD_DENYOOM) {
-        const resp_parser *p = &c->parser;
-        if (!takes_big_value(cmd->name) || multi_active(c) || p->argc < 2)
-            return db_too_big_error;
-        const char *why = db_check_string(&c->x, p->argvlen[1], (uint64_t)p->bulk_len);
+        const resp_parser *p = &t->parser;
+        if (cmd->firstkey > 0 && p->argc == cmd->firstkey) return db_key_too_big_error;
+        size_t klen = cmd->firstkey > 0 && p->argc > cmd->firstkey ? p->argvlen[cmd->firstkey] : 0;
+        const char *why = db_check_string(&c->x, klen, (uint64_t)p->bulk_len);
         if (why) return why;
     }
-    c->refused = NULL;
+    t->refused = NULL;
     return NULL;
+}
+
+/* A session with no commands yet, not registered (session_register makes
+ * it visible to CLIENT LIST once its transport is set up). */
+static client *session_setup(worker *w, const session_transport *t, void *tctx, const char *addr) {
+    client *c = calloc(1, sizeof(*c));
+    c->id = atomic_fetch_add(&server.next_client_id, 1) + 1;
+    c->tr = t;
+    c->tctx = tctx;
+    c->w = w;
+    snprintf(c->addr, sizeof(c->addr), "%s", addr ? addr : "");
+    acl_client_init(c);  /* acl: the default user; authenticated if it takes no password */
+    c->ctime = c->last_interaction = time(NULL);
+    resp_out_init(&c->out, 2);
+    db_ctx_init(&c->x, w, w->id);
+    return c;
+}
+
+static void session_register(client *c) {
+    atomic_fetch_add(&server.connected_clients, 1);
+    atomic_fetch_add(&server.stat.numconnections, 1);
+    registry_add(c->w, c);
+    client_mem_update(c);
+}
+
+static void input_cb(evutil_socket_t fd, short what, void *arg) {
+    client *c = arg;
+    (void)fd;
+    if (atomic_load(&c->killed)) return;   /* freed at the end of this round */
+    session_drain(c);
+}
+
+client *session_open(worker *w, const session_transport *t, void *tctx, const char *addr) {
+    if (atomic_load(&server.connected_clients) >= server.cfg.maxclients) {
+        atomic_fetch_add(&server.stat.rejected_conn, 1);
+        return NULL;
+    }
+    client *c = session_setup(w, t, tctx, addr);
+    /* a transport without an input buffer of its own: the session queues */
+    if (!t->input) c->ev_input = event_new(w->base, -1, 0, input_cb, c);
+    session_register(c);
+    return c;
 }
 
 void client_accept(worker *w, int fd, int tls, struct sockaddr *sa, int salen) {
@@ -284,34 +344,28 @@ void client_accept(worker *w, int fd, int tls, struct sockaddr *sa, int salen) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (server.cfg.tcp_keepalive > 0) setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 
-    client *c = calloc(1, sizeof(*c));
-    c->id = atomic_fetch_add(&server.next_client_id, 1) + 1;
-    c->conn = cn;
-    c->w = w;
+    tcp_conn *t = calloc(1, sizeof(*t));
+    t->conn = cn;
+    rbuf_init(&t->qbuf);
+    char addr[64];
+    sockaddr_string(sa, addr, sizeof(addr));
+    client *c = session_setup(w, &tcp_transport, t, addr);
+    t->c = c;
     c->is_local = is_loopback(sa);
-    sockaddr_string(sa, c->addr, sizeof(c->addr));
     struct sockaddr_storage ls;
     socklen_t lslen = sizeof(ls);
     if (getsockname(fd, (struct sockaddr *)&ls, &lslen) == 0)
         sockaddr_string((struct sockaddr *)&ls, c->laddr, sizeof(c->laddr));
-    acl_client_init(c);  /* acl: the default user; authenticated if it takes no password */
-    c->ctime = c->last_interaction = time(NULL);
-    rbuf_init(&c->qbuf);
-    resp_out_init(&c->out, 2);
     resp_limits lim = {
         .max_bulk_len = server.cfg.proto_max_bulk_len, .max_multibulk = 1024 * 1024,
         .max_inline = 64 * 1024, .max_arg = DB_MAX_ARG_LEN, .arg_check = refuse_big_arg,
-        .arg_check_ctx = c, .unauthenticated = !c->authenticated,
+        .arg_check_ctx = t, .unauthenticated = !c->authenticated,
     };
-    resp_parser_init(&c->parser, &lim);
-    db_ctx_init(&c->x, w, w->id);
-    c->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, read_cb, c);
-    c->ev_write = event_new(w->base, fd, EV_WRITE, write_cb, c);
-    event_add(c->ev_read, NULL);
-    atomic_fetch_add(&server.connected_clients, 1);
-    atomic_fetch_add(&server.stat.numconnections, 1);
-    registry_add(w, c);
-    client_mem_update(c);
+    resp_parser_init(&t->parser, &lim);
+    t->ev_read = event_new(w->base, fd, EV_READ | EV_PERSIST, read_cb, t);
+    t->ev_write = event_new(w->base, fd, EV_WRITE, write_cb, t);
+    event_add(t->ev_read, NULL);
+    session_register(c);
 }
 
 /* ---------------- dispatch ---------------- */
@@ -383,75 +437,11 @@ static int command_shards(client *c, uint16_t *stack, int stackn, uint16_t **out
     return shard_ids_normalize(ids, nk);
 }
 
-static void held_push(client *c, size_t start, size_t end, const db_dep *deps, int n) {
-    if (c->nheld + c->headheld == c->capheld) {
-        if (c->headheld) {
-            memmove(c->held, c->held + c->headheld, sizeof(held_reply) * (size_t)c->nheld);
-            c->headheld = 0;
-        } else {
-            c->capheld = c->capheld ? c->capheld * 2 : 16;
-            c->held = realloc(c->held, sizeof(held_reply) * (size_t)c->capheld);
-        }
-    }
-    held_reply *h = &c->held[c->headheld + c->nheld++];
-    h->start = start;
-    h->end = end;
-    h->since_us = monotonic_us();
-    h->ndeps = n;
-    h->dep1 = deps[0];
-    h->deps = NULL;
-    if (n > 1) {
-        h->deps = malloc(sizeof(db_dep) * (size_t)n);
-        memcpy(h->deps, deps, sizeof(db_dep) * (size_t)n);
-    }
-}
-
-/* The common single dependency lives inline; never store a pointer to it,
- * since the FIFO array moves when it grows. */
-static const db_dep *held_deps(const held_reply *h) { return h->ndeps > 1 ? h->deps : &h->dep1; }
-
-static void held_pop(client *c) {
-    held_reply *h = &c->held[c->headheld];
-    free(h->deps);
-    c->headheld++;
-    if (--c->nheld == 0) c->headheld = 0;
-}
-
 /* CLIENT REPLY OFF / SKIP: cut the reply that started at reply_start off,
  * with the holds of it (nothing of it will be sent to wait for). */
 static void drop_reply(client *c, size_t reply_start) {
-    while (c->nheld && c->held[c->headheld + c->nheld - 1].start >= reply_start) {
-        free(c->held[c->headheld + c->nheld - 1].deps);
-        if (--c->nheld == 0) c->headheld = 0;
-    }
+    gate_truncate(&c->held, reply_start);
     c->out.b.len = reply_start;
-}
-
-/* Where a held reply stands: BROKEN when a shard it depends on changed
- * hands meanwhile (db_dep_broken: it must never be sent), else DURABLE
- * once every dependency is, else WAITING. */
-enum { HELD_WAITING, HELD_DURABLE, HELD_BROKEN };
-static int held_state(const held_reply *h) {
-    const db_dep *d = held_deps(h);
-    int durable = 1;
-    for (int i = 0; i < h->ndeps; i++) {
-        if (db_dep_broken(&d[i])) return HELD_BROKEN;
-        if (durable && !db_dep_durable(&d[i])) durable = 0;
-    }
-    return durable ? HELD_DURABLE : HELD_WAITING;
-}
-
-/* After a command: hold its reply if it depends on versions not durable yet.
- * A held reply also holds every later one (order), so later replies need no
- * entry of their own unless they have their own dependencies. */
-static void gate_reply(client *c, size_t reply_start) {
-    db_ctx *x = &c->x;
-    int n = 0;
-    for (int i = 0; i < x->ndeps; i++)
-        if (!db_dep_durable(&x->deps[i])) x->deps[n++] = x->deps[i];
-    if (n == 0) return;
-    held_push(c, reply_start, c->out.b.len, x->deps, n);
-    atomic_fetch_add(&server.stat.held_replies, 1);
 }
 
 static int check_command(client *c) {
@@ -496,7 +486,7 @@ static int allowed_while_loading(client *c) {
  * member.h), so the connection closes instead: their outcome is unknown
  * to the client, as after a crash. */
 static int lease_stale(const client *c) {
-    return c->lease_valid_exec && (c->nheld || c->sent < c->out.b.len) && cluster_managed() &&
+    return c->lease_valid_exec && (gate_held(&c->held) || c->sent < c->out.b.len) && cluster_managed() &&
            (c->lease_epoch != member_lease_epoch() || !member_lease_valid());
 }
 
@@ -605,7 +595,8 @@ static void call_command(client *c) {
     /* blocking: wake clients waiting on keys this command pushed to. */
     blocking_flush_signals();
     c->x.hint_key = NULL;
-    gate_reply(c, reply_start);
+    /* the durability gate: hold the reply while what it depends on is not durable */
+    gate_after_command(&c->held, &c->x, reply_start, c->out.b.len);
     c->tot_cmds++;
     int failed = c->out.b.len > reply_start && c->out.b.buf[reply_start] == '-';
     worker_count_command(c->w, row, dt, failed);
@@ -616,29 +607,58 @@ static void call_command(client *c) {
 /* The parser's limits as of now: CONFIG SET proto-max-bulk-len applies to
  * open connections too, and AUTH lifts the unauthenticated ones, as in
  * Redis. */
-static void parser_limits(client *c) {
-    c->parser.lim.max_bulk_len =
+static void parser_limits(tcp_conn *t) {
+    t->parser.lim.max_bulk_len =
         __atomic_load_n(&server.cfg.proto_max_bulk_len, __ATOMIC_RELAXED);
-    c->parser.lim.unauthenticated = !c->authenticated && !no_password();
+    t->parser.lim.unauthenticated = !t->c->authenticated && !no_password();
 }
 
-/* One command, within c's output limits. */
+/* Per-reply transports: the reply of the command tagged `tag` is out.b from
+ * start to its end now. Output before start that no mark covers yet is no
+ * command's reply (a pub/sub message...): it gets a mark of its own, tag 0.
+ * Marks move with the bytes as held replies do (compact_output, held_expire). */
+static void mark_push(client *c, uint64_t tag, size_t end) {
+    if (c->nmarks + c->headmarks == c->capmarks) {
+        if (c->headmarks) {
+            memmove(c->marks, c->marks + c->headmarks, sizeof(reply_mark) * (size_t)c->nmarks);
+            c->headmarks = 0;
+        } else {
+            c->capmarks = c->capmarks ? c->capmarks * 2 : 16;
+            c->marks = realloc(c->marks, sizeof(reply_mark) * (size_t)c->capmarks);
+        }
+    }
+    c->marks[c->headmarks + c->nmarks++] = (reply_mark){.end = end, .tag = tag};
+}
+
+static void session_mark_reply(client *c, uint64_t tag, size_t start) {
+    if (!c->tr->reply) return;
+    size_t marked = c->nmarks ? c->marks[c->headmarks + c->nmarks - 1].end : c->sent;
+    if (start > marked) mark_push(c, 0, start);
+    mark_push(c, tag, c->out.b.len);
+}
+
+/* One command, within c's output limits. A command that blocked (BLPOP...)
+ * has no reply yet: it gets its mark when it is served (client_call again,
+ * from blocking.c) or answered (blocking_client_answered). */
 static void client_call(client *c) {
     client_out_prepare(c);
     size_t reply_start = c->out.b.len;
     call_command(c);
     if (client_reply_dropped(c)) drop_reply(c, reply_start);   /* client: CLIENT REPLY */
+    if (c->tr->reply && (c->out.b.len != reply_start || !blocking_is_blocked(c)))
+        session_mark_reply(c, c->tag, reply_start);
     client_out_check(c);
 }
 
 /* A command refused at an argument header (refuse_big_arg): its bytes are
  * gone, it gets its error like any rejected command (and, inside MULTI,
  * makes EXEC fail as Redis does for commands refused while queueing). */
-static void reply_refused(client *c) {
+static void reply_refused(tcp_conn *t) {
+    client *c = t->c;
     client_out_prepare(c);
-    resp_add_error(&c->out, c->parser.refusal);
-    if (c->refused) atomic_fetch_add(&((struct rcommand *)c->refused)->rejected_calls, 1);
-    c->refused = NULL;
+    resp_add_error(&c->out, t->parser.refusal);
+    if (t->refused) atomic_fetch_add(&((struct rcommand *)t->refused)->rejected_calls, 1);
+    t->refused = NULL;
     multi_flag_error(c);
     client_out_check(c);
 }
@@ -649,11 +669,32 @@ static int closing(const client *c) {
     return (c->flags & (CLIENT_CLOSE_AFTER_REPLY | CLIENT_CLOSE_ASAP)) || atomic_load(&c->killed);
 }
 
+void session_wake_input(client *c) {
+    if (c->tr->resume) c->tr->resume(c->tctx);
+    else event_active(c->ev_input, EV_READ, 0);
+}
+
 /* c took enough of its output: run the commands back-pressure left, from
- * the read event (as if its socket had more), not from before_sleep. */
+ * the input event (as if its socket had more), not from before_sleep. */
 static void resume_commands(client *c) {
-    if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c))
-        event_active(c->ev_read, EV_READ, 0);
+    if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c)) session_wake_input(c);
+}
+
+/* After running input: commands left waiting, output to deliver. */
+static void session_after_input(client *c, int left) {
+    c->argc = 0;
+    c->flags &= ~CLIENT_INPUT_LEFT;
+    if (left && !closing(c)) c->flags |= CLIENT_INPUT_LEFT;
+    else if (c->flags & CLIENT_INPUT_EOF) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
+    if (c->out.b.len > c->sent || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)))
+        worker_add_pending(c->w, c);
+    client_mem_update(c);
+}
+
+/* Can c run a command now? Not while closing, blocked (blocking: until it
+ * is served) or holding OUT_BACKPRESSURE of output. */
+static int session_ready(const client *c) {
+    return !closing(c) && !blocking_is_blocked(c) && !out_backlogged(c);
 }
 
 /* Execute every complete command in the query buffer, until c's unsent
@@ -668,71 +709,160 @@ static void resume_commands(client *c) {
  * left is at most one partial command, at offset 0, with room reserved for
  * the rest of a large bulk being received. */
 static void client_process_input(client *c) {
+    tcp_conn *t = c->tctx;
     size_t pos = 0, need = 0;
-    /* blocking: a blocked client executes nothing until it is served. */
-    while (pos < c->qbuf.len && !closing(c) && !blocking_is_blocked(c) && !out_backlogged(c)) {
+    while (pos < t->qbuf.len && session_ready(c)) {
         size_t used = 0;
-        parser_limits(c);
-        int r = resp_parse(&c->parser, c->qbuf.buf + pos, c->qbuf.len - pos, &used, &need);
+        parser_limits(t);
+        int r = resp_parse(&t->parser, t->qbuf.buf + pos, t->qbuf.len - pos, &used, &need);
         pos += used;
         if (r == RESP_INCOMPLETE) break;
         need = 0;
         if (r == RESP_DROPPED) continue;   /* bytes of a refused command */
         if (r == RESP_REFUSED) {
-            reply_refused(c);
+            reply_refused(t);
             continue;
         }
         if (r == RESP_ERROR) {
-            resp_add_errorf(&c->out, "ERR %s", c->parser.err);
+            resp_add_errorf(&c->out, "ERR %s", t->parser.err);
             c->flags |= CLIENT_CLOSE_AFTER_REPLY;
             serverLog(LL_VERBOSE, "Protocol error (%s) from client: id=%llu addr=%s",
-                      c->parser.err, (unsigned long long)c->id, c->addr);
+                      t->parser.err, (unsigned long long)c->id, c->addr);
             break;
         }
-        if (c->parser.argc == 0) continue;
-        c->argc = c->parser.argc;
-        c->argv = c->parser.argv;
-        c->argvlen = c->parser.argvlen;
+        if (t->parser.argc == 0) continue;
+        c->argc = t->parser.argc;
+        c->argv = t->parser.argv;
+        c->argvlen = t->parser.argvlen;
         /* client: CLIENT PAUSE; coldhold: its keys' pages are being read.
          * Parsed again later. */
         if (client_pause_holds(c) ||
-            client_cold_holds(c, c->qbuf.buf + pos, c->qbuf.len - pos)) {
+            client_cold_holds(c, &t->parser.lim, t->qbuf.buf + pos, t->qbuf.len - pos)) {
             pos -= used;
             break;
         }
         client_call(c);
     }
+    if (pos) rbuf_consume(&t->qbuf, pos);
+    if (need) rbuf_reserve(&t->qbuf, need);
+    session_after_input(c, (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold) &&
+                           t->qbuf.len);
+}
+
+/* ---------------- per-reply sessions: the command queue ---------------- */
+
+/* A per-reply transport has no input buffer: a command c cannot run yet
+ * waits in c->inq, copied, bounded like a query buffer
+ * (client-query-buffer-limit). */
+static void inq_push(client *c, uint64_t tag, int argc, const char *const *argv,
+                     const size_t *argvlen) {
+    size_t bytes = 0;
+    for (int i = 0; i < argc; i++) bytes += argvlen[i];
+    size_t size = (size_t)argc * (sizeof(char *) + sizeof(size_t)) + bytes;
+    char *mem = malloc(size ? size : 1);
+    session_qcmd q = {.tag = tag, .argc = argc, .size = size};
+    q.argv = (const char **)mem;
+    q.argvlen = (size_t *)(mem + (size_t)argc * sizeof(char *));
+    char *p = mem + (size_t)argc * (sizeof(char *) + sizeof(size_t));
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], argvlen[i]);
+        q.argv[i] = p;
+        q.argvlen[i] = argvlen[i];
+        p += argvlen[i];
+    }
+    if (c->ninq + c->headinq == c->capinq) {
+        if (c->headinq) {
+            memmove(c->inq, c->inq + c->headinq, sizeof(session_qcmd) * (size_t)c->ninq);
+            c->headinq = 0;
+        } else {
+            c->capinq = c->capinq ? c->capinq * 2 : 16;
+            c->inq = realloc(c->inq, sizeof(session_qcmd) * (size_t)c->capinq);
+        }
+    }
+    c->inq[c->headinq + c->ninq++] = q;
+    c->inq_bytes += size;
+}
+
+static void inq_pop(client *c) {
+    session_qcmd *q = &c->inq[c->headinq];
+    c->inq_bytes -= q->size;
+    free(q->argv);
+    c->headinq++;
+    if (--c->ninq == 0) c->headinq = 0;
+}
+
+/* Run one command of a per-reply session now; 0 if CLIENT PAUSE holds it. */
+static int session_run_now(client *c, uint64_t tag, int argc, const char *const *argv,
+                           const size_t *argvlen) {
+    c->argc = argc;
+    c->argv = (const char **)argv;
+    c->argvlen = (size_t *)argvlen;
+    if (client_pause_holds(c)) {   /* client: CLIENT PAUSE; run when it ends */
+        c->argc = 0;
+        return 0;
+    }
+    c->tag = tag;
+    c->last_interaction = time(NULL);
+    client_call(c);
     c->argc = 0;
-    if (pos) rbuf_consume(&c->qbuf, pos);
-    if (need) rbuf_reserve(&c->qbuf, need);
-    c->flags &= ~CLIENT_INPUT_LEFT;
-    if ((out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold) && !closing(c) && c->qbuf.len)
-        c->flags |= CLIENT_INPUT_LEFT;
-    else if (c->flags & CLIENT_INPUT_EOF) c->flags |= CLIENT_CLOSE_AFTER_REPLY;
-    if (c->out.b.len > c->sent || (c->flags & (CLIENT_CLOSE_ASAP | CLIENT_CLOSE_AFTER_REPLY)))
-        worker_add_pending(c->w, c);
-    client_mem_update(c);
+    return 1;
+}
+
+/* The queued commands c can run now, in order. */
+static void session_drain(client *c) {
+    while (c->ninq && session_ready(c)) {
+        session_qcmd *q = &c->inq[c->headinq];
+        if (!session_run_now(c, q->tag, q->argc, q->argv, q->argvlen)) break;
+        inq_pop(c);
+    }
+    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED)));
+}
+
+void session_run(client *c, uint64_t tag, int argc, const char *const *argv,
+                 const size_t *argvlen) {
+    if (atomic_load(&c->killed) || argc <= 0) return;
+    if (c->ninq || !session_ready(c) || !session_run_now(c, tag, argc, argv, argvlen)) {
+        inq_push(c, tag, argc, argv, argvlen);
+        if ((long long)c->inq_bytes > server.cfg.client_query_buffer_limit) {
+            serverLog(LL_WARNING, "Closing client that reached max query buffer length: "
+                      "id=%llu addr=%s qbuf=%zu", (unsigned long long)c->id, c->addr,
+                      c->inq_bytes);
+            atomic_fetch_add(&server.stat.qbuf_limit_disconnections, 1);
+            close_soon(c);
+        }
+    }
+    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED)));
 }
 
 /* blocking: entry points for blocking.c (re-run a blocked client's command,
- * then go on with its pending input once it is unblocked). */
+ * then go on with its pending input once it is unblocked). A blocked
+ * command answered outside a call (timeout, CLIENT UNBLOCK) appended its
+ * reply from `start`: for a per-reply transport, that is its tag's reply. */
 void blocking_client_rerun(client *c) { client_call(c); }
-void blocking_client_resume(client *c) { client_process_input(c); }
+void blocking_client_resume(client *c) {
+    if (c->tr->input) c->tr->input(c->tctx);
+    else session_drain(c);
+}
+void blocking_client_answered(client *c, size_t start) {
+    session_mark_reply(c, c->tag, start);
+    blocking_client_resume(c);
+}
 
 static void read_cb(evutil_socket_t fd, short what, void *arg) {
-    client *c = arg;
+    tcp_conn *t = arg;
+    client *c = t->c;
     (void)fd;
     if (atomic_load(&c->killed)) return;   /* freed at the end of this round */
     /* TLS: a write that waited for the socket to be readable goes on. */
-    if (c->conn.want & CONN_WRITE_WANTS_READ) worker_add_pending(c->w, c);
+    if (t->conn.want & CONN_WRITE_WANTS_READ) worker_add_pending(c->w, c);
     /* Commands back-pressure left run first (resume_commands woke us). */
     if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c)) client_process_input(c);
     if (c->flags & CLIENT_INPUT_EOF) return;
-    rbuf_reserve(&c->qbuf, READ_CHUNK);
-    ssize_t n = conn_read(&c->conn, c->qbuf.buf + c->qbuf.len, c->qbuf.cap - c->qbuf.len);
+    rbuf_reserve(&t->qbuf, READ_CHUNK);
+    ssize_t n = conn_read(&t->conn, t->qbuf.buf + t->qbuf.len, t->qbuf.cap - t->qbuf.len);
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-            if (c->conn.want & CONN_READ_WANTS_WRITE) event_add(c->ev_write, NULL);
+            if (t->conn.want & CONN_READ_WANTS_WRITE) event_add(t->ev_write, NULL);
             return;
         }
         if (n == 0 && (c->flags & CLIENT_INPUT_LEFT)) {
@@ -740,62 +870,75 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
              * before reading its replies: the commands it sent still run,
              * then it is closed after their replies. */
             c->flags |= CLIENT_INPUT_EOF;
-            event_del(c->ev_read);
+            event_del(t->ev_read);
             return;
         }
         client_free(c);
         return;
     }
-    c->qbuf.len += (size_t)n;
+    t->qbuf.len += (size_t)n;
     c->last_interaction = time(NULL);
     atomic_fetch_add(&server.stat.net_input_bytes, n);
-    if ((long long)c->qbuf.len > server.cfg.client_query_buffer_limit) {
+    if ((long long)t->qbuf.len > server.cfg.client_query_buffer_limit) {
         serverLog(LL_WARNING, "Closing client that reached max query buffer length: id=%llu addr=%s "
-                  "qbuf=%zu", (unsigned long long)c->id, c->addr, c->qbuf.len);
+                  "qbuf=%zu", (unsigned long long)c->id, c->addr, t->qbuf.len);
         atomic_fetch_add(&server.stat.qbuf_limit_disconnections, 1);
         client_free(c);
         return;
     }
     /* TLS: bytes already decrypted wait in OpenSSL, not on the socket, so
      * no read event would come for them: read again in the next round. */
-    if (conn_pending(&c->conn) > 0) event_active(c->ev_read, EV_READ, 0);
+    if (conn_pending(&t->conn) > 0) event_active(t->ev_read, EV_READ, 0);
     client_process_input(c);
 }
 
 /* ---------------- output ---------------- */
 
 static size_t sendable_end(const client *c) {
-    return c->nheld ? c->held[c->headheld].start : c->out.b.len;
+    return gate_sendable_end(&c->held, c->out.b.len);
 }
 
 static void compact_output(client *c) {
-    if (c->sent == c->out.b.len && c->nheld == 0) {
+    if (c->sent == c->out.b.len && !gate_held(&c->held)) {
         c->out.b.len = c->sent = 0;
         return;
     }
     if (c->sent < OUT_COMPACT) return;
     rbuf_consume(&c->out.b, c->sent);
-    for (int i = 0; i < c->nheld; i++) {
-        c->held[c->headheld + i].start -= c->sent;
-        c->held[c->headheld + i].end -= c->sent;
-    }
+    gate_shift(&c->held, c->sent);
+    for (int i = 0; i < c->nmarks; i++) c->marks[c->headmarks + i].end -= c->sent;
     c->sent = 0;
 }
 
-/* Write what may leave; -1 on a dead socket. */
+/* Per-reply transports: hand over every reply that ends by `end`, each with
+ * its tag; then, once no reply is pending, what follows (tag 0: messages). */
+static void deliver_replies(client *c, size_t end) {
+    while (c->nmarks && c->marks[c->headmarks].end <= end) {
+        reply_mark m = c->marks[c->headmarks];
+        c->headmarks++;
+        if (--c->nmarks == 0) c->headmarks = 0;
+        c->tr->reply(c->tctx, m.tag, c->out.b.buf + c->sent, m.end - c->sent);
+        atomic_fetch_add(&server.stat.net_output_bytes, (long long)(m.end - c->sent));
+        c->sent = m.end;
+    }
+    if (!c->nmarks && c->sent < end) {
+        c->tr->reply(c->tctx, 0, c->out.b.buf + c->sent, end - c->sent);
+        atomic_fetch_add(&server.stat.net_output_bytes, (long long)(end - c->sent));
+        c->sent = end;
+    }
+}
+
+/* Hand what may leave to the transport; -1 when it is dead. */
 static int write_out(client *c) {
     size_t end = sendable_end(c);
+    if (c->tr->reply) {
+        deliver_replies(c, end);
+        return 0;
+    }
     while (c->sent < end) {
-        ssize_t n = conn_write(&c->conn, c->out.b.buf + c->sent, end - c->sent);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            if (errno == EAGAIN) {
-                /* TLS may need the socket readable instead: read_cb resumes. */
-                if (!(c->conn.want & CONN_WRITE_WANTS_READ)) event_add(c->ev_write, NULL);
-                return 0;
-            }
-            return -1;
-        }
+        ssize_t n = c->tr->write(c->tctx, c->out.b.buf + c->sent, end - c->sent);
+        if (n < 0) return -1;
+        if (n == 0) return 0;   /* full: it calls session_flush when it can take more */
         c->sent += (size_t)n;
         atomic_fetch_add(&server.stat.net_output_bytes, n);
     }
@@ -810,7 +953,7 @@ static int write_out(client *c) {
  * write whose reply was lost; it is never reported as done while it is not.
  * Later held replies move by the size difference. */
 static void held_expire(client *c) {
-    held_reply *h = &c->held[c->headheld];
+    const gate_entry *h = &c->held.q[c->held.head];
     char msg[200];
     int n = cluster_enabled()
         ? snprintf(msg, sizeof(msg), "-NOREPLICAS Not enough good replicas: not persisted on "
@@ -825,12 +968,12 @@ static void held_expire(client *c) {
     memmove(b + h->start + newlen, b + h->end, c->out.b.len - h->end);
     memcpy(b + h->start, msg, newlen);
     c->out.b.len = c->out.b.len - oldlen + newlen;
-    for (int i = 1; i < c->nheld; i++) {
-        c->held[c->headheld + i].start = c->held[c->headheld + i].start - oldlen + newlen;
-        c->held[c->headheld + i].end = c->held[c->headheld + i].end - oldlen + newlen;
-    }
+    /* the marks of this reply (its end) and of every later one move too */
+    for (int i = 0; i < c->nmarks; i++)
+        if (c->marks[c->headmarks + i].end >= h->end)
+            c->marks[c->headmarks + i].end = c->marks[c->headmarks + i].end - oldlen + newlen;
     atomic_fetch_add(&server.stat.replication_timeouts, 1);
-    held_pop(c);
+    gate_replace_head(&c->held, newlen);   /* later holds move; this one goes */
 }
 
 int client_flush(client *c) {
@@ -847,9 +990,9 @@ int client_flush(client *c) {
         client_free(c);
         return 0;
     }
-    while (c->nheld) {
-        int st = held_state(&c->held[c->headheld]);
-        if (st == HELD_BROKEN) {
+    for (;;) {
+        int st = gate_release(&c->held, limit);
+        if (st == GATE_BROKEN) {
             serverLog(LL_VERBOSE, "Closing client id=%llu addr=%s: a reply waited for versions of "
                       "a shard this node no longer serves; whether they are durable is unknown",
                       (unsigned long long)c->id, c->addr);
@@ -857,10 +1000,8 @@ int client_flush(client *c) {
             client_free(c);
             return 0;
         }
-        if (st == HELD_DURABLE) held_pop(c);
-        else if (limit > 0 && monotonic_us() - c->held[c->headheld].since_us > limit)
-            held_expire(c);
-        else break;
+        if (st != GATE_EXPIRED) break;
+        held_expire(c);
     }
     if (write_out(c) != 0) {
         client_free(c);
@@ -875,18 +1016,13 @@ int client_flush(client *c) {
     }
     resume_commands(c);
     client_mem_update(c);
-    if (c->nheld) return 1;
+    if (gate_held(&c->held)) return 1;
     /* Unsent but not held means the socket is full: the write event finishes. */
     worker_remove_pending(c->w, c);
     return 0;
 }
 
-static void write_cb(evutil_socket_t fd, short what, void *arg) {
-    client *c = arg;
-    /* TLS: a read that waited for the socket to be writable goes on. */
-    if (c->conn.want & CONN_READ_WANTS_WRITE) event_active(c->ev_read, EV_READ, 0);
-    if (client_flush(c) == 1) worker_add_pending(c->w, c);
-}
+int session_flush(client *c) { return client_flush(c); }
 
 /* ---------------- limits ---------------- */
 
@@ -957,8 +1093,11 @@ int client_out_check(client *c) {
 /* What maxmemory-clients counts for c: its buffers. (Queued MULTI commands
  * and undelivered pub/sub messages are not counted.) */
 static size_t client_mem(const client *c) {
-    return sizeof(*c) + c->qbuf.cap + c->out.b.cap + resp_parser_mem(&c->parser) +
-           (size_t)c->capheld * sizeof(held_reply);
+    session_conn_stats st = {.fd = -1};
+    if (c->tr->stats) c->tr->stats(c->tctx, &st);
+    return sizeof(*c) + st.mem + c->out.b.cap + gate_mem(&c->held) +
+           (size_t)c->capmarks * sizeof(reply_mark) + (size_t)c->capinq * sizeof(session_qcmd) +
+           c->inq_bytes;
 }
 
 static void client_mem_update(client *c) {
@@ -1017,7 +1156,8 @@ void clients_evict(void) {
 }
 
 void client_out_write_some(client *c) {
-    if (unsent(c) < OUT_COMPACT || atomic_load(&c->killed)) return;
+    /* a per-reply transport takes messages whole, at the flush */
+    if (c->tr->reply || unsent(c) < OUT_COMPACT || atomic_load(&c->killed)) return;
     if (write_out(c) != 0) close_soon(c);   /* a dead socket: freed at the round's end */
     compact_output(c);
     client_out_prepare(c);   /* sent moved */
@@ -1034,14 +1174,13 @@ static void client_free(client *c) {
     pubsub_reset(c);          /* pubsub: leave the registry before c is freed */
     worker_remove_pending(w, c);
     registry_remove(w, c);
-    event_free(c->ev_read);
-    event_free(c->ev_write);
-    conn_close(&c->conn);
-    while (c->nheld) held_pop(c);
-    free(c->held);
-    rbuf_free(&c->qbuf);
+    c->tr->close(c->tctx);    /* the transport lets go of c */
+    if (c->ev_input) event_free(c->ev_input);
+    gate_free(&c->held);
+    free(c->marks);
+    while (c->ninq) inq_pop(c);
+    free(c->inq);
     rbuf_free(&c->out.b);
-    resp_parser_free(&c->parser);
     db_ctx_free(&c->x);
     free(c->name);
     client_hooks_release(c);
@@ -1068,9 +1207,8 @@ void clients_reap_killed(worker *w) {
  * are pending, and a refused command's offsets restart at 0); the parser's
  * own arrays go between commands (resp_parser_trim). */
 static void shrink_buffers(client *c) {
-    if (c->qbuf.len == 0 && c->qbuf.cap > 2 * READ_CHUNK) rbuf_free(&c->qbuf);
+    if (c->tr->trim) c->tr->trim(c->tctx);
     if (c->out.b.len == 0 && c->out.b.cap > OUT_COMPACT) rbuf_free(&c->out.b);
-    resp_parser_trim(&c->parser);
     client_mem_update(c);
 }
 
@@ -1080,7 +1218,7 @@ void clients_cron(worker *w) {
     for (; c; c = next) {
         next = c->next;
         if (server.cfg.timeout > 0 && now - c->last_interaction > server.cfg.timeout &&
-            c->nheld == 0 && !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
+            !gate_held(&c->held) && !blocking_is_blocked(c) && /* blocking: as Redis, no idle timeout */
             c->sent == c->out.b.len) {
             client_free(c);
             continue;
@@ -1092,4 +1230,71 @@ void clients_cron(worker *w) {
 
 void clients_free_all(worker *w) {
     while (w->clients) client_free(w->clients);
+}
+
+void session_close(client *c) { client_free(c); }
+
+/* ---------------- the TCP transport ---------------- */
+
+static ssize_t tcp_write(void *tctx, const char *buf, size_t len) {
+    tcp_conn *t = tctx;
+    for (;;) {
+        ssize_t n = conn_write(&t->conn, buf, len);
+        if (n >= 0) return n;
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN) {
+            /* TLS may need the socket readable instead: read_cb resumes. */
+            if (!(t->conn.want & CONN_WRITE_WANTS_READ)) event_add(t->ev_write, NULL);
+            return 0;
+        }
+        return -1;
+    }
+}
+
+static void write_cb(evutil_socket_t fd, short what, void *arg) {
+    tcp_conn *t = arg;
+    client *c = t->c;
+    /* TLS: a read that waited for the socket to be writable goes on. */
+    if (t->conn.want & CONN_READ_WANTS_WRITE) event_active(t->ev_read, EV_READ, 0);
+    if (client_flush(c) == 1) worker_add_pending(c->w, c);
+}
+
+static void tcp_close(void *tctx) {
+    tcp_conn *t = tctx;
+    event_free(t->ev_read);
+    event_free(t->ev_write);
+    conn_close(&t->conn);
+    rbuf_free(&t->qbuf);
+    resp_parser_free(&t->parser);
+    free(t);
+}
+
+static void tcp_input(void *tctx) { client_process_input(((tcp_conn *)tctx)->c); }
+
+/* Run the commands left in the query buffer from the read event, as if the
+ * socket had more (any thread: event_active is). */
+static void tcp_resume(void *tctx) { event_active(((tcp_conn *)tctx)->ev_read, EV_READ, 0); }
+
+static void tcp_stats(void *tctx, session_conn_stats *st) {
+    tcp_conn *t = tctx;
+    st->fd = t->conn.fd;
+    st->qbuf = t->qbuf.len;
+    st->qbuf_free = t->qbuf.cap - t->qbuf.len;
+    st->argv_mem = resp_parser_mem(&t->parser);   /* arrays the parser keeps */
+    st->mem = sizeof(*t) + t->qbuf.cap + st->argv_mem;
+}
+
+static void tcp_trim(void *tctx) {
+    tcp_conn *t = tctx;
+    if (t->qbuf.len == 0 && t->qbuf.cap > 2 * READ_CHUNK) rbuf_free(&t->qbuf);
+    resp_parser_trim(&t->parser);
+}
+
+static const session_transport tcp_transport = {
+    .kind = "tcp", .write = tcp_write, .close = tcp_close, .input = tcp_input,
+    .resume = tcp_resume, .stats = tcp_stats, .trim = tcp_trim,
+};
+
+int client_fd(client *c) {
+    return c->tr == &tcp_transport ? ((tcp_conn *)c->tctx)->conn.fd : -1;
 }

@@ -15,6 +15,8 @@ void client_accept(struct worker *w, int fd, int tls, struct sockaddr *sa, int s
  * Returns 1 if replies are still held, 0 otherwise (the client may have been
  * freed: do not touch it after a 0 from a closed client). */
 int client_flush(client *c);
+/* The socket c is read from (TCP), or -1 (a transport without one). */
+int client_fd(client *c);
 /* Close clients other threads marked with client_kill_async. */
 void clients_reap_killed(struct worker *w);
 /* Periodic work: idle timeouts, shrinking idle buffers. */
@@ -23,6 +25,5 @@ void clients_cron(struct worker *w);
  * the biggest clients (any worker's; safe from any worker thread). */
 void clients_evict(void);
 void clients_free_all(struct worker *w);
-void worker_remove_pending(struct worker *w, client *c);
 
 #endif

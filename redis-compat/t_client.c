@@ -155,7 +155,7 @@ void client_unpause(client *c) {
      * left (from its own worker; the list lock keeps it from being freed
      * meanwhile, as client_hooks_freed takes it first). */
     pthread_mutex_lock(&paused_lock);
-    for (int i = 0; i < npaused; i++) event_active(paused[i]->ev_read, EV_READ, 0);
+    for (int i = 0; i < npaused; i++) session_wake_input(paused[i]);
     pthread_mutex_unlock(&paused_lock);
 }
 
@@ -165,7 +165,7 @@ int client_pause_over(const client *c) {
 
 void client_pause_resume(client *c) {
     paused_set(c, 0);
-    event_active(c->ev_read, EV_READ, 0);   /* read_cb runs what was left */
+    session_wake_input(c);   /* its transport runs what was left */
 }
 
 /* ---------------- around each command ---------------- */

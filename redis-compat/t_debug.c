@@ -215,6 +215,7 @@ int debug_extra(client *c)
     else if (c->argc == 2 && arg_is(c, 1, "change-repl-id")) resp_add_ok(&c->out);
     else if (c->argc >= 2 && arg_is(c, 1, "reload")) debug_reload(c);
     else if (c->argc == 3 && arg_is(c, 1, "chunk-crash")) debug_chunk_crash(c);
+    else if (c->argc >= 3 && arg_is(c, 1, "session")) debug_session(c);
     else if (c->argc >= 3 && arg_is(c, 1, "coldread")) return debug_coldread(c);
     else return 0;
     return 1;

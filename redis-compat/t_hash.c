@@ -380,13 +380,30 @@ void hdelCommand(client *c) {
 }
 
 /* HINCRBY: the increment is checked before the key (as Redis does). */
+/* HINCRBY, HINCRBYFLOAT: write field argv[2] = the new number's text and
+ * notify; on -OOM reply the error and return -1 (the number is not sent). */
+static int set_number_field(client *c, const char *num, size_t len, const char *event) {
+    rbuf ops, scratch;
+    rbuf_init(&ops);
+    rbuf_init(&scratch);
+    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], num, len);
+    int r = write_ops(c, &ops);
+    rbuf_free(&ops);
+    rbuf_free(&scratch);
+    if (r == DB_OOM) {
+        resp_add_error(&c->out, db_error_text(&c->x));
+        return -1;
+    }
+    notify_key(c, NOTIFY_HASH, event, 1);
+    return 0;
+}
+
 void hincrbyCommand(client *c) {
     long long incr, value = 0;
     hashobj *h;
     dict_entry *e;
     char buf[32];
-    rbuf ops, scratch;
-    int len, r;
+    int len;
 
     if (arg_ll(c, 3, &incr) != 0) return;
     if (lookup_hash(c, 1, &h) < 0) return;
@@ -402,17 +419,7 @@ void hincrbyCommand(client *c) {
     }
     value += incr;
     len = ll2string(buf, sizeof(buf), value);
-    rbuf_init(&ops);
-    rbuf_init(&scratch);
-    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], buf, (size_t)len);
-    r = write_ops(c, &ops);
-    rbuf_free(&ops);
-    rbuf_free(&scratch);
-    if (r == DB_OOM) {
-        resp_add_error(&c->out, db_error_text(&c->x));
-        return;
-    }
-    notify_key(c, NOTIFY_HASH, "hincrby", 1);
+    if (set_number_field(c, buf, (size_t)len, "hincrby") != 0) return;
     resp_add_int(&c->out, value);
 }
 
@@ -421,8 +428,7 @@ void hincrbyfloatCommand(client *c) {
     hashobj *h;
     dict_entry *e;
     char buf[LDOUBLE_TEXT_MAX + 64];
-    rbuf ops, scratch;
-    int len, r;
+    int len;
 
     if (arg_ldouble(c, 3, &incr) != 0) return;
     if (isnan(incr) || isinf(incr)) {
@@ -441,17 +447,7 @@ void hincrbyfloatCommand(client *c) {
         return;
     }
     len = ld2string(buf, sizeof(buf), value);
-    rbuf_init(&ops);
-    rbuf_init(&scratch);
-    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], buf, (size_t)len);
-    r = write_ops(c, &ops);
-    rbuf_free(&ops);
-    rbuf_free(&scratch);
-    if (r == DB_OOM) {
-        resp_add_error(&c->out, db_error_text(&c->x));
-        return;
-    }
-    notify_key(c, NOTIFY_HASH, "hincrbyfloat", 1);
+    if (set_number_field(c, buf, (size_t)len, "hincrbyfloat") != 0) return;
     resp_add_bulk(&c->out, buf, (size_t)len);
 }
 
@@ -533,33 +529,6 @@ static int collect_fn(void *arg, const dict_entry *e) {
     return 0;
 }
 
-/* count distinct random entries of d (count < size) into out[]. */
-static void pick_distinct(const dict *d, size_t count, const dict_entry **out) {
-    size_t n = dict_size(d);
-    if (count * 3 > n) {
-        /* Many of them: shuffle the first count positions of all entries. */
-        const dict_entry **all = malloc(sizeof(*all) * n), **p = all;
-        if (!all) abort();
-        dict_foreach(d, collect_fn, &p);
-        for (size_t i = 0; i < count; i++) {
-            size_t j = i + (size_t)(rnd64() % (n - i));
-            const dict_entry *t = all[i];
-            all[i] = all[j];
-            all[j] = t;
-            out[i] = all[i];
-        }
-        free(all);
-        return;
-    }
-    dict *seen = dict_new();
-    size_t got = 0;
-    while (got < count) {
-        const dict_entry *e = dict_random(d, rnd64());
-        if (dict_set(seen, e->key, e->klen, NULL, 0)) out[got++] = e;
-    }
-    dict_free(seen);
-}
-
 static void add_pair(client *c, const dict_entry *e, int withvalues) {
     if (withvalues && c->out.proto == 3) resp_add_array(&c->out, 2);
     resp_add_bulk(&c->out, e->key, e->klen);
@@ -604,7 +573,7 @@ static void hrandfield_count(client *c, long long count, int withvalues) {
     }
     const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
     if (!picked) abort();
-    pick_distinct(h->d, (size_t)count, picked);
+    dict_pick_distinct(h->d, (size_t)count, picked, rnd64);
     resp_add_array(&c->out, flat ? count * 2 : count);
     for (long long i = 0; i < count; i++) add_pair(c, picked[i], withvalues);
     free(picked);

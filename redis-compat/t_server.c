@@ -68,6 +68,7 @@
 #include "t_debug.h"    /* DEBUG DIGEST, PROTOCOL, RELOAD... */
 #include "shard.h"
 #include "util.h"
+#include "native.h"    /* INFO native */
 
 /* ------------------------------------------------------------------------ */
 /* Small shared helpers                                                       */
@@ -950,6 +951,9 @@ static const struct info_section {
     { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
     { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
     { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
+    /* the native datagram edge (rdma/native.c): INFO native only, so that
+     * INFO everything keeps Redis's sections (plus Rowan) */
+    { "native", native_info, 0 },
 };
 #define NSECTIONS ((int)(sizeof(sections) / sizeof(sections[0])))
 
@@ -1046,6 +1050,14 @@ static void reset_stats(void)
     pthread_mutex_unlock(&rates.mu);
 }
 
+static void config_get_pair(void *arg, const char *name, const char *value)
+{
+    resp_add_bulkstr(arg, name);
+    resp_add_bulkstr(arg, value);
+}
+
+/* A map of name -> value; the count first (the set of names is fixed, so
+ * the second pass sees as many). */
 static void config_get(client *c)
 {
     int n = c->argc - 2;
@@ -1056,7 +1068,8 @@ static void config_get(client *c)
         pats[i] = c->argv[i + 2];
         lens[i] = c->argvlen[i + 2];
     }
-    config_get_reply_multi(&c->out, n, pats, lens);
+    resp_add_map(&c->out, config_get_matching(n, pats, lens, NULL, NULL));
+    config_get_matching(n, pats, lens, config_get_pair, &c->out);
     free(pats);
     free(lens);
 }

@@ -212,12 +212,6 @@ static void reply_oom(client *c, size_t reply_start) {
     resp_add_error(&c->out, db_error_text(&c->x));
 }
 
-static int collect_fn(void *arg, const dict_entry *e) {
-    const dict_entry ***p = arg;
-    *(*p)++ = e;
-    return 0;
-}
-
 static int cmp_int_entries(const void *a, const void *b) {
     const dict_entry *x = *(const dict_entry *const *)a, *y = *(const dict_entry *const *)b;
     long long u = 0, v = 0;
@@ -230,38 +224,12 @@ static int cmp_int_entries(const void *a, const void *b) {
  * an intset is sorted by value. Caller frees the array. */
 static const dict_entry **members_of(const setobj *s, size_t *n) {
     size_t size = dict_size(s->d);
-    const dict_entry **all = malloc(sizeof(*all) * (size ? size : 1)), **p = all;
+    const dict_entry **all = malloc(sizeof(*all) * (size ? size : 1));
     if (!all) abort();
-    dict_foreach(s->d, collect_fn, &p);
+    dict_entries(s->d, all);
     if (s->enc == ENC_INTSET) qsort(all, size, sizeof(*all), cmp_int_entries);
     *n = size;
     return all;
-}
-
-/* count distinct random members (count < size) into out[]. */
-static void pick_distinct(const dict *d, size_t count, const dict_entry **out) {
-    size_t n = dict_size(d);
-    if (count * 3 > n) {
-        const dict_entry **all = malloc(sizeof(*all) * n), **p = all;
-        if (!all) abort();
-        dict_foreach(d, collect_fn, &p);
-        for (size_t i = 0; i < count; i++) {
-            size_t j = i + (size_t)(rnd64() % (n - i));
-            const dict_entry *t = all[i];
-            all[i] = all[j];
-            all[j] = t;
-            out[i] = all[i];
-        }
-        free(all);
-        return;
-    }
-    dict *seen = dict_new();
-    size_t got = 0;
-    while (got < count) {
-        const dict_entry *e = dict_random(d, rnd64());
-        if (dict_set(seen, e->key, e->klen, NULL, 0)) out[got++] = e;
-    }
-    dict_free(seen);
 }
 
 /* ---------------- SADD SREM ---------------- */
@@ -407,7 +375,7 @@ static void spop_count(client *c) {
     }
     const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
     if (!picked) abort();
-    pick_distinct(s->d, (size_t)count, picked);
+    dict_pick_distinct(s->d, (size_t)count, picked, rnd64);
     rbuf_init(&ops);
     resp_add_set(&c->out, count);
     for (long long i = 0; i < count; i++) {
@@ -512,7 +480,7 @@ void srandmemberCommand(client *c) {
     }
     const dict_entry **picked = malloc(sizeof(*picked) * (size_t)count);
     if (!picked) abort();
-    pick_distinct(s->d, (size_t)count, picked);
+    dict_pick_distinct(s->d, (size_t)count, picked, rnd64);
     resp_add_array(&c->out, count);
     for (long long i = 0; i < count; i++) resp_add_bulk(&c->out, picked[i]->key, picked[i]->klen);
     free(picked);
@@ -631,14 +599,12 @@ static void algebra_run(algebra *a, int op) {
         if (!a->out) abort();
         dict_foreach(a->sets[0]->d, inter_fn, a);
     } else if (op == OP_UNION) {
-        const dict_entry **p;
         a->acc = dict_new();
         for (int j = 0; j < a->n; j++)
             if (a->sets[j]) dict_foreach(a->sets[j]->d, union_fn, a);
         a->out = malloc(sizeof(*a->out) * (dict_size(a->acc) + 1));
         if (!a->out) abort();
-        p = a->out;
-        dict_foreach(a->acc, collect_fn, &p);
+        dict_entries(a->acc, a->out);
         a->nout = dict_size(a->acc);
     } else {
         if (!a->sets[0]) return;

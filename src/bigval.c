@@ -14,8 +14,9 @@
  *                   [first, first + n) with nothing of the shard between;
  *   E's header      flagged LOG_F_CHUNKED, version first + n, the key's
  *                   expiry, payload = descriptor (bigval.h): length, n, first.
- * Each chunk's entry spans a quarter segment (bigval_chunk_len), so a run of
- * chunks fills segments without waste. Nothing is applied for a chunk: it
+ * Each chunk's entry spans a quarter segment (bigval_chunk_len; a whole one
+ * for a key over 512 KiB), so a run of chunks fills segments without
+ * waste. Nothing is applied for a chunk: it
  * is remembered as pending (per shard, by pool reference). The final entry
  * is the commit: applying it (db.c, db_apply_entry, the one path used by the
  * write itself, recovery, the digest thread of a backup and a re-sync; and
@@ -30,15 +31,27 @@
  *     nothing claims; recovery replays them as pending and forgets them at
  *     the end of the shard: the key keeps its old value. The reply waits for
  *     the final entry's batch like any write's.
+ *   - pending chunks are kept per shard and told apart by key: a final
+ *     entry gathers exactly the chunks of its key in [first, first + n).
  *   - abandoned runs: a write that cannot get log space half-way (another
  *     worker took the last segments) forgets its pending chunks and replies
- *     -OOM; on a backup, the next entry of the shard that cannot continue a
- *     run (anything but a chunk at a nonzero offset or a final entry) ends
- *     it, which is exact because a run's versions are consecutive and
- *     backups and recovery apply a shard's effects in version order.
- *   - recovery: items are sorted by (shard, version), so a run's chunks come
- *     before its final entry. A cleaner's duplicate of a chunk carries the
- *     same version and is skipped like any duplicate (recovery.c).
+ *     -OOM. What ends an abandoned run depends on the order entries come in:
+ *       version order (a backup's digest thread, the write path): the next
+ *       entry of the shard that cannot continue a run (anything but a chunk
+ *       at a nonzero offset or a final entry) ends it, which is exact
+ *       because a run's versions are consecutive;
+ *       pool order (recovery and DEBUG RELOAD, bigval_pool_order): only each
+ *       key's versions and each shard's barriers keep their order there
+ *       (recovery.c, order_replay), and entries of other keys of the shard,
+ *       of any version, come between a run's pieces. So a run ends only
+ *       with its key's next effect (a newer run, a write, a deletion) or a
+ *       barrier (FLUSHDB, db map, functions); what no final entry claims
+ *       is forgotten at the end (bigval_forget), and the key keeps the
+ *       value of its last complete entry.
+ *   - recovery: a run's chunks are effects on their key, so they come
+ *     before their final entry, wherever the cleaner moved them. A
+ *     cleaner's duplicate of a chunk carries the same version and is
+ *     skipped like any duplicate (recovery.c).
  *   - cleaner: the robj's history (object.h) holds the chunks and the final
  *     entry, so each is live while the value is current and is relocated
  *     piece by piece (db_ref_is_live / db_relocate); a pending chunk is live
@@ -64,13 +77,38 @@
  * payload is freed once applied. Nothing else grows with n. Replies copy
  * the bytes as for any string.
  *
- * Not chunked (refused with "value too large" as before): a large value
- * inside a batch (MULTI/EXEC, MSET, RENAME, *STORE, scripts: one group
- * entry must fit one segment), and keys longer than BIGVAL_MAX_KEY. */
+ * Batches (db.c, db_batch_end: MULTI/EXEC, MSET, RENAME, COPY, SMOVE,
+ * *STORE, scripts...). The group entry that makes a batch atomic must fit
+ * one segment, so when it would not, the batch's largest strings and
+ * collection entries (plan_runs) are written as chunk runs first, by the
+ * same writer as a single-key run (write_run), and the group carries their
+ * final entries, descriptor and all, in their place. Versions are handed
+ * out in batch order, under the locks the batch holds for all its keys; a
+ * run's chunks take theirs just before its final entry does, so in each
+ * shard's versions every run is immediately followed by its final entry,
+ * exactly as for a single-key write: recovery, backups and DEBUG RELOAD
+ * need nothing new. (A group may hold several runs of one key: MULTI with
+ * two large HSETs of one hash. Each final entry's descriptor names its own
+ * version range.) In the log all the runs come before the group entry,
+ * which commits them together: a crash before it is durable leaves runs
+ * nothing claims, forgotten as above, and every key keeps its old value;
+ * the reply waits for the group's batch like any write's. On the writer,
+ * a run's chunks are noted pending only when its final entry is applied
+ * (apply_run), so the pending table sees each run then its final, in the
+ * same order as a replay. The room check covers all the runs and the group
+ * before anything is written. Still refused: a batch whose keys alone
+ * cannot fit one group entry (about 64 bytes of header each: "too many
+ * keys in one atomic write"), and a key longer than BIGVAL_MAX_KEY with a
+ * value that does not fit one entry with it ("key too large").
+ *
+ * Memory of a batch: the batch buffer (db.c) holds its values until the
+ * group is logged, so a large value in a batch costs one more copy while
+ * the batch runs than a single-key write of it. */
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
 #include "db.h"
+#include "hash.h"
 #include "le.h"
 #include "pool.h"
 #include "server.h"
@@ -85,6 +123,7 @@ typedef struct bigstr {
 
 typedef struct bv_item {
     uint64_t ver, ref;
+    uint64_t khash;        /* hash_key of its db and key */
     uint32_t off, len;
     uint8_t flags;
 } bv_item;
@@ -92,6 +131,7 @@ typedef struct bv_item {
 typedef struct bv_pend {
     bv_item *v;
     size_t n, cap;
+    int pool_order;        /* entries come in pool order (bigval_pool_order) */
 } bv_pend;
 
 static bv_pend *pend;      /* [nshards], each under its shard's lock */
@@ -101,17 +141,29 @@ static int npend;
 
 static size_t align64(size_t n) { return (n + LOG_ALIGN - 1) & ~(size_t)(LOG_ALIGN - 1); }
 
-size_t bigval_chunk_len(size_t klen) { return POOL_SEG_SIZE / 4 - align64(LOG_HDR_SIZE + klen); }
+/* A chunk's entry spans a quarter segment while its header and key take at
+ * most half of that; a longer key (up to BIGVAL_MAX_KEY) gets a whole
+ * segment per chunk, so each chunk still carries more value than key. */
+static size_t chunk_span(size_t klen) {
+    return align64(LOG_HDR_SIZE + klen) <= POOL_SEG_SIZE / 8 ? POOL_SEG_SIZE / 4 : POOL_SEG_SIZE;
+}
+
+size_t bigval_chunk_len(size_t klen) { return chunk_span(klen) - align64(LOG_HDR_SIZE + klen); }
 
 uint32_t bigval_nchunks(size_t klen, size_t vlen) {
     size_t c = bigval_chunk_len(klen);
     return (uint32_t)((vlen + c - 1) / c);
 }
 
-/* Four chunks a segment, one more segment for the one being written when
- * the run starts and the final entry. */
+uint64_t bigval_run_bytes(size_t klen, size_t vlen) {
+    return (uint64_t)bigval_nchunks(klen, vlen) * chunk_span(klen);
+}
+
+/* The chunks, packed by segment, and one more segment for the one being
+ * written when the run starts and the final entry. */
 uint32_t bigval_segments(size_t klen, size_t vlen) {
-    return (bigval_nchunks(klen, vlen) + 3) / 4 + 1;
+    uint32_t per = (uint32_t)(POOL_SEG_SIZE / chunk_span(klen));
+    return (bigval_nchunks(klen, vlen) + per - 1) / per + 1;
 }
 
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,
@@ -164,18 +216,50 @@ static void drop(bv_pend *p, int resync) {
     p->n = keep;
 }
 
+/* Is pending item it a chunk of e's key? */
+static int same_key(const bv_item *it, const log_entry *e, uint64_t khash) {
+    if (it->khash != khash) return 0;
+    log_entry c;
+    log_entry_decode(pool_ptr(server.pool, it->ref), &c);
+    return c.db == e->db && c.klen == e->klen && memcmp(c.key, e->key, e->klen) == 0;
+}
+
+/* e (not of a re-sync) ends the abandoned runs it cannot continue: in
+ * version order every older one of the shard, in pool order those of its
+ * key below its version (see the file comment). */
+static void end_runs(bv_pend *p, const log_entry *e) {
+    if (!p->pool_order) {
+        drop(p, 0);
+        return;
+    }
+    uint64_t h = hash_key(e->db, e->key, e->klen);
+    size_t keep = 0;
+    for (size_t i = 0; i < p->n; i++) {
+        const bv_item *it = &p->v[i];
+        if ((it->flags & LOG_F_RESYNC) || it->ver >= e->ver || !same_key(it, e, h))
+            p->v[keep++] = *it;
+    }
+    p->n = keep;
+}
+
+static int keyed(const log_entry *e) {
+    return e->type == LOG_SET || e->type == LOG_DEL || e->type == LOG_COLL_OP ||
+           e->type == LOG_SNAPSHOT || e->type == LOG_CHUNK;
+}
+
 void bigval_note(shard *s, uint64_t ref, const log_entry *e) {
     bv_pend *p = pend_of(s);
     if (!p) return;
     int resync = (e->flags & LOG_F_RESYNC) != 0;
     if (e->type == LOG_CHUNK) {
-        if (!resync && e->aux == 0) drop(p, 0);   /* a new run ends any older one */
+        if (!resync && e->aux == 0 && p->n) end_runs(p, e);   /* a new run ends older ones */
         if (p->n == p->cap) {
             p->cap = p->cap ? p->cap * 2 : 16;
             p->v = realloc(p->v, p->cap * sizeof(bv_item));
             if (!p->v) abort();
         }
-        p->v[p->n++] = (bv_item){e->ver, ref, (uint32_t)e->aux, e->vlen, e->flags};
+        p->v[p->n++] = (bv_item){e->ver, ref, hash_key(e->db, e->key, e->klen),
+                                 (uint32_t)e->aux, e->vlen, e->flags};
         return;
     }
     if (!p->n) return;
@@ -184,7 +268,13 @@ void bigval_note(shard *s, uint64_t ref, const log_entry *e) {
         return;
     }
     if (e->flags & LOG_F_CHUNKED) return;   /* claims its run (bigval_join) */
-    drop(p, 0);
+    if (keyed(e)) end_runs(p, e);
+    else drop(p, 0);                        /* a barrier ends every run */
+}
+
+void bigval_pool_order(shard *s, int on) {
+    bv_pend *p = pend_of(s);
+    if (p) p->pool_order = on;
 }
 
 size_t bigval_forget(shard *s) {
@@ -215,14 +305,16 @@ static int by_offset(const void *a, const void *b) {
     return x->ver < y->ver ? -1 : x->ver > y->ver;
 }
 
-/* Is pending item it a chunk of the run that final entry e completes? */
-static int in_run(const bv_item *it, const log_entry *e, uint64_t first) {
+/* Is pending item it a chunk of the run that final entry e completes: of
+ * its key, and at its version for a re-sync, else in [first, first + n)
+ * below e's? */
+static int in_run(const bv_item *it, const log_entry *e, uint64_t khash, uint64_t first,
+                  uint32_t n) {
     int resync = (e->flags & LOG_F_RESYNC) != 0;
     if (((it->flags & LOG_F_RESYNC) != 0) != resync) return 0;
-    if (resync ? it->ver != e->ver : it->ver < first || it->ver >= e->ver) return 0;
-    log_entry c;
-    log_entry_decode(pool_ptr(server.pool, it->ref), &c);
-    return c.db == e->db && c.klen == e->klen && memcmp(c.key, e->key, e->klen) == 0;
+    if (resync ? it->ver != e->ver : it->ver < first || it->ver - first >= n || it->ver >= e->ver)
+        return 0;
+    return same_key(it, e, khash);
 }
 
 int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
@@ -232,10 +324,11 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
     const uint8_t *d = (const uint8_t *)e->val;
     uint64_t total = le_get_u64(d), first = le_get_u64(d + 16);
     uint32_t n = le_get_u32(d + 8);
+    uint64_t h = hash_key(e->db, e->key, e->klen);
     /* Move the run's chunks to the front, in offset order. */
     size_t m = 0;
     for (size_t i = 0; i < p->n; i++)
-        if (in_run(&p->v[i], e, first)) {
+        if (in_run(&p->v[i], e, h, first, n)) {
             bv_item t = p->v[m];
             p->v[m++] = p->v[i];
             p->v[i] = t;
@@ -274,7 +367,7 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
     /* The run is over either way. */
     memmove(p->v, p->v + m, (p->n - m) * sizeof(bv_item));
     p->n -= m;
-    if (!(e->flags & LOG_F_RESYNC)) drop(p, 0);
+    if (!(e->flags & LOG_F_RESYNC) && p->n) end_runs(p, e);
     return ok ? 0 : -1;
 }
 

@@ -27,9 +27,10 @@
 struct shard;
 
 #define BIGVAL_DESC_LEN 24
-/* Keys of chunked values are short enough that each chunk carries a useful
- * share of the value. */
-#define BIGVAL_MAX_KEY  (64 * 1024)
+/* The longest key of a chunked value: each chunk carries its key, and
+ * still carries more value than key (bigval_chunk_len). A longer key
+ * works only with a value that fits one entry with it. */
+#define BIGVAL_MAX_KEY  (1024 * 1024)
 /* A value length must fit the 32-bit offsets and lengths of entries. */
 #define BIGVAL_MAX_LEN  ((uint64_t)UINT32_MAX)
 
@@ -42,6 +43,8 @@ static inline int bigval_needed(size_t klen, size_t vlen) {
 size_t bigval_chunk_len(size_t klen);
 /* Number of chunks for a value of vlen bytes. */
 uint32_t bigval_nchunks(size_t klen, size_t vlen);
+/* Log bytes its chunks span, at most (the last one may be shorter). */
+uint64_t bigval_run_bytes(size_t klen, size_t vlen);
 /* Segments the chunks and the final entry of such a value need at most. */
 uint32_t bigval_segments(size_t klen, size_t vlen);
 void bigval_desc_encode(char out[BIGVAL_DESC_LEN], uint64_t len, uint32_t nchunks,
@@ -59,9 +62,14 @@ void bigval_final(const log_entry *e, uint32_t n, uint64_t first, char desc[BIGV
 void bigval_init(int nshards);
 void bigval_free_all(void);
 /* Every entry db_apply_entry applies is shown here first: a LOG_CHUNK is
- * remembered as pending; any other entry of the shard ends the pending
- * chunks it cannot complete (an abandoned write). */
+ * remembered as pending, by key; any other entry of the shard ends the
+ * pending chunks it cannot complete (an abandoned write; which ones depends
+ * on the order, bigval.c). */
 void bigval_note(struct shard *s, uint64_t ref, const log_entry *e);
+/* Entries of shard s come in pool order (recovery and DEBUG RELOAD:
+ * each key's versions and the shard's barriers in order, nothing else)
+ * while on, in version order otherwise (the default). */
+void bigval_pool_order(struct shard *s, int on);
 /* A run of chunks joined. */
 typedef struct bigval_run {
     char *buf;             /* the joined payload (NULL unless asked for) */

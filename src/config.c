@@ -58,7 +58,7 @@
 #include "daemon.h"
 #include "server.h"
 #include "tls.h"
-#include "util.h"
+#include "strutil.h"
 
 /* ------------------------------------------------------------------------ */
 /* The option table                                                           */
@@ -160,6 +160,9 @@ static const struct enum_name acl_pubsub_default_names[] = {
 };
 static const struct enum_name tls_auth_clients_names[] = {
     { "no", 0 }, { "yes", 1 }, { "optional", 2 }, { NULL, 0 }
+};
+static const struct enum_name native_transport_names[] = {
+    { "udp", 0 }, { "verbs", 1 }, { NULL, 0 }
 };
 
 struct option {
@@ -281,6 +284,14 @@ static const struct option options[] = {
     /* TLS between nodes (peer_tls.c): fixed at start, like the ports */
     { "tls-cluster", T_BOOL, CFG(tls_cluster), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
     { "tls-replication", T_BOOL, CFG(tls_replication), OPT_IMMUTABLE, 0, 1, "no", NULL, NULL },
+    /* the native datagram edge (rdma/native.c): port and address fixed at
+     * start; native-port 0 = off. The limits may change at run time. */
+    { "native-port", T_INT, CFG(native_port), OPT_IMMUTABLE, 0, 65535, "0", NULL, NULL },
+    { "native-bind", T_STR, CFG(native_bind), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
+    { "native-transport", T_ENUM, CFG(native_transport), OPT_IMMUTABLE, 0, 0, "udp", native_transport_names, NULL },
+    { "native-max-clients", T_INT, CFG(native_max_clients), 0, 1, 1000000, "1024", NULL, NULL },
+    { "native-reply-cache", T_MEM, CFG(native_reply_cache), 0, 64 * 1024, LLONG_MAX, "64mb", NULL, NULL },
+    { "native-client-timeout", T_INT, CFG(native_client_timeout), 0, 1, INT_MAX, "60", NULL, NULL },
     /* Redis 7.0 directives accepted with Redis's syntax and checks, shown by
      * CONFIG GET and kept by CONFIG REWRITE, with no effect: Rowan persists
      * every write in its pool before acknowledging it (save, appendonly and
@@ -1377,25 +1388,20 @@ static const struct option *shown_option(int i)
     return opt_find_main(aliases[i - NOPTIONS].name, strlen(aliases[i - NOPTIONS].name));
 }
 
-void config_get_reply_multi(resp_out *out, int npat, const char *const *pats, const size_t *plens)
+int config_get_matching(int npat, const char *const *pats, const size_t *plens,
+                        void (*fn)(void *arg, const char *name, const char *value), void *arg)
 {
     pthread_mutex_lock(&config_mu);
-    long long count = 0;
-    for (int i = 0; i < NSHOWN; i++)
-        if (name_matches(shown_name(i), npat, pats, plens)) count++;
-    resp_add_map(out, count);
+    int count = 0;
     for (int i = 0; i < NSHOWN; i++) {
         if (!name_matches(shown_name(i), npat, pats, plens)) continue;
+        count++;
+        if (!fn) continue;
         char buf[256];
-        resp_add_bulkstr(out, shown_name(i));
-        resp_add_bulkstr(out, opt_render(shown_option(i), buf, sizeof(buf)));
+        fn(arg, shown_name(i), opt_render(shown_option(i), buf, sizeof(buf)));
     }
     pthread_mutex_unlock(&config_mu);
-}
-
-void config_get_reply(resp_out *out, const char *pattern, size_t plen)
-{
-    config_get_reply_multi(out, 1, &pattern, &plen);
+    return count;
 }
 
 static int opt_is_default(const struct option *o);

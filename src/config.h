@@ -8,7 +8,7 @@
 #ifndef ROWAN_CONFIG_H
 #define ROWAN_CONFIG_H
 #include <stddef.h>
-#include "resp.h"
+#include "rbuf.h"
 
 /* Fill server.cfg with the embedded defaults (127.0.0.1:6379, dir ./data...). */
 void config_init_defaults(void);
@@ -19,11 +19,12 @@ int config_parse_argv(int argc, char **argv, int start, char *err, size_t errlen
 /* Set one option. runtime != 0 refuses options that cannot change while
  * running, with Redis's CONFIG SET error texts. 0 ok, -1 with err filled. */
 int config_set(const char *name, const char *value, int runtime, char *err, size_t errlen);
-/* Append the CONFIG GET reply for a glob pattern (map of name -> value). */
-void config_get_reply(resp_out *o, const char *pattern, size_t plen);
-/* CONFIG GET with several patterns (Redis 7): one map, each option once. */
-void config_get_reply_multi(resp_out *o, int npatterns, const char *const *patterns,
-                            const size_t *plens);
+/* CONFIG GET with glob patterns (Redis 7 takes several): call fn(arg,
+ * name, value) for each option (or alias) one of them matches, each once,
+ * in a fixed order; returns how many (fn NULL: only counts). The edge
+ * formats the reply (t_server.c). */
+int config_get_matching(int npatterns, const char *const *patterns, const size_t *plens,
+                        void (*fn)(void *arg, const char *name, const char *value), void *arg);
 /* CONFIG SET name value [name value ...] with run-time rules: every name and
  * value is checked before any is stored, so a failure changes nothing.
  * 0 ok, -1 with err = the whole Redis error text ("ERR CONFIG SET failed..."). */

@@ -19,6 +19,7 @@ void control_stop(void);
  * sender starts a new session whose catch-up re-syncs what it sends us.
  * wait: return once the control thread has done it. */
 void control_drop_nodes(uint64_t nodes, int wait);
-void control_get_stats(long long *msgs, long long *refused, long long *nlinks);
+/* flushes: b-log flushes begun; blog_messages / blog_flushes is the writes per flush */
+void control_get_stats(long long *msgs, long long *refused, long long *nlinks, long long *flushes);
 
 #endif

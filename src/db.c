@@ -26,8 +26,10 @@
  * keys, so entries and the index carry the physical db number.
  *
  * Large strings: a value whose entry would not fit one segment is written as
- * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; see
- * bigval.c for the design. */
+ * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; a
+ * batch too large for one group entry writes its largest entries as chunk
+ * runs before the group, which carries their final entries (db_batch_end);
+ * see bigval.c for the design. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +47,17 @@
 #include "server.h"
 #include "shard.h"
 #include "worker.h"
-#include "util.h"
+#include "strutil.h"
 
 #define OOM_TEXT "OOM command not allowed when the storage pool is full"
 
 const char *db_too_big_error =
-    "ERR value too large: a key and its value must fit one 4 MiB log segment "
-    "(only a value written by a single-key command may be larger)";
+    "ERR value too large: this entry must fit one 4 MiB log segment";
+const char *db_key_too_big_error =
+    "ERR key too large: a key longer than 1 MiB must fit one 4 MiB log segment with its value";
+static const char *group_too_big_error =
+    "ERR too many keys in one atomic write: the keys of a MULTI/EXEC, script or multi-key "
+    "command (with 64 bytes each) must fit one 4 MiB log segment";
 static const char *no_room_error =
     OOM_TEXT ": the value needs more log space than the pool has free";
 
@@ -59,8 +65,9 @@ static const char *no_room_error =
 static _Atomic int last_refusal = DB_REFUSED_NONE;
 
 const char *db_refusal_name(int why) {
-    static const char *names[] = {"none", "too_big", "reclaiming", "live_data", "no_room"};
-    return why >= 0 && why <= DB_REFUSED_NO_ROOM ? names[why] : "?";
+    static const char *names[] = {"none", "too_big", "reclaiming", "live_data", "no_room",
+                                  "key_too_big", "group_too_big"};
+    return why >= 0 && why <= DB_REFUSED_GROUP_TOO_BIG ? names[why] : "?";
 }
 
 int db_last_refusal(void) { return atomic_load(&last_refusal); }
@@ -72,6 +79,10 @@ const char *db_error_text(const db_ctx *x) {
     switch (x->refused) {
     case DB_REFUSED_TOO_BIG:
         return db_too_big_error;
+    case DB_REFUSED_KEY_TOO_BIG:
+        return db_key_too_big_error;
+    case DB_REFUSED_GROUP_TOO_BIG:
+        return group_too_big_error;
     case DB_REFUSED_LIVE_DATA:
         return OOM_TEXT ": live data fills it; delete keys or use a larger pool-size";
     case DB_REFUSED_NO_ROOM:
@@ -134,8 +145,10 @@ static int big_fits(size_t klen, uint64_t vlen) {
 }
 
 const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
+    (void)x;
     if (log_entry_len(klen, 0) + vlen <= LOG_MAX_ENTRY) return NULL;
-    if (x->batching || klen > BIGVAL_MAX_KEY || vlen > BIGVAL_MAX_LEN) return db_too_big_error;
+    if (klen > BIGVAL_MAX_KEY) return db_key_too_big_error;
+    if (vlen > BIGVAL_MAX_LEN) return db_too_big_error;
     if (big_fits(klen, vlen)) return NULL;
     /* counted and reported like any pool-full refusal (INFO); the cleaner
      * may find room for the next try */
@@ -596,24 +609,38 @@ void db_report_refused(const shard *s, const log_entry *e) {
 
 /* ---------------- appending entries ---------------- */
 
-/* Append one top-level entry for shard s (lock held) and apply it. */
-static int append_one(db_ctx *x, shard *s, log_entry *e) {
+/* Log one top-level entry for shard s (lock held) in the worker's t-log,
+ * with the shard's next version, as a dependency of the reply. Returns its
+ * offset, or 0 when there is no log space (nothing logged). Not applied. */
+static uint64_t log_one(db_ctx *x, shard *s, log_entry *e) {
     worker *w = x->w;
     size_t len = log_entry_len(e->klen, e->vlen);
     uint64_t off = log_writer_reserve(&w->tlog, len, keep_free_for(e->type));
-    if (!off) return refuse(x, len);
+    if (!off) return 0;
     e->shard = s->id;
     e->ver = shard_next_version(s, x->wid, x->w->acc);
     log_entry_encode(log_writer_dst(&w->tlog, off, len), e, 1);
     log_writer_wrote(&w->tlog, off, len);
     worker_touch_shard(w, s->id);
-    if (db_apply_entry(s, off, e) != 0) db_report_refused(s, e);
     dep_add_write(x, s, e->ver);
+    return off;
+}
+
+/* Apply an entry log_one logged at off. */
+static void apply_logged(shard *s, uint64_t off, const log_entry *e) {
+    if (db_apply_entry(s, off, e) != 0) db_report_refused(s, e);
     /* access clocks (evict.c): a write is an access, a delete frees the slot */
     if (e->type == LOG_DEL)
         evict_forget(s->id, hash_key(e->db, e->key, e->klen));
     else if (e->type == LOG_SET || e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT)
         evict_touch(s->id, hash_key(e->db, e->key, e->klen), 1);
+}
+
+/* Append one top-level entry for shard s (lock held) and apply it. */
+static int append_one(db_ctx *x, shard *s, log_entry *e) {
+    uint64_t off = log_one(x, s, e);
+    if (!off) return refuse(x, log_entry_len(e->klen, e->vlen));
+    apply_logged(s, off, e);
     return DB_OK;
 }
 
@@ -641,41 +668,96 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     free(tmp);
 }
 
-/* An entry too large for one segment, written alone: its chunks, then the
- * final entry that commits it (bigval.c). Refused before anything is
- * written when the pool cannot hold it all; if space still runs out
- * half-way, the chunks written are forgotten (dead log) and the key keeps
- * its value. */
-static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
-    const char *why = db_check_string(x, e->klen, e->vlen);
-    if (why == db_too_big_error) return refuse(x, (size_t)-1);
-    if (why) {
-        x->refused = DB_REFUSED_NO_ROOM;
-        return DB_OOM;
-    }
+/* ---- large values (bigval.c) ----
+ * A chunk run: the chunks of one entry too large for its place (one
+ * segment alone, or the group entry of a batch), logged consecutively for
+ * its shard. */
+typedef struct chunk_run {
+    uint64_t *refs;        /* the chunks' offsets */
+    uint32_t n;
+    uint64_t first;        /* the first chunk's version */
+} chunk_run;
+
+/* Chunks written by the current write (DEBUG CHUNK-CRASH counts them). */
+static __thread uint32_t chunks_this_write;
+
+/* Why a large entry (key klen, payload vlen) cannot be written now: 0, or
+ * the refusal (DB_REFUSED_*). */
+static int big_refusal(const db_ctx *x, size_t klen, uint64_t vlen) {
+    const char *why = db_check_string(x, klen, vlen);
+    if (!why) return DB_REFUSED_NONE;
+    if (why == db_key_too_big_error) return DB_REFUSED_KEY_TOO_BIG;
+    return why == db_too_big_error ? DB_REFUSED_TOO_BIG : DB_REFUSED_NO_ROOM;
+}
+
+/* The one writer of chunks, for a single-key write and a batch alike: log
+ * the chunks of e for shard s, each with the shard's next version, so they
+ * are versions [run->first, run->first + run->n) with nothing of the shard
+ * between; the caller logs the final entry (bigval_final) with the next
+ * version. Nothing is applied: apply_run notes the chunks as pending just
+ * before their final entry is applied, so the pending table sees a run and
+ * then its final, as recovery and backups do. DB_OK, or DB_OOM when log
+ * space ran out half-way: the chunks logged are never applied (recovery
+ * forgets them), and run is freed. */
+static int write_run(db_ctx *x, shard *s, const log_entry *e, chunk_run *run) {
     uint32_t n = bigval_nchunks(e->klen, e->vlen);
-    uint64_t first = 0;
+    run->refs = malloc(sizeof(uint64_t) * n);
+    if (!run->refs) abort();
+    run->n = 0;
     for (uint32_t i = 0; i < n; i++) {
         log_entry c;
         bigval_chunk(e, i, &c);
-        if (append_one(x, s, &c) != DB_OK) {
-            bigval_forget(s);
-            return DB_OOM;
+        uint64_t off = log_one(x, s, &c);
+        if (!off) {
+            free(run->refs);
+            run->refs = NULL;
+            return refuse(x, log_entry_len(c.klen, c.vlen));
         }
-        if (i == 0) first = c.ver;
-        if (atomic_load(&server.debug_chunk_crash) == (int)i + 1 && i + 1 < n) {
-            serverLog(LL_WARNING, "DEBUG CHUNK-CRASH: killing this process after %u of the %u "
-                      "chunks of a large value", i + 1, n);
+        if (i == 0) run->first = c.ver;
+        run->refs[run->n++] = off;
+        if (atomic_load(&server.debug_chunk_crash) == (int)++chunks_this_write) {
+            serverLog(LL_WARNING, "DEBUG CHUNK-CRASH: killing this process after %u chunks, "
+                      "before the entry that commits them", chunks_this_write);
             raise(SIGKILL);
         }
     }
-    char desc[BIGVAL_DESC_LEN];
-    log_entry f;
-    bigval_final(e, n, first, desc, &f);
-    if (append_one(x, s, &f) != DB_OK) {
-        bigval_forget(s);
+    return DB_OK;
+}
+
+/* Note the run's chunks as pending (bigval_note), then free it. */
+static void apply_run(shard *s, chunk_run *run) {
+    for (uint32_t i = 0; i < run->n; i++) {
+        log_entry c;
+        log_entry_decode(ref_ptr(run->refs[i]), &c);
+        db_apply_entry(s, run->refs[i], &c);
+    }
+    free(run->refs);
+    run->refs = NULL;
+}
+
+/* An entry too large for one segment, written alone: its chunks, then the
+ * final entry that commits it (bigval.c). Refused before anything is
+ * written when the pool cannot hold it all; if space still runs out
+ * half-way, the chunks written are dead log and the key keeps its value. */
+static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
+    int why = big_refusal(x, e->klen, e->vlen);
+    if (why != DB_REFUSED_NONE) {
+        x->refused = why;
         return DB_OOM;
     }
+    chunks_this_write = 0;
+    chunk_run run;
+    if (write_run(x, s, e, &run) != DB_OK) return DB_OOM;
+    char desc[BIGVAL_DESC_LEN];
+    log_entry f;
+    bigval_final(e, run.n, run.first, desc, &f);
+    uint64_t off = log_one(x, s, &f);
+    if (!off) {
+        free(run.refs);
+        return refuse(x, log_entry_len(f.klen, f.vlen));
+    }
+    apply_run(s, &run);
+    apply_logged(s, off, &f);
     return DB_OK;
 }
 
@@ -716,6 +798,123 @@ void db_batch_abort(db_ctx *x) {
     x->nbatch = 0;
 }
 
+/* The next sub-entry's version of its shard, written into its header at
+ * buf + at. */
+static void batch_version(db_ctx *x, char *buf, size_t at, log_entry *e) {
+    shard *s = &server.shards[e->shard];
+    e->ver = shard_next_version(s, x->wid, x->w->acc);
+    uint64_t verdb = (e->ver & LOG_VER_MASK) | ((uint64_t)e->db << 48);
+    memcpy(buf + at + 8, &verdb, 8);
+    worker_touch_shard(x->w, s->id);
+    dep_add_write(x, s, e->ver);
+}
+
+static size_t sub_span(size_t len) { return (len + LOG_SUB_ALIGN - 1) & ~(size_t)(LOG_SUB_ALIGN - 1); }
+
+/* A sub-entry of a batch that could go in a chunk run: its index, length
+ * and what the group saves when it does. */
+typedef struct sub_size { size_t at, len, save; } sub_size;
+
+static int by_len_desc(const void *a, const void *b) {
+    const sub_size *x = a, *y = b;
+    if (x->len != y->len) return x->len > y->len ? -1 : 1;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/* A batch whose group entry would not fit one segment: its largest
+ * strings and collection entries go in chunk runs (bigval.c), the group
+ * carrying their final entries, until it fits. Sets big[i] for the i-th
+ * sub-entry so chosen and returns how many, or -1 (refusal in x) when the
+ * group cannot fit even so (too many keys, or a key over BIGVAL_MAX_KEY
+ * with a value too large for one entry), or the pool has no room for the
+ * runs. */
+static int plan_runs(db_ctx *x, uint8_t *big) {
+    size_t glen = LOG_HDR_SIZE, pos = 0, at;
+    int n = 0, nbig = 0, long_key = 0;
+    log_entry e;
+    sub_size *c = malloc(sizeof(sub_size) * (size_t)x->nbatch);
+    if (!c) abort();
+    while (batch_next(x, &pos, &e, &at)) {
+        size_t len = log_entry_len(e.klen, e.vlen), fin = log_entry_len(e.klen, BIGVAL_DESC_LEN);
+        int can = (e.type == LOG_SET || e.type == LOG_COLL_OP || e.type == LOG_SNAPSHOT) &&
+                  sub_span(len) > sub_span(fin);
+        if (can && e.klen > BIGVAL_MAX_KEY) {
+            can = 0;
+            long_key |= len > LOG_MAX_ENTRY - LOG_HDR_SIZE;
+        }
+        glen += sub_span(len);
+        big[n] = 0;
+        c[n] = can ? (sub_size){(size_t)n, len, sub_span(len) - sub_span(fin)}
+                   : (sub_size){(size_t)n, 0, 0};
+        n++;
+    }
+    qsort(c, (size_t)n, sizeof(sub_size), by_len_desc);
+    uint64_t bytes = 0;
+    for (int i = 0; i < n && glen > LOG_MAX_ENTRY && c[i].len; i++) {
+        big[c[i].at] = 1;
+        nbig++;
+        glen -= c[i].save;
+    }
+    free(c);
+    if (glen > LOG_MAX_ENTRY) {
+        x->refused = long_key ? DB_REFUSED_KEY_TOO_BIG : DB_REFUSED_GROUP_TOO_BIG;
+        return -1;
+    }
+    pos = 0;
+    n = 0;
+    while (batch_next(x, &pos, &e, &at))
+        if (big[n++]) bytes += bigval_run_bytes(e.klen, e.vlen);
+    /* The runs and the group follow each other in one log, so they share
+     * segments: one more for the segment being written when they start. */
+    uint64_t segs = (bytes + glen + POOL_SEG_SIZE - 1) / POOL_SEG_SIZE + 1;
+    if (pool_free_count(server.pool) < segs + keep_free_for(LOG_CHUNK) + 1) {
+        /* counted and reported like any pool-full refusal (db_check_string) */
+        x->refused = DB_REFUSED_NO_ROOM;
+        atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
+        atomic_fetch_add(&server.stat.oom_refused, 1);
+        clean_note_refusal();
+        return -1;
+    }
+    return nbig;
+}
+
+/* The group of a batch with chunk runs: in batch order, each sub-entry
+ * takes its shard's next version, a chosen one (big) after its run's
+ * chunks are logged, so that each run is immediately followed, in its
+ * shard's versions, by its final entry (bigval.c). The group's payload,
+ * with the final entries in place of the chosen ones, goes to out; the
+ * runs to runs[i]. DB_OK or DB_OOM (log space ran out: what was logged is
+ * dead, no run is left allocated). */
+static int write_batch_runs(db_ctx *x, const uint8_t *big, rbuf *out, chunk_run *runs) {
+    size_t pos = 0, at;
+    int i = 0;
+    log_entry e;
+    chunks_this_write = 0;
+    while (batch_next(x, &pos, &e, &at)) {
+        size_t start = sub_span(out->len);
+        rbuf_reserve(out, start - out->len + log_entry_len(e.klen, e.vlen));
+        memset(out->buf + out->len, 0, start - out->len);
+        size_t len;
+        if (big[i]) {
+            if (write_run(x, &server.shards[e.shard], &e, &runs[i]) != DB_OK) {
+                for (int j = 0; j < i; j++) free(runs[j].refs);
+                return DB_OOM;
+            }
+            char desc[BIGVAL_DESC_LEN];
+            log_entry f;
+            bigval_final(&e, runs[i].n, runs[i].first, desc, &f);
+            len = log_entry_encode(out->buf + start, &f, 0);
+        } else {
+            len = log_entry_len(e.klen, e.vlen);
+            memcpy(out->buf + start, x->batch.buf + at, len);
+        }
+        out->len = start + len;
+        batch_version(x, out->buf, start, &e);
+        i++;
+    }
+    return DB_OK;
+}
+
 int db_batch_end(db_ctx *x) {
     if (x->batching > 1) {
         x->batching--;
@@ -731,33 +930,63 @@ int db_batch_end(db_ctx *x) {
     log_entry e;
     while (batch_next(x, &pos, &e, &at))
         if (keep_free_for(e.type) > keep) keep = keep_free_for(e.type);
+    /* Too large for one group entry: large values go in chunk runs first
+     * (bigval.c), logged before the group under the locks the caller holds
+     * for every key; the group, which commits them, is all or nothing. */
+    uint8_t *big = NULL;
+    chunk_run *runs = NULL;
+    rbuf payload = {0};
+    const char *gbuf = x->batch.buf;
+    if (len > LOG_MAX_ENTRY) {
+        big = malloc((size_t)x->nbatch);
+        int nbig = plan_runs(x, big);
+        if (nbig < 0) {
+            free(big);
+            x->nbatch = 0;
+            return DB_OOM;
+        }
+        runs = calloc((size_t)x->nbatch, sizeof(chunk_run));
+        rbuf_init(&payload);
+        if (write_batch_runs(x, big, &payload, runs) != DB_OK) {
+            free(big);
+            free(runs);
+            rbuf_free(&payload);
+            x->nbatch = 0;
+            return DB_OOM;
+        }
+        gbuf = payload.buf;
+        len = LOG_HDR_SIZE + payload.len;
+    }
     uint64_t off = log_writer_reserve(&w->tlog, len, keep);
     if (!off) {
+        for (int i = 0; runs && i < x->nbatch; i++) free(runs[i].refs);
+        free(big);
+        free(runs);
+        rbuf_free(&payload);
         x->nbatch = 0;
         return refuse(x, len);
     }
     /* Versions are handed out now, in batch order, under the locks the
-     * caller holds for every key in the batch. */
+     * caller holds for every key in the batch (write_batch_runs did). */
     pos = 0;
-    while (batch_next(x, &pos, &e, &at)) {
-        shard *s = &server.shards[e.shard];
-        e.ver = shard_next_version(s, x->wid, x->w->acc);
-        uint64_t verdb = (e.ver & LOG_VER_MASK) | ((uint64_t)e.db << 48);
-        memcpy(x->batch.buf + at + 8, &verdb, 8);
-        worker_touch_shard(w, s->id);
-        dep_add_write(x, s, e.ver);
-    }
+    while (!big && batch_next(x, &pos, &e, &at)) batch_version(x, x->batch.buf, at, &e);
     log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
-                   .val = x->batch.buf, .vlen = (uint32_t)x->batch.len};
+                   .val = gbuf, .vlen = (uint32_t)(len - LOG_HDR_SIZE)};
     log_entry_encode(log_writer_dst(&w->tlog, off, len), &g, 1);
     log_writer_wrote(&w->tlog, off, len);
-    pos = 0;
-    while (batch_next(x, &pos, &e, &at)) {
-        uint64_t ref = off + LOG_HDR_SIZE + at;
+    size_t gpos = 0;
+    int i = 0;
+    while (log_group_next(&g, &gpos, &e, &at)) {
+        uint64_t ref = off + at;
+        shard *s = &server.shards[e.shard];
         log_entry_decode(pool_ptr(server.pool, ref), &e);
-        if (db_apply_entry(&server.shards[e.shard], ref, &e) != 0)
-            db_report_refused(&server.shards[e.shard], &e);
+        if (big && big[i]) apply_run(s, &runs[i]);
+        if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
+        i++;
     }
+    free(big);
+    free(runs);
+    rbuf_free(&payload);
     x->nbatch = 0;
     return DB_OK;
 }

@@ -24,13 +24,14 @@
  * batch for every command that writes more than one key (MSET, RENAME, DEL
  * with several keys, EXEC...).
  *
- * Refused writes: a write that cannot get log space (pool full), or whose
- * entry would not fit one log segment (a value over ~4 MiB inside a batch,
- * or in a collection), returns DB_OOM and changes nothing; the command
- * replies with db_error_text(x). A string set alone may be larger: it is
- * logged in pieces (bigval.h), or refused when the pool has no room for it.
- * Deletions may use a small reserve of segments, so DEL works when SET no
- * longer does. */
+ * Refused writes: a write that cannot get log space (pool full) returns
+ * DB_OOM and changes nothing; the command replies with db_error_text(x).
+ * A value too large for one log segment, alone or in a batch, is logged in
+ * pieces (bigval.h), or refused when the pool has no room for it; what
+ * cannot be logged at all is a batch whose keys alone do not fit one
+ * segment, and a key over 1 MiB with a value that does not fit one entry
+ * with it. Deletions may use a small reserve of segments, so DEL works
+ * when SET no longer does. */
 #ifndef ROWAN_DB_H
 #define ROWAN_DB_H
 #include <stddef.h>
@@ -47,6 +48,8 @@ enum db_refusal {
     DB_REFUSED_RECLAIMING,   /* pool full; the cleaner is reclaiming space */
     DB_REFUSED_LIVE_DATA,    /* pool full and nothing to reclaim */
     DB_REFUSED_NO_ROOM,      /* a large value needs more log space than is free */
+    DB_REFUSED_KEY_TOO_BIG,  /* a key over BIGVAL_MAX_KEY with a value too large for one entry */
+    DB_REFUSED_GROUP_TOO_BIG,/* a batch whose keys alone cannot fit one group entry */
 };
 const char *db_refusal_name(int why);
 /* Why the last pool-full refusal happened (DB_REFUSED_NONE if none yet). */
@@ -57,11 +60,15 @@ int db_last_refusal(void);
                           * command not allowed when the storage pool is full:
                           * <why>", or a too-large entry */
 
-/* "ERR value too large: ..." for a key and value that cannot fit one entry. */
+/* "ERR value too large: ..." for an entry that cannot be logged at all (a
+ * FUNCTION library set over 4 MiB), and "ERR key too large: ..." for a key
+ * too long to be logged with its value (over 1 MiB, with a value that does
+ * not fit one entry with it: bigval.h). */
 extern const char *db_too_big_error;
+extern const char *db_key_too_big_error;
 /* The longest argument a write could store in one log entry: a log entry
- * minus its header. A longer one is refused unless it is a string value set
- * alone (db_check_string). */
+ * minus its header. A longer value is logged in pieces when the pool has
+ * room for it (db_check_string). */
 #define DB_MAX_ARG_LEN (LOG_MAX_ENTRY - LOG_HDR_SIZE)
 
 
@@ -109,8 +116,8 @@ typedef struct db_ctx {
 /* Error reply text for the last DB_OOM returned to this context. */
 const char *db_error_text(const db_ctx *x);
 /* Can a write of a key of klen bytes and a string of vlen bytes be stored
- * now? NULL if so, else the error to reply (too large for where it is
- * written, or more than the pool has room for: bigval.h; the latter is
+ * now? NULL if so, else the error to reply (a key too long for a value
+ * that large, or more than the pool has room for: bigval.h; the latter is
  * counted as a refusal, INFO oom_*). For the edge, to refuse before
  * building or buffering a large value. */
 const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen);

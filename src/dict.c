@@ -259,3 +259,38 @@ void dict_foreach_pair(const dict *d, dict_pair_fn fn, void *arg) {
         for (dnode *n = d->table[i]; n; n = n->next)
             fn(arg, n->e.key, n->e.klen, n->e.val, n->e.vlen);
 }
+
+const dict_entry **dict_entries(const dict *d, const dict_entry **out) {
+    for (uint64_t i = 0; i <= d->mask; i++)
+        for (dnode *n = d->table[i]; n; n = n->next) *out++ = &n->e;
+    return out;
+}
+
+/* Many of them (a third or more): a partial Fisher-Yates shuffle of all
+ * entries, one pass. Few: random draws, remembering the keys already taken
+ * in a scratch dict, so the cost follows count rather than the size. */
+void dict_pick_distinct(const dict *d, size_t count, const dict_entry **out,
+                        uint64_t (*rnd)(void)) {
+    size_t n = dict_size(d);
+    if (count * 3 > n) {
+        const dict_entry **all = malloc(sizeof(*all) * (n ? n : 1));
+        if (!all) abort();
+        dict_entries(d, all);
+        for (size_t i = 0; i < count; i++) {
+            size_t j = i + (size_t)(rnd() % (n - i));
+            const dict_entry *t = all[i];
+            all[i] = all[j];
+            all[j] = t;
+            out[i] = all[i];
+        }
+        free(all);
+        return;
+    }
+    dict *seen = dict_new();
+    size_t got = 0;
+    while (got < count) {
+        const dict_entry *e = dict_random(d, rnd());
+        if (dict_set(seen, e->key, e->klen, NULL, 0)) out[got++] = e;
+    }
+    dict_free(seen);
+}

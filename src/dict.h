@@ -47,5 +47,13 @@ void dict_foreach(const dict *d, dict_iter_fn fn, void *arg);
 typedef void (*dict_pair_fn)(void *arg, const char *key, size_t klen, const char *val,
                              size_t vlen);
 void dict_foreach_pair(const dict *d, dict_pair_fn fn, void *arg);
+/* Store a pointer to every entry in out[] (room for dict_size(d)); returns
+ * the end of what was written. */
+const dict_entry **dict_entries(const dict *d, const dict_entry **out);
+/* count distinct entries chosen uniformly at random (count <= size) into
+ * out[] (HRANDFIELD, SRANDMEMBER, SPOP with a count). rnd supplies the
+ * randomness, so the dict stays free of any seed of its own. */
+void dict_pick_distinct(const dict *d, size_t count, const dict_entry **out,
+                        uint64_t (*rnd)(void));
 
 #endif

@@ -29,12 +29,12 @@
 #include "clean.h"
 #include "coldread.h"
 #include "cluster.h"
-#include "commands.h"
 #include "config.h"
 #include "control.h"
 #include "daemon.h"
 #include "db.h"
 #include "delta.h"
+#include "edge.h"
 #include "member.h"
 #include "pool.h"
 #include "reconcile.h"
@@ -44,8 +44,9 @@
 #include "shard.h"
 #include "syncer.h"
 #include "tls.h"
-#include "util.h"
+#include "strutil.h"
 #include "worker.h"
+#include "native.h"
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...) {
@@ -107,7 +108,7 @@ static void configure(int argc, char **argv) {
         start = 2;
     }
     if (config_parse_argv(argc, argv, start, err, sizeof(err)) != 0) die("Bad arguments: %s", err);
-    if (commands_rename(err, sizeof(err)) != 0) die("Bad config file: %s", err);
+    if (edge->configure(err, sizeof(err)) != 0) die("Bad config file: %s", err);
     if (server.cfg.workers <= 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
         server.cfg.workers = n > 0 ? (int)n : 1;
@@ -132,6 +133,7 @@ static void open_listeners(void) {
         die("Failed listening on port %d (tcp), aborting.", server.cfg.port);
     }
     if (cluster_enabled() && control_listen(err, sizeof(err)) != 0) die("%s", err);
+    if (native_listen(err, sizeof(err)) != 0) die("%s", err);   /* native-port (rdma/native.c) */
 }
 
 static void open_pool(void) {
@@ -214,6 +216,7 @@ int main(int argc, char **argv) {
         usage();
         return 0;
     }
+    resp_edge_install();   /* the client edge the core calls (edge.h) */
     configure(argc, argv);
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
@@ -232,8 +235,9 @@ int main(int argc, char **argv) {
     db_init_indexes();
     repl_init();
     char err[2048];   /* recovery names each damaged region */
-    if (commands_start(err, sizeof(err)) != 0) die("%s", err);
+    if (edge->start(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
+    native_attach();
     daemon_started();
     loading_begin();
     int rc = recovery_run(err, sizeof(err));
@@ -269,6 +273,7 @@ int main(int argc, char **argv) {
         daemon_notify("READY=1\n");
     }
     workers_join();
+    native_stop();
     daemon_notify("STOPPING=1\n");
     member_stop();
     repl_stop();

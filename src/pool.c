@@ -89,13 +89,19 @@ _Static_assert(sizeof(struct seg_meta) == 16, "seg_meta is 16 bytes");
 #define POOL_SEQ_LEASE  1024u
 #define POOL_PAGE       4096u
 #define POOL_ZERO_AHEAD 16u        /* raw segments zero-filled ahead of allocation */
-/* Bytes per zero-filling pwrite. Not more: the page cache sizes a folio
- * after the write that creates it, and every later small append into a
- * large folio walks all of its block buffers (ext4_block_write_begin,
- * block_commit_write): with 1 MiB chunks a 150-byte append cost 2.4 us of
- * CPU, with 64 KiB 0.95 us, as with 4 KiB (measured on the development VM,
- * Linux 6.18, ext4). */
-#define POOL_ZERO_CHUNK (64u << 10)
+/* Bytes per zero-filling pwrite. The page cache sizes a folio after the
+ * write that creates it, and the folio is what the kernel writes back:
+ * after each flush the next append into a folio dirties all of it again.
+ * With 64 KiB chunks every flush at SET -P 1 wrote each worker's 64 KiB
+ * tail folio for the ~2 KiB appended since the last flush (50-77 bytes
+ * written per acknowledged byte, write_bytes of /proc/PID/io); 16 KiB
+ * brought that to 15-17 (4.4 at -P 16) at the same CPU per SET, while
+ * 4 KiB (6-8) cost SET -P 16 a write-protect fault and a writeback per
+ * page: 15-20% more CPU per SET (issue 14, BENCHMARKS.md). Not more
+ * either: every small append into a large folio walks all of its block
+ * buffers (ext4_block_write_begin, block_commit_write; with 1 MiB chunks a
+ * 150-byte append cost 2.4 us of CPU). */
+#define POOL_ZERO_CHUNK (16u << 10)
 
 /* On-media superblock. Bytes [0, SB_CRC_LEN) are immutable and checksummed. */
 struct pool_sb {

@@ -105,7 +105,8 @@ typedef struct recovery_totals {
  * (shards). */
 int recovery_check(const recovery_hooks *h, recovery_totals *t, char *err, size_t errlen);
 
-/* Scan every non-free segment, replay entries per shard in version order,
+/* Scan every non-free segment, replay entries in pool order (each key's
+ * versions and each shard's barriers in version order, recovery.c),
  * rebuild indexes, live bytes and shard versions, publishing its progress
  * in server.loading_*. 0 ok; -1 with err filled when the pool does not
  * match this configuration, or is damaged and the server is standalone
@@ -113,11 +114,14 @@ int recovery_check(const recovery_hooks *h, recovery_totals *t, char *err, size_
  * it (the data set is incomplete and must not be served). */
 int recovery_run(char *err, size_t errlen);
 
-/* The effects recovery_run would apply, in the order it would apply them
- * (shard by shard, in version order; copies and cut-short re-syncs left
- * out), handed to fn instead: nothing is changed. The caller keeps the log
- * still meanwhile (every shard lock and the cleaner held: verify.c). 0,
- * or -1 with err (damage, a pool of another shard count). */
+/* The effects recovery_run would apply (copies and cut-short re-syncs left
+ * out), in the order it would apply them but shard by shard, handed to fn
+ * instead: nothing is changed. The order is pool order (each key's
+ * versions and each shard's barriers in version order, others in between),
+ * so a large value's runs come as recovery sees them (bigval_pool_order).
+ * The caller keeps the log still meanwhile (every shard lock and the
+ * cleaner held: verify.c). 0, or -1 with err (damage, a pool of another
+ * shard count). */
 typedef void (*recovery_effect_fn)(void *arg, int shard, uint64_t ref, const struct log_entry *e);
 int recovery_replay_visit(recovery_effect_fn fn, void *arg, char *err, size_t errlen);
 

@@ -841,10 +841,12 @@ void repl_info(rbuf *o) {
                  atomic_load(&server.stat.replies_dropped_handover));
     rbuf_appendf(o, "repl_auth:%s\r\nrepl_auth_failures:%lld\r\n", pauth_secret_source(),
                  pauth_failures());
-    long long msgs = 0, refused = 0, links = 0;
-    control_get_stats(&msgs, &refused, &links);
+    long long msgs = 0, refused = 0, links = 0, flushes = 0;
+    control_get_stats(&msgs, &refused, &links, &flushes);
     rbuf_appendf(o, "blog_messages:%lld\r\nblog_bytes:%llu\r\nblog_refused:%lld\r\nblog_links:%lld\r\n", msgs,
                  (unsigned long long)blog_bytes_landed(), refused, links);
+    rbuf_appendf(o, "blog_flushes:%lld\r\nblog_writes_per_flush:%.2f\r\n", flushes,
+                 flushes ? (double)msgs / (double)flushes : 0.0);
     digest_stats ds;
     digest_get_stats(&ds);
     rbuf_appendf(o, "digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"

@@ -104,6 +104,13 @@ struct rowan_config {
     /* TLS between nodes (peer_tls.c): the replication port, which carries
      * replication and the cluster bus, speaks TLS if either is set */
     int tls_replication, tls_cluster;
+    /* the native datagram edge (rdma/native.c) */
+    int native_port;            /* 0 = off */
+    char *native_bind;          /* "" = the first `bind` address */
+    int native_transport;       /* NATIVE_TRANSPORT_* (rdma/native_transport.h) */
+    int native_max_clients;     /* native clients remembered at once */
+    long long native_reply_cache; /* bytes of cached replies before new requests get BUSY */
+    int native_client_timeout;  /* seconds idle before a native client is forgotten */
 };
 
 enum {

@@ -1,8 +1,9 @@
 /* syncer.c -- threads that turn workers' batches into device flushes.
  *
  * Used with replicas (a worker's batch waits for its backups too, and the
- * worker serves on meanwhile), by the control thread's b-log flushes, and by
- * a standalone server while the device is slow. A standalone server on a
+ * worker serves on meanwhile), and by the control thread's b-log flushes
+ * and a standalone server's workers while the device is slow (on a fast
+ * device those flush inline, control.c and worker.c). A standalone server on a
  * fast device does not come here: each worker flushes its round inline
  * (worker.c, issue 14: fewer thread hand-offs won on a CPU-bound server).
  * Every flush is timed (syncer_device_fast): a flush slower than
@@ -78,6 +79,8 @@ void syncer_flush_now(void) {
 }
 
 int syncer_device_fast(void) { return atomic_load(&last_flush_us) < INLINE_MAX_US; }
+
+int64_t syncer_last_flush_us(void) { return atomic_load(&last_flush_us); }
 
 static void wake_worker(void *w) { worker_wake(w); }
 

@@ -22,4 +22,7 @@ void syncer_flush_now(void);
  * limit? Unknown (none yet) counts as slow. */
 int syncer_device_fast(void);
 
+/* How long the last flush took (microseconds). */
+int64_t syncer_last_flush_us(void);
+
 #endif

@@ -5,7 +5,7 @@
  * lives in its log, which is what a restart loads; rebuilding the live
  * indexes under running clients would mean stopping every worker, so this
  * does the verifying half in place: it replays the log as recovery would
- * (recovery_replay_visit: the same scan, order and rules) into scratch
+ * (recovery_replay_visit: the same scan, pool order and rules) into scratch
  * state beside the live indexes, and compares the two shard by shard with
  * the dataset digest (db_shard.h: per-key hashes of logical db, key, type,
  * expiry and value, summed). Equal digests mean a restart now would serve
@@ -200,6 +200,7 @@ static void shard_done(vstate *v) {
         v->sum[v->sid] = c.sum;
         v->n[v->sid] = c.n;
         bigval_forget(&server.shards[v->sid]);   /* runs a crash cut short */
+        bigval_pool_order(&server.shards[v->sid], 0);
         dict_foreach(v->keys, free_obj, NULL);
         dict_free(v->keys);
     }
@@ -233,6 +234,7 @@ static void on_effect(void *arg, int sid, uint64_t ref, const log_entry *e) {
     if (sid != v->sid) {
         shard_done(v);
         v->sid = sid;
+        bigval_pool_order(&server.shards[sid], 1);   /* recovery's order */
     }
     bigval_note(&server.shards[sid], ref, e);
     if (e->flags & LOG_F_CHUNKED) {
@@ -289,7 +291,10 @@ int verify_log(char *err, size_t errlen) {
             }
         }
     }
-    if (v.sid >= 0) bigval_forget(&server.shards[v.sid]);
+    if (v.sid >= 0) {
+        bigval_forget(&server.shards[v.sid]);
+        bigval_pool_order(&server.shards[v.sid], 0);
+    }
     for (int i = ns - 1; i >= 0; i--) shard_unlock(&server.shards[i]);
     clean_release();
     if (v.keys) {

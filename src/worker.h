@@ -78,6 +78,10 @@ typedef struct worker {
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
     uint64_t handover_seen;       /* last clean_handover_gen acted on */
+    /* gather (worker.c): sockets of the clients whose replies the last
+     * round released, whose next requests the next flush waits for */
+    int *released;
+    int nreleased, capreleased;
 } worker;
 
 /* Bind the client port, and the tls-port if set (after tls_configure), on
@@ -95,6 +99,7 @@ void workers_join(void);
 void worker_touch_shard(worker *w, uint16_t sid);
 /* Make client c part of w's next flush. */
 void worker_add_pending(worker *w, struct client *c);
+void worker_remove_pending(worker *w, struct client *c);
 void worker_wake(worker *w);
 /* Count one execution of cmd (dt microseconds) in this round's statistics. */
 void worker_count_command(worker *w, struct rcommand *cmd, int64_t dt, int failed);

@@ -83,11 +83,4 @@ async function main() {
   console.log(JSON.stringify(out));
 }
 
-const guard = setTimeout(() => {
-  console.log(JSON.stringify({ fatal: "timed out" }));
-  process.exit(1);
-}, 60000);
-main().then(() => clearTimeout(guard)).catch((e) => {
-  console.log(JSON.stringify({ fatal: String(e && e.stack || e) }));
-  process.exit(1);
-});
+require("./run_main")(main);

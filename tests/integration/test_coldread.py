@@ -83,7 +83,7 @@ def reads(rnd, n):
         elif op == 8:
             out.append(rnd.choice([("HGETALL", "h"), ("LRANGE", "l", "0", "-1"),
                                    ("SMEMBERS", "set"), ("ZRANGE", "z", "0", "-1", "WITHSCORES"),
-                                   ("TYPE", k), ("TTL", "ttl"), ("INCR", "n")]))
+                                   ("TYPE", k), ("GET", "ttl"), ("INCR", "n")]))
         elif op == 9:   # a write then a read of the same key, in one pipeline
             v = "w%d" % rnd.randrange(10 ** 6)
             out.append(("SET", k, v))

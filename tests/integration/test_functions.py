@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import RespClient, RespError, Server, wait_for
-from differential import call as _reply
+from differential import busy_conn, call as _reply, open_conns
 
 pytestmark = pytest.mark.rowan_only
 
@@ -369,11 +369,7 @@ def test_busy_function_stats_and_kill(server_factory):
     c = srv.resp()
     c.call("function", "load", fl("busy", "redis.register_function('spin', function() "
                                           "local i = 0 while true do i = i + 1 end end)"))
-    conns = []
-    for _ in range(4):      # served by several workers (round robin)
-        cl = srv.resp()
-        cl.sock.settimeout(1.0)
-        conns.append(cl)
+    conns = open_conns(srv)
     out = {}
 
     def run():
@@ -382,17 +378,8 @@ def test_busy_function_stats_and_kill(server_factory):
     t = threading.Thread(target=run)
     t.start()
     time.sleep(0.4)
-    busy = None
-    for cl in conns:
-        try:
-            rep = _reply(cl, "get", "x")
-        except OSError:
-            continue
-        if isinstance(rep, RespError) and rep.msg.startswith("BUSY"):
-            busy = cl
-            assert rep == RespError(BUSY_FN)
-            break
-    assert busy is not None, "no connection got -BUSY"
+    busy = busy_conn(conns, "get", "x")
+    assert _reply(busy, "get", "x") == RespError(BUSY_FN)
     st = busy.call("function", "stats")
     assert st[0] == b"running_script" and st[1][0:5] == [b"name", b"spin", b"command",
                                                         [b"fcall", b"spin", b"0"], b"duration_ms"]

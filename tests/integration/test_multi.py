@@ -469,18 +469,31 @@ def test_exec_all_or_nothing_across_kill9(server_factory, with_hash):
 
 @pytest.mark.rowan_only("a transaction is one log entry: one that cannot be logged is refused whole")
 def test_exec_refused_whole_when_it_cannot_be_logged(c):
-    """Two 3 MiB values fit a log segment each but not together: EXEC answers
-    the single error and applies nothing (Redis would have run both)."""
+    """Two 3 MiB values fit a log segment each but not together: their
+    values are logged in pieces and the transaction's entry commits them
+    (src/bigval.c). What cannot be logged at all is so many keys that the
+    keys alone do not fit one entry: EXEC then answers the single error and
+    applies nothing (Redis would have run it)."""
     big = b"x" * (3 * 1024 * 1024)
     c.ok("SET", "keep", "old")
     assert c.call("MULTI") == "OK"
     assert c.call("SET", "keep", "new") == "QUEUED"
     assert c.call("SET", "big1", big) == "QUEUED"
     assert c.call("SET", "big2", big) == "QUEUED"
+    assert c.call("EXEC") == ["OK", "OK", "OK"]
+    assert c.call("STRLEN", "big1") == len(big) and c.call("STRLEN", "big2") == len(big)
+    assert c.call("GET", "keep") == b"new"
+    assert c.call("DEL", "big1", "big2") == 2
+    many = []
+    for i in range(40000):
+        many += [b"%0100d" % i, b"v"]
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "keep", "newer") == "QUEUED"
+    assert c.call("MSET", *many) == "QUEUED"
     rep = c.call("EXEC")
-    assert isinstance(rep, RespError) and rep.msg.startswith("ERR value too large"), rep
-    assert c.call("GET", "keep") == b"old"
-    assert c.call("EXISTS", "big1", "big2") == 0
+    assert isinstance(rep, RespError) and rep.msg.startswith("ERR too many keys"), rep
+    assert c.call("GET", "keep") == b"new"
+    assert c.call("EXISTS", many[0], many[-2]) == 0
     # the connection and the server go on
     assert c.call("MULTI") == "OK"
     assert c.call("SET", "big1", big) == "QUEUED"

@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from conftest import RespClient, RespError, wait_for
-from differential import call as _reply
+from differential import busy_conn, call as _reply, open_conns
 
 pytestmark = pytest.mark.rowan_only
 
@@ -280,33 +280,9 @@ def test_eval_inside_multi(server, r):
     assert p.execute() == [True, 2, b"2"]
 
 
-def _open_conns(srv, n=4):
-    """Connections accepted and served before a script starts: worker 0
-    accepts every connection and hands them round robin to the workers."""
-    conns = []
-    for _ in range(n):
-        cl = srv.resp()
-        cl.sock.settimeout(1.0)
-        conns.append(cl)
-    return conns
-
-
-def _busy_conn(conns):
-    """One of conns that answers while the script runs (one served by
-    another worker than the script's: the script's worker waits for it)."""
-    for cl in conns:
-        try:
-            rep = _reply(cl, "ping")
-        except OSError:
-            continue
-        if isinstance(rep, RespError) and rep.msg.startswith("BUSY"):
-            return cl
-    raise AssertionError("no connection got -BUSY")
-
-
 def test_busy_reply_and_script_kill(server_factory):
     srv = server_factory(extra={"busy-reply-threshold": "200"})
-    conns = _open_conns(srv)
+    conns = open_conns(srv)
     out = {}
 
     def run():
@@ -319,7 +295,7 @@ def test_busy_reply_and_script_kill(server_factory):
     t = threading.Thread(target=run)
     t.start()
     time.sleep(0.3)
-    cl = _busy_conn(conns)
+    cl = busy_conn(conns)
     assert _reply(cl, "get", "x") == RespError(
         "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.")
     assert _reply(cl, "script", "kill") == "OK"
@@ -334,7 +310,7 @@ def test_busy_reply_and_script_kill(server_factory):
 
 def test_script_that_wrote_is_unkillable_and_shutdown_keeps_none(server_factory):
     srv = server_factory(extra={"lua-time-limit": "200"})
-    conns = _open_conns(srv)
+    conns = open_conns(srv)
 
     def run():
         try:
@@ -345,7 +321,7 @@ def test_script_that_wrote_is_unkillable_and_shutdown_keeps_none(server_factory)
     t = threading.Thread(target=run, daemon=True)
     t.start()
     time.sleep(0.3)
-    cl = _busy_conn(conns)
+    cl = busy_conn(conns)
     rep = _reply(cl, "script", "kill")
     assert isinstance(rep, RespError) and rep.msg.startswith("UNKILLABLE Sorry the script")
     cl.send_command("shutdown", "nosave")

@@ -38,6 +38,7 @@
  * pwrite'n) and, in a forked child, on /dev/shm with PMEM_IS_PMEM_FORCE=1
  * (entries encoded in the pool itself). libpmem decides pmem-ness once per
  * process, so the child sets the variable before touching libpmem. */
+#include "bigval.h"
 #include "cluster.h"
 #include "config.h"
 #include "db.h"
@@ -49,6 +50,7 @@
 #include "server.h"
 #include "shard.h"
 #include "unit.h"
+#include "verify.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -115,10 +117,9 @@ static void globals_init(void) {
 
 static void globals_free(void) {
     db_ctx_free(&ctx);
+    db_free_all(); /* indexes, the objects they hold, pending chunks */
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
-        index_free(s->idx);
-        index_free(s->vidx);
         free(s->pend);
         pthread_mutex_destroy(&s->lock);
     }
@@ -419,6 +420,170 @@ static void test_version_order(void) {
     CHECK_EQ_LL(next_ver_of(sid), 3);
     CHECK_EQ_LL(durable_of(sid), 2);
     CHECK_EQ_LL(stat_entries(), 4);
+    teardown();
+}
+
+/* Replay follows the pool, not the versions (order_replay): random SETs,
+ * DELs and FLUSHDBs of a few shards, and large values (bigval.h: runs of
+ * LOG_CHUNK then a final LOG_SET flagged LOG_F_CHUNKED, here with pieces of
+ * a few bytes), some of them cut short before their final entry, each
+ * entry written by one of two writers in an order unrelated to its version
+ * -- so runs of several keys of a shard interleave, and a run's pieces and
+ * its final entry land anywhere -- some of them twice (the cleaner's copy
+ * of an entry a crash left beside its original), must recover exactly the
+ * state of applying them in version order, report the pieces no final
+ * entry claims, and DEBUG RELOAD's replay (verify_log, the same order)
+ * must agree with what recovery built. */
+enum { RO_KEYS = 24, RO_OPS = 600, RO_PIECE = 5, RO_MAXPIECES = 4096, RO_WINDOW = 80 };
+enum { RO_BIG = 100, RO_CUT }; /* op kinds besides the LOG_* ones */
+typedef struct ro_op { int kind, key, db, n, cut; uint64_t ver; char val[40]; } ro_op;
+typedef struct ro_state { int live; uint64_t ver; char val[40]; } ro_state;
+typedef struct ro_piece { int op, i; } ro_piece; /* op's i-th chunk, or its final entry (i == n) */
+
+static uint64_t ro_rng = 0x2545F4914F6CDD1DULL;
+static uint64_t ro_rand(void) {
+    ro_rng ^= ro_rng << 13;
+    ro_rng ^= ro_rng >> 7;
+    ro_rng ^= ro_rng << 17;
+    return ro_rng;
+}
+
+/* Piece p of ops as a log entry (desc: room for a final entry's payload). */
+static log_entry ro_entry(const ro_op *ops, char keys[][32], ro_piece p, char *desc) {
+    const ro_op *o = &ops[p.op];
+    const char *key = keys[o->key];
+    if (o->kind == LOG_SET) return mk_set(o->db, key, o->val, o->ver);
+    if (o->kind == LOG_DEL) return mk_del(o->db, key, o->ver);
+    if (o->kind == LOG_FLUSHDB) return mk_flush(sid_of(key), o->db, o->ver);
+    log_entry e = mk_set(o->db, key, o->val, o->ver + (uint64_t)p.i);
+    if (p.i < o->n) {
+        size_t off = (size_t)p.i * RO_PIECE, len = strlen(o->val) - off;
+        e.type = LOG_CHUNK;
+        e.val = o->val + off;
+        e.vlen = (uint32_t)(len < RO_PIECE ? len : RO_PIECE);
+        e.aux = off;
+    } else {
+        bigval_desc_encode(desc, strlen(o->val), (uint32_t)o->n, o->ver);
+        e.flags = LOG_F_CHUNKED;
+        e.val = desc;
+        e.vlen = BIGVAL_DESC_LEN;
+    }
+    return e;
+}
+
+static void test_pool_order_random(int round) {
+    setup();
+    static char keys[RO_KEYS][32];
+    for (int k = 0; k < RO_KEYS; k++) key_in(keys[k], sizeof keys[k], "ro", k % 3, k / 3);
+    static ro_op ops[RO_OPS];
+    static ro_piece pieces[RO_MAXPIECES];
+    int np = 0;
+    for (int i = 0; i < RO_OPS; i++) {
+        ro_op *o = &ops[i];
+        o->key = (int)(ro_rand() % RO_KEYS);
+        o->db = (int)(ro_rand() % 2);
+        unsigned r = (unsigned)(ro_rand() % 100);
+        /* FLUSHDBs order everything of their shard: most rounds have few */
+        unsigned flushes = round % 4 == 0 ? 5 : 1;
+        o->kind = r < 55 ? LOG_SET : r < 70 ? RO_BIG : r < 75 ? RO_CUT
+                : r < 100 - flushes ? LOG_DEL : LOG_FLUSHDB;
+        if (o->kind == RO_BIG || o->kind == RO_CUT) {
+            snprintf(o->val, sizeof o->val, "big%d-%d-%.*s", round, i,
+                     (int)(ro_rand() % 20), "abcdefghijklmnopqrstuvwxyz");
+            o->n = (int)((strlen(o->val) + RO_PIECE - 1) / RO_PIECE);
+            /* a cut run wrote its first chunks, never its final entry */
+            o->cut = o->kind == RO_CUT ? 1 + (int)(ro_rand() % (uint64_t)o->n) : o->n + 1;
+            o->ver = nv(keys[o->key]); /* its chunks' and final's versions follow */
+            for (int c = 1; c <= o->n; c++) nv(keys[o->key]);
+        } else {
+            o->n = 0;
+            o->cut = 1;
+            o->ver = nv(keys[o->key]); /* versions in generation order, per shard */
+            snprintf(o->val, sizeof o->val, "v%d-%d", round, i);
+        }
+        for (int c = 0; c < o->cut; c++) {
+            if (np + 2 > RO_MAXPIECES) abort();
+            pieces[np++] = (ro_piece){i, c};
+            if (ro_rand() % 10 == 0) pieces[np++] = (ro_piece){i, c}; /* the cleaner's copy */
+        }
+    }
+    /* Write them in an order unrelated to their versions: each piece
+     * moves up to RO_WINDOW places from where it was made (writers race),
+     * and one in ten goes anywhere later (the cleaner moved it), each to one
+     * of two writers. */
+    static uint64_t at[RO_MAXPIECES];
+    for (int i = 0; i < np; i++)
+        at[i] = ro_rand() % 10 == 0 ? (uint64_t)i + ro_rand() % (uint64_t)(np - i)
+                                    : (uint64_t)i + ro_rand() % RO_WINDOW;
+    for (int i = 1; i < np; i++) /* insertion sort by at: stable */
+        for (int j = i; j > 0 && at[j - 1] > at[j]; j--) {
+            uint64_t ta = at[j];
+            at[j] = at[j - 1];
+            at[j - 1] = ta;
+            ro_piece tp = pieces[j];
+            pieces[j] = pieces[j - 1];
+            pieces[j - 1] = tp;
+        }
+    log_writer w[2];
+    log_writer_init(&w[0], server.pool, OWNER_WORKER, 0);
+    log_writer_init(&w[1], server.pool, OWNER_WORKER, 1);
+    for (int i = 0; i < np; i++) {
+        char desc[BIGVAL_DESC_LEN];
+        log_entry e = ro_entry(ops, keys, pieces[i], desc);
+        append(&w[ro_rand() % 2], &e);
+    }
+    wdone(&w[0]);
+    wdone(&w[1]);
+
+    /* The model: apply in generation order (= version order per shard). A
+     * cut run changes nothing; its pieces are reported unless a later
+     * effect on its key or a FLUSHDB of its shard ends it. */
+    static ro_state st[2][RO_KEYS];
+    memset(st, 0, sizeof st);
+    static int open_cut[2][RO_KEYS]; /* pieces of a cut run still unclaimed */
+    memset(open_cut, 0, sizeof open_cut);
+    for (int i = 0; i < RO_OPS; i++) {
+        ro_op *o = &ops[i];
+        int sid = sid_of(keys[o->key]);
+        if (o->kind == LOG_FLUSHDB) {
+            for (int k = 0; k < RO_KEYS; k++)
+                if (sid_of(keys[k]) == sid) {
+                    st[o->db][k].live = 0;
+                    open_cut[0][k] = open_cut[1][k] = 0;
+                }
+            continue;
+        }
+        open_cut[o->db][o->key] = 0;
+        if (o->kind == RO_CUT) {
+            open_cut[o->db][o->key] = o->cut;
+            continue;
+        }
+        ro_state *x = &st[o->db][o->key];
+        x->live = o->kind != LOG_DEL;
+        x->ver = o->ver + (uint64_t)o->n;
+        snprintf(x->val, sizeof x->val, "%s", o->val);
+    }
+    CHECK_EQ_LL(run_recovery(), 0);
+    long wrong = 0;
+    for (int db = 0; db < 2; db++)
+        for (int k = 0; k < RO_KEYS; k++)
+            wrong += st[db][k].live ? !holds(db, keys[k], st[db][k].val, st[db][k].ver)
+                                    : has(db, keys[k]);
+    CHECK_EQ_LL(wrong, 0);
+    for (int sid = 0; sid < 3; sid++) {
+        size_t cut = 0;
+        for (int db = 0; db < 2; db++)
+            for (int k = 0; k < RO_KEYS; k++)
+                if (sid_of(keys[k]) == sid) cut += (size_t)open_cut[db][k];
+        char line[64];
+        snprintf(line, sizeof line, "Recovery: shard %d: %zu pieces", sid_of(keys[sid]), cut);
+        if (cut) CHECK(log_has(line));
+        snprintf(line, sizeof line, "Recovery: shard %d: ", sid_of(keys[sid]));
+        if (!cut) CHECK(!log_has(line));
+    }
+    char err[256] = "";
+    CHECK_EQ_LL(verify_log(err, sizeof err), 0);
+    if (err[0]) fprintf(stderr, "verify_log: %s\n", err);
     teardown();
 }
 
@@ -1156,6 +1321,7 @@ static void run_all(void) {
     printf("test-recovery: pools in %s (%s)\n", tmp_parent, mode_name);
     fflush(stdout);
     test_version_order();
+    for (int round = 0; round < 20; round++) test_pool_order_random(round);
     test_del_set();
     test_group_ok();
     test_group_damaged(0);

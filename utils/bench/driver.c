@@ -28,6 +28,7 @@
  * formatter and its per-argument allocations. */
 #include "driver.h"
 #include "deadline.h"
+#include "native.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -93,6 +94,7 @@ struct op {
 struct client {
     struct worker *w;
     struct conn conns[SLOTS_MAX_NODES];
+    void *native;               /* --transport native: its librowan context */
     struct op *ops;
     struct op *free_ops;
     int inflight;
@@ -314,6 +316,10 @@ static void conn_close(struct conn *cn, bool force) {
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv);
 
 static bool send_to(struct op *op, struct cmdctx *c, int node, bool asking) {
+    if (op->cl->w->cfg->native) {   /* the library routes and follows -MOVED */
+        c->node = node;
+        return op->cl->native && native_send(op->cl->native, op->buf + c->off, c->len, c) == 0;
+    }
     redisAsyncContext *ac = conn_get(op->cl, node);
     if (!ac)
         return false;
@@ -359,6 +365,8 @@ static void cmd_send(struct op *op, struct cmdctx *c, const char *key, size_t kl
     int node = w->map.cluster ? w->map.owner[key_slot(key, klen)] : 0;
     if (send_to(op, c, node, false))
         op->pending++;
+    else if (w->cfg->native && op->cl->native)
+        op_fail_str(op, "REQUEST_TOO_LARGE", false);  /* over one datagram: librowan refuses it */
     else
         op_fail_str(op, "CONNECTION", true);
 }
@@ -639,8 +647,10 @@ static bool follow_redirect(struct op *op, struct cmdctx *c, const redisReply *r
  * with the same context in phase 1. False if it could not be sent. */
 static bool send_wait(struct op *op, struct cmdctx *c) {
     struct worker *w = op->cl->w;
-    redisAsyncContext *ac = conn_get(op->cl, c->node);
     c->phase = 1;
+    if (w->cfg->native)
+        return op->cl->native && native_send(op->cl->native, w->run->wait_cmd, w->run->wait_len, c) == 0;
+    redisAsyncContext *ac = conn_get(op->cl, c->node);
     return ac && redisAsyncFormattedCommand(ac, on_reply, c, w->run->wait_cmd,
                                             w->run->wait_len) == REDIS_OK;
 }
@@ -686,6 +696,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv) {
     }
     if (--op->pending == 0)
         op_step_done(op);
+}
+
+static void on_native_reply(void *reply, void *priv) {
+    on_reply(NULL, reply, priv);
 }
 
 /* ---------------------------------------------------------------------
@@ -843,6 +857,11 @@ static void worker_finish(struct worker *w) {
         evtimer_del(cl->retry_ev);
         for (int n = 0; n < SLOTS_MAX_NODES; n++)
             conn_close(&cl->conns[n], w->forced);
+        if (cl->native) {   /* outstanding commands (forced) fail as TIMEOUT */
+            void *nc = cl->native;
+            cl->native = NULL;
+            native_close(nc);
+        }
     }
     event_del(w->tick_ev);
     evtimer_del(w->pace_ev);
@@ -953,10 +972,19 @@ static void *worker_main(void *arg) {
     event_add(w->tick_ev, &tick);
     /* Connect every client to every node first; the clock starts when all
      * connections have answered, so connection setup is not measured. */
-    for (int i = 0; i < w->nclients; i++)
+    for (int i = 0; i < w->nclients && !w->cfg->native; i++)
         for (int n = 0; n < w->map.nnodes; n++)
             if (conn_open(&w->clients[i].conns[n]))
                 w->pending_connects++;
+    for (int i = 0; i < w->nclients && w->cfg->native; i++) {
+        char err[256];
+        w->clients[i].native = native_connect(w->base, w->cfg->host, w->cfg->port,
+                                              on_native_reply, err, sizeof err);
+        if (!w->clients[i].native && !w->warned) {
+            w->warned = true;
+            fprintf(stderr, "rowan-bench: %s\n", err);
+        }
+    }
     if (w->pending_connects == 0)
         worker_begin(w);
     /* Like event_base_dispatch (returns 1 once no event is left), except

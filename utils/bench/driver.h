@@ -22,6 +22,7 @@ struct bench_cfg {
     const char *host;
     int port;
     const char *password;
+    bool native;                /* --transport native: librowan over UDP (native.h) */
     struct workload wl;         /* mix and load flag */
     enum key_dist dist;
     double theta;

@@ -42,6 +42,8 @@ static void usage(FILE *f) {
 "  -p, --port P             server port (6379)\n"
 "  -a, --password PW        AUTH on every connection\n"
 "      --cluster auto|yes|no  use CLUSTER SLOTS and follow -MOVED/-ASK (auto)\n"
+"      --transport T        resp (TCP, hiredis) or native (UDP datagrams, librowan;\n"
+"                           --port is then the native port) (resp)\n"
 "workload\n"
 "  -w, --workload W         load, a, b, c, d, e, f or custom\n"
 "      --mix SPEC           op mix, e.g. read=0.5,update=0.3,insert=0.1,scan=0.05,rmw=0.05\n"
@@ -77,7 +79,7 @@ static void usage(FILE *f) {
 }
 
 enum {
-    O_CLUSTER = 256, O_MIX, O_DIST, O_THETA, O_MODEL, O_KEYSIZE, O_FIELDS, O_READALL,
+    O_CLUSTER = 256, O_TRANSPORT, O_MIX, O_DIST, O_THETA, O_MODEL, O_KEYSIZE, O_FIELDS, O_READALL,
     O_WRITEALL, O_SCANLEN, O_WAIT, O_SEED, O_DRAIN, O_SPIN, O_JSON, O_PROGRESS, O_HELP,
 };
 
@@ -86,6 +88,7 @@ static const struct option long_opts[] = {
     {"port", required_argument, 0, 'p'},
     {"password", required_argument, 0, 'a'},
     {"cluster", required_argument, 0, O_CLUSTER},
+    {"transport", required_argument, 0, O_TRANSPORT},
     {"workload", required_argument, 0, 'w'},
     {"mix", required_argument, 0, O_MIX},
     {"records", required_argument, 0, 'r'},
@@ -181,6 +184,12 @@ static void parse_opt(struct opts *o, int ch, const char *arg) {
             o->cluster = CLUSTER_AUTO;
         else
             o->cluster = yesno(arg, "--cluster") ? CLUSTER_ON : CLUSTER_OFF;
+        break;
+    case O_TRANSPORT:
+        if (!strcasecmp(arg, "native"))
+            c->native = true;
+        else if (strcasecmp(arg, "resp"))
+            die("unknown transport '%s' (resp or native)", arg);
         break;
     case 'w':
         if (workload_preset(&c->wl, arg, err, sizeof err))
@@ -328,8 +337,17 @@ int main(int argc, char **argv) {
 
     char err[256];
     static struct slotmap map;
-    if (slotmap_fetch(&map, o.cfg.host, o.cfg.port, o.cfg.password, o.cluster, err, sizeof err))
+    if (o.cfg.native) {
+        /* librowan reads the configuration and routes by itself */
+        map.nnodes = 1;
+        snprintf(map.nodes[0].host, sizeof map.nodes[0].host, "%s", o.cfg.host);
+        map.nodes[0].port = o.cfg.port;
+        if (o.cfg.password)
+            die("%s", "--password is not supported with --transport native");
+    } else if (slotmap_fetch(&map, o.cfg.host, o.cfg.port, o.cfg.password, o.cluster, err,
+                             sizeof err)) {
         die("%s", err);
+    }
     install_signals();
     struct run *run = run_start(&o.cfg, &map, err, sizeof err);
     if (!run)

@@ -1,0 +1,205 @@
+/* rowan_async.c -- librowan's asynchronous API on libevent.
+ *
+ * The same engine as the blocking API (rowan_int.h), driven by libevent:
+ * one read event per node socket, and one timer armed for the earliest
+ * retransmission or timeout. A command's callback runs once, with its reply
+ * (freed after the callback returns, as hiredis does) or with NULL and
+ * ac->err / ac->errstr set for the duration of the call.
+ *
+ * The configuration is read at connect time with the blocking loop (a few
+ * round trips, bounded by the timeout); later refreshes (stale term,
+ * -MOVED, a dead node) run inside the event loop, and the commands that
+ * wait for them are sent when they end.
+ *
+ * rowanAsyncFree may be called from a callback: the context is then freed
+ * when the engine has returned to the event handler. */
+#include <stdlib.h>
+#include <string.h>
+#include <event2/event.h>
+#include "rowan_int.h"
+
+typedef struct async_state {
+    rowanAsyncContext *ac;
+    struct event_base *base;
+    struct event *timer;
+    uint64_t armed;            /* absolute ns the timer is set for; 0: not armed */
+    int depth;                 /* inside an event handler of ours */
+    int free_pending;
+} async_state;
+
+static async_state *state_of(rowanEngine *e) { return e->owner; }
+
+static void free_now(rowanAsyncContext *ac);
+
+static void arm_timer(async_state *s) {
+    if (!s->timer) return;
+    uint64_t now = rw_now(), wait = rw_next_timer(s->ac->eng, now);
+    if (wait == UINT64_MAX) {
+        if (s->armed) event_del(s->timer);
+        s->armed = 0;
+        return;
+    }
+    uint64_t at = now + wait;
+    if (s->armed && s->armed <= at && s->armed > now) return;   /* fires early enough */
+    struct timeval tv = {(time_t)(wait / 1000000000ull), (suseconds_t)(wait % 1000000000ull / 1000)};
+    event_add(s->timer, &tv);
+    s->armed = at;
+}
+
+/* The end of one of our handlers: re-arm, or free if asked from a callback. */
+static void leave(async_state *s) {
+    if (--s->depth > 0) return;
+    if (s->free_pending) { free_now(s->ac); return; }
+    rw_flush(s->ac->eng);     /* what this turn's callbacks sent, one sendmmsg per node */
+    arm_timer(s);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    rowanEngine *e = ((rowanAsyncContext *)arg)->eng;
+    async_state *s = state_of(e);
+    s->depth++;
+    for (int i = 0; i < e->nnodes; i++)
+        if (e->nodes[i].ev && e->nodes[i].fd == fd) { rw_on_readable(e, i); break; }
+    leave(s);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    rowanEngine *e = ((rowanAsyncContext *)arg)->eng;
+    async_state *s = state_of(e);
+    s->depth++;
+    s->armed = 0;
+    rw_on_timer(e, rw_now());
+    leave(s);
+}
+
+static void add_read_event(rowanEngine *e, int node) {
+    async_state *s = state_of(e);
+    rw_node *n = &e->nodes[node];
+    if (!s->base || n->fd < 0 || n->ev) return;
+    n->ev = event_new(s->base, n->fd, EV_READ | EV_PERSIST, on_read, s->ac);
+    if (n->ev) event_add(n->ev, NULL);
+}
+
+static void done_async(rowanEngine *e, rw_req *q) {
+    async_state *s = state_of(e);
+    rowanAsyncContext *ac = s->ac;
+    rowanCallbackFn *fn = (rowanCallbackFn *)q->fn;
+    if (fn) {
+        if (q->err) {
+            ac->err = q->err;
+            memcpy(ac->errstr, q->errstr, sizeof ac->errstr);
+        }
+        s->depth++;
+        fn(ac, q->err ? NULL : q->reply, q->priv);
+        s->depth--;
+        ac->err = 0;
+        ac->errstr[0] = 0;
+    }
+    rw_req_free(q);
+}
+
+rowanAsyncContext *rowanAsyncConnect(const char *host, int port) {
+    rowanAsyncContext *ac = calloc(1, sizeof *ac);
+    async_state *s = calloc(1, sizeof *s);
+    if (!ac || !s) { free(ac); free(s); return NULL; }
+    struct timeval tv = {5, 0};
+    ac->eng = rw_engine_new(host, port, &tv);
+    if (!ac->eng) { free(ac); free(s); return NULL; }
+    s->ac = ac;
+    ac->eng->owner = s;
+    ac->eng->on_socket = add_read_event;
+    rw_bootstrap(ac->eng, ac->errstr, sizeof ac->errstr, &ac->err);
+    return ac;
+}
+
+int rowanAsyncSetTimeout(rowanAsyncContext *ac, const struct timeval tv) {
+    uint64_t ns = (uint64_t)tv.tv_sec * 1000000000ull + (uint64_t)tv.tv_usec * 1000ull;
+    if (!ns) return ROWAN_ERR;
+    ac->eng->timeout_ns = ns;
+    return ROWAN_OK;
+}
+
+int rowanLibeventAttach(rowanAsyncContext *ac, struct event_base *base) {
+    async_state *s = state_of(ac->eng);
+    if (s->base) return ROWAN_ERR;
+    s->base = base;
+    s->timer = evtimer_new(base, on_timer, ac);
+    if (!s->timer) return ROWAN_ERR;
+    for (int i = 0; i < ac->eng->nnodes; i++) add_read_event(ac->eng, i);
+    arm_timer(s);
+    return ROWAN_OK;
+}
+
+int rowanAsyncCommandArgv(rowanAsyncContext *ac, rowanCallbackFn *fn, void *privdata,
+                          int argc, const char **argv, const size_t *argvlen) {
+    async_state *s = state_of(ac->eng);
+    if (s->free_pending) return ROWAN_ERR;
+    ac->err = 0;
+    ac->errstr[0] = 0;
+    rw_req *q = rw_req_new(ac->eng, argc, argv, argvlen, &ac->err, ac->errstr, sizeof ac->errstr);
+    if (!q) return ROWAN_ERR;
+    q->done = done_async;
+    q->fn = (void *)fn;
+    q->priv = privdata;
+    s->depth++;
+    rw_submit(ac->eng, q);
+    leave(s);
+    return ROWAN_OK;
+}
+
+int rowanvAsyncCommand(rowanAsyncContext *ac, rowanCallbackFn *fn, void *privdata,
+                       const char *format, va_list ap) {
+    redisReply *holder;
+    int argc;
+    const char **argv;
+    size_t *argvlen;
+    if (rw_format(format, ap, &holder, &argc, &argv, &argvlen) < 0) {
+        ac->err = ROWAN_ERR_OTHER;
+        strcpy(ac->errstr, "invalid format string");
+        return ROWAN_ERR;
+    }
+    int rc = rowanAsyncCommandArgv(ac, fn, privdata, argc, argv, argvlen);
+    free(argv);
+    free(argvlen);
+    freeReplyObject(holder);
+    return rc;
+}
+
+int rowanAsyncCommand(rowanAsyncContext *ac, rowanCallbackFn *fn, void *privdata,
+                      const char *format, ...) {
+    va_list ap;
+    va_start(ap, format);
+    int rc = rowanvAsyncCommand(ac, fn, privdata, format, ap);
+    va_end(ap);
+    return rc;
+}
+
+static void free_now(rowanAsyncContext *ac) {
+    rowanEngine *e = ac->eng;
+    async_state *s = state_of(e);
+    s->depth = 1;          /* callbacks below must not free us again */
+    s->free_pending = 1;
+    rw_fail_all(e, ROWAN_ERR_OTHER, "context freed");
+    for (int i = 0; i < e->nnodes; i++)
+        if (e->nodes[i].ev) event_free(e->nodes[i].ev);
+    if (s->timer) event_free(s->timer);
+    free(s);
+    rw_engine_free(e);
+    free(ac);
+}
+
+void rowanAsyncFree(rowanAsyncContext *ac) {
+    if (!ac) return;
+    async_state *s = state_of(ac->eng);
+    if (s->depth > 0) { s->free_pending = 1; return; }
+    free_now(ac);
+}
+
+void rowanAsyncGetStats(const rowanAsyncContext *ac, rowanStats *st) { *st = ac->eng->st; }
+
+void rowanAsyncSetFaults(rowanAsyncContext *ac, double drop_send, double drop_recv,
+                         double dup_send, unsigned long long seed) {
+    rw_set_faults(ac->eng, drop_send, drop_recv, dup_send, seed);
+}

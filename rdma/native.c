@@ -1,0 +1,622 @@
+/* native.c -- the native RPC edge (issue 15, paper §5.2): rdma/dgram.h
+ * requests, one per datagram, run by the same command table and code as
+ * RESP requests, answered exactly once.
+ *
+ * Where requests enter. Each worker owns one endpoint of the configured
+ * backend (native_transport.h: a SO_REUSEPORT UDP socket steered by client
+ * id, or a verbs UD queue pair), registered in that worker's event loop, so
+ * a datagram is received, decoded, run and answered by the worker it
+ * arrived at, with no thread hand-off. Every datagram of one client id
+ * reaches the same worker (the steering), which therefore owns everything
+ * about that client: its session and its reply cache, touched by that
+ * worker's thread only, without locks.
+ *
+ * Per client (`nclient`, found by the header's client id in the worker's
+ * table): the peer address its latest datagram came from (replies go
+ * there), a session (redis-compat/session.h, per-reply transport "native")
+ * opened at its first request, and
+ * its request records. A record is RUNNING from the moment its request is
+ * handed to the session until the session delivers the reply, then DONE
+ * with the reply bytes. The rules of dgram.h "Exactly once":
+ *   - a new request id is run once and gets a record;
+ *   - a duplicate of a DONE record is answered from the record (the
+ *     original reply, all its fragments again), and nothing runs;
+ *   - a duplicate of a RUNNING one (held for durability, blocked in BLPOP)
+ *     is dropped: its reply leaves when it is ready;
+ *   - `acked` in each request frees the records below it, and a request
+ *     below the client's acked (a late duplicate of something the client
+ *     already has) is dropped.
+ *
+ * Bounded memory. Records per client are capped (NATIVE_MAX_PENDING: the
+ * client's window of unacknowledged ids), clients per worker are capped
+ * (native-max-clients split over the workers), and so are the cached reply
+ * bytes (native-reply-cache, split the same way). Nothing cached is ever
+ * dropped to make room, since dropping a DONE record would let a
+ * retransmission run twice; instead NEW requests are refused with
+ * DGRAM_R_BUSY (nothing ran, the client retries later) while a cap is
+ * reached. A reply over DGRAM_REPLY_MAX is replaced by an error telling the
+ * client to use TCP. Clients idle for native-client-timeout seconds with
+ * nothing running are forgotten (the worker's cron, once a second); a new
+ * client meeting a full table takes the place of the least recently heard
+ * one if that one has been idle for NATIVE_EVICT_IDLE_S, else gets BUSY.
+ * So the exactly-once promise holds for a client that keeps talking, within
+ * one server run (the cache is not persisted: after a restart or failover
+ * a retransmitted request runs again, as a RESP client's retry after a
+ * reconnect would).
+ *
+ * Refusals (DGRAM_REFUSE: nothing ran). STALE when a new request's term is
+ * older than cluster_term() (checked after the cache, so a duplicate of an
+ * applied request still gets its reply after a term change), with our
+ * term; LOADING while recovery runs; BUSY as above; MALFORMED when the
+ * header decodes but the arguments do not, or the request is larger than
+ * one datagram (the reason says to use TCP). A datagram whose header does
+ * not decode, or that is not a request, is counted and dropped without an
+ * answer (no reflection towards forged source addresses).
+ *
+ * Durability: replies come from the session, which delivers them under
+ * the same gate as a RESP reply (held until their versions are durable),
+ * and only then are they cached and sent. Unsolicited output (tag 0:
+ * pub/sub, MONITOR) is sent as a reply with request id 0, not cached.
+ *
+ * Protected mode applies as over TCP: with no password, only loopback
+ * peers are served; others get the -DENIED reply. INFO's "# Native"
+ * section sums the workers' counters. */
+#include "native.h"
+#include "dgram.h"
+#include "native_transport.h"
+#include "session.h"
+
+#include "acl.h"
+#include "cluster.h"
+#include "server.h"
+#include "worker.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <event2/event.h>
+
+/* Request ids a client may have unacknowledged (records) at once. */
+#define NATIVE_MAX_PENDING 256
+/* A full client table lets a new client replace one idle this long. */
+#define NATIVE_EVICT_IDLE_S 10
+/* Datagrams taken per readiness event before the loop serves others. */
+#define NATIVE_RECV_BATCH 64
+
+typedef struct nreq {
+    uint64_t id;
+    int done;
+    char *reply;                  /* DONE: the RESP reply, len bytes */
+    size_t len;
+} nreq;
+
+struct nworker;
+
+typedef struct nclient {
+    uint64_t id;
+    struct nworker *nw;
+    native_addr addr;             /* where its latest datagram came from */
+    client *s;                    /* its session; NULL before its first request, or after it ended */
+    int closing;                  /* the edge is forgetting it: its session's close is expected */
+    uint64_t acked;
+    nreq *reqs;
+    int nreqs, capreqs, running;
+    size_t cached;
+    int64_t last_us;
+    struct nclient *hnext;        /* hash chain */
+    struct nclient *prev, *next;  /* recency list, most recent first */
+} nclient;
+
+struct native_stats {
+    _Atomic long long in, out, bytes_in, bytes_out, requests, dup_cached, dup_running,
+        dup_old, refused_stale, refused_busy, refused_loading, refused_malformed, malformed,
+        denied, too_large, evicted, sessions_closed, clients, cached_bytes, send_errors;
+};
+
+typedef struct nworker {
+    worker *w;
+    native_endpoint *ep;
+    struct event *ev, *cron;
+    nclient **buckets;
+    size_t nbuckets;
+    int nclients;
+    nclient *recent, *oldest;
+    size_t cached;
+    struct native_stats st;
+    unsigned char rx[DGRAM_MTU + 1];
+    unsigned char tx[DGRAM_MTU];
+    const char *argv[DGRAM_MAX_ARGS];
+    size_t argvlen[DGRAM_MAX_ARGS];
+} nworker;
+
+static const native_backend *backend;
+static nworker **nws;
+static int nnws;
+
+static void stat_add(_Atomic long long *c, long long v) {
+    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+}
+
+/* ---------------- the client table ---------------- */
+
+static size_t bucket_of(const nworker *nw, uint64_t id) {
+    uint64_t h = id * 0x9e3779b97f4a7c15ull;
+    return (size_t)(h >> 32) & (nw->nbuckets - 1);
+}
+
+static nclient *client_find(nworker *nw, uint64_t id) {
+    for (nclient *c = nw->buckets[bucket_of(nw, id)]; c; c = c->hnext)
+        if (c->id == id) return c;
+    return NULL;
+}
+
+static void recency_unlink(nworker *nw, nclient *c) {
+    if (c->prev) c->prev->next = c->next;
+    else nw->recent = c->next;
+    if (c->next) c->next->prev = c->prev;
+    else nw->oldest = c->prev;
+    c->prev = c->next = NULL;
+}
+
+static void recency_front(nworker *nw, nclient *c) {
+    c->next = nw->recent;
+    c->prev = NULL;
+    if (nw->recent) nw->recent->prev = c;
+    nw->recent = c;
+    if (!nw->oldest) nw->oldest = c;
+}
+
+static void table_grow(nworker *nw) {
+    size_t n = nw->nbuckets * 2;
+    nclient **b = calloc(n, sizeof(*b));
+    for (size_t i = 0; i < nw->nbuckets; i++) {
+        for (nclient *c = nw->buckets[i], *next; c; c = next) {
+            next = c->hnext;
+            size_t k = (size_t)((c->id * 0x9e3779b97f4a7c15ull) >> 32) & (n - 1);
+            c->hnext = b[k];
+            b[k] = c;
+        }
+    }
+    free(nw->buckets);
+    nw->buckets = b;
+    nw->nbuckets = n;
+}
+
+static nclient *client_new(nworker *nw, uint64_t id) {
+    if ((size_t)nw->nclients >= nw->nbuckets) table_grow(nw);
+    nclient *c = calloc(1, sizeof(*c));
+    c->id = id;
+    c->nw = nw;
+    size_t k = bucket_of(nw, id);
+    c->hnext = nw->buckets[k];
+    nw->buckets[k] = c;
+    recency_front(nw, c);
+    nw->nclients++;
+    stat_add(&nw->st.clients, 1);
+    return c;
+}
+
+static void req_free(nworker *nw, nclient *c, nreq *r) {
+    if (r->done) {
+        c->cached -= r->len;
+        nw->cached -= r->len;
+        stat_add(&nw->st.cached_bytes, -(long long)r->len);
+    }
+    free(r->reply);
+}
+
+/* Forget c entirely (idle, or replaced in a full table). */
+static void client_free(nworker *nw, nclient *c) {
+    nclient **pp = &nw->buckets[bucket_of(nw, c->id)];
+    while (*pp != c) pp = &(*pp)->hnext;
+    *pp = c->hnext;
+    recency_unlink(nw, c);
+    c->closing = 1;
+    if (c->s) session_close(c->s);   /* calls on_close, which clears c->s */
+    for (int i = 0; i < c->nreqs; i++) req_free(nw, c, &c->reqs[i]);
+    free(c->reqs);
+    nw->nclients--;
+    stat_add(&nw->st.clients, -1);
+    free(c);
+}
+
+static nreq *req_find(nclient *c, uint64_t id) {
+    for (int i = 0; i < c->nreqs; i++)
+        if (c->reqs[i].id == id) return &c->reqs[i];
+    return NULL;
+}
+
+/* The client has the replies of every id below acked: drop those records
+ * (a RUNNING one stays until its reply; the client cannot have it). */
+static void client_ack(nworker *nw, nclient *c, uint64_t acked) {
+    if (acked <= c->acked) return;
+    c->acked = acked;
+    int n = 0;
+    for (int i = 0; i < c->nreqs; i++) {
+        nreq *r = &c->reqs[i];
+        if (r->done && r->id < acked) req_free(nw, c, r);
+        else c->reqs[n++] = *r;
+    }
+    c->nreqs = n;
+}
+
+/* ---------------- sending ---------------- */
+
+static void send_dgram(nworker *nw, const native_addr *to, size_t len) {
+    if (backend->send(nw->ep, nw->tx, len, to) != 0) {
+        stat_add(&nw->st.send_errors, 1);
+        return;
+    }
+    stat_add(&nw->st.out, 1);
+    stat_add(&nw->st.bytes_out, (long long)len);
+}
+
+static void send_refusal(nworker *nw, const dgram_hdr *req, const native_addr *to, int code,
+                         const char *msg) {
+    dgram_hdr h = *req;
+    h.term = cluster_term();
+    long n = dgram_put_refuse(nw->tx, &h, code, msg);
+    send_dgram(nw, to, (size_t)n);
+}
+
+/* The fragments of a reply from `first` on. A fragment the backend cannot
+ * take is lost like any datagram; the client retransmits, asking for the
+ * first one it misses (dgram.h, "Resuming a large reply"). */
+static void send_reply(nworker *nw, uint64_t cid, uint64_t req, const native_addr *to,
+                       const char *resp, size_t len, unsigned first) {
+    dgram_hdr h = {0};
+    h.client = cid;
+    h.req = req;
+    h.term = cluster_term();
+    h.shard = 0xffff;
+    unsigned nfrag = dgram_reply_nfrag(len);
+    for (unsigned f = first; f < nfrag; f++) {
+        long n = dgram_put_reply(nw->tx, &h, resp, len, f);
+        send_dgram(nw, to, (size_t)n);
+    }
+}
+
+/* ---------------- the session's callbacks ---------------- */
+
+static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
+    nworker *nw = c->nw;
+    static const char too_large[] =
+        "-ERR reply too large for the native transport (over 1048576 bytes); use TCP\r\n";
+    if (len > DGRAM_REPLY_MAX) {
+        resp = too_large;
+        len = sizeof(too_large) - 1;
+        stat_add(&nw->st.too_large, 1);
+    }
+    r->reply = malloc(len ? len : 1);
+    memcpy(r->reply, resp, len);
+    r->len = len;
+    r->done = 1;
+    c->running--;
+    c->cached += len;
+    nw->cached += len;
+    stat_add(&nw->st.cached_bytes, (long long)len);
+    send_reply(nw, c->id, r->id, &c->addr, r->reply, r->len, 0);
+}
+
+static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
+    nclient *c = tctx;
+    if (c->closing) return;
+    if (tag == 0) {   /* unsolicited: pub/sub, MONITOR */
+        if (len <= DGRAM_REPLY_MAX) send_reply(c->nw, c->id, 0, &c->addr, resp, len, 0);
+        return;
+    }
+    nreq *r = req_find(c, tag);
+    if (r && !r->done) complete(c, r, resp, len);
+}
+
+/* The session is being freed. When the edge did not ask for it (QUIT,
+ * CLIENT KILL, output limits, a held reply broken by a handover,
+ * shutdown), requests still running have no reply and never will: they
+ * complete with an error saying their outcome is unknown, as a RESP
+ * client's would after losing its connection. The client's records stay:
+ * its next request opens a new session. */
+static void on_close(void *tctx) {
+    nclient *c = tctx;
+    static const char gone[] =
+        "-ERR native session closed before this request's reply; its outcome is unknown\r\n";
+    c->s = NULL;
+    if (c->closing) return;
+    stat_add(&c->nw->st.sessions_closed, 1);
+    for (int i = 0; i < c->nreqs; i++)
+        if (!c->reqs[i].done) complete(c, &c->reqs[i], gone, sizeof(gone) - 1);
+}
+
+static const session_transport native_session = {
+    .kind = "native", .reply = on_reply, .close = on_close,
+};
+
+/* ---------------- requests ---------------- */
+
+/* Commands the edge answers itself: CLIENT REPLY would leave requests
+ * without the reply the protocol promises. NULL to run the command. */
+static const char *edge_answer(int argc, const char *const *argv, const size_t *argvlen) {
+    if (argc >= 2 && argvlen[0] == 6 && !strncasecmp(argv[0], "client", 6) && argvlen[1] == 5 &&
+        !strncasecmp(argv[1], "reply", 5))
+        return "-ERR CLIENT REPLY is not available on the native transport: every request gets "
+               "its reply\r\n";
+    return NULL;
+}
+
+/* Make room for a new client: the least recently heard one goes if it has
+ * been idle long enough and runs nothing. 0 when there is room. */
+static int make_room(nworker *nw) {
+    int cap = (server.cfg.native_max_clients + nnws - 1) / nnws;
+    if (nw->nclients < cap) return 0;
+    nclient *old = nw->oldest;
+    if (old && old->running == 0 &&
+        monotonic_us() - old->last_us >= (int64_t)NATIVE_EVICT_IDLE_S * 1000000) {
+        client_free(nw, old);
+        stat_add(&nw->st.evicted, 1);
+        return 0;
+    }
+    return -1;
+}
+
+static long long cache_cap(void) {
+    long long v = __atomic_load_n(&server.cfg.native_reply_cache, __ATOMIC_RELAXED);
+    return v / (nnws ? nnws : 1);
+}
+
+static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *from,
+                           const unsigned char *payload, size_t plen) {
+    const char *why = NULL;
+    int argc = dgram_get_args(payload, plen, nw->argv, nw->argvlen, DGRAM_MAX_ARGS, &why);
+    if (argc < 0) {
+        stat_add(&nw->st.refused_malformed, 1);
+        send_refusal(nw, h, from, DGRAM_R_MALFORMED, why);
+        return;
+    }
+    /* A request's own reply cannot have arrived: acked above its id is
+     * clamped, so a bad `acked` cannot make the client's next ids look old. */
+    uint64_t acked = h->acked < h->req ? h->acked : h->req;
+    nclient *c = client_find(nw, h->client);
+    if (c) {
+        c->addr = *from;
+        c->last_us = monotonic_us();
+        recency_unlink(nw, c);
+        recency_front(nw, c);
+        client_ack(nw, c, acked);
+        if (h->req < c->acked) {            /* the client has this reply already */
+            stat_add(&nw->st.dup_old, 1);
+            return;
+        }
+        nreq *r = req_find(c, h->req);
+        if (r) {
+            if (r->done) {
+                stat_add(&nw->st.dup_cached, 1);
+                send_reply(nw, c->id, r->id, from, r->reply, r->len, h->frag);
+            } else {
+                stat_add(&nw->st.dup_running, 1);
+            }
+            return;
+        }
+    }
+    /* a new request: refusals first, nothing has run */
+    if (server_loading()) {
+        stat_add(&nw->st.refused_loading, 1);
+        send_refusal(nw, h, from, DGRAM_R_LOADING, "LOADING Rowan is loading the dataset in memory");
+        return;
+    }
+    uint64_t term = cluster_term();
+    if (h->term != 0 && h->term < term) {
+        stat_add(&nw->st.refused_stale, 1);
+        send_refusal(nw, h, from, DGRAM_R_STALE, "STALE configuration term; refresh and retry");
+        return;
+    }
+    if (server.cfg.protected_mode && acl_default_nopass() && !backend->is_local(nw->ep, from)) {
+        static const char denied[] =
+            "-DENIED Rowan is running in protected mode because protected mode is enabled and no "
+            "password is set for the default user. In this mode connections are only accepted "
+            "from the loopback interface.\r\n";
+        stat_add(&nw->st.denied, 1);
+        send_reply(nw, h->client, h->req, from, denied, sizeof(denied) - 1, 0);
+        return;
+    }
+    if ((long long)nw->cached >= cache_cap() || (c && c->nreqs >= NATIVE_MAX_PENDING) ||
+        (!c && make_room(nw) != 0)) {
+        stat_add(&nw->st.refused_busy, 1);
+        send_refusal(nw, h, from, DGRAM_R_BUSY, "BUSY too many native clients or requests in "
+                     "flight; retry later");
+        return;
+    }
+    if (!c) {
+        c = client_new(nw, h->client);
+        c->addr = *from;
+        c->last_us = monotonic_us();
+        c->acked = acked;
+    }
+    if (c->nreqs == c->capreqs) {
+        c->capreqs = c->capreqs ? c->capreqs * 2 : 8;
+        c->reqs = realloc(c->reqs, sizeof(nreq) * (size_t)c->capreqs);
+    }
+    nreq *r = &c->reqs[c->nreqs++];
+    memset(r, 0, sizeof(*r));
+    r->id = h->req;
+    c->running++;
+    stat_add(&nw->st.requests, 1);
+    const char *answer = edge_answer(argc, nw->argv, nw->argvlen);
+    if (answer) {
+        complete(c, r, answer, strlen(answer));
+        return;
+    }
+    if (!c->s) {
+        char addr[128];
+        native_addr_string(from, addr, sizeof(addr));
+        c->s = session_open(nw->w, &native_session, c, addr);
+        if (!c->s) {   /* maxclients, as for a TCP connection */
+            static const char full[] = "-ERR max number of clients reached\r\n";
+            complete(c, r, full, sizeof(full) - 1);
+            return;
+        }
+        c->s->is_local = backend->is_local(nw->ep, from);
+        backend->describe(nw->ep, c->s->laddr, sizeof(c->s->laddr));
+    }
+    session_run(c->s, h->req, argc, nw->argv, nw->argvlen);
+}
+
+static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
+    dgram_hdr h;
+    const char *why = NULL;
+    stat_add(&nw->st.in, 1);
+    stat_add(&nw->st.bytes_in, (long long)n);
+    if (n > DGRAM_MTU) {
+        /* A request that does not fit one datagram (a client that is not
+         * librowan, which refuses it before sending): if its header reads
+         * as a request, say why, so it is not retransmitted for ever. */
+        stat_add(&nw->st.malformed, 1);
+        if (dgram_get_hdr(nw->rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
+            send_refusal(nw, &h, from, DGRAM_R_MALFORMED, "request larger than one datagram "
+                         "(4096 bytes): use TCP");
+        return;
+    }
+    if (dgram_get_hdr(nw->rx, n, &h, &why) != 0 || h.type != DGRAM_REQUEST) {
+        stat_add(&nw->st.malformed, 1);
+        return;
+    }
+    handle_request(nw, &h, from, nw->rx + DGRAM_HDR_LEN, n - DGRAM_HDR_LEN);
+}
+
+static void readable_cb(evutil_socket_t fd, short what, void *arg) {
+    nworker *nw = arg;
+    for (int i = 0; i < NATIVE_RECV_BATCH; i++) {
+        native_addr from;
+        ssize_t n = backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
+        if (n < 0) return;
+        on_datagram(nw, (size_t)n, &from);
+    }
+    /* more may be waiting: come back after the others had their turn */
+    event_active(nw->ev, EV_READ, 0);
+}
+
+/* Once a second: forget clients idle for native-client-timeout. */
+static void cron_cb(evutil_socket_t fd, short what, void *arg) {
+    nworker *nw = arg;
+    int64_t limit = (int64_t)server.cfg.native_client_timeout * 1000000;
+    int64_t now = monotonic_us();
+    for (nclient *c = nw->oldest, *prev; c; c = prev) {
+        prev = c->prev;
+        if (now - c->last_us < limit) break;   /* the rest were heard more recently */
+        if (c->running) continue;
+        client_free(nw, c);
+        stat_add(&nw->st.evicted, 1);
+    }
+}
+
+/* ---------------- setup ---------------- */
+
+int native_listen(char *err, size_t errlen) {
+    if (server.cfg.native_port <= 0) return 0;
+    backend = server.cfg.native_transport == NATIVE_TRANSPORT_VERBS ? &native_verbs_backend
+                                                                     : &native_udp_backend;
+    char bind[256];
+    const char *b = server.cfg.native_bind;
+    if (!b || !*b) {   /* the first `bind` address, without its optional '-' */
+        const char *all = server.cfg.bind && *server.cfg.bind ? server.cfg.bind : "127.0.0.1";
+        if (*all == '-') all++;
+        size_t k = strcspn(all, " ");
+        snprintf(bind, sizeof(bind), "%.*s", (int)k, all);
+    } else {
+        snprintf(bind, sizeof(bind), "%s", b);
+    }
+    int n = server.cfg.workers > 0 ? server.cfg.workers : 1;
+    nws = calloc((size_t)n, sizeof(*nws));
+    for (int i = 0; i < n; i++) {
+        nworker *nw = calloc(1, sizeof(*nw));
+        nw->ep = backend->open(i, n, bind, server.cfg.native_port, err, errlen);
+        if (!nw->ep) {
+            free(nw);
+            native_stop();
+            return -1;
+        }
+        nw->nbuckets = 64;
+        nw->buckets = calloc(nw->nbuckets, sizeof(*nw->buckets));
+        nws[nnws++] = nw;
+    }
+    char where[160];
+    backend->describe(nws[0]->ep, where, sizeof(where));
+    serverLog(LL_NOTICE, "Native datagram edge on %s (%s), %d worker endpoints", bind, where, n);
+    return 0;
+}
+
+void native_attach(void) {
+    for (int i = 0; i < nnws && i < server.nworkers; i++) {
+        nworker *nw = nws[i];
+        nw->w = server.workers[i];
+        nw->ev = event_new(nw->w->base, backend->fd(nw->ep), EV_READ | EV_PERSIST, readable_cb, nw);
+        event_add(nw->ev, NULL);
+        nw->cron = event_new(nw->w->base, -1, EV_PERSIST, cron_cb, nw);
+        struct timeval tv = {1, 0};
+        event_add(nw->cron, &tv);
+    }
+}
+
+void native_stop(void) {
+    for (int i = 0; i < nnws; i++) {
+        nworker *nw = nws[i];
+        if (nw->ev) event_free(nw->ev);
+        if (nw->cron) event_free(nw->cron);
+        for (size_t k = 0; k < nw->nbuckets; k++) {
+            for (nclient *c = nw->buckets[k], *next; c; c = next) {
+                next = c->hnext;
+                /* the workers freed every session already (on_close ran) */
+                for (int j = 0; j < c->nreqs; j++) free(c->reqs[j].reply);
+                free(c->reqs);
+                free(c);
+            }
+        }
+        free(nw->buckets);
+        backend->close(nw->ep);
+        free(nw);
+    }
+    free(nws);
+    nws = NULL;
+    nnws = 0;
+}
+
+/* ---------------- INFO ---------------- */
+
+void native_info(rbuf *b) {
+    struct { const char *name; size_t off; } f[] = {
+#define F(x, n) {n, offsetof(struct native_stats, x)}
+        F(in, "native_datagrams_in"), F(out, "native_datagrams_out"),
+        F(bytes_in, "native_bytes_in"), F(bytes_out, "native_bytes_out"),
+        F(requests, "native_requests"), F(dup_cached, "native_duplicates_answered_from_cache"),
+        F(dup_running, "native_duplicates_dropped_running"), F(dup_old, "native_duplicates_dropped_acked"),
+        F(refused_stale, "native_refused_stale"), F(refused_busy, "native_refused_busy"),
+        F(refused_loading, "native_refused_loading"), F(refused_malformed, "native_refused_malformed"),
+        F(malformed, "native_dropped_malformed"), F(denied, "native_denied"),
+        F(too_large, "native_replies_too_large"), F(evicted, "native_clients_evicted"),
+        F(sessions_closed, "native_sessions_closed"), F(clients, "native_clients"),
+        F(cached_bytes, "native_reply_cache_bytes"), F(send_errors, "native_send_errors"),
+#undef F
+    };
+    rbuf_appendf(b, "# Native\r\n");
+    rbuf_appendf(b, "native_enabled:%d\r\n", nnws > 0);
+    if (nnws == 0) return;
+    char where[160];
+    backend->describe(nws[0]->ep, where, sizeof(where));
+    rbuf_appendf(b, "native_transport:%s\r\nnative_endpoint:%s\r\n", backend->name, where);
+    /* verbs: each worker's queue pair is its own address */
+    for (int k = 1; k < nnws && backend == &native_verbs_backend; k++) {
+        backend->describe(nws[k]->ep, where, sizeof(where));
+        rbuf_appendf(b, "native_endpoint_%d:%s\r\n", k, where);
+    }
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        long long sum = 0;
+        for (int k = 0; k < nnws; k++)
+            sum += atomic_load_explicit((_Atomic long long *)((char *)&nws[k]->st + f[i].off),
+                                        memory_order_relaxed);
+        rbuf_appendf(b, "%s:%lld\r\n", f[i].name, sum);
+    }
+    rbuf_appendf(b, "native_worker_clients:");
+    for (int k = 0; k < nnws; k++)
+        rbuf_appendf(b, "%s%lld", k ? "," : "", (long long)atomic_load(&nws[k]->st.clients));
+    rbuf_appendf(b, "\r\n");
+}

@@ -1,0 +1,31 @@
+/* edge.c -- the RESP edge's side of src/edge.h: the functions the core's
+ * workers and main call into this layer for, installed at startup. */
+#include "edge.h"
+#include "blocking.h"
+#include "commands.h"
+#include "networking.h"
+#include "pubsub.h"
+
+static void stat_fold(struct rcommand *cmd, long long calls, long long usec, long long failed) {
+    atomic_fetch_add(&cmd->calls, calls);
+    atomic_fetch_add(&cmd->usec, usec);
+    if (failed) atomic_fetch_add(&cmd->failed_calls, failed);
+}
+
+static const edge_ops resp_edge = {
+    .configure = commands_rename,
+    .start = commands_start,
+    .stat_rows = command_rows,
+    .stat_fold = stat_fold,
+    .accept = client_accept,
+    .round_begin = pubsub_deliver,
+    .round_ready = blocking_run_ready,
+    .flush = client_flush,
+    .fd = client_fd,
+    .evict = clients_evict,
+    .reap_killed = clients_reap_killed,
+    .cron = clients_cron,
+    .free_all = clients_free_all,
+};
+
+void resp_edge_install(void) { edge_install(&resp_edge); }

@@ -1,0 +1,338 @@
+/* librowan_test.c -- librowan driven against a real rowan-server by
+ * tests/integration/test_librowan.py (built by `make` as
+ * build/<variant>/tests/librowan-test).
+ *
+ *   librowan-test HOST PORT MODE [ARGS...]
+ *
+ * Each mode checks what it can itself and exits 1 with a message on the
+ * first failure; it prints `key=value` lines the Python side checks against
+ * the server (over RESP) afterwards. ROWAN_FAULTS in the environment turns
+ * on the library's loss/duplication hook. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <event2/event.h>
+#include "rowan.h"
+
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+    fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static rowanContext *connect_or_die(const char *host, int port) {
+    rowanContext *c = rowanConnect(host, port);
+    CHECK(c && !c->err, "connect: %s", c ? c->errstr : "oom");
+    return c;
+}
+
+static redisReply *cmd_ok(rowanContext *c, redisReply *r, const char *what) {
+    CHECK(r != NULL, "%s: err %d %s", what, c->err, c->errstr);
+    return r;
+}
+
+static void print_stats(const rowanStats *st) {
+    printf("sent=%llu\nretransmits=%llu\nreceived=%llu\ndropped_send=%llu\ndropped_recv=%llu\n"
+           "duplicated=%llu\nrefreshes=%llu\nredirects=%llu\n", st->sent, st->retransmits,
+           st->received, st->dropped_send, st->dropped_recv, st->duplicated, st->refreshes,
+           st->redirects);
+}
+
+/* SET/GET/INCR, binary values, error replies, nil, a reply in many
+ * fragments, a request too large for a datagram. */
+static int mode_basic(const char *host, int port) {
+    rowanContext *c = connect_or_die(host, port);
+    redisReply *r = cmd_ok(c, rowanCommand(c, "DEL %s %s %s", "lr:a", "lr:big", "lr:huge"), "DEL");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "SET %s %s", "lr:a", "1"), "SET");
+    CHECK(r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK"), "SET reply");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "GET %s", "lr:a"), "GET");
+    CHECK(r->type == REDIS_REPLY_STRING && !strcmp(r->str, "1"), "GET reply");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "INCRBY %s %d", "lr:a", 41), "INCRBY");
+    CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == 42, "INCRBY reply %lld", r->integer);
+    freeReplyObject(r);
+    char bin[5] = {'a', 0, 'b', '\r', '\n'};
+    r = cmd_ok(c, rowanCommand(c, "SET %b %b", "lr:bin", (size_t)6, bin, sizeof bin), "SET bin");
+    freeReplyObject(r);
+    const char *argv[] = {"GET", "lr:bin"};
+    size_t lens[] = {3, 6};
+    r = cmd_ok(c, rowanCommandArgv(c, 2, argv, lens), "GET bin");
+    CHECK(r->type == REDIS_REPLY_STRING && r->len == 5 && !memcmp(r->str, bin, 5), "binary value");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "GET %s", "lr:missing"), "GET nil");
+    CHECK(r->type == REDIS_REPLY_NIL, "nil reply, type %d", r->type);
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "LPUSH %s x", "lr:a"), "LPUSH");
+    CHECK(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "WRONGTYPE", 9), "error reply");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "NOSUCHCOMMAND"), "unknown");
+    CHECK(r->type == REDIS_REPLY_ERROR, "unknown command error");
+    freeReplyObject(r);
+
+    /* a 300 KB value: built by APPENDs (each fits a datagram), read back
+     * in ~75 fragments */
+    char chunk[3000];
+    for (int i = 0; i < 100; i++) {
+        memset(chunk, 'a' + i % 26, sizeof chunk);
+        r = cmd_ok(c, rowanCommand(c, "APPEND %s %b", "lr:big", chunk, sizeof chunk), "APPEND");
+        freeReplyObject(r);
+    }
+    r = cmd_ok(c, rowanCommand(c, "GET %s", "lr:big"), "GET big");
+    CHECK(r->type == REDIS_REPLY_STRING && r->len == 300000, "big value length %zu", (size_t)r->len);
+    for (int i = 0; i < 100; i++) CHECK(r->str[i * 3000] == 'a' + i % 26, "big value chunk %d", i);
+    freeReplyObject(r);
+
+    /* too large for one datagram: refused before sending, context still usable */
+    char *huge = malloc(5000);
+    memset(huge, 'x', 5000);
+    r = rowanCommand(c, "SET %s %b", "lr:huge", huge, (size_t)5000);
+    CHECK(r == NULL && c->err == ROWAN_ERR_TOOBIG && strstr(c->errstr, "use TCP"),
+          "oversized request: err %d %s", c->err, c->errstr);
+    free(huge);
+    printf("toobig_errstr=%s\n", c->errstr);
+    r = cmd_ok(c, rowanCommand(c, "PING"), "PING after error");
+    CHECK(r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "PONG"), "PONG");
+    CHECK(c->err == 0, "err cleared");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "EXISTS %s", "lr:huge"), "EXISTS");
+    CHECK(r->integer == 0, "oversized SET must not have run");
+    freeReplyObject(r);
+    void *none;
+    CHECK(rowanGetReply(c, &none) == ROWAN_ERR && none == NULL, "GetReply with nothing appended");
+    printf("term=%llu\nok=1\n", rowanTerm(c));
+    rowanFree(c);
+    return 0;
+}
+
+/* N commands appended before any reply is read; replies in order. */
+static int mode_pipeline(const char *host, int port, int n) {
+    rowanContext *c = connect_or_die(host, port);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "lr:p:%d", i);
+        CHECK(rowanAppendCommand(c, "SET %s %d", key, i) == ROWAN_OK, "append: %s", c->errstr);
+        CHECK(rowanAppendCommand(c, "INCR %s", key) == ROWAN_OK, "append: %s", c->errstr);
+    }
+    for (int i = 0; i < n; i++) {
+        void *r;
+        CHECK(rowanGetReply(c, &r) == ROWAN_OK, "reply SET %d: %s", i, c->errstr);
+        freeReplyObject(r);
+        CHECK(rowanGetReply(c, &r) == ROWAN_OK, "reply INCR %d: %s", i, c->errstr);
+        CHECK(((redisReply *)r)->integer == i + 1, "INCR %d in order: %lld", i,
+              ((redisReply *)r)->integer);
+        freeReplyObject(r);
+    }
+    rowanStats st;
+    rowanGetStats(c, &st);
+    print_stats(&st);
+    printf("ok=1\n");
+    rowanFree(c);
+    return 0;
+}
+
+/* N INCRs of KEY, WINDOW in flight, and SET KEY:i i for each. Prints how
+ * many were acknowledged; checks that the INCR replies acknowledged are
+ * distinct (nothing applied twice is visible to us as a repeated value). */
+static int mode_incr(const char *host, int port, const char *key, int n, int window,
+                     double seconds) {
+    rowanContext *c = connect_or_die(host, port);
+    if (seconds > 0) {
+        struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6)};
+        rowanSetTimeout(c, tv);
+    }
+    long long *seen = calloc((size_t)n + 1, sizeof *seen);
+    char *setacked = calloc((size_t)n, 1);
+    int acked = 0, failed = 0, sent = 0, got = 0, errors_logged = 0;
+    long long maxv = 0;
+    while (got < sent || sent < n) {
+        while (sent < n && sent - got < window) {
+            char k2[160];
+            snprintf(k2, sizeof k2, "%s:%d", key, sent);
+            CHECK(rowanAppendCommand(c, "INCR %s", key) == ROWAN_OK, "append %s", c->errstr);
+            CHECK(rowanAppendCommand(c, "SET %s %d", k2, sent) == ROWAN_OK, "append %s", c->errstr);
+            sent++;
+        }
+        void *r;
+        if (rowanGetReply(c, &r) == ROWAN_OK) {
+            redisReply *rr = r;
+            CHECK(rr->type == REDIS_REPLY_INTEGER, "INCR reply type %d %s", rr->type,
+                  rr->str ? rr->str : "");
+            CHECK(rr->integer >= 1 && rr->integer <= n, "INCR value %lld out of range", rr->integer);
+            CHECK(!seen[rr->integer], "INCR value %lld acknowledged twice", rr->integer);
+            seen[rr->integer] = 1;
+            if (rr->integer > maxv) maxv = rr->integer;
+            acked++;
+            freeReplyObject(r);
+        } else {
+            failed++;
+            if (errors_logged++ < 5) fprintf(stderr, "INCR failed: %d %s\n", c->err, c->errstr);
+        }
+        if (rowanGetReply(c, &r) == ROWAN_OK) {
+            CHECK(((redisReply *)r)->type == REDIS_REPLY_STATUS, "SET reply");
+            setacked[got] = 1;
+            freeReplyObject(r);
+        } else {
+            failed++;
+            if (errors_logged++ < 5) fprintf(stderr, "SET failed: %d %s\n", c->err, c->errstr);
+        }
+        got++;
+    }
+    printf("acked=%d\nfailed=%d\nmax=%lld\n", acked, failed, maxv);
+    printf("set_acked=");
+    for (int i = 0, first = 1; i < n; i++)
+        if (setacked[i]) { printf(first ? "%d" : ",%d", i); first = 0; }
+    printf("\n");
+    rowanStats st;
+    rowanGetStats(c, &st);
+    print_stats(&st);
+    free(seen);
+    free(setacked);
+    rowanFree(c);
+    return 0;
+}
+
+/* SET of N keys spread over the slots, each read back: in a cluster they
+ * land on every primary; prints the library's redirect count. */
+static int mode_spread(const char *host, int port, int n) {
+    rowanContext *c = connect_or_die(host, port);
+    for (int i = 0; i < n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "lr:s:%d", i);
+        CHECK(rowanAppendCommand(c, "SET %s v%d", key, i) == ROWAN_OK, "append %s", c->errstr);
+    }
+    for (int i = 0; i < n; i++) {
+        void *r;
+        CHECK(rowanGetReply(c, &r) == ROWAN_OK, "SET %d: %s", i, c->errstr);
+        CHECK(((redisReply *)r)->type == REDIS_REPLY_STATUS, "SET %d reply: %s", i,
+              ((redisReply *)r)->str);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < n; i++) {
+        char key[32], want[32];
+        snprintf(key, sizeof key, "lr:s:%d", i);
+        snprintf(want, sizeof want, "v%d", i);
+        redisReply *r = cmd_ok(c, rowanCommand(c, "GET %s", key), "GET");
+        CHECK(r->type == REDIS_REPLY_STRING && !strcmp(r->str, want), "GET %s: %s", key,
+              r->str ? r->str : "(nil)");
+        freeReplyObject(r);
+    }
+    rowanStats st;
+    rowanGetStats(c, &st);
+    print_stats(&st);
+    printf("term=%llu\nok=1\n", rowanTerm(c));
+    rowanFree(c);
+    return 0;
+}
+
+/* INCR KEY once per MS milliseconds for SECONDS, through whatever happens
+ * to the cluster meanwhile; failures are counted, not fatal. */
+static int mode_steady(const char *host, int port, const char *key, double seconds, int ms) {
+    rowanContext *c = connect_or_die(host, port);
+    struct timeval tv = {1, 0};
+    rowanSetTimeout(c, tv);
+    double end = now_s() + seconds;
+    int acked = 0, failed = 0, acked_new_term = 0;
+    long long last = 0;
+    unsigned long long term0 = rowanTerm(c);
+    while (now_s() < end) {
+        redisReply *r = rowanCommand(c, "INCR %s", key);
+        if (r && r->type == REDIS_REPLY_INTEGER) {
+            CHECK(r->integer > last, "INCR went from %lld to %lld", last, r->integer);
+            last = r->integer;
+            acked++;
+            acked_new_term += rowanTerm(c) > term0;
+        } else {
+            failed++;
+            if (failed <= 5) fprintf(stderr, "INCR: %s\n", r ? r->str : c->errstr);
+        }
+        if (r) freeReplyObject(r);
+        struct timespec ts = {0, ms * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    printf("acked=%d\nfailed=%d\nlast=%lld\nterm0=%llu\nterm=%llu\nacked_new_term=%d\n", acked,
+           failed, last, term0, rowanTerm(c), acked_new_term);
+    rowanStats st;
+    rowanGetStats(c, &st);
+    print_stats(&st);
+    rowanFree(c);
+    return 0;
+}
+
+/* The async API: N INCRs in flight at once, then a GET. */
+static struct { int done, n, bad; long long max; struct event_base *base; } A;
+
+static void on_incr(rowanAsyncContext *ac, void *reply, void *priv) {
+    redisReply *r = reply;
+    (void)priv;
+    if (!r || r->type != REDIS_REPLY_INTEGER) {
+        fprintf(stderr, "async INCR: %s\n", r ? r->str : ac->errstr);
+        A.bad++;
+    } else if (r->integer > A.max) {
+        A.max = r->integer;
+    }
+    if (++A.done == A.n) event_base_loopbreak(A.base);
+}
+
+static int mode_async(const char *host, int port, const char *key, int n) {
+    A.base = event_base_new();
+    A.n = n;
+    rowanAsyncContext *ac = rowanAsyncConnect(host, port);
+    CHECK(ac && !ac->err, "async connect: %s", ac ? ac->errstr : "oom");
+    CHECK(rowanLibeventAttach(ac, A.base) == ROWAN_OK, "attach");
+    for (int i = 0; i < n; i++)
+        CHECK(rowanAsyncCommand(ac, on_incr, NULL, "INCR %s", key) == ROWAN_OK, "send %s",
+              ac->errstr);
+    char big[5000];
+    memset(big, 'y', sizeof big);
+    CHECK(rowanAsyncCommand(ac, on_incr, NULL, "SET %s %b", key, big, sizeof big) == ROWAN_ERR &&
+          ac->err == ROWAN_ERR_TOOBIG, "async oversized request refused");
+    event_base_dispatch(A.base);
+    rowanStats st;
+    rowanAsyncGetStats(ac, &st);
+    print_stats(&st);
+    printf("done=%d\nbad=%d\nmax=%lld\n", A.done, A.bad, A.max);
+    rowanAsyncFree(ac);
+    event_base_free(A.base);
+    return A.bad ? 1 : 0;
+}
+
+/* Connect to something that is not a live server: prints err and the time
+ * it took. */
+static int mode_unreachable(const char *host, int port, double seconds) {
+    struct timeval tv = {(time_t)seconds, (suseconds_t)((seconds - (time_t)seconds) * 1e6)};
+    double t0 = now_s();
+    rowanContext *c = rowanConnectWithTimeout(host, port, tv);
+    CHECK(c, "oom");
+    printf("err=%d\nerrstr=%s\nelapsed=%.3f\n", c->err, c->errstr, now_s() - t0);
+    rowanFree(c);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: librowan-test HOST PORT MODE [ARGS]\n");
+        return 2;
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *host = argv[1], *mode = argv[3];
+    int port = atoi(argv[2]);
+    if (!strcmp(mode, "basic")) return mode_basic(host, port);
+    if (!strcmp(mode, "pipeline")) return mode_pipeline(host, port, argc > 4 ? atoi(argv[4]) : 100);
+    if (!strcmp(mode, "incr") && argc > 6)
+        return mode_incr(host, port, argv[4], atoi(argv[5]), atoi(argv[6]),
+                         argc > 7 ? atof(argv[7]) : 0);
+    if (!strcmp(mode, "spread")) return mode_spread(host, port, argc > 4 ? atoi(argv[4]) : 200);
+    if (!strcmp(mode, "steady") && argc > 6)
+        return mode_steady(host, port, argv[4], atof(argv[5]), atoi(argv[6]));
+    if (!strcmp(mode, "async") && argc > 5) return mode_async(host, port, argv[4], atoi(argv[5]));
+    if (!strcmp(mode, "unreachable"))
+        return mode_unreachable(host, port, argc > 4 ? atof(argv[4]) : 1);
+    fprintf(stderr, "unknown mode %s\n", mode);
+    return 2;
+}

@@ -1,0 +1,300 @@
+"""librowan (rdma/client/) against real rowan-servers' native ports.
+
+The C side is build/<variant>/tests/librowan-test (tests/integration/
+librowan_test.c, built by `make` next to the server named by ROWAN_SERVER):
+each mode checks what it sees through the library and prints key=value
+lines; this side checks the server's state over RESP afterwards. Covered:
+basic commands and errors (a reply in many fragments, a request too large
+for a datagram), pipelining, the libevent API, loss and duplication
+injected by the library's fault hook (nothing applied twice, nothing
+acknowledged lost), a dead or silent server, routing to every primary of a
+static cluster, and a planned failover of a managed cluster (a new term:
+the library is refused as stale, re-reads the configuration and goes on).
+"""
+import os
+import subprocess
+import socket
+import threading
+import time
+
+import pytest
+
+from conftest import DEFAULT_BINARY, Cluster, _register, free_port, key_slot, RespClient
+
+pytestmark = pytest.mark.rowan_only("the native datagram path (issue 15)")
+
+SERVER = os.path.realpath(os.environ.get("ROWAN_SERVER", DEFAULT_BINARY))
+LIBROWAN_TEST = os.path.join(os.path.dirname(SERVER), "tests", "librowan-test")
+
+
+def run(*args, env_extra=None, timeout=180, check=True):
+    env = dict(os.environ)
+    env.update(env_extra or {})
+    assert os.access(LIBROWAN_TEST, os.X_OK), "no %s: build it with `make`" % LIBROWAN_TEST
+    r = subprocess.run([LIBROWAN_TEST] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    if check:
+        assert r.returncode == 0, "librowan-test %s: rc %d\n%s\n%s" % (
+            " ".join(map(str, args)), r.returncode, r.stdout[-3000:], r.stderr[-3000:])
+    out = dict(line.split("=", 1) for line in r.stdout.splitlines() if "=" in line)
+    return out, r
+
+
+@pytest.fixture
+def nsrv(server_factory):
+    """A standalone server whose native (UDP) port has its RESP port's number."""
+    port = free_port()
+    return server_factory(extra={"native-port": port}, port=port)
+
+
+def test_basic_commands_and_errors(nsrv):
+    out, _ = run("127.0.0.1", nsrv.port, "basic")
+    assert out["ok"] == "1"
+    assert "use TCP" in out["toobig_errstr"]
+    r = nsrv.client()
+    assert r.get("lr:a") == b"42"
+    assert r.get("lr:bin") == b"a\x00b\r\n"
+    assert r.strlen("lr:big") == 300000
+    assert not r.exists("lr:huge")
+
+
+def test_pipelining_keeps_order(nsrv):
+    out, _ = run("127.0.0.1", nsrv.port, "pipeline", 400)   # 800 requests in flight
+    assert out["ok"] == "1"
+    r = nsrv.client()
+    assert [int(v) for v in r.mget(["lr:p:%d" % i for i in range(400)])] == \
+        [i + 1 for i in range(400)]
+
+
+def test_async_api_on_libevent(nsrv):
+    out, _ = run("127.0.0.1", nsrv.port, "async", "lr:async", 1000)
+    assert out["done"] == "1000" and out["bad"] == "0" and out["max"] == "1000"
+    assert nsrv.client().get("lr:async") == b"1000"
+
+
+def test_async_api_through_loss(nsrv):
+    out, _ = run("127.0.0.1", nsrv.port, "async", "lr:async-loss", 400,
+                 env_extra={"ROWAN_FAULTS": "drop-send=0.25,drop-recv=0.25,dup-send=0.2,seed=3"})
+    assert out["done"] == "400" and out["bad"] == "0" and out["max"] == "400"
+    assert int(out["retransmits"]) > 0 and int(out["duplicated"]) > 0
+    assert nsrv.client().get("lr:async-loss") == b"400"
+
+
+@pytest.mark.parametrize("faults", [
+    "drop-send=0.2,drop-recv=0.2,dup-send=0.1,seed=7",
+    "drop-send=0,drop-recv=0.35,dup-send=0.3,seed=11",
+])
+def test_loss_and_duplicates_apply_once(nsrv, faults):
+    """Datagrams dropped both ways and duplicated: every request is
+    retransmitted under its id until answered. The counter equals the
+    INCRs acknowledged (none ran twice, none acknowledged was lost), and
+    every acknowledged SET is there."""
+    n = 1500
+    out, _ = run("127.0.0.1", nsrv.port, "incr", "lr:loss", n, 16, 30,
+                 env_extra={"ROWAN_FAULTS": faults})
+    acked, failed = int(out["acked"]), int(out["failed"])
+    assert failed == 0, out
+    assert acked == n
+    assert int(out["retransmits"]) > 0 and int(out["dropped_recv"]) > 0
+    assert int(out["duplicated"]) > 0
+    r = nsrv.client()
+    assert int(r.get("lr:loss")) == acked
+    sets = [int(i) for i in out["set_acked"].split(",") if i]
+    assert len(sets) == n
+    vals = r.mget(["lr:loss:%d" % i for i in sets])
+    assert [int(v) for v in vals] == sets
+
+
+def test_dead_server_and_silent_server(nsrv):
+    # nothing listens on this UDP port: connection refused, at once
+    dead = free_port()
+    out, _ = run("127.0.0.1", dead, "unreachable", 2)
+    assert out["err"] == "7", out                     # ROWAN_ERR_DEAD
+    assert "connection refused" in out["errstr"] and float(out["elapsed"]) < 1.0
+    # a socket that never answers: a timeout, after the timeout
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        out, _ = run("127.0.0.1", s.getsockname()[1], "unreachable", 1)
+    assert out["err"] == "6", out                     # ROWAN_ERR_TIMEOUT
+    assert "timeout" in out["errstr"] and 0.9 < float(out["elapsed"]) < 5
+
+
+def test_server_killed_midway(nsrv):
+    """The server dies under a steady stream: requests fail with a clear
+    error (dead or timeout), nothing acknowledged is lost after restart."""
+    res = {}
+
+    def go():
+        res["out"], res["r"] = run("127.0.0.1", nsrv.port, "steady", "lr:kill", 4, 5,
+                                   check=False)
+    t = threading.Thread(target=go)
+    t.start()
+    time.sleep(1.5)
+    nsrv.kill9()
+    time.sleep(0.5)
+    nsrv.start()
+    t.join(60)
+    out, r = res["out"], res["r"]
+    assert r.returncode == 0, r.stderr
+    assert int(out["failed"]) > 0 and int(out["acked"]) > 0, out
+    assert "not reachable" in r.stderr or "timeout" in r.stderr, r.stderr
+    final = int(nsrv.client().get("lr:kill"))
+    assert final >= int(out["last"])     # nothing acknowledged was lost
+    assert final <= int(out["acked"]) + int(out["failed"])
+
+
+# ---------------------------------------------------------------- clusters
+
+class NativeCluster(Cluster):
+    """rowan-cluster with --native: each node's native port = its RESP port."""
+
+    def script(self, args, check=True):
+        if args and args[0] == "start":
+            args = list(args) + ["--native"]
+        return super().script(args, check)
+
+
+@pytest.fixture
+def native_cluster(request, target):
+    made = []
+
+    def make(n, k=None, options=None, zookeeper=False):
+        cl = NativeCluster(n, k, options=options, zookeeper=zookeeper)
+        made.append(cl)
+        for nd in cl.nodes:
+            _register(request, nd)
+        return cl
+
+    yield make
+    for cl in made:
+        cl.cleanup()
+
+
+def test_cluster_routes_to_primaries(native_cluster):
+    cl = native_cluster(3, 2)
+    out, _ = run("127.0.0.1", cl.nodes[1].port, "spread", 600)
+    assert out["ok"] == "1"
+    assert out["redirects"] == "0", out      # every key went to its primary first
+    assert int(out["term"]) >= 1
+    # every node is primary of some of the keys, and has them
+    rc = cl.cluster_client()
+    for i in range(0, 600, 37):
+        assert rc.get("lr:s:%d" % i) == b"v%d" % i
+    counts = [0] * 3
+    slots = {}
+    for line in RespClient(cl.nodes[0].port).call("CLUSTER", "SLOTS"):
+        for s in range(line[0], line[1] + 1):
+            slots[s] = line[2][1]
+    ports = [nd.port for nd in cl.nodes]
+    for i in range(600):
+        counts[ports.index(slots[key_slot("lr:s:%d" % i)])] += 1
+    assert all(c > 100 for c in counts), counts
+
+
+def test_cluster_through_loss(native_cluster):
+    """Routing and exactly-once together: datagrams lost and duplicated on
+    the links to every node; SETs and GETs of keys on all primaries, then
+    INCRs of one key, each acknowledged one counted once."""
+    cl = native_cluster(3, 2)
+    faults = {"ROWAN_FAULTS": "drop-send=0.2,drop-recv=0.2,dup-send=0.15,seed=5"}
+    out, _ = run("127.0.0.1", cl.nodes[2].port, "spread", 300, env_extra=faults)
+    assert out["ok"] == "1" and out["redirects"] == "0", out
+    assert int(out["retransmits"]) > 0 and int(out["duplicated"]) > 0
+    out, _ = run("127.0.0.1", cl.nodes[0].port, "incr", "lr:cl-loss", 600, 16, 30,
+                 env_extra=faults)
+    assert out["failed"] == "0" and out["acked"] == "600", out
+    rc = cl.cluster_client()
+    assert int(rc.get("lr:cl-loss")) == 600
+    assert rc.get("lr:s:123") == b"v123"
+
+
+def test_failover_new_term_refreshes(native_cluster):
+    """A planned failover (CLUSTER FAILOVER) of a managed cluster: a new
+    term. The library's requests under the old term are refused as stale,
+    it re-reads the configuration and goes on; the counter shows every
+    acknowledged INCR once."""
+    from test_failover import OPTS, rowan, wait_healthy
+    cl = native_cluster(3, 3, options=OPTS, zookeeper=True)
+    wait_healthy(cl)
+    term0 = int(rowan(cl.nodes[0])["cluster_term"])
+    res = {}
+
+    def go():
+        res["out"], res["r"] = run("127.0.0.1", cl.nodes[0].port, "steady", "lr:fo", 8, 2,
+                                   check=False)
+    t = threading.Thread(target=go)
+    t.start()
+    time.sleep(2.0)
+    for nd in cl.nodes[1:]:
+        c = RespClient(nd.port)
+        try:
+            assert c.call("CLUSTER", "FAILOVER") == "OK"
+        finally:
+            c.close()
+        time.sleep(2.0)
+    t.join(60)
+    out, r = res["out"], res["r"]
+    assert r.returncode == 0, r.stderr
+    assert int(out["term"]) > int(out["term0"]) >= term0, out
+    assert int(out["refreshes"]) >= 2, out
+    assert int(out["acked_new_term"]) > 100, out
+    wait_healthy(cl)
+    final = int(cl.cluster_client().get("lr:fo"))
+    assert final >= int(out["last"])
+    assert final <= int(out["acked"]) + int(out["failed"])
+
+
+def test_kill9_primary_fails_over(native_cluster):
+    """kill -9 of the primary of the key a client keeps incrementing: its
+    requests fail (dead or timeout: they may or may not have run), the
+    library reads the configuration from another node, and once the
+    survivors took over (a new term) the INCRs succeed again; the counter
+    holds every acknowledged INCR, once."""
+    from test_failover import OPTS, rowan, wait_healthy
+    cl = native_cluster(3, 3, options=OPTS, zookeeper=True)
+    wait_healthy(cl)
+    slots = {}
+    for line in RespClient(cl.nodes[0].port).call("CLUSTER", "SLOTS"):
+        for s in range(line[0], line[1] + 1):
+            slots[s] = line[2][1]
+    key = next("lr:k9:%d" % i for i in range(1000)
+               if slots[key_slot("lr:k9:%d" % i)] == cl.nodes[1].port)
+    res = {}
+
+    def go():
+        res["out"], res["r"] = run("127.0.0.1", cl.nodes[0].port, "steady", key, 10, 2,
+                                   check=False)
+    t = threading.Thread(target=go)
+    t.start()
+    time.sleep(2.5)
+    cl.kill9(1)
+    t.join(60)
+    out, r = res["out"], res["r"]
+    assert r.returncode == 0, r.stderr
+    assert int(out["term"]) > int(out["term0"]), out
+    assert int(out["failed"]) > 0, out
+    assert "not reachable" in r.stderr or "timeout" in r.stderr, r.stderr
+    assert int(out["acked_new_term"]) > 100, out    # INCRs went on under the new term
+    wait_healthy(cl, n=2)
+    final = int(cl.cluster_client().get(key))
+    assert final >= int(out["last"])
+    assert final <= int(out["acked"]) + int(out["failed"])
+
+
+def test_rowan_bench_native_transport(nsrv):
+    """rowan-bench --transport native: the YCSB load and workload a over
+    librowan; the records it loaded are there over RESP."""
+    import json
+    bench = os.environ.get("ROWAN_BENCH") or os.path.join(os.path.dirname(SERVER), "rowan-bench")
+    base = [bench, "-p", str(nsrv.port), "--transport", "native", "-r", "2000", "-c", "4",
+            "-s", "100", "--json", "-q"]
+    r = subprocess.run(base + ["-w", "load"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["ops"] == 2000 and j["failed"] == 0, j["errors"]
+    r = subprocess.run(base + ["-w", "a", "-d", "1", "-P", "4"], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["ops"] > 100 and j["failed"] == 0, j["errors"]
+    assert nsrv.client().dbsize() == 2000
