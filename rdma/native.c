@@ -278,6 +278,20 @@ static void send_reply(nworker *nw, uint64_t cid, uint64_t req, const native_add
     }
 }
 
+/* The worker's round is over (before it sleeps): what the round queued
+ * leaves in one go (native_transport.h, flush). */
+static void round_end(void *arg) {
+    nworker *nw = arg;
+    if (!backend->flush) return;
+    size_t bytes = 0;
+    int lost = backend->flush(nw->ep, &bytes);
+    if (lost > 0) {
+        stat_add(&nw->st.send_errors, lost);
+        stat_add(&nw->st.out, -lost);
+        stat_add(&nw->st.bytes_out, -(long long)bytes);
+    }
+}
+
 /* ---------------- the session's callbacks ---------------- */
 
 static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
@@ -551,6 +565,8 @@ void native_attach(void) {
         nw->w = server.workers[i];
         nw->ev = event_new(nw->w->base, backend->fd(nw->ep), EV_READ | EV_PERSIST, readable_cb, nw);
         event_add(nw->ev, NULL);
+        nw->w->round_end_arg = nw;
+        nw->w->round_end = round_end;
         nw->cron = event_new(nw->w->base, -1, EV_PERSIST, cron_cb, nw);
         struct timeval tv = {1, 0};
         event_add(nw->cron, &tv);
@@ -572,6 +588,7 @@ void native_stop(void) {
             }
         }
         free(nw->buckets);
+        round_end(nw);   /* replies of sessions freed after the workers stopped */
         backend->close(nw->ep);
         free(nw);
     }
