@@ -56,6 +56,7 @@ struct native_endpoint {
     int fd;
     int port;
     int next, count;                        /* the batch: handed out / received */
+    int drained;                            /* the last batch was short: queue empty */
     struct mmsghdr msgs[UDP_BATCH];
     struct iovec iov[UDP_BATCH];
     struct sockaddr_storage from[UDP_BATCH];
@@ -187,11 +188,22 @@ static int udp_fill(native_endpoint *e) {
     int n = recvmmsg(e->fd, e->msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
     e->next = 0;
     e->count = n > 0 ? n : 0;
+    e->drained = e->count < UDP_BATCH;
     return e->count;
 }
 
 static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from) {
-    if (e->next == e->count && udp_fill(e) == 0) return -1;
+    if (e->next == e->count) {
+        /* A short batch emptied the queue: report "none" without another
+         * recvmmsg that would only hear EAGAIN (one system call per wake-up
+         * saved at low load). What arrived since makes the socket readable
+         * again: the loop's poll is level-triggered. */
+        if (e->drained) {
+            e->drained = 0;
+            return -1;
+        }
+        if (udp_fill(e) == 0) return -1;
+    }
     int i = e->next++;
     struct msghdr *m = &e->msgs[i].msg_hdr;
     /* a datagram longer than the buffer: report a length above it (cut) */
