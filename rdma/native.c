@@ -112,7 +112,8 @@ typedef struct nclient {
 struct native_stats {
     _Atomic long long in, out, bytes_in, bytes_out, requests, dup_cached, dup_running,
         dup_old, refused_stale, refused_busy, refused_loading, refused_malformed, malformed,
-        denied, too_large, evicted, sessions_closed, clients, cached_bytes, send_errors;
+        denied, too_large, evicted, sessions_closed, clients, cached_bytes, send_errors,
+        send_calls;
 };
 
 typedef struct nworker {
@@ -249,6 +250,7 @@ static void send_dgram(nworker *nw, const native_addr *to, size_t len) {
         stat_add(&nw->st.send_errors, 1);
         return;
     }
+    if (!backend->flush) stat_add(&nw->st.send_calls, 1);   /* sent now, one call each */
     stat_add(&nw->st.out, 1);
     stat_add(&nw->st.bytes_out, (long long)len);
 }
@@ -284,7 +286,9 @@ static void round_end(void *arg) {
     nworker *nw = arg;
     if (!backend->flush) return;
     size_t bytes = 0;
-    int lost = backend->flush(nw->ep, &bytes);
+    long long calls = 0;
+    int lost = backend->flush(nw->ep, &bytes, &calls);
+    if (calls) stat_add(&nw->st.send_calls, calls);
     if (lost > 0) {
         stat_add(&nw->st.send_errors, lost);
         stat_add(&nw->st.out, -lost);
@@ -612,6 +616,7 @@ void native_info(rbuf *b) {
         F(too_large, "native_replies_too_large"), F(evicted, "native_clients_evicted"),
         F(sessions_closed, "native_sessions_closed"), F(clients, "native_clients"),
         F(cached_bytes, "native_reply_cache_bytes"), F(send_errors, "native_send_errors"),
+        F(send_calls, "native_send_calls"),
 #undef F
     };
     rbuf_appendf(b, "# Native\r\n");

@@ -60,9 +60,11 @@ typedef struct native_backend {
     /* A backend may queue what send takes (UDP: for one sendmmsg) until
      * flush, which the worker calls before it sleeps; the queue keeps send
      * order. flush returns how many queued datagrams could not be sent
-     * (their bytes in *lost_bytes), counted since the last flush. NULL when
-     * send transmits at once (verbs: the post is already the batch). */
-    int (*flush)(native_endpoint *e, size_t *lost_bytes);
+     * (their bytes in *lost_bytes), counted since the last flush, and in
+     * *calls the system calls that sent them (INFO native_send_calls).
+     * NULL when send transmits at once (verbs: the post is already the
+     * batch). */
+    int (*flush)(native_endpoint *e, size_t *lost_bytes, long long *calls);
     /* A one-line description of the endpoint for INFO (port, or QPN/GID). */
     void (*describe)(native_endpoint *e, char *buf, size_t len);
     /* Is the peer on this host? (protected mode) */

@@ -65,6 +65,7 @@ struct native_endpoint {
     int ntx;
     int lost;                               /* since the last flush */
     size_t lost_bytes;
+    long long calls;
     struct mmsghdr txmsgs[UDP_TX_BATCH];
     struct iovec txiov[UDP_TX_BATCH];
     struct sockaddr_storage to[UDP_TX_BATCH];
@@ -221,6 +222,7 @@ static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, nati
 static void udp_push(native_endpoint *e) {
     for (int done = 0; done < e->ntx;) {
         int r = sendmmsg(e->fd, e->txmsgs + done, (unsigned)(e->ntx - done), MSG_DONTWAIT);
+        e->calls++;
         if (r > 0) {
             done += r;
             continue;
@@ -249,12 +251,14 @@ static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, co
     return 0;
 }
 
-static int udp_flush(native_endpoint *e, size_t *lost_bytes) {
+static int udp_flush(native_endpoint *e, size_t *lost_bytes, long long *calls) {
     if (e->ntx) udp_push(e);
     int lost = e->lost;
     *lost_bytes = e->lost_bytes;
+    *calls = e->calls;
     e->lost = 0;
     e->lost_bytes = 0;
+    e->calls = 0;
     return lost;
 }
 
