@@ -57,6 +57,14 @@ typedef struct native_backend {
     /* Send one datagram (fire and forget: a datagram that cannot be sent is
      * lost like any other, and the client retransmits). 0 or -1. */
     int (*send)(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to);
+    /* A backend may queue what send takes (UDP: for one sendmmsg) until
+     * flush, which the worker calls before it sleeps; the queue keeps send
+     * order. flush returns how many queued datagrams could not be sent
+     * (their bytes in *lost_bytes), counted since the last flush, and in
+     * *calls the system calls that sent them (INFO native_send_calls).
+     * NULL when send transmits at once (verbs: the post is already the
+     * batch). */
+    int (*flush)(native_endpoint *e, size_t *lost_bytes, long long *calls);
     /* A one-line description of the endpoint for INFO (port, or QPN/GID). */
     void (*describe)(native_endpoint *e, char *buf, size_t len);
     /* Is the peer on this host? (protected mode) */

@@ -45,15 +45,31 @@
 /* Datagrams taken per recvmmsg: under load one system call serves a
  * batch; recv hands them out one by one. */
 #define UDP_BATCH 16
+/* Datagrams queued for one sendmmsg. send copies each reply here and the
+ * worker flushes the queue before it sleeps, so a round that answers a
+ * pipeline of 16 (or 16 clients) makes one system call, not 16, as RESP's
+ * one write per connection does. A full queue is sent at once (a large
+ * reply's fragments). */
+#define UDP_TX_BATCH 64
 
 struct native_endpoint {
     int fd;
     int port;
     int next, count;                        /* the batch: handed out / received */
+    int drained;                            /* the last batch was short: queue empty */
     struct mmsghdr msgs[UDP_BATCH];
     struct iovec iov[UDP_BATCH];
     struct sockaddr_storage from[UDP_BATCH];
     unsigned char buf[UDP_BATCH][DGRAM_MTU + 1];
+    /* the send queue */
+    int ntx;
+    int lost;                               /* since the last flush */
+    size_t lost_bytes;
+    long long calls;
+    struct mmsghdr txmsgs[UDP_TX_BATCH];
+    struct iovec txiov[UDP_TX_BATCH];
+    struct sockaddr_storage to[UDP_TX_BATCH];
+    unsigned char txbuf[UDP_TX_BATCH][DGRAM_MTU];
 };
 
 /* The address to bind: AF_INET or AF_INET6 by the text, "*" = any. */
@@ -173,11 +189,22 @@ static int udp_fill(native_endpoint *e) {
     int n = recvmmsg(e->fd, e->msgs, UDP_BATCH, MSG_DONTWAIT, NULL);
     e->next = 0;
     e->count = n > 0 ? n : 0;
+    e->drained = e->count < UDP_BATCH;
     return e->count;
 }
 
 static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from) {
-    if (e->next == e->count && udp_fill(e) == 0) return -1;
+    if (e->next == e->count) {
+        /* A short batch emptied the queue: report "none" without another
+         * recvmmsg that would only hear EAGAIN (one system call per wake-up
+         * saved at low load). What arrived since makes the socket readable
+         * again: the loop's poll is level-triggered. */
+        if (e->drained) {
+            e->drained = 0;
+            return -1;
+        }
+        if (udp_fill(e) == 0) return -1;
+    }
     int i = e->next++;
     struct msghdr *m = &e->msgs[i].msg_hdr;
     /* a datagram longer than the buffer: report a length above it (cut) */
@@ -189,9 +216,50 @@ static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, nati
     return (ssize_t)n;
 }
 
+/* Send the queue. A datagram the kernel refuses (ENOBUFS, EAGAIN with a
+ * full socket buffer, an unroutable address) is lost like any other: it
+ * is skipped and the rest still go; the client retransmits. */
+static void udp_push(native_endpoint *e) {
+    for (int done = 0; done < e->ntx;) {
+        int r = sendmmsg(e->fd, e->txmsgs + done, (unsigned)(e->ntx - done), MSG_DONTWAIT);
+        e->calls++;
+        if (r > 0) {
+            done += r;
+            continue;
+        }
+        if (r < 0 && errno == EINTR) continue;
+        e->lost++;
+        e->lost_bytes += e->txiov[done].iov_len;
+        done++;
+    }
+    e->ntx = 0;
+}
+
 static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to) {
-    ssize_t n = sendto(e->fd, buf, len, MSG_DONTWAIT, (const struct sockaddr *)&to->u.ss, to->len);
-    return n == (ssize_t)len ? 0 : -1;
+    if (len > DGRAM_MTU || to->len == 0 || to->len > sizeof(e->to[0])) return -1;
+    if (e->ntx == UDP_TX_BATCH) udp_push(e);
+    int i = e->ntx++;
+    memcpy(e->txbuf[i], buf, len);
+    memcpy(&e->to[i], &to->u.ss, to->len);
+    e->txiov[i].iov_base = e->txbuf[i];
+    e->txiov[i].iov_len = len;
+    memset(&e->txmsgs[i], 0, sizeof(e->txmsgs[i]));
+    e->txmsgs[i].msg_hdr.msg_iov = &e->txiov[i];
+    e->txmsgs[i].msg_hdr.msg_iovlen = 1;
+    e->txmsgs[i].msg_hdr.msg_name = &e->to[i];
+    e->txmsgs[i].msg_hdr.msg_namelen = to->len;
+    return 0;
+}
+
+static int udp_flush(native_endpoint *e, size_t *lost_bytes, long long *calls) {
+    if (e->ntx) udp_push(e);
+    int lost = e->lost;
+    *lost_bytes = e->lost_bytes;
+    *calls = e->calls;
+    e->lost = 0;
+    e->lost_bytes = 0;
+    e->calls = 0;
+    return lost;
 }
 
 static void udp_describe(native_endpoint *e, char *buf, size_t len) {
@@ -212,12 +280,14 @@ static int udp_is_local(native_endpoint *e, const native_addr *a) {
 
 static void udp_close(native_endpoint *e) {
     if (!e) return;
+    if (e->ntx) udp_push(e);
     close(e->fd);
     free(e);
 }
 
 const native_backend native_udp_backend = {
     .name = "udp", .open = udp_open, .fd = udp_fd, .recv = udp_recv, .send = udp_send,
+    .flush = udp_flush,
     .describe = udp_describe, .is_local = udp_is_local, .close = udp_close,
 };
 

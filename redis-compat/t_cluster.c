@@ -243,14 +243,31 @@ static int is_member(const cluster_config *cf, int i) {
     return !cluster_managed() || cluster_mask_has(cf->members, i);
 }
 
-/* CLUSTER SLOTS node entry: host, port, id, and an empty map of the other
- * endpoints (Redis 7). */
-static void add_slots_node(client *c, const cluster_node *n) {
+/* Node i's native datagram port, 0 if none is known: ours from native-port
+ * (what this process listens on), another node's from the optional 5th
+ * word of its cluster-node line. Managed mode does not carry it in the
+ * configuration, so there only our own is known. librowan reads it from
+ * the metadata below and otherwise assumes the seed's offset between RESP
+ * and native ports holds on every node. */
+static int native_port_of(const cluster_config *cf, int i) {
+    if (i == cluster_self() && server.cfg.native_port > 0) return server.cfg.native_port;
+    return cf->nodes[i].native_port;
+}
+
+/* CLUSTER SLOTS node entry: host, port, id, and a map of the other
+ * endpoints (Redis 7: hostname; here "native-port" when known). */
+static void add_slots_node(client *c, const cluster_config *cf, int i) {
+    const cluster_node *n = &cf->nodes[i];
+    int native = native_port_of(cf, i);
     resp_add_array(&c->out, 4);
     resp_add_bulkstr(&c->out, n->host);
     resp_add_int(&c->out, n->port);
     resp_add_bulkstr(&c->out, n->id);
-    resp_add_map(&c->out, 0);
+    resp_add_map(&c->out, native ? 1 : 0);
+    if (native) {
+        resp_add_bulkstr(&c->out, "native-port");
+        resp_add_int(&c->out, native);
+    }
 }
 
 static void cluster_slots(client *c, const cluster_config *cf) {
@@ -263,19 +280,24 @@ static void cluster_slots(client *c, const cluster_config *cf) {
         resp_add_array(&c->out, 3 + nb);
         resp_add_int(&c->out, r[i].start);
         resp_add_int(&c->out, r[i].end);
-        add_slots_node(c, &cf->nodes[r[i].primary]);
-        for (int j = 0; j < nb; j++) add_slots_node(c, &cf->nodes[b[j]]);
+        add_slots_node(c, cf, r[i].primary);
+        for (int j = 0; j < nb; j++) add_slots_node(c, cf, b[j]);
     }
     free(r);
 }
 
 static void add_shards_node(client *c, const cluster_config *cf, int i, const char *role) {
     const cluster_node *n = &cf->nodes[i];
-    resp_add_map(&c->out, 7);
+    int native = native_port_of(cf, i);
+    resp_add_map(&c->out, native ? 8 : 7);
     resp_add_bulkstr(&c->out, "id");
     resp_add_bulkstr(&c->out, n->id);
     resp_add_bulkstr(&c->out, "port");
     resp_add_int(&c->out, n->port);
+    if (native) {
+        resp_add_bulkstr(&c->out, "native-port");
+        resp_add_int(&c->out, native);
+    }
     resp_add_bulkstr(&c->out, "ip");
     resp_add_bulkstr(&c->out, n->host);
     resp_add_bulkstr(&c->out, "endpoint");

@@ -98,6 +98,10 @@ int cluster_add_node(const char *name, const char *host, int port, int repl_port
     return 0;
 }
 
+void cluster_add_node_native_port(int native_port) {
+    if (cl.nstaged > 0) cl.staged[cl.nstaged - 1].native_port = native_port;
+}
+
 int cluster_set_self(const char *name, char *err, size_t errlen) {
     if (!name[0] || strlen(name) > CLUSTER_NAME_MAX) {
         snprintf(err, errlen, "cluster-self must name a cluster-node");

@@ -48,6 +48,7 @@ typedef struct cluster_node {
     char host[256];
     int port;                         /* RESP */
     int repl_port;                    /* replication (control thread), cluster bus */
+    int native_port;                  /* native datagrams (static lines only), 0 = unknown */
 } cluster_node;
 
 typedef struct cluster_config {
@@ -68,6 +69,9 @@ typedef struct cluster_config {
 int cluster_add_node(const char *name, const char *host, int port, int repl_port,
                      char *err, size_t errlen);
 int cluster_set_self(const char *name, char *err, size_t errlen);
+/* The native port of the cluster-node line just added (its optional 5th
+ * word), announced as "native-port" by CLUSTER SLOTS / SHARDS. */
+void cluster_add_node_native_port(int native_port);
 int cluster_set_zookeeper(const char *hosts, char *err, size_t errlen);
 int cluster_set_name(const char *name, char *err, size_t errlen);
 /* After the configuration is read and the shards exist: check it; static

@@ -999,7 +999,7 @@ void config_init_defaults(void)
 /* The cluster lines are not table options: they may repeat and go to
  * cluster.c directly (CONFIG GET does not show them; CONFIG REWRITE keeps
  * them as they are, like any line it does not know):
- *   cluster-node <name> <host> <resp-port> <repl-port>
+ *   cluster-node <name> <host> <resp-port> <repl-port> [<native-port>]
  *   cluster-self <name>
  * Returns 1 if name is one of them (rc in *rc), 0 otherwise. */
 static int apply_cluster_line(const char *name, int nwords, char **wordv, int *rc,
@@ -1011,16 +1011,19 @@ static int apply_cluster_line(const char *name, int nwords, char **wordv, int *r
         return 1;
     }
     if (strcasecmp(name, "cluster-node")) return 0;
-    if (nwords != 4) goto arity;
-    long long port, repl_port;
+    if (nwords != 4 && nwords != 5) goto arity;
+    long long port, repl_port, native_port = 0;
     if (!string2ll(wordv[2], strlen(wordv[2]), &port) ||
         !string2ll(wordv[3], strlen(wordv[3]), &repl_port) ||
-        port <= 0 || port > 65535 || repl_port <= 0 || repl_port > 65535) {
+        (nwords == 5 && !string2ll(wordv[4], strlen(wordv[4]), &native_port)) ||
+        port <= 0 || port > 65535 || repl_port <= 0 || repl_port > 65535 ||
+        native_port < 0 || native_port > 65535) {
         snprintf(err, errlen, "cluster-node ports must be integers in 1-65535");
         *rc = -1;
         return 1;
     }
     *rc = cluster_add_node(wordv[0], wordv[1], (int)port, (int)repl_port, err, errlen);
+    if (*rc == 0) cluster_add_node_native_port((int)native_port);
     return 1;
 arity:
     snprintf(err, errlen, "Bad directive or wrong number of arguments");

@@ -358,6 +358,7 @@ static void worker_before_sleep(worker *w) {
     edge->evict();   /* maxmemory-clients: before output goes to evicted clients */
     worker_flush_clients(w);
     if (atomic_exchange(&w->kill_pending, 0)) edge->reap_killed(w);
+    if (w->round_end) w->round_end(w->round_end_arg);
 }
 
 /* ---------------- events ---------------- */
@@ -581,6 +582,7 @@ static void *worker_main(void *arg) {
     /* with replicas, what they have not acked stays held: those clients
      * lose their connection without an acknowledgement */
     worker_flush_clients(w);
+    if (w->round_end) w->round_end(w->round_end_arg);
     return NULL;
 }
 

@@ -82,6 +82,11 @@ typedef struct worker {
      * round released, whose next requests the next flush waits for */
     int *released;
     int nreleased, capreleased;
+    /* called last in before_sleep, and once more at shutdown: an edge that
+     * queues output during the round sends it here in one go (the native
+     * edge's sendmmsg, rdma/native.c); NULL if none */
+    void (*round_end)(void *arg);
+    void *round_end_arg;
 } worker;
 
 /* Bind the client port, and the tls-port if set (after tls_configure), on

@@ -146,11 +146,17 @@ def test_server_killed_midway(nsrv):
 # ---------------------------------------------------------------- clusters
 
 class NativeCluster(Cluster):
-    """rowan-cluster with --native: each node's native port = its RESP port."""
+    """rowan-cluster with --native: each node's native port = its RESP port,
+    or native_ports[i] (--native-ports)."""
+
+    def __init__(self, n, k=None, options=None, zookeeper=False, native_ports=None):
+        self.native_ports = native_ports
+        super().__init__(n, k, options=options, zookeeper=zookeeper)
 
     def script(self, args, check=True):
         if args and args[0] == "start":
-            args = list(args) + ["--native"]
+            args = list(args) + (["--native-ports", ",".join(map(str, self.native_ports))]
+                                 if self.native_ports else ["--native"])
         return super().script(args, check)
 
 
@@ -158,8 +164,8 @@ class NativeCluster(Cluster):
 def native_cluster(request, target):
     made = []
 
-    def make(n, k=None, options=None, zookeeper=False):
-        cl = NativeCluster(n, k, options=options, zookeeper=zookeeper)
+    def make(n, k=None, options=None, zookeeper=False, native_ports=None):
+        cl = NativeCluster(n, k, options=options, zookeeper=zookeeper, native_ports=native_ports)
         made.append(cl)
         for nd in cl.nodes:
             _register(request, nd)
@@ -189,6 +195,51 @@ def test_cluster_routes_to_primaries(native_cluster):
     for i in range(600):
         counts[ports.index(slots[key_slot("lr:s:%d" % i)])] += 1
     assert all(c > 100 for c in counts), counts
+
+
+def free_udp_ports(n):
+    """n free UDP ports whose offsets from each other are not all equal, so
+    no single RESP-to-native offset maps every node."""
+    while True:
+        socks = [socket.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        ports = [s.getsockname()[1] for s in socks]
+        for s in socks:
+            s.close()
+        if len(set(ports)) == n and len({p - i for i, p in enumerate(ports)}) == n:
+            return ports
+
+
+def test_cluster_announces_native_ports(native_cluster):
+    """Native ports unrelated to the RESP ports (no common offset):
+    CLUSTER SLOTS and CLUSTER SHARDS name each node's "native-port", and
+    librowan, seeded with one node, reaches every primary through them
+    (guessing from the seed's offset would send to ports nobody serves)."""
+    nports = free_udp_ports(3)
+    cl = native_cluster(3, 2, native_ports=nports)
+    by_resp = {nd.port: nports[i] for i, nd in enumerate(cl.nodes)}
+    rc = RespClient(cl.nodes[1].port)
+    seen = set()
+    for line in rc.call("CLUSTER", "SLOTS"):
+        for node in line[2:]:
+            meta = node[3]
+            assert meta == [b"native-port", by_resp[node[1]]], node
+            seen.add(node[1])
+    assert seen == set(by_resp)
+    seen = set()
+    for shard in rc.call("CLUSTER", "SHARDS"):
+        sh = dict(zip(shard[::2], shard[1::2]))
+        for node in sh[b"nodes"]:
+            m = dict(zip(node[::2], node[1::2]))
+            assert m[b"native-port"] == by_resp[m[b"port"]], m
+            seen.add(m[b"port"])
+    assert seen == set(by_resp)
+    out, _ = run("127.0.0.1", nports[2], "spread", 300)
+    assert out["ok"] == "1" and out["redirects"] == "0", out
+    crc = cl.cluster_client()
+    for i in range(0, 300, 29):
+        assert crc.get("lr:s:%d" % i) == b"v%d" % i
 
 
 def test_cluster_through_loss(native_cluster):

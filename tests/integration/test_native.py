@@ -30,7 +30,7 @@ import pytest
 
 from conftest import RespClient, free_port, key_slot, wait_for, NSLOTS
 from native_client import (HDR, HDR_LEN, MAGIC, MTU, PAYLOAD_MAX, R_BUSY, R_MALFORMED, R_STALE,
-                           REFUSE, REQUEST, VERSION, NativeClient, Refused, RespError,
+                           REFUSE, REPLY, REQUEST, VERSION, NativeClient, Refused, RespError,
                            decode, encode_request, parse_resp)
 
 pytestmark = pytest.mark.rowan_only("the native datagram edge is Rowan's")
@@ -218,6 +218,42 @@ def test_large_reply_fragments(nsrv):
     assert h["type"] == REFUSE and h["frag"] == R_MALFORMED and h["req"] == 99, h
     assert b"use TCP" in payload
     assert nsrv.client().get("k") is None
+    c.close()
+
+
+def test_replies_of_a_round_share_one_send_call(nsrv):
+    """A worker queues the datagrams one round produces and sends them
+    with sendmmsg before it sleeps (64 per call): a 100 KB reply (25
+    fragments) leaves in one call, a 300 KB one (75) in two, all fragments
+    arriving; a burst of requests from one client is answered in order
+    with every reply."""
+    r = nsrv.client()
+    v100, v300 = os.urandom(100000), os.urandom(300000)
+    r.set("b100", v100)
+    r.set("b300", v300)
+    c = nclient(nsrv)
+    c.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+    for key, val, frags, calls in (("b100", v100, 25, 1), ("b300", v300, 75, 2)):
+        before = native_info(nsrv)
+        data, tries = c.call_raw("GET", key)
+        after = native_info(nsrv)
+        assert tries == 1 and data == b"$%d\r\n" % len(val) + val + b"\r\n"
+        out = int(after["native_datagrams_out"]) - int(before["native_datagrams_out"])
+        sent = int(after["native_send_calls"]) - int(before["native_send_calls"])
+        assert out == frags and sent == calls, (key, out, sent)
+    assert native_info(nsrv)["native_send_errors"] == "0"
+    # a burst: every request sent before any reply is read
+    reqs = [c.new_req() for _ in range(40)]
+    for q in reqs:
+        c.send(q, "INCR", "burst")
+    got = []
+    while len(got) < len(reqs):
+        dg = c.recv_dgram(5.0)
+        assert dg is not None, got
+        h, payload = decode(dg)
+        if h["client"] == c.id and h["type"] == REPLY:
+            got.append((h["req"], parse_resp(payload)[0]))
+    assert got == [(q, i + 1) for i, q in enumerate(reqs)]
     c.close()
 
 
