@@ -105,11 +105,11 @@ $(SHIM): tests/powerloss/shim.c
 	$(CC) -std=gnu11 -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -ldl
 
 # The fuzz driver always carries ASan+UBSan: a parser bug must crash loudly.
-$(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/rbuf.c src/rbuf.h
+$(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/rbuf.c src/rbuf.h src/strutil.c src/strutil.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE $(WARN) \
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c src/strutil.c
 
 # The datagram codec's fuzzer (rdma/dgram.c), built the same way.
 $(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c rdma/dgram.c rdma/dgram.h src/le.h
@@ -181,7 +181,7 @@ fuzz-long: deps
 	@mkdir -p build/libfuzzer/corpus
 	clang -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE \
 	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-resp \
-	  tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c
+	  tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c src/strutil.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
 	@mkdir -p build/libfuzzer/corpus-dgram

@@ -763,39 +763,3 @@ void resp_add_bool(resp_out *o, int v) {
     else add_const(o, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
-/* INCRBYFLOAT's reply: "%.17Lf" with the trailing zeros (and then a
- * trailing point) removed, so 10.5 is "10.5" and 5.0e3 is "5000". The 17
- * fixed decimals of a long double hide binary noise like 0.1's. Returns the
- * length, or 0 (and an empty string) if buf is too small. */
-int resp_fmt_ldouble(char *buf, size_t len, long double v) {
-    const char *word = NULL;
-    int n;
-
-    if (len == 0) return 0;
-    if (isnan(v)) word = "nan";
-    else if (isinf(v)) word = (v > 0) ? "inf" : "-inf";
-    if (word) {
-        n = (int)strlen(word);
-        if ((size_t)n + 1 > len) goto toosmall;
-        memcpy(buf, word, (size_t)n + 1);
-        return n;
-    }
-
-    n = snprintf(buf, len, "%.17Lf", v);
-    if (n < 0 || (size_t)n + 1 > len) goto toosmall;
-    if (memchr(buf, '.', (size_t)n)) {
-        while (buf[n - 1] == '0') n--;
-        if (buf[n - 1] == '.') n--;
-    }
-    /* Tiny negatives round to "-0.000..."; that is just zero to a user. */
-    if (n == 2 && buf[0] == '-' && buf[1] == '0') {
-        buf[0] = '0';
-        n = 1;
-    }
-    buf[n] = '\0';
-    return n;
-
-toosmall:
-    buf[0] = '\0';
-    return 0;
-}

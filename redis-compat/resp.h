@@ -157,8 +157,5 @@ void resp_add_push(resp_out *o, long long n);               /* RESP3 >n, RESP2 *
 void resp_add_double(resp_out *o, double d);
 void resp_add_bool(resp_out *o, int v);                     /* RESP3 #t/#f, RESP2 :1/:0 */
 
-/* Format a long double the way INCRBYFLOAT replies (humanfriendly, %.17Lf then
- * trailing zeros and point trimmed). Returns length written into buf. */
-int resp_fmt_ldouble(char *buf, size_t len, long double v);
 
 #endif

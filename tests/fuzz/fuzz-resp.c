@@ -34,7 +34,7 @@
  *     what was added; doubles must read back exactly. A random argv encoded
  *     with resp_add_array/resp_add_bulk, and again as an inline line with
  *     quotes and escapes, must parse back to the same argv.
- *  6. resp_fmt_ldouble() text reads back within its 17 decimals, trimmed,
+ *  6. ld2string() text reads back within its 17 decimals, trimmed,
  *     never "-0".
  *  7. A long-lived connection. The input drives a generator of many
  *     commands (multibulk with up to 5,000 arguments, and in one stream of
@@ -75,6 +75,7 @@
 #include <string.h>
 
 #include "resp.h"
+#include "strutil.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define FUZZ_ASAN 1
@@ -915,7 +916,7 @@ static void check_roundtrip(const uint8_t *data, size_t size) {
 
 static void check_one_ldouble(long double v) {
     char buf[6000], *end;
-    int n = resp_fmt_ldouble(buf, sizeof(buf), v);
+    int n = ld2string(buf, sizeof(buf), v);
 
     ENSURE(n > 0 && (size_t)n == strlen(buf), "ldouble length");
     if (isnan(v)) {

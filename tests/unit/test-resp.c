@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "resp.h"
+#include "strutil.h"
 #include "unit.h"
 
 #define LIT(s) s, sizeof(s) - 1
@@ -615,7 +616,7 @@ static void test_double_format(void) {
 
 static void check_ld(long double v, const char *want, int line) {
     char buf[5 * 1024];
-    int n = resp_fmt_ldouble(buf, sizeof(buf), v);
+    int n = ld2string(buf, sizeof(buf), v);
     int ok = n == (int)strlen(want) && strcmp(buf, want) == 0;
     CHECK(ok);
     if (!ok) fprintf(stderr, "  line %d: got \"%s\" (%d) want \"%s\"\n", line, buf, n, want);
@@ -639,12 +640,12 @@ static void test_ldouble_format(void) {
     CHECK_LD((long double)NAN, "nan");
     /* Too small a buffer gives 0 and an empty string. */
     char small[4];
-    CHECK_EQ_LL(resp_fmt_ldouble(small, sizeof(small), 12345.0L), 0);
+    CHECK_EQ_LL(ld2string(small, sizeof(small), 12345.0L), 0);
     CHECK(small[0] == '\0');
-    CHECK_EQ_LL(resp_fmt_ldouble(small, sizeof(small), -(long double)INFINITY), 0);
-    CHECK_EQ_LL(resp_fmt_ldouble(small, sizeof(small), (long double)INFINITY), 3);
+    CHECK_EQ_LL(ld2string(small, sizeof(small), -(long double)INFINITY), 0);
+    CHECK_EQ_LL(ld2string(small, sizeof(small), (long double)INFINITY), 3);
     char exact[21];   /* "%.17Lf" of 1 needs 19 bytes + NUL */
-    CHECK_EQ_LL(resp_fmt_ldouble(exact, sizeof(exact), 1.0L), 1);
+    CHECK_EQ_LL(ld2string(exact, sizeof(exact), 1.0L), 1);
     CHECK(strcmp(exact, "1") == 0);
 }
 
