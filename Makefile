@@ -33,21 +33,22 @@ ifeq ($(VARIANT),ubsan)
   SAN := -fsanitize=undefined,float-cast-overflow \
          -fno-sanitize-recover=undefined,float-cast-overflow
 endif
+SRC_INC := -Isrc $(patsubst %/,-I%,$(sort $(dir $(wildcard src/*/*.h))))
 CFLAGS  += -std=gnu11 $(OPT) $(WARN) $(SAN) -pthread -MMD -MP \
-           -Isrc -Iredis-compat -Irdma -D_GNU_SOURCE
+           $(SRC_INC) -Iredis-compat -Irdma -D_GNU_SOURCE
 LDFLAGS += $(SAN) -pthread
 # -lmlx5: rdma/transport_verbs.c queries mlx5dv for a striding (multi-packet) RQ.
-# -lcrypto: HMAC-SHA256 of the peer handshake (src/peer_auth.c).
+# -lcrypto: HMAC-SHA256 of the peer handshake (src/repl/peer_auth.c).
 # Lua 5.1 with Debian's cjson and bit modules: scripting (redis-compat/t_script.c).
 LUA_LIBS := -llua5.1 -llua5.1-cjson -llua5.1-bitop
-# -lsystemd: sd_notify for `supervised systemd` (src/daemon.c).
-# -lssl: TLS for clients (src/tls.c, src/conn.c); -levent_openssl: the
-# cluster bus over TLS (src/bus.c, tls-cluster).
+# -lsystemd: sd_notify for `supervised systemd` (src/engine/daemon.c).
+# -lssl: TLS for clients (src/engine/tls.c, src/engine/conn.c); -levent_openssl: the
+# cluster bus over TLS (src/cluster/bus.c, tls-cluster).
 LIBS    := -levent_core -levent_pthreads -levent_openssl -lpmem -libverbs -lrdmacm -lmlx5 -lssl -lcrypto -lzookeeper_mt \
            -lsystemd -lm $(LUA_LIBS)
 BENCH_LIBS := -lhiredis -levent_core -levent -lm
 
-CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c)) $(wildcard redis-compat/*.c) \
+CORE_SRC := $(filter-out src/main.c,$(wildcard src/*.c src/*/*.c)) $(wildcard redis-compat/*.c) \
             $(wildcard rdma/*.c)
 CORE_OBJ := $(CORE_SRC:%.c=$(BUILD)/%.o)
 MAIN_OBJ := $(BUILD)/src/main.o
@@ -105,25 +106,25 @@ $(SHIM): tests/powerloss/shim.c
 	$(CC) -std=gnu11 -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -ldl
 
 # The fuzz driver always carries ASan+UBSan: a parser bug must crash loudly.
-$(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/rbuf.c src/rbuf.h src/strutil.c src/strutil.h
+$(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/base/rbuf.c src/base/rbuf.h src/base/strutil.c src/base/strutil.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE $(WARN) \
+	$(CC) -std=gnu11 -O1 -g -Iredis-compat $(SRC_INC) -D_GNU_SOURCE $(WARN) \
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c src/strutil.c
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/base/rbuf.c src/base/strutil.c
 
 # The datagram codec's fuzzer (rdma/dgram.c), built the same way.
-$(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c rdma/dgram.c rdma/dgram.h src/le.h
+$(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c rdma/dgram.c rdma/dgram.h src/base/le.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=gnu11 -O1 -g -Irdma -Isrc -D_GNU_SOURCE $(WARN) \
+	$(CC) -std=gnu11 -O1 -g -Irdma $(SRC_INC) -D_GNU_SOURCE $(WARN) \
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-dgram.c rdma/dgram.c
 
-$(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/src/hash.o $(BUILD)/src/crc32c.o
+$(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/src/base/hash.o $(BUILD)/src/base/crc32c.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
 
 # rowan-bench's generators, histogram and cluster parsing (no server needed).
 $(BENCH_UNIT): $(BUILD)/tests/bench/test-bench.o $(filter-out %/main.o,$(BENCH_OBJ)) \
-               $(BUILD)/src/hash.o
+               $(BUILD)/src/base/hash.o
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)
 
@@ -143,10 +144,10 @@ unit: $(UNIT_BIN) bench-unit layering
 
 # The core never includes the edge (issue 15): no file of src/ may include a
 # header that exists in redis-compat/ (the core calls the edge through
-# src/edge.h's function pointers instead).
+# src/engine/edge.h's function pointers instead).
 EDGE_HEADERS_RE := $(subst $(eval) ,|,$(subst .,\.,$(notdir $(wildcard redis-compat/*.h))))
 layering:
-	@! grep -nE '^\s*#\s*include\s*"($(EDGE_HEADERS_RE))"' src/*.c src/*.h || { echo "src/ includes redis-compat/ headers (above)"; exit 1; }
+	@! grep -nE '^\s*#\s*include\s*"($(EDGE_HEADERS_RE))"' src/*.c src/*/*.c src/*/*.h || { echo "src/ includes redis-compat/ headers (above)"; exit 1; }
 
 fuzz: $(FUZZ_BIN) $(FUZZ_DGRAM)
 	$(FUZZ_BIN) -seconds=10 tests/fuzz/corpus
@@ -179,13 +180,13 @@ ubsan:
 
 fuzz-long: deps
 	@mkdir -p build/libfuzzer/corpus
-	clang -std=gnu11 -O1 -g -Iredis-compat -Isrc -D_GNU_SOURCE \
+	clang -std=gnu11 -O1 -g -Iredis-compat $(SRC_INC) -D_GNU_SOURCE \
 	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-resp \
-	  tests/fuzz/fuzz-resp.c redis-compat/resp.c src/rbuf.c src/strutil.c
+	  tests/fuzz/fuzz-resp.c redis-compat/resp.c src/base/rbuf.c src/base/strutil.c
 	build/libfuzzer/fuzz-resp -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  build/libfuzzer/corpus tests/fuzz/corpus 2>&1 | tail -20 || true
 	@mkdir -p build/libfuzzer/corpus-dgram
-	clang -std=gnu11 -O1 -g -Irdma -Isrc -D_GNU_SOURCE \
+	clang -std=gnu11 -O1 -g -Irdma $(SRC_INC) -D_GNU_SOURCE \
 	  -fsanitize=fuzzer,address,undefined -o build/libfuzzer/fuzz-dgram \
 	  tests/fuzz/fuzz-dgram.c rdma/dgram.c
 	build/libfuzzer/fuzz-dgram -max_total_time=$(FUZZ_SECONDS) -max_len=4200 \
@@ -242,7 +243,7 @@ clean:
 # `make install` (PREFIX, DESTDIR) installs rowan.h, the libraries and rowan.pc.
 PREFIX  ?= /usr/local
 LIBDIR  ?= $(PREFIX)/lib
-CLIENT_SRC := $(wildcard rdma/client/*.c) rdma/dgram.c src/hash.c
+CLIENT_SRC := $(wildcard rdma/client/*.c) rdma/dgram.c src/base/hash.c
 CLIENT_OBJ := $(filter-out %/example.o,$(CLIENT_SRC:%.c=$(BUILD)/client/%.o))
 CLIENT_A   := $(BUILD)/lib/librowan.a
 CLIENT_SO  := $(BUILD)/lib/librowan.so.0.1
@@ -294,7 +295,7 @@ $(BENCH_BIN) $(BENCH_UNIT): $(CLIENT_A)
 # server built from the codec alone (the server's archive has its own
 # rowanCommand, the ROWAN command, so it is not linked in).
 $(BUILD)/tests/test-librowan: $(BUILD)/tests/unit/test-librowan.o $(BUILD)/rdma/dgram.o \
-                              $(BUILD)/src/hash.o $(CLIENT_A)
+                              $(BUILD)/src/base/hash.o $(CLIENT_A)
 	$(CC) $(LDFLAGS) -o $@ $^ $(CLIENT_LIBS)
 # tests/integration/test_librowan.py runs the C test program next to the server
 integration: $(CLIENT_TEST)

@@ -4,7 +4,7 @@
  * Nothing here can run without an RDMA device: link_open and
  * verbs_receiver_start then fail with "no RDMA device found" and touch
  * nothing else. No verbs call is ever faked. The sockets backend
- * (src/transport_tcp.c) keeps the same message format and ack semantics.
+ * (src/repl/transport_tcp.c) keeps the same message format and ack semantics.
  *
  * ---- Connection ----
  * One RC QP per link, set up with librdmacm (RDMA_PS_TCP ids on the peer's
@@ -17,7 +17,7 @@
  * buffer size (the largest message), the ack mode, the address and rkey
  * of the receiver's 1-byte READ target, and the peer handshake's challenge.
  *
- * Authentication (src/peer_auth.c, the same handshake as the TCP backend's):
+ * Authentication (src/repl/peer_auth.c, the same handshake as the TCP backend's):
  * the private-data hello above is only a cheap early check of the
  * configuration; nothing is trusted on it. The receiver's challenge travels
  * in the accept record; the sender's FIRST SEND on the QP is its handshake

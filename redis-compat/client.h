@@ -6,7 +6,7 @@
  * output (session.h). Replies are appended to `out` in command order.
  * A reply that depends on versions not yet durable is "held": the bytes are
  * in `out` but `sendable` stops before them until the shard watermarks pass
- * (see src/shard.h). So replies on one connection always leave in order. */
+ * (see src/store/shard.h). So replies on one connection always leave in order. */
 #ifndef ROWAN_CLIENT_H
 #define ROWAN_CLIENT_H
 #include <stdatomic.h>
@@ -73,7 +73,7 @@ typedef struct client {
     resp_out out;
     size_t sent;            /* bytes of out.b already handed to the transport */
     time_t obuf_soft_since; /* output over its soft limit since (0: it is not) */
-    gate held;              /* held replies: byte ranges of out.b (src/gate.h) */
+    gate held;              /* held replies: byte ranges of out.b (src/engine/gate.h) */
     /* per-reply transports only (tr->reply): reply boundaries, and the
      * commands waiting to run (FIFOs; see session.h) */
     reply_mark *marks;

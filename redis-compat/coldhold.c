@@ -1,4 +1,4 @@
-/* coldhold.c -- the dispatcher's side of cold reads (src/coldread.h).
+/* coldhold.c -- the dispatcher's side of cold reads (src/store/coldread.h).
  *
  * Before a parsed command runs, client_cold_holds asks the core which pages
  * of its keys' entries are not in memory. If there are some, they go to

@@ -1,5 +1,5 @@
 /* coldhold.h -- a connection waits, before running a command, for the
- * pages of its keys the readers bring in (src/coldread.h). */
+ * pages of its keys the readers bring in (src/store/coldread.h). */
 #ifndef ROWAN_COLDHOLD_H
 #define ROWAN_COLDHOLD_H
 #include "client.h"

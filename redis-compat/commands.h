@@ -3,7 +3,7 @@
  * Data flows: networking.c parses a request, looks the command up here,
  * checks arity/auth, locks the shards of its keys, calls cmd->proc, and the
  * type files (t_string.c, t_keys.c, t_server.c, ...) do the work through
- * src/db.h, writing replies with the resp_add_* helpers into c->out.
+ * src/store/db.h, writing replies with the resp_add_* helpers into c->out.
  *
  * Arity follows Redis: positive = exact argc, negative = at least -arity.
  * Key positions follow Redis: firstkey (0 = no keys), lastkey (-1 = last

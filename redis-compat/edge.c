@@ -1,4 +1,4 @@
-/* edge.c -- the RESP edge's side of src/edge.h: the functions the core's
+/* edge.c -- the RESP edge's side of src/engine/edge.h: the functions the core's
  * workers and main call into this layer for, installed at startup. */
 #include "edge.h"
 #include "blocking.h"

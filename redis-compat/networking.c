@@ -18,7 +18,7 @@
  * then the shard locks of every key the command names, taken in ascending
  * shard order (so two workers can never deadlock), then the command, then the
  * reply gate: the (shard, version) pairs the command depended on that are not
- * durable yet become a held reply (src/gate.h, the core's durability gate:
+ * durable yet become a held reply (src/engine/gate.h, the core's durability gate:
  * byte ranges of c->out and their dependencies) marking where it ends.
  *
  * The global client registry (a list per worker, guarded by one mutex) exists
@@ -250,7 +250,7 @@ static const char *protected_msg =
 static int no_password(void) { return acl_default_nopass(); }
 
 /* resp.c's arg_check, for an argument longer than DB_MAX_ARG_LEN (one log
- * entry): a write logs such a value in pieces (src/bigval.h), in any
+ * entry): a write logs such a value in pieces (src/store/bigval.h), in any
  * command, alone or in a batch (MULTI/EXEC, MSET, scripts), so a command
  * that stores its arguments (CMD_DENYOOM: SET, APPEND, HSET, MSET...)
  * takes it when the pool has room for it, and is refused at the header

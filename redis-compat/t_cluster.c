@@ -1,6 +1,6 @@
 /* t_cluster.c -- the Redis Cluster protocol: routing (-MOVED, -CROSSSLOT)
  * and the CLUSTER / ASKING commands, over the static cluster of
- * src/cluster.h.
+ * src/cluster/cluster.h.
  *
  * Routing (cluster_redirect, called by the dispatcher for every command
  * that passed its unknown/arity/auth checks, before MULTI queueing), as

@@ -13,7 +13,7 @@
  * RELOAD: Redis saves an RDB and loads it back. Rowan's data already lives
  * in its log, which is what a restart loads. RELOAD replays the whole log
  * as a restart would into scratch state and checks that it equals memory,
- * shard by shard (src/verify.c), replying OK or an error naming the shard
+ * shard by shard (src/repl/verify.c), replying OK or an error naming the shard
  * that differs; the live indexes themselves are not rebuilt (that would
  * stop every worker). The reply waits until everything it saw is durable
  * (a read dependency on every shard). Standalone servers only: a cluster

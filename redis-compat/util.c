@@ -1,5 +1,5 @@
 /* util.c -- the command layer's argument parsers, on the core's string and
- * number rules (src/strutil.h): they reply with Redis's error text
+ * number rules (src/base/strutil.h): they reply with Redis's error text
  * themselves so command code stays short. */
 #include <ctype.h>
 #include <stdio.h>

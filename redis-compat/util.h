@@ -1,5 +1,5 @@
 /* util.h -- the edge's name for the core's string and number helpers
- * (src/strutil.h); the command argument parsers (arg_is, arg_ll...) are
+ * (src/base/strutil.h); the command argument parsers (arg_is, arg_ll...) are
  * declared in commands.h and defined in util.c. */
 #ifndef ROWAN_UTIL_H
 #define ROWAN_UTIL_H

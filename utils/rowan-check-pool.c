@@ -3,7 +3,7 @@
  *
  *   rowan-check-pool [--fix] [--shards N] <pool-file>
  *
- * The check is recovery's own scan (recovery_check in src/recovery.c), so
+ * The check is recovery's own scan (recovery_check in src/repl/recovery.c), so
  * it finds exactly what would stop a standalone rowan-server from starting:
  * regions of the log that held acknowledged entries and no longer parse.
  * For each it prints the segment, offset and length, the first damaged

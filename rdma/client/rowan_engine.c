@@ -23,7 +23,7 @@
  * refusal parks the request and re-reads the configuration from the node
  * that refused (it knows the newer term); a timeout or a dead node re-reads
  * it from the next node, so the next command finds the new primary after a
- * failover. Slots are computed by the server's own hash_slot (src/hash.c,
+ * failover. Slots are computed by the server's own hash_slot (src/base/hash.c,
  * compiled into the library; it needs nothing else of the server), the
  * datagrams by the server's own codec (rdma/dgram.c). */
 #include <errno.h>

@@ -1,5 +1,5 @@
 """Large values in writes that log several keys in one group entry
-(src/bigval.c, "Batches"): MSET, RENAME, COPY, MOVE, SMOVE, LMOVE,
+(src/store/bigval.c, "Batches"): MSET, RENAME, COPY, MOVE, SMOVE, LMOVE,
 *STORE, SORT ... STORE, BITOP, RESTORE, MULTI/EXEC, EVAL and FCALL with
 values of 3-10 MB, whose group entry could not hold them: each large value
 is logged first as its own chunk run, and the group entry, which commits

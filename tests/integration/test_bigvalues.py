@@ -1,4 +1,4 @@
-"""Values larger than one 4 MiB log segment (src/bigval.c): strings and
+"""Values larger than one 4 MiB log segment (src/store/bigval.c): strings and
 collection elements, stored as chunk entries committed by a final entry.
 
 Every test runs a real rowan-server (pools sized for the values) and talks

@@ -317,7 +317,7 @@ def test_node_restart_keeps_data(cl3):
     cl3.restart(2)
     r2 = cl3.client(2, decode=True)
     # a restarted primary first checks its shards against their replicas
-    # (-TRYAGAIN meanwhile, src/reconcile.h), then serves them
+    # (-TRYAGAIN meanwhile, src/repl/reconcile.h), then serves them
     assert wait_for(lambda: r2.info("rowan").get("shards_reconciling") == 0, timeout=20.0), \
         r2.info("rowan").get("shards_reconciling")
     mine = [k for k in keys if owner[key_slot(k)] == 2]

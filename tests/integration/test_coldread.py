@@ -1,6 +1,6 @@
 """Cold reads (issue 14): a command whose keys' pool pages are not in memory
 waits, unrun, while reader threads fault them in, then runs on its worker
-(src/coldread.h, redis-compat/coldhold.c). The replies must be exactly what
+(src/store/coldread.h, redis-compat/coldhold.c). The replies must be exactly what
 they would have been, in order per connection.
 
 Two ways through the path:

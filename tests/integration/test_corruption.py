@@ -33,7 +33,7 @@ pytestmark = pytest.mark.rowan_only("damage to Rowan's pool file")
 NKEYS = 300
 VICTIM = 150
 SEG = 4 << 20
-HDR = 40          # log entry header size (src/log.h)
+HDR = 40          # log entry header size (src/store/log.h)
 
 
 def key(i):

@@ -1,4 +1,4 @@
-"""maxmemory and eviction (src/evict.c) on a real rowan-server: INFO memory
+"""maxmemory and eviction (src/store/evict.c) on a real rowan-server: INFO memory
 fields, noeviction's -OOM (compared with redis-server), every eviction
 policy, approximate LRU/LFU quality, OBJECT FREQ/IDLETIME, and evictions
 being ordinary logged deletes: they survive kill -9 and reach replicas."""

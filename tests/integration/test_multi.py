@@ -471,7 +471,7 @@ def test_exec_all_or_nothing_across_kill9(server_factory, with_hash):
 def test_exec_refused_whole_when_it_cannot_be_logged(c):
     """Two 3 MiB values fit a log segment each but not together: their
     values are logged in pieces and the transaction's entry commits them
-    (src/bigval.c). What cannot be logged at all is so many keys that the
+    (src/store/bigval.c). What cannot be logged at all is so many keys that the
     keys alone do not fit one entry: EXEC then answers the single error and
     applies nothing (Redis would have run it)."""
     big = b"x" * (3 * 1024 * 1024)

@@ -4,7 +4,7 @@ test_replication.py.
 
 - A primary restarted with an EMPTY pool (kill -9, pool deleted) must not
   serve its shards empty, nor push them empty to its backups: it fetches
-  them from a replica first (src/reconcile.h). Every acknowledged write
+  them from a replica first (src/repl/reconcile.h). Every acknowledged write
   survives on all three nodes, and new writes keep replicating (the
   backups do not stall on a version regression: digests agree again and
   nothing stays pending).

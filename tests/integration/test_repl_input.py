@@ -5,7 +5,7 @@ replication stream from a peer with the same configuration, close that
 link, log why, and go on serving and replicating.
 
 Intruders (issue 10, item 5): every link opens with the peer handshake of
-src/peer_auth.c. A peer that does not know the cluster secret
+src/repl/peer_auth.c. A peer that does not know the cluster secret
 (cluster-secret, else requirepass) is refused before a byte of its stream
 is landed; a recorded handshake cannot be replayed; a sender never trusts
 acks from a receiver that did not prove it knows the secret; a node with
@@ -13,8 +13,8 @@ the wrong secret never counts as a replica; and without any secret the
 port opens only on an address `bind` allows.
 
 The handshake, hello and entry formats are written here from
-src/peer_auth.c, src/transport.h and src/log.h (including the
-configuration digest of src/cluster.c), so the test can play a peer, a
+src/repl/peer_auth.c, src/repl/transport.h and src/store/log.h (including the
+configuration digest of src/cluster/cluster.c), so the test can play a peer, a
 forger and a fake receiver."""
 import hashlib
 import hmac
@@ -88,7 +88,7 @@ def forged_write(shard, key=b"forged"):
             entry(LOG_COMMITVER, shard, 10 ** 9))
 
 
-# ---- the peer handshake (src/peer_auth.c) ----
+# ---- the peer handshake (src/repl/peer_auth.c) ----
 CHALLENGE, RESPONSE, PROOF, REFUSAL = b"ROWNAUC1", b"ROWNAUR1", b"ROWNAUP1", b"ROWNAUF1"
 
 

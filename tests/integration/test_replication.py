@@ -1,6 +1,6 @@
 """Replication guarantees (Rowan-only): 3 nodes, k=3, started by
 utils/rowan-cluster (cluster_factory). Every node is the primary of some
-shards and a backup of all the others (src/repl.h, src/digest.h).
+shards and a backup of all the others (src/repl/repl.h, src/repl/digest.h).
 
 - A write is acknowledged only once it is persisted on every replica: under
   concurrent mixed load, once the load stops every node's ROWAN DIGEST

@@ -1,4 +1,4 @@
-"""ROWAN DIGEST and ROWAN SHARD (redis-compat/t_rowan.c, src/db_shard.c).
+"""ROWAN DIGEST and ROWAN SHARD (redis-compat/t_rowan.c, src/store/db_shard.c).
 
 A shard's digest hashes its contents: every key of every db with its type,
 value and expiry, independent of insertion order, log layout, versions and

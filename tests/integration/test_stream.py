@@ -867,7 +867,7 @@ def test_memory_bounds(rowan):
     assert c.call("XPENDING", "long", "g")[0] == n
     assert len(c.call("XREADGROUP", "GROUP", "g", "c", "NOACK", "STREAMS", "long", "0")[0][1]) == 65536
     # An XADD whose fields do not fit one log entry is logged in pieces
-    # (src/bigval.c), as Redis takes it.
+    # (src/store/bigval.c), as Redis takes it.
     args = ["XADD", "big", "1-1"]
     for i in range(300000):
         args += ["f%d" % i, "v" * 8]

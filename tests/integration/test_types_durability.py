@@ -2,7 +2,7 @@
 sorted sets and strings under kill -9 with concurrent clients and a reader,
 EXEC all-or-nothing across a crash, two-key moves (SMOVE, LMOVE, RENAME of a
 hash) all-or-nothing, blocking pops, collection expiry, long collection
-histories (compacted into snapshot entries, src/object.h) and the cleaner
+histories (compacted into snapshot entries, src/store/object.h) and the cleaner
 relocating collection entries in a small pool.
 
 Every client owns its keys, so the test keeps an exact model of what each

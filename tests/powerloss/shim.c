@@ -15,7 +15,7 @@
  * cover the whole file, msync(MS_SYNC) the range it was given. How the
  * bytes got into the page cache does not matter: pwrite to the pool file,
  * or stores through the shared mapping (log entries are encoded straight
- * into the mapping on block storage, src/log.c; meta entries, the
+ * into the mapping on block storage, src/store/log.c; meta entries, the
  * superblock, segment zeroing and recovery's copies are stores too). So no
  * write path can escape the model, and nothing is counted durable that no
  * completed flush covered. A flush's snapshot of those bytes (read through

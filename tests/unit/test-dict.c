@@ -1,4 +1,4 @@
-/* test-dict.c -- src/dict.c: the hash table behind hashes, sets and zsets.
+/* test-dict.c -- src/base/dict.c: the hash table behind hashes, sets and zsets.
  *
  *  - random inserts, replaces and deletes checked against a plain array
  *    model after every step (size, lookups, values, full iteration);

@@ -1,4 +1,4 @@
-/* test-peer-auth.c -- the peer handshake (src/peer_auth.c), both state
+/* test-peer-auth.c -- the peer handshake (src/repl/peer_auth.c), both state
  * machines driven against each other in memory: a shared secret lets the
  * two ends in (and only the hello the client sent comes out); a wrong or
  * missing secret, a replayed or tampered response, a fake server's proof

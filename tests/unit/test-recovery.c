@@ -1,4 +1,4 @@
-/* test-recovery.c -- unit tests of recovery (src/recovery.c).
+/* test-recovery.c -- unit tests of recovery (src/repl/recovery.c).
  *
  * Each case builds a fresh pool and fresh globals the way main.c does
  * (config defaults, pool, shards, indexes), writes log entries directly with

@@ -1,4 +1,4 @@
-/* test-util.c -- src/strutil.c: Redis's number and glob rules.
+/* test-util.c -- src/base/strutil.c: Redis's number and glob rules.
  *
  * The vectors are the behaviours clients can observe through commands
  * (INCR's integer rule, INCRBYFLOAT's output, KEYS patterns, config sizes),

@@ -7,7 +7,7 @@
  * updates it from -MOVED replies, like Redis Cluster clients do; -ASK
  * redirects one command (preceded by ASKING) without touching the map.
  *
- * Slots come from hash_slot() in src/hash.h, the server's own function, so
+ * Slots come from hash_slot() in src/base/hash.h, the server's own function, so
  * the driver and Rowan agree on {hash tags} and CRC16 by construction. */
 #ifndef ROWAN_BENCH_SLOTS_H
 #define ROWAN_BENCH_SLOTS_H

@@ -1,7 +1,7 @@
 /* transport.h -- the Rowan replication transport: one interface, two
  * backends (DESIGN.md §2, §5).
  *
- *   sockets (src/transport_tcp.c): TCP. What tests, CI and users without
+ *   sockets (src/repl/transport_tcp.c): TCP. What tests, CI and users without
  *           RDMA NICs run.
  *   verbs   (rdma/transport_verbs.c): RC QPs to the peer's control thread,
  *           one SRQ per receiver, SEND + 1-byte READ per message.
