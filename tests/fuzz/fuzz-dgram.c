@@ -28,7 +28,8 @@
  * It starts from built-in well-formed datagrams (a request, reply
  * fragments, a refusal), mutates them (bit flips, header fields set to
  * boundary values, length fields pointed past the end, truncation,
- * extension, splices) and prints "fuzz-dgram: N execs, 0 crashes". Files given alone are replayed. A failing input is written to
+ * extension, splices) and prints "fuzz-dgram: N execs, 0 crashes".
+ * Files given alone are replayed. A failing input is written to
  * fuzz-dgram-crash.bin (or $FUZZ_CRASH_FILE). */
 #include <stddef.h>
 #include <stdint.h>
@@ -302,21 +303,11 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t cap) {
         *n = len + k;
         break;
     case 5:   /* delete a range */
-        if (len == 0) break;
-        pos = rnd_below(len);
-        k = 1 + rnd_below(len - pos < 16 ? len - pos : 16);
-        memmove(buf + pos, buf + pos + k, len - pos - k);
-        *n = len - k;
+        fuzz_delete_range(buf, n);
         break;
-    case 6: { /* splice: our prefix, another input's suffix */
-        const fuzz_input *o = fuzz_pool_pick();
-        size_t keep = rnd_below(len + 1), from = rnd_below(o->n + 1);
-        k = o->n - from;
-        if (keep + k > cap) k = cap - keep;
-        memcpy(buf + keep, o->p + from, k);
-        *n = keep + k;
+    case 6:   /* splice: our prefix, another input's suffix */
+        fuzz_splice(buf, n, cap);
         break;
-    }
     default:  /* set a random byte */
         if (len) buf[rnd_below(len)] = (uint8_t)rnd();
         break;

@@ -77,14 +77,6 @@
 #include "strutil.h"
 #include "standalone.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define FUZZ_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FUZZ_ASAN 1
-#endif
-#endif
-
 #ifdef FUZZ_ASAN
 #include <sanitizer/asan_interface.h>
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
@@ -1276,11 +1268,7 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t max_len) {
         *n = len + k;
         break;
     case 3:   /* delete a range */
-        if (len == 0) break;
-        pos = rnd_below(len);
-        k = 1 + rnd_below(len - pos < 16 ? len - pos : 16);
-        memmove(buf + pos, buf + pos + k, len - pos - k);
-        *n = len - k;
+        fuzz_delete_range(buf, n);
         break;
     case 4: { /* copy a range elsewhere (grows pipelines) */
         if (len == 0) break;
@@ -1321,16 +1309,9 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t max_len) {
         *n = len - (end - start) + k;
         break;
     }
-    case 7: { /* splice: our prefix, another input's suffix */
-        const fuzz_input *o = fuzz_pool_pick();
-        size_t keep = rnd_below(len + 1);
-        size_t from = rnd_below(o->n + 1);
-        k = o->n - from;
-        if (keep + k > max_len) k = max_len - keep;
-        memcpy(buf + keep, o->p + from, k);
-        *n = keep + k;
+    case 7:   /* splice: our prefix, another input's suffix */
+        fuzz_splice(buf, n, max_len);
         break;
-    }
     case 8:   /* truncate */
         *n = rnd_below(len + 1);
         break;

@@ -26,13 +26,6 @@
 
 #include "standalone.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define FUZZ_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FUZZ_ASAN 1
-#endif
-#endif
 #ifdef FUZZ_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -77,8 +70,27 @@ void fuzz_pool_add(const uint8_t *p, size_t n) {
     npool++;
 }
 
-const fuzz_input *fuzz_pool_pick(void) {
+static const fuzz_input *pool_pick(void) {
     return &pool[target->rnd_below(npool)];
+}
+
+void fuzz_delete_range(uint8_t *buf, size_t *n) {
+    size_t len = *n;
+    if (len == 0) return;
+    size_t pos = target->rnd_below(len);
+    size_t k = 1 + target->rnd_below(len - pos < 16 ? len - pos : 16);
+    memmove(buf + pos, buf + pos + k, len - pos - k);
+    *n = len - k;
+}
+
+void fuzz_splice(uint8_t *buf, size_t *n, size_t cap) {
+    const fuzz_input *o = pool_pick();
+    size_t keep = target->rnd_below(*n + 1);
+    size_t from = target->rnd_below(o->n + 1);
+    size_t k = o->n - from;
+    if (keep + k > cap) k = cap - keep;
+    memcpy(buf + keep, o->p + from, k);
+    *n = keep + k;
 }
 
 static void load_file(const char *path, size_t max_len) {
@@ -219,7 +231,7 @@ int fuzz_main(const fuzz_target *t, int argc, char **argv) {
         /* The fuzz loop's generator state is kept here, apart from the
          * per-input one LLVMFuzzerTestOneInput reseeds. */
         *t->rnd_state = seed;
-        const fuzz_input *in = fuzz_pool_pick();
+        const fuzz_input *in = pool_pick();
         size_t n = in->n < max_len ? in->n : max_len;
         memcpy(buf, in->p, n);
         int steps = 1 + (int)t->rnd_below(t->rnd_below(2) ? 4 : 12);

@@ -14,6 +14,15 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* FUZZ_ASAN: built with AddressSanitizer (gcc or clang). */
+#if defined(__SANITIZE_ADDRESS__)
+#define FUZZ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FUZZ_ASAN 1
+#endif
+#endif
+
 typedef struct fuzz_input {
     uint8_t *p;
     size_t n;
@@ -35,7 +44,10 @@ typedef struct fuzz_target {
 } fuzz_target;
 
 void fuzz_pool_add(const uint8_t *p, size_t n);
-const fuzz_input *fuzz_pool_pick(void);   /* any input of the pool (splices) */
+/* Mutations of buf[0..*n) that every target has, drawing from its
+ * generator. */
+void fuzz_delete_range(uint8_t *buf, size_t *n);   /* up to 16 bytes */
+void fuzz_splice(uint8_t *buf, size_t *n, size_t cap);   /* our prefix, a pool input's suffix */
 void fuzz_save_crash(void);               /* write the running input to a file */
 int fuzz_main(const fuzz_target *t, int argc, char **argv);
 
