@@ -106,18 +106,20 @@ $(SHIM): tests/powerloss/shim.c
 	$(CC) -std=gnu11 -O2 -g $(WARN) -fPIC -shared -pthread -o $@ $< -ldl
 
 # The fuzz driver always carries ASan+UBSan: a parser bug must crash loudly.
-$(FUZZ_BIN): tests/fuzz/fuzz-resp.c redis-compat/resp.c redis-compat/resp.h src/base/rbuf.c src/base/rbuf.h src/base/strutil.c src/base/strutil.h
+# Both fuzzers share the standalone mutation fuzzer (tests/fuzz/standalone.c);
+# libFuzzer builds (fuzz-long) leave it out.
+$(FUZZ_BIN): tests/fuzz/fuzz-resp.c tests/fuzz/standalone.c tests/fuzz/standalone.h redis-compat/resp.c redis-compat/resp.h src/base/rbuf.c src/base/rbuf.h src/base/strutil.c src/base/strutil.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Iredis-compat $(SRC_INC) -D_GNU_SOURCE $(WARN) \
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c redis-compat/resp.c src/base/rbuf.c src/base/strutil.c
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-resp.c tests/fuzz/standalone.c redis-compat/resp.c src/base/rbuf.c src/base/strutil.c
 
 # The datagram codec's fuzzer (rdma/dgram.c), built the same way.
-$(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c rdma/dgram.c rdma/dgram.h src/base/le.h
+$(FUZZ_DGRAM): tests/fuzz/fuzz-dgram.c tests/fuzz/standalone.c tests/fuzz/standalone.h rdma/dgram.c rdma/dgram.h src/base/le.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 -O1 -g -Irdma $(SRC_INC) -D_GNU_SOURCE $(WARN) \
 	  -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-dgram.c rdma/dgram.c
+	  -DFUZZ_STANDALONE -o $@ tests/fuzz/fuzz-dgram.c tests/fuzz/standalone.c rdma/dgram.c
 
 $(BENCH_BIN): $(BENCH_OBJ) $(BUILD)/src/base/hash.o $(BUILD)/src/base/crc32c.o
 	$(CC) $(LDFLAGS) -o $@ $^ $(BENCH_LIBS)

@@ -22,13 +22,14 @@
  * Any violation prints what went wrong and calls abort().
  *
  * Built with -DFUZZ_STANDALONE (gcc, no libFuzzer), as fuzz-resp is, the
- * file also has a main() that is a small mutation fuzzer:
+ * file also has a main() that runs the shared mutation fuzzer
+ * (tests/fuzz/standalone.c):
  *     fuzz-dgram [-seed=N] [-seconds=N] [-runs=N] [file...]
  * It starts from built-in well-formed datagrams (a request, reply
- * fragments, a refusal) plus any files given, mutates them (bit flips,
- * header fields set to boundary values, length fields pointed past the
- * end, truncation, extension, splices) and prints "fuzz-dgram: N execs, 0
- * crashes". Files given alone are replayed. A failing input is written to
+ * fragments, a refusal), mutates them (bit flips, header fields set to
+ * boundary values, length fields pointed past the end, truncation,
+ * extension, splices) and prints "fuzz-dgram: N execs, 0 crashes".
+ * Files given alone are replayed. A failing input is written to
  * fuzz-dgram-crash.bin (or $FUZZ_CRASH_FILE). */
 #include <stddef.h>
 #include <stdint.h>
@@ -37,9 +38,14 @@
 #include <string.h>
 
 #include "dgram.h"
+#include "standalone.h"
 
 #define ENSURE(cond, what) do { \
-    if (!(cond)) { fprintf(stderr, "fuzz-dgram: %s (%s:%d)\n", (what), __FILE__, __LINE__); abort(); } \
+    if (!(cond)) { \
+        fprintf(stderr, "fuzz-dgram: %s (%s:%d)\n", (what), __FILE__, __LINE__); \
+        FUZZ_SAVE_CRASH(); \
+        abort(); \
+    } \
 } while (0)
 
 static uint64_t rnd_state;
@@ -219,7 +225,6 @@ static void check_join(const uint8_t *data, size_t size) {
     free(body);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *copy = calloc(1, size ? size : 1);   /* exact size: ASan sees overreads */
     if (size) memcpy(copy, data, size);
@@ -232,51 +237,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 }
 
 #ifdef FUZZ_STANDALONE
-#include <time.h>
-
-static const uint8_t *cur_input;
-static size_t cur_len;
-
-#if defined(__SANITIZE_ADDRESS__)
-void __sanitizer_set_death_callback(void (*cb)(void));
-#endif
-
-static void save_crash(void) {
-    static int saved;
-    const char *path = getenv("FUZZ_CRASH_FILE");
-    if (saved || cur_input == NULL) return;
-    saved = 1;
-    FILE *f = fopen(path ? path : "fuzz-dgram-crash.bin", "wb");
-    if (f) {
-        fwrite(cur_input, 1, cur_len, f);
-        fclose(f);
-        fprintf(stderr, "fuzz-dgram: failing input (%zu bytes) saved\n", cur_len);
-    }
-}
-
-#define POOL_MAX 512
-static uint8_t *pool[POOL_MAX];
-static size_t pool_len[POOL_MAX], npool;
-
-static void pool_add(const uint8_t *p, size_t n) {
-    size_t slot = npool < POOL_MAX ? npool++ : 8 + rnd_below(POOL_MAX - 8);
-    free(pool[slot]);
-    pool[slot] = malloc(n ? n : 1);
-    if (n) memcpy(pool[slot], p, n);
-    pool_len[slot] = n;
-}
-
-static int load_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) return -1;
-    uint8_t *buf = malloc(DGRAM_MTU * 2);
-    size_t n = fread(buf, 1, DGRAM_MTU * 2, f);
-    fclose(f);
-    pool_add(buf, n);
-    free(buf);
-    return 0;
-}
-
 static void builtin_seeds(void) {
     unsigned char dg[DGRAM_MTU];
     const char *argv[] = {"SET", "key", "value", ""};
@@ -286,16 +246,16 @@ static void builtin_seeds(void) {
     h.req = 3;
     h.acked = 2;
     h.shard = 0xffff;
-    pool_add(dg, (size_t)dgram_put_request(dg, &h, 4, argv, argvlen));
-    pool_add(dg, (size_t)dgram_put_request(dg, &h, 1, argv, argvlen));
+    fuzz_pool_add(dg, (size_t)dgram_put_request(dg, &h, 4, argv, argvlen));
+    fuzz_pool_add(dg, (size_t)dgram_put_request(dg, &h, 1, argv, argvlen));
     static char body[2 * DGRAM_PAYLOAD_MAX + 100];
     memset(body, '+', sizeof(body));
-    pool_add(dg, (size_t)dgram_put_reply(dg, &h, "+OK\r\n", 5, 0));
-    pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, sizeof(body), 1));
-    pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, sizeof(body), 2));
-    pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, 0, 0));
-    pool_add(dg, (size_t)dgram_put_refuse(dg, &h, DGRAM_R_STALE, "STALE term"));
-    pool_add(dg, (size_t)dgram_put_refuse(dg, &h, DGRAM_R_BUSY, ""));
+    fuzz_pool_add(dg, (size_t)dgram_put_reply(dg, &h, "+OK\r\n", 5, 0));
+    fuzz_pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, sizeof(body), 1));
+    fuzz_pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, sizeof(body), 2));
+    fuzz_pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, 0, 0));
+    fuzz_pool_add(dg, (size_t)dgram_put_refuse(dg, &h, DGRAM_R_STALE, "STALE term"));
+    fuzz_pool_add(dg, (size_t)dgram_put_refuse(dg, &h, DGRAM_R_BUSY, ""));
 }
 
 /* Field offsets and widths of the header, for field-aware mutations. */
@@ -343,87 +303,21 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t cap) {
         *n = len + k;
         break;
     case 5:   /* delete a range */
-        if (len == 0) break;
-        pos = rnd_below(len);
-        k = 1 + rnd_below(len - pos < 16 ? len - pos : 16);
-        memmove(buf + pos, buf + pos + k, len - pos - k);
-        *n = len - k;
+        fuzz_delete_range(buf, n);
         break;
-    case 6: { /* splice: our prefix, another input's suffix */
-        size_t o = rnd_below(npool), keep = rnd_below(len + 1), from = rnd_below(pool_len[o] + 1);
-        k = pool_len[o] - from;
-        if (keep + k > cap) k = cap - keep;
-        memcpy(buf + keep, pool[o] + from, k);
-        *n = keep + k;
+    case 6:   /* splice: our prefix, another input's suffix */
+        fuzz_splice(buf, n, cap);
         break;
-    }
     default:  /* set a random byte */
         if (len) buf[rnd_below(len)] = (uint8_t)rnd();
         break;
     }
 }
 
-static void run_one(const uint8_t *p, size_t n) {
-    uint8_t *copy = malloc(n ? n : 1);
-    if (n) memcpy(copy, p, n);
-    cur_input = copy;
-    cur_len = n;
-    LLVMFuzzerTestOneInput(copy, n);
-    cur_input = NULL;
-    free(copy);
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv) {
-    unsigned long long seed = 12345, runs = 0, execs = 0;
-    double seconds = 10;
-    int nfiles = 0;
-#if defined(__SANITIZE_ADDRESS__)
-    __sanitizer_set_death_callback(save_crash);
-#endif
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-seed=", 6) == 0) seed = strtoull(argv[i] + 6, NULL, 10);
-        else if (strncmp(argv[i], "-seconds=", 9) == 0) seconds = atof(argv[i] + 9);
-        else if (strncmp(argv[i], "-runs=", 6) == 0) runs = strtoull(argv[i] + 6, NULL, 10);
-        else if (argv[i][0] == '-' || load_file(argv[i]) != 0) {
-            fprintf(stderr, "usage: %s [-seed=N] [-seconds=N] [-runs=N] [file...]\n", argv[0]);
-            return 2;
-        } else {
-            nfiles++;
-        }
-    }
-    if (nfiles > 0) {
-        for (size_t i = 0; i < npool; i++) run_one(pool[i], pool_len[i]);
-        printf("fuzz-dgram: replayed %zu input(s), 0 crashes\n", npool);
-        return 0;
-    }
-    builtin_seeds();
-    printf("fuzz-dgram: seed=%llu seconds=%g seeds=%zu\n", seed, seconds, npool);
-    fflush(stdout);
-    for (size_t i = 0; i < npool; i++, execs++) run_one(pool[i], pool_len[i]);
-    size_t cap = DGRAM_MTU + 512;
-    uint8_t *buf = malloc(cap);
-    double deadline = now_seconds() + seconds;
-    for (;;) {
-        if (runs ? execs >= runs : ((execs & 63) == 0 && now_seconds() >= deadline)) break;
-        rnd_state = seed;   /* the fuzz RNG, separate from the per-input one */
-        size_t o = rnd_below(npool), n = pool_len[o] < cap ? pool_len[o] : cap;
-        memcpy(buf, pool[o], n);
-        int steps = 1 + (int)rnd_below(rnd_below(2) ? 3 : 8);
-        for (int s = 0; s < steps; s++) mutate_once(buf, &n, cap);
-        if (rnd_below(8) == 0) pool_add(buf, n);
-        seed = rnd_state;
-        run_one(buf, n);
-        execs++;
-    }
-    free(buf);
-    for (size_t i = 0; i < npool; i++) free(pool[i]);
-    printf("fuzz-dgram: %llu execs, 0 crashes\n", execs);
-    return 0;
+    static const fuzz_target t = { .name = "fuzz-dgram", .max_len = DGRAM_MTU + 512,
+                                   .seed = builtin_seeds, .mutate = mutate_once,
+                                   .rnd_state = &rnd_state, .rnd_below = rnd_below };
+    return fuzz_main(&t, argc, argv);
 }
 #endif

@@ -57,12 +57,11 @@
  * Any violation prints what went wrong and calls abort().
  *
  * Built with -DFUZZ_STANDALONE (gcc, no libFuzzer) the file also has a
- * main() that is a small self-contained mutation fuzzer:
+ * main() that runs the shared mutation fuzzer (tests/fuzz/standalone.c):
  *     fuzz-resp [-seed=N] [-seconds=N] [-runs=N] [-max_len=N] corpus_dir|file...
- * It runs every seed file, then mutates (bit flips, byte inserts/deletes,
- * range copies, splices, protocol tokens and interesting numbers) until the
- * time is up, and prints "fuzz-resp: N execs, 0 crashes". The seed is fixed
- * by default so runs are reproducible. A failing input is written to
+ * with this file's seeds and mutations (bit flips, byte inserts/deletes,
+ * range copies, splices, protocol tokens and interesting numbers); it
+ * prints "fuzz-resp: N execs, 0 crashes". A failing input is written to
  * fuzz-resp-crash.bin (or $FUZZ_CRASH_FILE); pass that file as the only
  * argument to replay it. */
 #include <ctype.h>
@@ -76,18 +75,10 @@
 
 #include "resp.h"
 #include "strutil.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define FUZZ_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FUZZ_ASAN 1
-#endif
-#endif
+#include "standalone.h"
 
 #ifdef FUZZ_ASAN
 #include <sanitizer/asan_interface.h>
-#include <sanitizer/common_interface_defs.h>
 #define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
 #define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
 #else
@@ -95,20 +86,12 @@
 #define UNPOISON(p, n) ((void)(p), (void)(n))
 #endif
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 /* ---------------- failure reporting ---------------- */
-
-#ifdef FUZZ_STANDALONE
-static void save_crash(void);
-#endif
 
 static void fail(const char *what, const char *detail) {
     fprintf(stderr, "fuzz-resp: invariant violated: %s%s%s\n", what,
             detail ? ": " : "", detail ? detail : "");
-#ifdef FUZZ_STANDALONE
-    save_crash();
-#endif
+    FUZZ_SAVE_CRASH();
     abort();
 }
 
@@ -1246,92 +1229,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
 /* ====================== standalone mutation fuzzer ====================== */
 #ifdef FUZZ_STANDALONE
-#include <dirent.h>
-#include <sys/stat.h>
-#include <time.h>
-
-static const uint8_t *cur_input;
-static size_t cur_len;
-
-/* Write the input being run to a file so the failure can be replayed. */
-static void save_crash(void) {
-    static int saved;
-    const char *path = getenv("FUZZ_CRASH_FILE");
-    if (saved || cur_input == NULL) return;
-    saved = 1;
-    if (path == NULL) path = "fuzz-resp-crash.bin";
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(cur_input, 1, cur_len, f);
-        fclose(f);
-        fprintf(stderr, "fuzz-resp: failing input (%zu bytes) saved to %s\n", cur_len, path);
-    }
-}
-
-/* Every input in the pool, seeds first. */
-typedef struct input { uint8_t *p; size_t n; } input;
-static input *pool;
-static size_t npool, capseeds, nseeds;
-#define POOL_MAX 1024
-
-static void pool_add(const uint8_t *p, size_t n) {
-    if (npool == capseeds) {
-        capseeds = capseeds ? capseeds * 2 : 64;
-        pool = realloc(pool, capseeds * sizeof(*pool));
-        if (!pool) abort();
-    }
-    pool[npool].p = malloc(n ? n : 1);
-    if (n) memcpy(pool[npool].p, p, n);
-    pool[npool].n = n;
-    npool++;
-}
-
-static void load_file(const char *path, size_t max_len) {
-    FILE *f = fopen(path, "rb");
-    uint8_t *buf = malloc(max_len ? max_len : 1);
-    if (f == NULL) {
-        free(buf);
-        return;
-    }
-    size_t n = fread(buf, 1, max_len, f);
-    fclose(f);
-    pool_add(buf, n);
-    free(buf);
-}
-
-static int cmp_names(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Load every regular file in dir, in name order (for reproducibility). */
-static void load_dir(const char *dir, size_t max_len) {
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    char **names = NULL;
-    size_t n = 0, cap = 0;
-
-    if (d == NULL) return;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            names = realloc(names, cap * sizeof(*names));
-            if (!names) abort();
-        }
-        names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    if (n) qsort(names, n, sizeof(*names), cmp_names);
-    for (size_t i = 0; i < n; i++) {
-        char path[4096];
-        struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) load_file(path, max_len);
-        free(names[i]);
-    }
-    free(names);
-}
-
 static const char *const dict[] = {
     "\r\n", "\r", "\n", "*", "$", "-1", "0", "1", "-", "\"", "'", "\\", "\\x", "\\x4",
     "\\xff", "\\'", "\\\"", " ", "\t", "\v", "\0", "2147483647", "2147483648",
@@ -1371,11 +1268,7 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t max_len) {
         *n = len + k;
         break;
     case 3:   /* delete a range */
-        if (len == 0) break;
-        pos = rnd_below(len);
-        k = 1 + rnd_below(len - pos < 16 ? len - pos : 16);
-        memmove(buf + pos, buf + pos + k, len - pos - k);
-        *n = len - k;
+        fuzz_delete_range(buf, n);
         break;
     case 4: { /* copy a range elsewhere (grows pipelines) */
         if (len == 0) break;
@@ -1416,16 +1309,9 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t max_len) {
         *n = len - (end - start) + k;
         break;
     }
-    case 7: { /* splice: our prefix, another input's suffix */
-        const input *o = &pool[rnd_below(npool)];
-        size_t keep = rnd_below(len + 1);
-        size_t from = rnd_below(o->n + 1);
-        k = o->n - from;
-        if (keep + k > max_len) k = max_len - keep;
-        memcpy(buf + keep, o->p + from, k);
-        *n = keep + k;
+    case 7:   /* splice: our prefix, another input's suffix */
+        fuzz_splice(buf, n, max_len);
         break;
-    }
     case 8:   /* truncate */
         *n = rnd_below(len + 1);
         break;
@@ -1448,24 +1334,6 @@ static void mutate_once(uint8_t *buf, size_t *n, size_t max_len) {
     }
 }
 
-/* Run one input from an exact-size allocation, so ASan sees any read past
- * its end. */
-static void run_one(const uint8_t *p, size_t n) {
-    uint8_t *copy = malloc(n ? n : 1);
-    if (n) memcpy(copy, p, n);
-    cur_input = copy;
-    cur_len = n;
-    LLVMFuzzerTestOneInput(copy, n);
-    cur_input = NULL;
-    free(copy);
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static const char *const builtin_seeds[] = {
     "*1\r\n$4\r\nPING\r\n",
     "*3\r\n$3\r\nSET\r\n$3\r\nkey\r\n$5\r\nvalue\r\n*2\r\n$3\r\nGET\r\n$3\r\nkey\r\n",
@@ -1473,91 +1341,16 @@ static const char *const builtin_seeds[] = {
     "*0\r\n*-1\r\n\r\n",
 };
 
-int main(int argc, char **argv) {
-    unsigned long long seed = 12345, runs = 0, execs = 0;
-    double seconds = 10;
-    size_t max_len = 4096;
-    int nfiles = 0;
-
-#ifdef FUZZ_ASAN
-    __sanitizer_set_death_callback(save_crash);
-#endif
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "-seed=", 6) == 0) seed = strtoull(argv[i] + 6, NULL, 10);
-        else if (strncmp(argv[i], "-seconds=", 9) == 0) seconds = atof(argv[i] + 9);
-        else if (strncmp(argv[i], "-max_total_time=", 16) == 0) seconds = atof(argv[i] + 16);
-        else if (strncmp(argv[i], "-runs=", 6) == 0) runs = strtoull(argv[i] + 6, NULL, 10);
-        else if (strncmp(argv[i], "-max_len=", 9) == 0) max_len = strtoull(argv[i] + 9, NULL, 10);
-        else if (argv[i][0] == '-') {
-            fprintf(stderr, "usage: %s [-seed=N] [-seconds=N] [-runs=N] [-max_len=N] corpus_dir|file...\n",
-                    argv[0]);
-            return 2;
-        } else {
-            struct stat st;
-            if (stat(argv[i], &st) != 0) {
-                fprintf(stderr, "fuzz-resp: cannot read %s\n", argv[i]);
-                return 2;
-            }
-            if (S_ISDIR(st.st_mode)) {
-                load_dir(argv[i], max_len);
-            } else {
-                load_file(argv[i], 1 << 24);
-                nfiles++;
-            }
-        }
-    }
-    if (max_len < 16) max_len = 16;
-
-    /* Only files given: replay them, no fuzzing (reproducing a crash). */
-    if (nfiles > 0 && (size_t)nfiles == npool) {
-        for (size_t i = 0; i < npool; i++) run_one(pool[i].p, pool[i].n);
-        printf("fuzz-resp: replayed %zu input(s), 0 crashes\n", npool);
-        return 0;
-    }
-    if (npool == 0)
-        for (size_t i = 0; i < sizeof(builtin_seeds) / sizeof(builtin_seeds[0]); i++)
-            pool_add((const uint8_t *)builtin_seeds[i], strlen(builtin_seeds[i]));
-    nseeds = npool;
-    printf("fuzz-resp: seed=%llu seconds=%g seeds=%zu max_len=%zu\n", seed, seconds, nseeds, max_len);
-    fflush(stdout);
-
-    for (size_t i = 0; i < nseeds; i++, execs++) run_one(pool[i].p, pool[i].n);
-
-    uint8_t *buf = malloc(max_len);
-    double deadline = now_seconds() + seconds;
-    size_t next_slot = 0;
-    for (;;) {
-        if (runs ? execs >= runs : ((execs & 63) == 0 && now_seconds() >= deadline)) break;
-        /* The fuzz RNG is separate from the per-input one, which
-         * LLVMFuzzerTestOneInput reseeds: save and restore it around. */
-        rnd_state = seed;
-        const input *in = &pool[rnd_below(npool)];
-        size_t n = in->n < max_len ? in->n : max_len;
-        memcpy(buf, in->p, n);
-        int steps = 1 + (int)rnd_below(rnd_below(2) ? 4 : 12);
-        for (int s = 0; s < steps; s++) mutate_once(buf, &n, max_len);
-        /* Keep some mutants as new starting points: without coverage
-         * feedback this random walk is what reaches deeper states. */
-        if (rnd_below(8) == 0 && nseeds < POOL_MAX) {
-            if (npool < POOL_MAX) {
-                pool_add(buf, n);
-            } else {
-                input *slot = &pool[nseeds + next_slot];
-                next_slot = (next_slot + 1) % (POOL_MAX - nseeds);
-                free(slot->p);
-                slot->p = malloc(n ? n : 1);
-                memcpy(slot->p, buf, n);
-                slot->n = n;
-            }
-        }
-        seed = rnd_state;
-        run_one(buf, n);
-        execs++;
-    }
-    free(buf);
-    for (size_t i = 0; i < npool; i++) free(pool[i].p);
-    free(pool);
-    printf("fuzz-resp: %llu execs, 0 crashes\n", execs);
-    return 0;
+static void add_seeds(void) {
+    for (size_t i = 0; i < sizeof(builtin_seeds) / sizeof(builtin_seeds[0]); i++)
+        fuzz_pool_add((const uint8_t *)builtin_seeds[i], strlen(builtin_seeds[i]));
 }
+
+int main(int argc, char **argv) {
+    static const fuzz_target t = { .name = "fuzz-resp", .max_len = 4096, .seed = add_seeds,
+                                   .mutate = mutate_once, .rnd_state = &rnd_state,
+                                   .rnd_below = rnd_below };
+    return fuzz_main(&t, argc, argv);
+}
+
 #endif
