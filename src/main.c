@@ -33,6 +33,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "delta.h"
+#include "digest.h"
 #include "edge.h"
 #include "member.h"
 #include "pool.h"
@@ -217,6 +218,9 @@ int main(int argc, char **argv) {
     }
     resp_edge_install();   /* the client edge the core calls (edge.h) */
     configure(argc, argv);
+    /* The state the server object owns for the replication modules
+     * (server.h), before anything can use it. */
+    digest_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

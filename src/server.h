@@ -17,6 +17,9 @@
 
 struct shard;
 struct worker;
+struct digest_state;
+struct repl_state;
+struct control_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -181,6 +184,12 @@ struct rowan_server {
     _Atomic int debug_chunk_crash;
     time_t loading_start_time;
     _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
+    /* The replication modules' state (each private to its file, allocated
+     * by its *_init before anything else uses it): one server owns them,
+     * and their threads get them as their argument. */
+    struct digest_state *digest;     /* digest.c */
+    struct repl_state *repl;         /* repl.c */
+    struct control_state *control;   /* control.c */
 };
 
 extern struct rowan_server server;
