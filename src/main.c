@@ -221,6 +221,7 @@ int main(int argc, char **argv) {
     /* The state the server object owns for the replication modules
      * (server.h), before anything can use it. */
     digest_init();
+    control_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();
