@@ -222,6 +222,7 @@ int main(int argc, char **argv) {
      * (server.h), before anything can use it. */
     digest_init();
     control_init();
+    syncer_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

@@ -20,6 +20,7 @@ struct worker;
 struct digest_state;
 struct repl_state;
 struct control_state;
+struct syncer_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -184,12 +185,14 @@ struct rowan_server {
     _Atomic int debug_chunk_crash;
     time_t loading_start_time;
     _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
-    /* The replication modules' state (each private to its file, allocated
-     * by its *_init before anything else uses it): one server owns them,
-     * and their threads get them as their argument. */
+    /* The state of the modules with threads of their own (each private to
+     * its file, allocated by its *_init at startup, before anything uses
+     * it): one server owns them, and their threads get them as their
+     * argument. */
     struct digest_state *digest;     /* digest.c */
     struct repl_state *repl;         /* repl.c */
     struct control_state *control;   /* control.c */
+    struct syncer_state *syncer;     /* syncer.c */
 };
 
 extern struct rowan_server server;
