@@ -223,6 +223,7 @@ int main(int argc, char **argv) {
     digest_init();
     control_init();
     syncer_init();
+    clean_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

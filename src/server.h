@@ -21,6 +21,7 @@ struct digest_state;
 struct repl_state;
 struct control_state;
 struct syncer_state;
+struct cleaner;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -193,6 +194,7 @@ struct rowan_server {
     struct repl_state *repl;         /* repl.c */
     struct control_state *control;   /* control.c */
     struct syncer_state *syncer;     /* syncer.c */
+    struct cleaner *cleaner;         /* clean.c */
 };
 
 extern struct rowan_server server;
