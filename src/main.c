@@ -224,6 +224,7 @@ int main(int argc, char **argv) {
     control_init();
     syncer_init();
     clean_init();
+    member_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

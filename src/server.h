@@ -22,6 +22,7 @@ struct repl_state;
 struct control_state;
 struct syncer_state;
 struct cleaner;
+struct member_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -195,6 +196,7 @@ struct rowan_server {
     struct control_state *control;   /* control.c */
     struct syncer_state *syncer;     /* syncer.c */
     struct cleaner *cleaner;         /* clean.c */
+    struct member_state *member;     /* member.c */
 };
 
 extern struct rowan_server server;
