@@ -28,6 +28,7 @@
 #include <unistd.h>
 #include "clean.h"
 #include "cluster.h"
+#include "cm.h"
 #include "config.h"
 #include "control.h"
 #include "daemon.h"
@@ -225,6 +226,7 @@ int main(int argc, char **argv) {
     syncer_init();
     clean_init();
     member_init();
+    cm_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

@@ -23,6 +23,7 @@ struct control_state;
 struct syncer_state;
 struct cleaner;
 struct member_state;
+struct cm_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -197,6 +198,7 @@ struct rowan_server {
     struct syncer_state *syncer;     /* syncer.c */
     struct cleaner *cleaner;         /* clean.c */
     struct member_state *member;     /* member.c */
+    struct cm_state *cm;             /* cm.c */
 };
 
 extern struct rowan_server server;
