@@ -24,6 +24,7 @@ struct syncer_state;
 struct cleaner;
 struct member_state;
 struct cm_state;
+struct blog_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -199,6 +200,7 @@ struct rowan_server {
     struct cleaner *cleaner;         /* clean.c */
     struct member_state *member;     /* member.c */
     struct cm_state *cm;             /* cm.c */
+    struct blog_state *blog;         /* blog.c (from blog_init) */
 };
 
 extern struct rowan_server server;

@@ -18,6 +18,7 @@
  * the first local IPv4 address an rdma_cm id can bind to a device with
  * (ROWAN_TEST_RDMA_ADDR overrides it). */
 #include "blog.h"
+#include "digest.h"
 #include "log.h"
 #include "pool.h"
 #include "server.h"
@@ -180,6 +181,7 @@ static void test_loopback(void) {
         fprintf(stderr, "pool_open: %s\n", err);
         return;
     }
+    digest_init();   /* landing announces b-log segments to the digest */
     blog_init();
     const uint64_t term = 7, digest = 0x1234abcd5678ef90ULL;
     int rc = verbs_receiver_start(addr, 0, term, digest, err, sizeof(err));
