@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "bus.h"
 #include "clean.h"
 #include "cluster.h"
 #include "cm.h"
@@ -227,6 +228,7 @@ int main(int argc, char **argv) {
     clean_init();
     member_init();
     cm_init();
+    bus_init();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

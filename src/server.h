@@ -25,6 +25,7 @@ struct cleaner;
 struct member_state;
 struct cm_state;
 struct blog_state;
+struct bus_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -201,6 +202,7 @@ struct rowan_server {
     struct member_state *member;     /* member.c */
     struct cm_state *cm;             /* cm.c */
     struct blog_state *blog;         /* blog.c (from blog_init) */
+    struct bus_state *bus;           /* bus.c */
 };
 
 extern struct rowan_server server;
