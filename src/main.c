@@ -229,6 +229,7 @@ int main(int argc, char **argv) {
     member_init();
     cm_init();
     bus_init();
+    reconcile_alloc();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

@@ -26,6 +26,7 @@ struct member_state;
 struct cm_state;
 struct blog_state;
 struct bus_state;
+struct reconcile_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -203,6 +204,7 @@ struct rowan_server {
     struct cm_state *cm;             /* cm.c */
     struct blog_state *blog;         /* blog.c (from blog_init) */
     struct bus_state *bus;           /* bus.c */
+    struct reconcile_state *reconcile; /* reconcile.c */
 };
 
 extern struct rowan_server server;
