@@ -18,10 +18,10 @@
  * the first local IPv4 address an rdma_cm id can bind to a device with
  * (ROWAN_TEST_RDMA_ADDR overrides it). */
 #include "blog.h"
-#include "digest.h"
 #include "log.h"
 #include "pool.h"
 #include "server.h"
+#include "digest.h"
 #include "transport.h"
 #include "transport_verbs.h"
 #include "unit.h"
