@@ -220,7 +220,7 @@ int main(int argc, char **argv) {
     }
     resp_edge_install();   /* the client edge the core calls (edge.h) */
     configure(argc, argv);
-    /* The state the server object owns for the replication modules
+    /* The state the server object owns for the modules with threads
      * (server.h), before anything can use it. */
     digest_init();
     control_init();
