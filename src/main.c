@@ -26,14 +26,17 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "bus.h"
 #include "clean.h"
 #include "coldread.h"
 #include "cluster.h"
+#include "cm.h"
 #include "config.h"
 #include "control.h"
 #include "daemon.h"
 #include "db.h"
 #include "delta.h"
+#include "digest.h"
 #include "edge.h"
 #include "member.h"
 #include "pool.h"
@@ -218,6 +221,16 @@ int main(int argc, char **argv) {
     }
     resp_edge_install();   /* the client edge the core calls (edge.h) */
     configure(argc, argv);
+    /* The state the server object owns for the modules with threads
+     * (server.h), before anything can use it. */
+    digest_init();
+    control_init();
+    syncer_init();
+    clean_init();
+    member_init();
+    cm_init();
+    bus_init();
+    reconcile_alloc();
     int supervised = daemon_supervise();
     if (server.cfg.daemonize && !supervised) daemon_detach();
     start_signal_thread();

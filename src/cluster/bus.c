@@ -95,7 +95,9 @@ typedef struct bus_job {
     struct bus_job *next;
 } bus_job;
 
-static struct {
+/* The bus's whole state: one per server (server.bus), allocated by
+ * bus_init; the bus thread gets it as its argument. */
+struct bus_state {
     struct event_base *base;
     pthread_t thread;
     int running;
@@ -107,10 +109,18 @@ static struct {
     uint64_t in_gen[BUS_MAX_IN];
     bus_handler handlers[BUS_TYPE_MAX];
     uint64_t next_id;
-} bus = {.mu = PTHREAD_MUTEX_INITIALIZER, .jobs_tail = &bus.jobs};
+};
+
+void bus_init(void) {
+    struct bus_state *bus = calloc(1, sizeof(*bus));
+    pthread_mutex_init(&bus->mu, NULL);
+    bus->jobs_tail = &bus->jobs;
+    server.bus = bus;
+}
 
 void bus_register(int type, bus_handler h) {
-    if (type > 0 && type < BUS_TYPE_MAX) bus.handlers[type] = h;
+    struct bus_state *bus = server.bus;
+    if (type > 0 && type < BUS_TYPE_MAX) bus->handlers[type] = h;
 }
 
 /* ---------------- frames ---------------- */
@@ -142,14 +152,15 @@ static void fail_pending(bus_conn *c) {
 }
 
 static void conn_close(bus_conn *c, const char *why) {
+    struct bus_state *bus = server.bus;
     if (why)
         serverLog(LL_VERBOSE, "Bus: connection %s node %s closed: %s", c->outgoing ? "to" : "from",
                   cluster_node_at(c->node) ? cluster_node_at(c->node)->name : "?", why);
     if (c->outgoing) {
-        if (bus.out[c->node] == c) bus.out[c->node] = NULL;
-    } else if (c->slot >= 0 && bus.in[c->slot] == c) {
-        bus.in[c->slot] = NULL;
-        bus.in_gen[c->slot]++;
+        if (bus->out[c->node] == c) bus->out[c->node] = NULL;
+    } else if (c->slot >= 0 && bus->in[c->slot] == c) {
+        bus->in[c->slot] = NULL;
+        bus->in_gen[c->slot]++;
     }
     bufferevent_free(c->bev);
     evbuffer_free(c->in);
@@ -168,12 +179,13 @@ static void on_response(bus_conn *c, uint16_t flags, uint64_t id, const uint8_t 
 }
 
 static void on_request(bus_conn *c, int type, uint64_t id, const uint8_t *p, size_t n) {
+    struct bus_state *bus = server.bus;
     bus_req *r = calloc(1, sizeof(*r));
     r->slot = c->slot;
-    r->gen = bus.in_gen[c->slot];
+    r->gen = bus->in_gen[c->slot];
     r->id = id;
     r->type = type;
-    bus_handler h = type > 0 && type < BUS_TYPE_MAX ? bus.handlers[type] : NULL;
+    bus_handler h = type > 0 && type < BUS_TYPE_MAX ? bus->handlers[type] : NULL;
     if (!h) {
         bus_reply_error(r, "unknown bus request type");
         return;
@@ -242,18 +254,19 @@ static void on_event(struct bufferevent *bev, short what, void *arg) {
 /* ssl: a TLS connection, about to connect (outgoing) or with its handshake
  * done (incoming); the bufferevent owns it. NULL: plaintext. */
 static bus_conn *conn_new(int fd, SSL *ssl, int node, int outgoing) {
+    struct bus_state *bus = server.bus;
     bus_conn *c = calloc(1, sizeof(*c));
     c->node = node;
     c->outgoing = outgoing;
     c->slot = -1;
     if (ssl) {
         c->bev = bufferevent_openssl_socket_new(
-            bus.base, fd, ssl, outgoing ? BUFFEREVENT_SSL_CONNECTING : BUFFEREVENT_SSL_OPEN,
+            bus->base, fd, ssl, outgoing ? BUFFEREVENT_SSL_CONNECTING : BUFFEREVENT_SSL_OPEN,
             BEV_OPT_CLOSE_ON_FREE);
         /* a peer that goes away without close_notify is just closed */
         if (c->bev) bufferevent_openssl_set_allow_dirty_shutdown(c->bev, 1);
     } else {
-        c->bev = bufferevent_socket_new(bus.base, fd, BEV_OPT_CLOSE_ON_FREE);
+        c->bev = bufferevent_socket_new(bus->base, fd, BEV_OPT_CLOSE_ON_FREE);
     }
     if (!c->bev) {
         if (ssl) SSL_free(ssl);
@@ -272,7 +285,8 @@ static bus_conn *conn_new(int fd, SSL *ssl, int node, int outgoing) {
  * it, and a connect or a write that makes no progress for
  * BUS_STALL_MS closes the connection (failing those calls). */
 static bus_conn *out_conn(int node) {
-    if (bus.out[node]) return bus.out[node];
+    struct bus_state *bus = server.bus;
+    if (bus->out[node]) return bus->out[node];
     const cluster_node *n = cluster_node_at(node);
     if (!n || node == cluster_self()) return NULL;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -313,29 +327,31 @@ static bus_conn *out_conn(int node) {
     repl_hello hello;
     repl_hello_fill(&hello, REPL_LINK_BUS);
     pauth_client_begin(&c->auth, &hello, sizeof(hello));
-    bus.out[node] = c;
+    bus->out[node] = c;
     return c;
 }
 
 /* ---------------- jobs from other threads ---------------- */
 
 static void push_job(bus_job *j) {
-    pthread_mutex_lock(&bus.mu);
+    struct bus_state *bus = server.bus;
+    pthread_mutex_lock(&bus->mu);
     j->next = NULL;
-    *bus.jobs_tail = j;
-    bus.jobs_tail = &j->next;
-    pthread_mutex_unlock(&bus.mu);
-    if (bus.wake) event_active(bus.wake, EV_READ, 0);
+    *bus->jobs_tail = j;
+    bus->jobs_tail = &j->next;
+    pthread_mutex_unlock(&bus->mu);
+    if (bus->wake) event_active(bus->wake, EV_READ, 0);
 }
 
 static void run_call(bus_job *j) {
-    bus_conn *c = bus.running ? out_conn(j->node) : NULL;
+    struct bus_state *bus = server.bus;
+    bus_conn *c = bus->running ? out_conn(j->node) : NULL;
     if (!c) {
         if (j->cb) j->cb(j->arg, BUS_FAILED, NULL, 0);
         return;
     }
     bus_pending *pe = calloc(1, sizeof(*pe));
-    pe->id = ++bus.next_id;
+    pe->id = ++bus->next_id;
     pe->deadline_us = monotonic_us() + (int64_t)j->timeout_ms * 1000;
     pe->cb = j->cb;
     pe->arg = j->arg;
@@ -345,18 +361,20 @@ static void run_call(bus_job *j) {
 }
 
 static void run_reply(bus_job *j) {
+    struct bus_state *bus = server.bus;
     bus_req *r = j->req;
-    bus_conn *c = r->slot >= 0 && r->slot < BUS_MAX_IN ? bus.in[r->slot] : NULL;
-    if (c && bus.in_gen[r->slot] == r->gen)
+    bus_conn *c = r->slot >= 0 && r->slot < BUS_MAX_IN ? bus->in[r->slot] : NULL;
+    if (c && bus->in_gen[r->slot] == r->gen)
         frame_write(c, r->type, (uint16_t)(BUS_F_RESPONSE | j->flags), r->id, j->payload, j->n);
     free(r);
 }
 
 static void run_adopt(bus_job *j) {
+    struct bus_state *bus = server.bus;
     int slot = -1;
     for (int i = 0; i < BUS_MAX_IN && slot < 0; i++)
-        if (!bus.in[i]) slot = i;
-    if (slot < 0 || !bus.running) {
+        if (!bus->in[i]) slot = i;
+    if (slot < 0 || !bus->running) {
         serverLog(LL_WARNING, "Bus: too many incoming connections; refusing one from node %d", j->node);
         if (j->ssl) SSL_free(j->ssl);
         close(j->fd);
@@ -365,18 +383,19 @@ static void run_adopt(bus_job *j) {
     bus_conn *c = conn_new(j->fd, j->ssl, j->node, 0);
     if (!c) return;
     c->slot = slot;
-    bus.in[slot] = c;
+    bus->in[slot] = c;
     if (j->n) evbuffer_add(c->in, j->payload, j->n);
     read_frames(c);
 }
 
 static void on_wake(evutil_socket_t fd, short what, void *arg) {
+    struct bus_state *bus = server.bus;
     (void)fd, (void)what, (void)arg;
-    pthread_mutex_lock(&bus.mu);
-    bus_job *j = bus.jobs;
-    bus.jobs = NULL;
-    bus.jobs_tail = &bus.jobs;
-    pthread_mutex_unlock(&bus.mu);
+    pthread_mutex_lock(&bus->mu);
+    bus_job *j = bus->jobs;
+    bus->jobs = NULL;
+    bus->jobs_tail = &bus->jobs;
+    pthread_mutex_unlock(&bus->mu);
     while (j) {
         bus_job *next = j->next;
         if (j->kind == JOB_CALL) run_call(j);
@@ -390,10 +409,11 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
 
 /* Fail the calls whose response is overdue. */
 static void on_tick(evutil_socket_t fd, short what, void *arg) {
+    struct bus_state *bus = server.bus;
     (void)fd, (void)what, (void)arg;
     int64_t now = monotonic_us();
     for (int node = 0; node < CLUSTER_MAX_NODES; node++) {
-        bus_conn *c = bus.out[node];
+        bus_conn *c = bus->out[node];
         if (!c) continue;
         bus_pending **pp = &c->pend;
         while (*pp) {
@@ -492,9 +512,9 @@ int bus_call_sync(int node, int type, const void *p, size_t n, int timeout_ms, u
 /* ---------------- thread ---------------- */
 
 static void *bus_main(void *arg) {
-    (void)arg;
+    struct bus_state *bus = arg;
     pthread_setname_np(pthread_self(), "rowan-bus");
-    event_base_dispatch(bus.base);
+    event_base_dispatch(bus->base);
     return NULL;
 }
 
@@ -504,41 +524,44 @@ static void ping_handler(bus_req *r, int node, const uint8_t *p, size_t n) {
 }
 
 int bus_start(char *err, size_t errlen) {
-    bus.base = event_base_new();
-    if (!bus.base) {
+    struct bus_state *bus = server.bus;
+    bus->base = event_base_new();
+    if (!bus->base) {
         snprintf(err, errlen, "bus: cannot create an event base");
         return -1;
     }
-    bus.wake = event_new(bus.base, -1, EV_PERSIST, on_wake, NULL);
-    bus.tick = event_new(bus.base, -1, EV_PERSIST, on_tick, NULL);
+    bus->wake = event_new(bus->base, -1, EV_PERSIST, on_wake, NULL);
+    bus->tick = event_new(bus->base, -1, EV_PERSIST, on_tick, NULL);
     struct timeval tv = {0, BUS_TICK_MS * 1000};
-    event_add(bus.tick, &tv);
+    event_add(bus->tick, &tv);
     bus_register(BUS_PING, ping_handler);
-    bus.running = 1;
-    event_active(bus.wake, EV_READ, 0);   /* calls queued before the start */
-    pthread_create(&bus.thread, NULL, bus_main, NULL);
+    bus->running = 1;
+    event_active(bus->wake, EV_READ, 0);   /* calls queued before the start */
+    pthread_create(&bus->thread, NULL, bus_main, bus);
     return 0;
 }
 
 static void on_stop(evutil_socket_t fd, short what, void *arg) {
+    struct bus_state *bus = server.bus;
     (void)fd, (void)what, (void)arg;
-    bus.running = 0;
+    bus->running = 0;
     on_wake(-1, 0, NULL);    /* fail what was queued */
     for (int i = 0; i < CLUSTER_MAX_NODES; i++)
-        if (bus.out[i]) conn_close(bus.out[i], NULL);
+        if (bus->out[i]) conn_close(bus->out[i], NULL);
     for (int i = 0; i < BUS_MAX_IN; i++)
-        if (bus.in[i]) conn_close(bus.in[i], NULL);
-    event_base_loopbreak(bus.base);
+        if (bus->in[i]) conn_close(bus->in[i], NULL);
+    event_base_loopbreak(bus->base);
 }
 
 void bus_stop(void) {
-    if (!bus.base) return;
-    event_base_once(bus.base, -1, EV_TIMEOUT, on_stop, NULL, NULL);
-    pthread_join(bus.thread, NULL);
+    struct bus_state *bus = server.bus;
+    if (!bus->base) return;
+    event_base_once(bus->base, -1, EV_TIMEOUT, on_stop, NULL, NULL);
+    pthread_join(bus->thread, NULL);
     on_wake(-1, 0, NULL);
-    event_free(bus.wake);
-    event_free(bus.tick);
-    bus.wake = bus.tick = NULL;
-    event_base_free(bus.base);
-    bus.base = NULL;
+    event_free(bus->wake);
+    event_free(bus->tick);
+    bus->wake = bus->tick = NULL;
+    event_base_free(bus->base);
+    bus->base = NULL;
 }

@@ -80,6 +80,8 @@ int bus_call_sync(int node, int type, const void *p, size_t n, int timeout_ms, u
  * TLS object when the link is TLS, else NULL) from now on. */
 void bus_adopt(int fd, void *ssl, int node, const uint8_t *pre, size_t n);
 
+/* Allocate server.bus (at startup, before anything registers or calls). */
+void bus_init(void);
 /* Start the bus thread (cluster mode, before the control thread accepts). */
 int bus_start(char *err, size_t errlen);
 void bus_stop(void);

@@ -34,7 +34,9 @@
 
 #define CM_JOIN_GRACE_US 3000000
 
-static struct {
+/* The CM's whole state: one per server (server.cm), allocated by cm_init;
+ * the CM thread gets it as its argument. */
+struct cm_state {
     char root[200];
     pthread_t thread;
     int running;
@@ -59,11 +61,13 @@ static struct {
     _Atomic long long commits, failovers, joins, handovers;
     int64_t last_failover_us;      /* kill..commit, last failover: detect, write (INFO) */
     int64_t last_detect_us, last_write_us;
-} cm;
+};
+
+void cm_init(void) { server.cm = calloc(1, sizeof(struct cm_state)); }
 
 static int64_t lease_us(void) { return server.cfg.cluster_lease_ms * 1000; }
 
-int cm_active(void) { return atomic_load(&cm.active); }
+int cm_active(void) { return atomic_load(&server.cm->active); }
 
 /* Has ZooKeeper confirmed our session recently enough to grant leases? */
 static int zk_fresh(void) { return monotonic_us() - zk_alive_us() < lease_us() / 2; }
@@ -71,19 +75,20 @@ static int zk_fresh(void) { return monotonic_us() - zk_alive_us() < lease_us() /
 /* ---------------- facts from the bus ---------------- */
 
 int cm_lease_request(int node, uint64_t term, uint64_t *term_out) {
+    struct cm_state *cm = server.cm;
     *term_out = 0;
-    if (node < 0 || node >= CLUSTER_MAX_NODES || !atomic_load(&cm.active)) return 0;
+    if (node < 0 || node >= CLUSTER_MAX_NODES || !atomic_load(&cm->active)) return 0;
     int64_t now = monotonic_us();
-    atomic_store(&cm.last_seen[node], now);
-    uint64_t t = atomic_load(&cm.term);
+    atomic_store(&cm->last_seen[node], now);
+    uint64_t t = atomic_load(&cm->term);
     *term_out = t;
-    if (term != t || !cluster_mask_has(atomic_load(&cm.members), node) || !zk_fresh()) return 0;
+    if (term != t || !cluster_mask_has(atomic_load(&cm->members), node) || !zk_fresh()) return 0;
     /* Record first, then look at `failing`; tick() sets `failing`, then
      * reads the record. So either tick sees this grant and does not fail
      * the node, or we see the node being failed and grant nothing: a node
      * is never failed while a lease it was granted runs. */
-    atomic_store(&cm.last_grant[node], now);
-    return !cluster_mask_has(atomic_load(&cm.failing), node);
+    atomic_store(&cm->last_grant[node], now);
+    return !cluster_mask_has(atomic_load(&cm->failing), node);
 }
 
 static void on_lease(bus_req *r, int node, const uint8_t *p, size_t n) {
@@ -95,9 +100,10 @@ static void on_lease(bus_req *r, int node, const uint8_t *p, size_t n) {
 }
 
 void cm_caughtup(int node, uint64_t term, uint64_t learners) {
+    struct cm_state *cm = server.cm;
     if (node < 0 || node >= CLUSTER_MAX_NODES) return;
-    atomic_store(&cm.caught[node], learners);
-    atomic_store(&cm.caught_term[node], term);
+    atomic_store(&cm->caught[node], learners);
+    atomic_store(&cm->caught_term[node], term);
 }
 
 static void on_caughtup(bus_req *r, int node, const uint8_t *p, size_t n) {
@@ -106,12 +112,13 @@ static void on_caughtup(bus_req *r, int node, const uint8_t *p, size_t n) {
 }
 
 int cm_failover_request(int node, int force, char *err, size_t errlen) {
+    struct cm_state *cm = server.cm;
     (void)force;
-    if (!atomic_load(&cm.active)) {
+    if (!atomic_load(&cm->active)) {
         snprintf(err, errlen, "ERR this node is not the configuration manager any more; retry");
         return -1;
     }
-    atomic_fetch_or(&cm.failover_wanted, 1ULL << node);
+    atomic_fetch_or(&cm->failover_wanted, 1ULL << node);
     return 0;
 }
 
@@ -123,7 +130,9 @@ static void on_failover(bus_req *r, int node, const uint8_t *p, size_t n) {
 
 /* ---------------- committing ---------------- */
 
-static void path_of(char *out, size_t n, const char *rel) { snprintf(out, n, "%s/%s", cm.root, rel); }
+static void path_of(char *out, size_t n, const char *rel) {
+    snprintf(out, n, "%s/%s", server.cm->root, rel);
+}
 
 static void push(const cluster_config *c) {
     size_t len;
@@ -137,14 +146,15 @@ static void push(const cluster_config *c) {
 }
 
 static void adopt_read(cluster_config *c, int version) {
-    cluster_config_free(cm.cfg);
-    cm.cfg = c;
-    cm.version = version;
-    atomic_store(&cm.term, c->term);
-    atomic_store(&cm.members, c->members);
+    struct cm_state *cm = server.cm;
+    cluster_config_free(cm->cfg);
+    cm->cfg = c;
+    cm->version = version;
+    atomic_store(&cm->term, c->term);
+    atomic_store(&cm->members, c->members);
 }
 
-/* Read the configuration znode; 0 ok (cm.cfg set), 1 absent, -1 error. */
+/* Read the configuration znode; 0 ok (cm->cfg set), 1 absent, -1 error. */
 static int reread(void) {
     char path[256], *data = NULL, err[256];
     size_t len = 0;
@@ -164,17 +174,18 @@ static int reread(void) {
 }
 
 /* Write c as the next term (compare-and-set). 0 committed (c owned), -1
- * lost the race or failed (c freed; cm.cfg re-read). */
+ * lost the race or failed (c freed; cm->cfg re-read). */
 static int commit(cluster_config *c, const char *why) {
-    c->term = cm.cfg->term + 1;
+    struct cm_state *cm = server.cm;
+    c->term = cm->cfg->term + 1;
     size_t len;
     char *text = cluster_config_encode(c, &len), path[256];
     path_of(path, sizeof(path), "config");
     int version = 0;
     int64_t t0 = monotonic_us();
-    int rc = zk_set(path, text, len, cm.version, &version);
+    int rc = zk_set(path, text, len, cm->version, &version);
     free(text);
-    cm.last_write_us = monotonic_us() - t0;
+    cm->last_write_us = monotonic_us() - t0;
     if (rc != ZK_OK) {
         serverLog(LL_WARNING, "CM: committing term %llu (%s) failed: %s",
                   (unsigned long long)c->term, why, zk_errstr(rc));
@@ -183,9 +194,9 @@ static int commit(cluster_config *c, const char *why) {
         return -1;
     }
     adopt_read(c, version);
-    atomic_fetch_add(&cm.commits, 1);
+    atomic_fetch_add(&cm->commits, 1);
     serverLog(LL_NOTICE, "CM: committed configuration term %llu: %s (ZooKeeper write %.1f ms)",
-              (unsigned long long)c->term, why, (double)cm.last_write_us / 1000);
+              (unsigned long long)c->term, why, (double)cm->last_write_us / 1000);
     push(c);
     return 0;
 }
@@ -295,11 +306,12 @@ static void join_node(cluster_config *c, int n) {
 
 /* Learners whose primaries reported them caught up in this term. */
 static int promote_learners(cluster_config *c) {
+    struct cm_state *cm = server.cm;
     int moved = 0;
     for (int s = 0; s < c->nshards; s++) {
         int p = c->primary[s];
-        if (p < 0 || !c->learners[s] || atomic_load(&cm.caught_term[p]) != c->term) continue;
-        uint64_t ready = c->learners[s] & atomic_load(&cm.caught[p]);
+        if (p < 0 || !c->learners[s] || atomic_load(&cm->caught_term[p]) != c->term) continue;
+        uint64_t ready = c->learners[s] & atomic_load(&cm->caught[p]);
         if (!ready) continue;
         c->learners[s] &= ~ready;
         c->backups[s] |= ready;
@@ -420,22 +432,24 @@ static int bootstrap(void) {
  * failover's first phase ends here (utils/bench-failover reads these
  * timestamps; the commit line that follows gives the ZooKeeper write). */
 static void log_failures(const cluster_config *c, uint64_t failed, int64_t now) {
+    struct cm_state *cm = server.cm;
     for (int i = 0; i < c->nnodes; i++) {
         if (!cluster_mask_has(failed, i)) continue;
-        int64_t g = atomic_load(&cm.last_grant[i]);
+        int64_t g = atomic_load(&cm->last_grant[i]);
         if (g)
             serverLog(LL_NOTICE, "CM: node %s failed: no lease renewal for %.1f ms (lease %lld ms)",
                       c->nodes[i].name, (double)(now - g) / 1000, server.cfg.cluster_lease_ms);
         else
             serverLog(LL_NOTICE, "CM: node %s failed: no lease renewal with this CM in the %.1f ms "
                       "since it became CM", c->nodes[i].name,
-                      (double)(now - cm.active_since) / 1000);
+                      (double)(now - cm->active_since) / 1000);
     }
 }
 
 static void tick(void) {
+    struct cm_state *cm = server.cm;
     int64_t now = monotonic_us();
-    cluster_config *cur = cm.cfg;
+    cluster_config *cur = cm->cfg;
     cluster_config *c = cluster_config_copy(cur);
     char why[512] = "";
     int changed = 0;
@@ -445,35 +459,36 @@ static void tick(void) {
     for (int i = 0; i < c->nnodes; i++) {
         if (!cluster_mask_has(c->members, i) || !strcmp(c->nodes[i].name, cluster_self_name()))
             continue;
-        int64_t g = atomic_load(&cm.last_grant[i]);
+        int64_t g = atomic_load(&cm->last_grant[i]);
         int64_t deadline = g ? g + lease_us() + margin
-                             : cm.active_since + (cm.warm ? 2 * lease_us() + margin : CM_JOIN_GRACE_US);
+                             : cm->active_since +
+                                   (cm->warm ? 2 * lease_us() + margin : CM_JOIN_GRACE_US);
         if (now > deadline) failed |= 1ULL << i;
     }
     if (failed) {
         /* No lease for them from now until the commit removed them from
-         * cm.members: the ZooKeeper write takes milliseconds, and a node
+         * cm->members: the ZooKeeper write takes milliseconds, and a node
          * that was paused may ask just then; a lease granted during the
          * write would let it serve after the new primaries do. One that
          * asked since the check above (granted, or refused by `failing`;
          * see cm_lease_request) is left for the next tick. */
-        atomic_store(&cm.failing, failed);
+        atomic_store(&cm->failing, failed);
         for (int i = 0; i < c->nnodes; i++)
             if (cluster_mask_has(failed, i) &&
-                atomic_load(&cm.last_grant[i]) + lease_us() + margin >= now)
+                atomic_load(&cm->last_grant[i]) + lease_us() + margin >= now)
                 failed &= ~(1ULL << i);
-        atomic_store(&cm.failing, failed);
+        atomic_store(&cm->failing, failed);
     }
     if (failed) {
         int64_t t0 = now;
         log_failures(c, failed, now);
         fail_nodes(c, failed, why, sizeof(why));
-        cm.last_detect_us = t0;
+        cm->last_detect_us = t0;
         if (commit(c, why) == 0) {
-            atomic_fetch_add(&cm.failovers, 1);
-            cm.last_failover_us = monotonic_us();
+            atomic_fetch_add(&cm->failovers, 1);
+            cm->last_failover_us = monotonic_us();
         }
-        atomic_store(&cm.failing, 0);
+        atomic_store(&cm->failing, 0);
         return;
     }
     /* 2. nodes that registered, and nodes that came back */
@@ -483,12 +498,12 @@ static void tick(void) {
     }
     for (int i = 0; i < c->nnodes; i++) {
         if (cluster_mask_has(c->members, i)) continue;
-        int64_t seen = atomic_load(&cm.last_seen[i]);
+        int64_t seen = atomic_load(&cm->last_seen[i]);
         if (!seen || now - seen > lease_us()) continue;
         join_node(c, i);
         /* its last grant is from before it left: count from now */
-        atomic_store(&cm.last_grant[i], now);
-        atomic_fetch_add(&cm.joins, 1);
+        atomic_store(&cm->last_grant[i], now);
+        atomic_fetch_add(&cm->joins, 1);
         snprintf(why, sizeof(why), "node %s joins (learner of the shards that lack copies)",
                  c->nodes[i].name);
         changed = 1;
@@ -501,16 +516,16 @@ static void tick(void) {
     if (!changed && promote_learners(c)) {
         snprintf(why, sizeof(why), "caught-up learners become backups");
         changed = 1;
-        cm.rebalance_due = 1;
+        cm->rebalance_due = 1;
     }
     /* 4. CLUSTER FAILOVER (kept for a later tick while something else
      * changes the configuration) */
-    uint64_t want = changed ? 0 : atomic_exchange(&cm.failover_wanted, 0);
+    uint64_t want = changed ? 0 : atomic_exchange(&cm->failover_wanted, 0);
     for (int i = 0; i < c->nnodes && !changed; i++) {
         if (!cluster_mask_has(want, i)) continue;
         int moved = handover_to(c, i);
         if (moved) {
-            atomic_fetch_add(&cm.handovers, 1);
+            atomic_fetch_add(&cm->handovers, 1);
             snprintf(why, sizeof(why), "manual failover: node %s takes over %d shards",
                      c->nodes[i].name, moved);
             changed = 1;
@@ -518,11 +533,11 @@ static void tick(void) {
     }
     /* 5. rebalance, once nodes that came back hold their copies again;
      * not at other times, so a manual failover's placement stays */
-    if (!changed && cm.rebalance_due) {
+    if (!changed && cm->rebalance_due) {
         int moved = rebalance(c);
-        cm.rebalance_due = moved > 0;
+        cm->rebalance_due = moved > 0;
         if (moved) {
-            atomic_fetch_add(&cm.handovers, 1);
+            atomic_fetch_add(&cm->handovers, 1);
             snprintf(why, sizeof(why), "rebalance: %d primaries handed over", moved);
             changed = 1;
         }
@@ -569,60 +584,62 @@ static int find_own_candidacy(const char *path, char *out, size_t outlen) {
 /* Are we the lowest candidate? Also (re)creates our candidacy when the
  * session changed (an expired session took the ephemeral znode). */
 static int elected(void) {
+    struct cm_state *cm = server.cm;
     char path[256], **names = NULL;
     int n = 0;
     path_of(path, sizeof(path), "cm");
     uint64_t sess = zk_session_id();
-    if ((sess != cm.my_session || !cm.my_path[0]) &&
-        find_own_candidacy(path, cm.my_path, sizeof(cm.my_path)) == 0) {
-        cm.my_session = sess;
-    } else if (sess != cm.my_session || !cm.my_path[0]) {
+    if ((sess != cm->my_session || !cm->my_path[0]) &&
+        find_own_candidacy(path, cm->my_path, sizeof(cm->my_path)) == 0) {
+        cm->my_session = sess;
+    } else if (sess != cm->my_session || !cm->my_path[0]) {
         char prefix[300];
         snprintf(prefix, sizeof(prefix), "%s/n-", path);
         const char *name = cluster_self_name();
-        if (zk_create(prefix, name, strlen(name), ZK_EPHEMERAL | ZK_SEQUENTIAL, cm.my_path,
-                      sizeof(cm.my_path)) != ZK_OK) {
-            cm.my_path[0] = 0;
+        if (zk_create(prefix, name, strlen(name), ZK_EPHEMERAL | ZK_SEQUENTIAL, cm->my_path,
+                      sizeof(cm->my_path)) != ZK_OK) {
+            cm->my_path[0] = 0;
             return 0;
         }
-        cm.my_session = sess;
+        cm->my_session = sess;
     }
-    if (zk_children(path, 1, &names, &n) != ZK_OK) return atomic_load(&cm.active);
-    const char *mine = strrchr(cm.my_path, '/') + 1;
+    if (zk_children(path, 1, &names, &n) != ZK_OK) return atomic_load(&cm->active);
+    const char *mine = strrchr(cm->my_path, '/') + 1;
     int lowest = n > 0 && !strcmp(names[0], mine), present = 0;
     for (int i = 0; i < n; i++) present |= !strcmp(names[i], mine);
     zk_free_names(names, n);
-    if (!present) cm.my_path[0] = 0;   /* lost with a session: run again */
+    if (!present) cm->my_path[0] = 0;   /* lost with a session: run again */
     return lowest;
 }
 
 static void become_cm(void) {
+    struct cm_state *cm = server.cm;
     for (int i = 0; i < CLUSTER_MAX_NODES; i++) {
-        atomic_store(&cm.last_grant[i], 0);
-        atomic_store(&cm.caught_term[i], 0);
+        atomic_store(&cm->last_grant[i], 0);
+        atomic_store(&cm->caught_term[i], 0);
     }
     int rc;
-    while ((rc = reread()) == 1 && !atomic_load(&cm.stopping)) {
+    while ((rc = reread()) == 1 && !atomic_load(&cm->stopping)) {
         if (bootstrap() == 0) break;
         zk_wait(0, 100);
     }
-    if (!cm.cfg) return;
-    cm.active_since = monotonic_us();
-    cm.warm = member_ever_leased();
-    atomic_store(&cm.active, 1);
+    if (!cm->cfg) return;
+    cm->active_since = monotonic_us();
+    cm->warm = member_ever_leased();
+    atomic_store(&cm->active, 1);
     serverLog(LL_NOTICE, "CM: this node is the configuration manager (term %llu, %d members)",
-              (unsigned long long)cm.cfg->term, __builtin_popcountll(cm.cfg->members));
-    push(cm.cfg);
+              (unsigned long long)cm->cfg->term, __builtin_popcountll(cm->cfg->members));
+    push(cm->cfg);
 }
 
 static void *cm_main(void *arg) {
-    (void)arg;
+    struct cm_state *cm = arg;
     pthread_setname_np(pthread_self(), "rowan-cm");
     int tick_ms = (int)(server.cfg.cluster_lease_ms / 16);
     if (tick_ms < 2) tick_ms = 2;
     uint64_t seen = 0;
     int64_t last_check = 0;
-    while (!atomic_load(&cm.stopping)) {
+    while (!atomic_load(&cm->stopping)) {
         seen = zk_wait(seen, tick_ms);
         int64_t now = monotonic_us();
         /* The election was won by one ZooKeeper session: once it was
@@ -630,21 +647,21 @@ static void *cm_main(void *arg) {
          * node is no CM until it wins again. Deciding anything before
          * that (failing the nodes whose renewals it slept through) is
          * what a stale CM must never do. */
-        if (atomic_load(&cm.active) && zk_session_id() != cm.my_session) {
-            atomic_store(&cm.active, 0);
+        if (atomic_load(&cm->active) && zk_session_id() != cm->my_session) {
+            atomic_store(&cm->active, 0);
             serverLog(LL_WARNING, "CM: this node's ZooKeeper session was replaced; "
                       "no longer the CM until it is elected again");
         }
-        if (now - last_check > 100000 || !atomic_load(&cm.active)) {
+        if (now - last_check > 100000 || !atomic_load(&cm->active)) {
             last_check = now;
             int e = elected();
-            if (!e && atomic_load(&cm.active)) {
-                atomic_store(&cm.active, 0);
+            if (!e && atomic_load(&cm->active)) {
+                atomic_store(&cm->active, 0);
                 serverLog(LL_WARNING, "CM: this node lost the election; no longer the CM");
             }
-            if (e && !atomic_load(&cm.active)) become_cm();
+            if (e && !atomic_load(&cm->active)) become_cm();
         }
-        if (!atomic_load(&cm.active)) continue;
+        if (!atomic_load(&cm->active)) continue;
         /* stay in touch with ZooKeeper (zk_fresh), and follow a change
          * made by anyone else (there should be none) */
         if (reread() < 0 && !zk_fresh()) continue;
@@ -654,27 +671,30 @@ static void *cm_main(void *arg) {
 }
 
 void cm_start(const char *root) {
-    snprintf(cm.root, sizeof(cm.root), "%s", root);
+    struct cm_state *cm = server.cm;
+    snprintf(cm->root, sizeof(cm->root), "%s", root);
     bus_register(BUS_LEASE, on_lease);
     bus_register(BUS_CAUGHTUP, on_caughtup);
     bus_register(BUS_FAILOVER, on_failover);
-    cm.running = 1;
-    pthread_create(&cm.thread, NULL, cm_main, NULL);
+    cm->running = 1;
+    pthread_create(&cm->thread, NULL, cm_main, cm);
 }
 
 void cm_stop(void) {
-    if (!cm.running) return;
-    atomic_store(&cm.stopping, 1);
+    struct cm_state *cm = server.cm;
+    if (!cm->running) return;
+    atomic_store(&cm->stopping, 1);
     zk_poke();
-    pthread_join(cm.thread, NULL);
-    cm.running = 0;
-    if (cm.my_path[0]) zk_delete(cm.my_path, -1);
-    cluster_config_free(cm.cfg);
-    cm.cfg = NULL;
+    pthread_join(cm->thread, NULL);
+    cm->running = 0;
+    if (cm->my_path[0]) zk_delete(cm->my_path, -1);
+    cluster_config_free(cm->cfg);
+    cm->cfg = NULL;
 }
 
 void cm_stats_get(cm_stats *o) {
-    *o = (cm_stats){atomic_load(&cm.active), atomic_load(&cm.commits), atomic_load(&cm.failovers),
-                    atomic_load(&cm.joins), atomic_load(&cm.handovers),
-                    (long long)cm.last_write_us};
+    struct cm_state *cm = server.cm;
+    *o = (cm_stats){atomic_load(&cm->active), atomic_load(&cm->commits),
+                    atomic_load(&cm->failovers), atomic_load(&cm->joins), atomic_load(&cm->handovers),
+                    (long long)cm->last_write_us};
 }

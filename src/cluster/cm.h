@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Allocate server.cm (at startup, before anything uses it). */
+void cm_init(void);
 /* Join the election (member_join). root: /rowan/<cluster-name>. */
 void cm_start(const char *root);
 void cm_stop(void);

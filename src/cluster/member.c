@@ -33,7 +33,9 @@
 #include "shard.h"
 #include "zk.h"
 
-static struct {
+/* The membership's whole state: one per server (server.member), allocated
+ * by member_init; the member thread gets it as its argument. */
+struct member_state {
     pthread_t thread;
     int running;
     _Atomic int stopping;
@@ -47,19 +49,28 @@ static struct {
     cluster_config *pushed;           /* newest configuration pushed over the bus */
     _Atomic long long adoptions;
     int64_t joined_us;
-} mb = {.mu = PTHREAD_MUTEX_INITIALIZER, .cm_node = -1};
+};
+
+void member_init(void) {
+    struct member_state *mb = calloc(1, sizeof(*mb));
+    pthread_mutex_init(&mb->mu, NULL);
+    atomic_store(&mb->cm_node, -1);
+    server.member = mb;
+}
 
 static int64_t lease_us(void) { return server.cfg.cluster_lease_ms * 1000; }
 
 int member_lease_valid(void) {
-    return !cluster_managed() || monotonic_us() < atomic_load(&mb.lease_until);
+    struct member_state *mb = server.member;
+    return !cluster_managed() || monotonic_us() < atomic_load(&mb->lease_until);
 }
 
-uint64_t member_lease_epoch(void) { return atomic_load(&mb.lease_epoch); }
-int member_cm_node(void) { return atomic_load(&mb.cm_node); }
+uint64_t member_lease_epoch(void) { return atomic_load(&server.member->lease_epoch); }
+int member_cm_node(void) { return atomic_load(&server.member->cm_node); }
 
 static void path_of(char *out, size_t n, const char *rel) {
-    snprintf(out, n, "%s/%s", mb.root, rel);
+    struct member_state *mb = server.member;
+    snprintf(out, n, "%s/%s", mb->root, rel);
 }
 
 /* ---------------- adopting a configuration ---------------- */
@@ -103,6 +114,7 @@ static void learner_copy(const cluster_config *c, const cluster_config *old, int
 }
 
 static void adopt(cluster_config *c) {
+    struct member_state *mb = server.member;
     const cluster_config *old = cluster_current();
     if (old && c->term <= old->term) {
         cluster_config_free(c);
@@ -156,7 +168,7 @@ static void adopt(cluster_config *c) {
     else free(dj);
     if (np) reconcile_begin(promote, np);
     free(promote);
-    atomic_fetch_add(&mb.adoptions, 1);
+    atomic_fetch_add(&mb->adoptions, 1);
     serverLog(LL_NOTICE, "Cluster: configuration term %llu adopted (%d members%s; %d shards to "
               "take over, %d handed over%s)", (unsigned long long)term,
               __builtin_popcountll(members), self >= 0 && cluster_mask_has(members, self) ? "" :
@@ -186,14 +198,15 @@ static cluster_config *read_config(int watch) {
 }
 
 void member_offer(cluster_config *c) {
-    pthread_mutex_lock(&mb.mu);
-    if (!mb.pushed || mb.pushed->term < c->term) {
-        cluster_config_free(mb.pushed);
-        mb.pushed = c;
+    struct member_state *mb = server.member;
+    pthread_mutex_lock(&mb->mu);
+    if (!mb->pushed || mb->pushed->term < c->term) {
+        cluster_config_free(mb->pushed);
+        mb->pushed = c;
     } else {
         cluster_config_free(c);
     }
-    pthread_mutex_unlock(&mb.mu);
+    pthread_mutex_unlock(&mb->mu);
     zk_poke();
 }
 
@@ -218,13 +231,14 @@ typedef struct renew_ctx {
 } renew_ctx;
 
 static void grant(int64_t t_req, uint64_t term) {
+    struct member_state *mb = server.member;
     if (term != cluster_term()) {
         zk_poke();   /* the CM has another configuration: read it */
         return;
     }
     int64_t until = t_req + lease_us();
-    int64_t cur = atomic_load(&mb.lease_until);
-    while (until > cur && !atomic_compare_exchange_weak(&mb.lease_until, &cur, until)) {}
+    int64_t cur = atomic_load(&mb->lease_until);
+    while (until > cur && !atomic_compare_exchange_weak(&mb->lease_until, &cur, until)) {}
 }
 
 static void renew_cb(void *arg, int status, const uint8_t *p, size_t n) {
@@ -241,10 +255,11 @@ static void renew_cb(void *arg, int status, const uint8_t *p, size_t n) {
  * turns into a false failover. At most about four are in flight, each
  * timing out after a lease. */
 static void renew(void) {
+    struct member_state *mb = server.member;
     int64_t now = monotonic_us();
-    if (now - mb.renew_sent_us < lease_us() / 4) return;
-    mb.renew_sent_us = now;
-    int cm = atomic_load(&mb.cm_node);
+    if (now - mb->renew_sent_us < lease_us() / 4) return;
+    mb->renew_sent_us = now;
+    int cm = atomic_load(&mb->cm_node);
     if (cm < 0) return;
     if (cm == cluster_self()) {
         uint64_t term = 0;
@@ -261,22 +276,24 @@ static void renew(void) {
 /* The lease ran out since the last tick: say so once, and let the workers
  * drop replies computed under it. */
 static void watch_lease(void) {
+    struct member_state *mb = server.member;
     int held = member_lease_valid();
-    if (mb.lease_held && !held) {
-        atomic_fetch_add(&mb.lease_epoch, 1);
+    if (mb->lease_held && !held) {
+        atomic_fetch_add(&mb->lease_epoch, 1);
         server_wake_workers();
         serverLog(LL_WARNING, "Cluster: this node's lease expired (no renewal from the CM for %lld "
                   "ms): it serves nothing until renewed", server.cfg.cluster_lease_ms);
-    } else if (!mb.lease_held && held) {
+    } else if (!mb->lease_held && held) {
         serverLog(LL_NOTICE, "Cluster: lease granted by the CM (node %s); serving",
                   cluster_node_at(member_cm_node()) ? cluster_node_at(member_cm_node())->name : "?");
     }
-    mb.lease_held = held;
+    mb->lease_held = held;
 }
 
 /* ---------------- the CM's location ---------------- */
 
 static void locate_cm(int watch) {
+    struct member_state *mb = server.member;
     char path[256], **names = NULL;
     int n = 0;
     path_of(path, sizeof(path), "cm");
@@ -289,11 +306,11 @@ static void locate_cm(int watch) {
         free(data);
     }
     zk_free_names(names, n);
-    int before = atomic_exchange(&mb.cm_node, cm);
+    int before = atomic_exchange(&mb->cm_node, cm);
     if (before != cm && cm >= 0) {
         serverLog(LL_NOTICE, "Cluster: the configuration manager is node %s",
                   cluster_node_at(cm)->name);
-        mb.renew_sent_us = 0;   /* renew with it at once */
+        mb->renew_sent_us = 0;   /* renew with it at once */
     }
 }
 
@@ -301,12 +318,13 @@ static void locate_cm(int watch) {
 
 /* Learners our sessions have caught up: the CM makes them backups. */
 static void report_learners(void) {
+    struct member_state *mb = server.member;
     static int64_t last;
     int64_t now = monotonic_us();
     if (now - last < 100000) return;
     last = now;
     uint64_t l = repl_live_learners();
-    int cm = atomic_load(&mb.cm_node);
+    int cm = atomic_load(&mb->cm_node);
     if (!l || cm < 0) return;
     if (cm == cluster_self()) {
         cm_caughtup(cm, cluster_term(), l);
@@ -321,10 +339,11 @@ static void report_learners(void) {
 /* ---------------- the thread ---------------- */
 
 static void check_config(int from_zk) {
-    pthread_mutex_lock(&mb.mu);
-    cluster_config *c = mb.pushed;
-    mb.pushed = NULL;
-    pthread_mutex_unlock(&mb.mu);
+    struct member_state *mb = server.member;
+    pthread_mutex_lock(&mb->mu);
+    cluster_config *c = mb->pushed;
+    mb->pushed = NULL;
+    pthread_mutex_unlock(&mb->mu);
     if (c) adopt(c);
     if (from_zk) {
         c = read_config(1);
@@ -333,13 +352,13 @@ static void check_config(int from_zk) {
 }
 
 static void *member_main(void *arg) {
-    (void)arg;
+    struct member_state *mb = arg;
     pthread_setname_np(pthread_self(), "rowan-member");
     int tick_ms = (int)(server.cfg.cluster_lease_ms / 8);
     if (tick_ms < 2) tick_ms = 2;
     uint64_t seen = 0;
     int64_t last_poll = 0;
-    while (!atomic_load(&mb.stopping)) {
+    while (!atomic_load(&mb->stopping)) {
         uint64_t now_seen = zk_wait(seen, tick_ms);
         int fired = now_seen != seen;
         seen = now_seen;
@@ -362,9 +381,10 @@ static void *member_main(void *arg) {
 /* ---------------- start-up ---------------- */
 
 static int register_node(char *err, size_t errlen) {
+    struct member_state *mb = server.member;
     const cluster_node *me = cluster_self_node();
     char path[512], data[400];
-    snprintf(path, sizeof(path), "%s/nodes/%s", mb.root, me->name);
+    snprintf(path, sizeof(path), "%s/nodes/%s", mb->root, me->name);
     int n = snprintf(data, sizeof(data), "%s %d %d", me->host, me->port, me->repl_port);
     int rc = zk_create(path, data, (size_t)n, 0, NULL, 0);
     if (rc == ZK_EXISTS) rc = zk_set(path, data, (size_t)n, -1, NULL);
@@ -376,8 +396,9 @@ static int register_node(char *err, size_t errlen) {
 }
 
 int member_join(char *err, size_t errlen) {
+    struct member_state *mb = server.member;
     int64_t t0 = monotonic_us();
-    snprintf(mb.root, sizeof(mb.root), "/rowan/%s", cluster_name());
+    snprintf(mb->root, sizeof(mb->root), "/rowan/%s", cluster_name());
     if (zk_open(cluster_zk_hosts(), (int)server.cfg.zookeeper_session_timeout, 10000, err,
                 errlen) != 0)
         return -1;
@@ -394,12 +415,12 @@ int member_join(char *err, size_t errlen) {
         if (rc == ZK_FAIL) usleep(200000);
     }
     if (rc != ZK_OK) {
-        snprintf(err, errlen, "cannot create %s in ZooKeeper: %s", mb.root, zk_errstr(rc));
+        snprintf(err, errlen, "cannot create %s in ZooKeeper: %s", mb->root, zk_errstr(rc));
         return -1;
     }
     if (register_node(err, errlen) != 0) return -1;
     bus_register(BUS_CONFIG, on_config_push);
-    cm_start(mb.root);
+    cm_start(mb->root);
     int64_t t_reg = monotonic_us();
     /* wait for a configuration that has us in its table */
     uint64_t seen = 0;
@@ -422,26 +443,28 @@ int member_join(char *err, size_t errlen) {
         }
         seen = zk_wait(seen, 200);
     }
-    mb.joined_us = monotonic_us();
+    mb->joined_us = monotonic_us();
     locate_cm(1);
     serverLog(LL_NOTICE, "Cluster: joined %s at term %llu (ZooKeeper %.3f s, configuration %.3f s)",
               cluster_name(), (unsigned long long)cluster_term(), (double)(t_reg - t0) / 1e6,
-              (double)(mb.joined_us - t_reg) / 1e6);
+              (double)(mb->joined_us - t_reg) / 1e6);
     return 0;
 }
 
 void member_start(void) {
+    struct member_state *mb = server.member;
     if (!cluster_managed()) return;
-    mb.running = 1;
-    pthread_create(&mb.thread, NULL, member_main, NULL);
+    mb->running = 1;
+    pthread_create(&mb->thread, NULL, member_main, mb);
 }
 
 void member_stop(void) {
-    if (!mb.running) return;
-    atomic_store(&mb.stopping, 1);
+    struct member_state *mb = server.member;
+    if (!mb->running) return;
+    atomic_store(&mb->stopping, 1);
     zk_poke();
-    pthread_join(mb.thread, NULL);
-    mb.running = 0;
+    pthread_join(mb->thread, NULL);
+    mb->running = 0;
     cm_stop();
     zk_close();
 }
@@ -470,15 +493,16 @@ int member_request_failover(int force, char *err, size_t errlen) {
     return -1;
 }
 
-int member_ever_leased(void) { return atomic_load(&mb.lease_until) != 0; }
+int member_ever_leased(void) { return atomic_load(&server.member->lease_until) != 0; }
 
 void member_stats_get(member_stats *o) {
+    struct member_state *mb = server.member;
     *o = (member_stats){0};
     if (!cluster_managed()) return;
-    int64_t left = atomic_load(&mb.lease_until) - monotonic_us();
+    int64_t left = atomic_load(&mb->lease_until) - monotonic_us();
     int cm = member_cm_node();
     const cluster_node *n = cm >= 0 ? cluster_node_at(cm) : NULL;
     *o = (member_stats){1, cluster_term(), n ? n->name : "?",
                         left > 0 ? (long long)(left / 1000) : 0LL,
-                        cluster_is_member(cluster_self()), atomic_load(&mb.adoptions)};
+                        cluster_is_member(cluster_self()), atomic_load(&mb->adoptions)};
 }

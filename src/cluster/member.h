@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Allocate server.member (at startup, before anything uses it). */
+void member_init(void);
 /* Managed mode, after recovery and before the workers: open the ZooKeeper
  * session, register this node, join the CM election, and wait until a
  * configuration names this node. 0, or -1 with err. */

@@ -17,6 +17,16 @@
 
 struct shard;
 struct worker;
+struct digest_state;
+struct repl_state;
+struct control_state;
+struct syncer_state;
+struct cleaner;
+struct member_state;
+struct cm_state;
+struct blog_state;
+struct bus_state;
+struct reconcile_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -182,6 +192,20 @@ struct rowan_server {
     _Atomic int debug_chunk_crash;
     time_t loading_start_time;
     _Atomic uint64_t loading_total_bytes, loading_loaded_bytes;
+    /* The state of the modules with threads of their own (each private to
+     * its file, allocated by its *_init at startup, before anything uses
+     * it): one server owns them, and their threads get them as their
+     * argument. */
+    struct digest_state *digest;     /* digest.c */
+    struct repl_state *repl;         /* repl.c */
+    struct control_state *control;   /* control.c */
+    struct syncer_state *syncer;     /* syncer.c */
+    struct cleaner *cleaner;         /* clean.c */
+    struct member_state *member;     /* member.c */
+    struct cm_state *cm;             /* cm.c */
+    struct blog_state *blog;         /* blog.c (from blog_init) */
+    struct bus_state *bus;           /* bus.c */
+    struct reconcile_state *reconcile; /* reconcile.c */
 };
 
 extern struct rowan_server server;

@@ -55,6 +55,7 @@ typedef struct sync_job {
 
 /* One queue and one thread per worker. */
 typedef struct sync_queue {
+    struct syncer_state *ss;   /* its owner, for the thread */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -63,24 +64,37 @@ typedef struct sync_queue {
     int stopping;
 } sync_queue;
 
-static sync_queue queues[MAX_SYNC_THREADS];
-static int nqueues;
+/* The syncer's whole state: one per server (server.syncer), allocated by
+ * syncer_init; each flush thread gets its queue, which points back to it. */
+struct syncer_state {
+    sync_queue queues[MAX_SYNC_THREADS];
+    int nqueues;
+    _Atomic int64_t last_flush_us;   /* the last flush's duration */
+};
+typedef struct syncer_state syncer_state;
 
 /* A flush slower than this stops the workers flushing inline (about ten
  * times a loaded VM's fdatasync p99, and far below replication-timeout). */
 #define INLINE_MAX_US 20000
-static _Atomic int64_t last_flush_us = INT64_MAX;   /* none yet: slow */
 
-void syncer_flush_now(void) {
+void syncer_init(void) {
+    syncer_state *ss = calloc(1, sizeof(*ss));
+    atomic_store(&ss->last_flush_us, INT64_MAX);   /* none yet: slow */
+    server.syncer = ss;
+}
+
+static void flush_timed(syncer_state *ss) {
     int64_t t0 = monotonic_us();
     pool_sync_all(server.pool);
-    atomic_store(&last_flush_us, monotonic_us() - t0);
+    atomic_store(&ss->last_flush_us, monotonic_us() - t0);
     atomic_fetch_add(&server.stat.syncs, 1);
 }
 
-int syncer_device_fast(void) { return atomic_load(&last_flush_us) < INLINE_MAX_US; }
+void syncer_flush_now(void) { flush_timed(server.syncer); }
 
-int64_t syncer_last_flush_us(void) { return atomic_load(&last_flush_us); }
+int syncer_device_fast(void) { return atomic_load(&server.syncer->last_flush_us) < INLINE_MAX_US; }
+
+int64_t syncer_last_flush_us(void) { return atomic_load(&server.syncer->last_flush_us); }
 
 static void wake_worker(void *w) { worker_wake(w); }
 
@@ -89,7 +103,8 @@ void syncer_submit(struct worker *w, _Atomic int *done) {
 }
 
 void syncer_submit_to(int queue, _Atomic int *done, void (*wake)(void *), void *arg) {
-    sync_queue *q = &queues[queue % nqueues];
+    syncer_state *ss = server.syncer;
+    sync_queue *q = &ss->queues[queue % ss->nqueues];
     pthread_mutex_lock(&q->mu);
     if (q->len == q->cap) {
         q->cap = q->cap ? q->cap * 2 : 16;
@@ -117,7 +132,7 @@ static void *syncer_main(void *arg) {
         memcpy(taken, q->jobs, sizeof(sync_job) * (size_t)n);
         q->len = 0;
         pthread_mutex_unlock(&q->mu);
-        syncer_flush_now();
+        flush_timed(q->ss);
         for (int i = 0; i < n; i++) {
             atomic_store(taken[i].done, 1);
             taken[i].wake(taken[i].arg);
@@ -130,9 +145,11 @@ static void *syncer_main(void *arg) {
 }
 
 void syncer_start(int n) {
-    nqueues = n < 1 ? 1 : n > MAX_SYNC_THREADS ? MAX_SYNC_THREADS : n;
-    for (int i = 0; i < nqueues; i++) {
-        sync_queue *q = &queues[i];
+    syncer_state *ss = server.syncer;
+    ss->nqueues = n < 1 ? 1 : n > MAX_SYNC_THREADS ? MAX_SYNC_THREADS : n;
+    for (int i = 0; i < ss->nqueues; i++) {
+        sync_queue *q = &ss->queues[i];
+        q->ss = ss;
         pthread_mutex_init(&q->mu, NULL);
         pthread_cond_init(&q->cv, NULL);
         pthread_create(&q->thread, NULL, syncer_main, q);
@@ -140,8 +157,9 @@ void syncer_start(int n) {
 }
 
 void syncer_stop(void) {
-    for (int i = 0; i < nqueues; i++) {
-        sync_queue *q = &queues[i];
+    syncer_state *ss = server.syncer;
+    for (int i = 0; i < ss->nqueues; i++) {
+        sync_queue *q = &ss->queues[i];
         pthread_mutex_lock(&q->mu);
         q->stopping = 1;
         pthread_cond_signal(&q->cv);

@@ -70,15 +70,37 @@
 #include "server.h"
 #include "shard.h"
 
-static pthread_t clean_thread;
-static _Atomic int clean_stopping;
-static log_writer clean_log;
-static pthread_mutex_t clean_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* The cleaner's whole state: one per server (server.cleaner), allocated by
+ * clean_init; the clean thread gets it as its argument. */
+struct cleaner {
+    pthread_t thread;
+    int running;
+    _Atomic int stopping;
+    log_writer log;             /* where live entries are copied to */
+    pthread_mutex_t mutex;      /* held while a segment is cleaned (clean_hold) */
+    _Atomic int state;          /* enum clean_state */
+    _Atomic int refused;        /* a write was refused since the cleaner looked */
+    _Atomic uint64_t handover_gen;
+    /* Only for sleeping: never held together with mutex or a shard lock
+     * by the cleaner, so a worker may signal it with its shard locks held. */
+    pthread_mutex_t wake_mutex;
+    pthread_cond_t wake_cond;
+};
+
+void clean_init(void) {
+    struct cleaner *cl = calloc(1, sizeof(*cl));
+    pthread_mutex_init(&cl->mutex, NULL);
+    pthread_mutex_init(&cl->wake_mutex, NULL);
+    pthread_cond_init(&cl->wake_cond, NULL);
+    atomic_store(&cl->state, CLEAN_IDLE);
+    server.cleaner = cl;
+}
 
 /* The least a reclaiming clean must win: 1/64 segment (64 KiB). */
 #define CLEAN_MIN_GAIN ((int64_t)POOL_SEG_SIZE / 64)
 
 typedef struct clean_job {
+    struct cleaner *cl;
     uint32_t seg;
     int foreign;               /* a segment of replicated entries (OWNER_CONTROL) */
     uint64_t oldest_other;     /* smallest seq of any other non-free segment */
@@ -97,12 +119,12 @@ static uint64_t oldest_other_seq(uint32_t except) {
 }
 
 /* Copy entry e (top-level or sub-entry) as a top-level entry; 0 if no room. */
-static uint64_t copy_entry(const log_entry *e) {
+static uint64_t copy_entry(struct cleaner *cl, const log_entry *e) {
     size_t len = log_entry_len(e->klen, e->vlen);
-    uint64_t off = log_writer_reserve(&clean_log, len, 0);
+    uint64_t off = log_writer_reserve(&cl->log, len, 0);
     if (!off) return 0;
-    log_entry_encode(log_writer_dst(&clean_log, off, len), e, 1);
-    log_writer_wrote(&clean_log, off, len);
+    log_entry_encode(log_writer_dst(&cl->log, off, len), e, 1);
+    log_writer_wrote(&cl->log, off, len);
     return off;
 }
 
@@ -126,7 +148,7 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         if (job->foreign || job->oldest_other < e->aux) {
             log_entry copy = *e;
             if (job->foreign) copy.aux = pool_seq_now(server.pool);
-            uint64_t off = copy_entry(&copy);
+            uint64_t off = copy_entry(job->cl, &copy);
             if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
                                    (int64_t)log_entry_len(e->klen, e->vlen));
             else job->failed = 1;
@@ -140,7 +162,7 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
     shard *s = &server.shards[e->shard];
     shard_lock(s);
     if (db_ref_is_live(s, ref, e)) {
-        uint64_t off = copy_entry(e);
+        uint64_t off = copy_entry(job->cl, e);
         if (off) {
             db_relocate(s, ref, off, e);
             job->copied += log_entry_len(e->klen, e->vlen);
@@ -163,15 +185,16 @@ static void clean_visit(void *arg, uint64_t off, const log_entry *e) {
 }
 
 int clean_segment(uint32_t seg) {
-    pthread_mutex_lock(&clean_mutex);
-    clean_job job = {.seg = seg, .oldest_other = oldest_other_seq(seg),
+    struct cleaner *cl = server.cleaner;
+    pthread_mutex_lock(&cl->mutex);
+    clean_job job = {.cl = cl, .seg = seg, .oldest_other = oldest_other_seq(seg),
                      .foreign = pool_seg_meta(server.pool, seg).owner == OWNER_CONTROL};
     seg_scan_report rep = {0};
     pool_advise_sequential(server.pool, seg, 1, 1); /* read it whole, ahead */
     seg_scan(seg, clean_visit, &job, &rep);
     pool_advise_sequential(server.pool, seg, 1, 0);
     /* The copies must be durable before the only other copy disappears. */
-    log_writer_sync(&clean_log);
+    log_writer_sync(&cl->log);
     /* So must every entry that made the others dead: an overwrite, a
      * deletion or a collection snapshot that a worker appended and applied,
      * but whose group commit has not completed yet. Freeing first, a power
@@ -185,12 +208,18 @@ int clean_segment(uint32_t seg) {
         atomic_fetch_add(&server.stat.clean_segments, 1);
         atomic_fetch_add(&server.stat.clean_bytes_copied, (long long)job.copied);
     }
-    pthread_mutex_unlock(&clean_mutex);
+    pthread_mutex_unlock(&cl->mutex);
     return job.failed ? -1 : 0;
 }
 
-void clean_hold(void) { pthread_mutex_lock(&clean_mutex); }
-void clean_release(void) { pthread_mutex_unlock(&clean_mutex); }
+/* Without server.cleaner (a unit test's verify_log) there is no cleaner
+ * to hold. */
+void clean_hold(void) {
+    if (server.cleaner) pthread_mutex_lock(&server.cleaner->mutex);
+}
+void clean_release(void) {
+    if (server.cleaner) pthread_mutex_unlock(&server.cleaner->mutex);
+}
 
 /* What a pass over the segment table found. */
 typedef struct clean_scan {
@@ -217,18 +246,18 @@ static void scan_segments(clean_scan *sc) {
 }
 
 /* Room left in the clean log's current segment: copies go there first. */
-static int64_t clean_log_room(void) {
-    return clean_log.seg < 0 ? 0 : (int64_t)POOL_SEG_SIZE - clean_log.pos;
+static int64_t clean_log_room(const struct cleaner *cl) {
+    return cl->log.seg < 0 ? 0 : (int64_t)POOL_SEG_SIZE - cl->log.pos;
 }
 
 /* The segment to clean now, or -1 (cleaner thread only: it reads the clean
  * log). Segments the cleaner is writing are USING, so never picked.
  * reclaim: writes are being refused (file comment). */
-static int64_t pick_victim(int reclaim) {
+static int64_t pick_victim(struct cleaner *cl, int reclaim) {
     clean_scan sc;
     scan_segments(&sc);
     int64_t limit = (int64_t)POOL_SEG_SIZE * server.cfg.clean_threshold / 100;
-    if (reclaim && sc.reclaimable + clean_log_room() >= (int64_t)POOL_SEG_SIZE)
+    if (reclaim && sc.reclaimable + clean_log_room(cl) >= (int64_t)POOL_SEG_SIZE)
         limit = (int64_t)POOL_SEG_SIZE - CLEAN_MIN_GAIN + 1;
     return sc.victim_live < limit ? sc.victim : -1;
 }
@@ -251,47 +280,47 @@ static uint32_t clean_target(void) {
 
 /* ---- state, wake-ups and hand-overs ---- */
 
-static _Atomic int clean_state = CLEAN_IDLE;
-static _Atomic int clean_refused;          /* a write was refused since the cleaner looked */
-static _Atomic uint64_t handover_gen;
-/* Only for sleeping: never held together with clean_mutex or a shard lock
- * by the cleaner, so a worker may signal it with its shard locks held. */
-static pthread_mutex_t wake_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake_cond = PTHREAD_COND_INITIALIZER;
-
-static void clean_wake(void) {
-    pthread_mutex_lock(&wake_mutex);
-    pthread_cond_signal(&wake_cond);
-    pthread_mutex_unlock(&wake_mutex);
+static void clean_wake(struct cleaner *cl) {
+    pthread_mutex_lock(&cl->wake_mutex);
+    pthread_cond_signal(&cl->wake_cond);
+    pthread_mutex_unlock(&cl->wake_mutex);
 }
 
 /* Sleep ms, or less if a refusal (or clean_stop) comes in meanwhile. */
-static void clean_sleep(int ms) {
+static void clean_sleep(struct cleaner *cl, int ms) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += (long)ms * 1000000L;
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
-    pthread_mutex_lock(&wake_mutex);
-    if (!atomic_load(&clean_refused) && !atomic_load(&clean_stopping))
-        pthread_cond_timedwait(&wake_cond, &wake_mutex, &ts);
-    pthread_mutex_unlock(&wake_mutex);
+    pthread_mutex_lock(&cl->wake_mutex);
+    if (!atomic_load(&cl->refused) && !atomic_load(&cl->stopping))
+        pthread_cond_timedwait(&cl->wake_cond, &cl->wake_mutex, &ts);
+    pthread_mutex_unlock(&cl->wake_mutex);
 }
 
+/* Without server.cleaner (a tool such as rowan-check-pool, a unit test)
+ * there is no cleaner to tell, and none is working. */
 void clean_note_refusal(void) {
-    atomic_store(&clean_refused, 1);
-    atomic_fetch_add(&handover_gen, 1);
-    clean_wake();
+    struct cleaner *cl = server.cleaner;
+    if (!cl) return;
+    atomic_store(&cl->refused, 1);
+    atomic_fetch_add(&cl->handover_gen, 1);
+    clean_wake(cl);
 }
 
-uint64_t clean_handover_gen(void) { return atomic_load(&handover_gen); }
+uint64_t clean_handover_gen(void) {
+    return server.cleaner ? atomic_load(&server.cleaner->handover_gen) : 0;
+}
 
 int clean_should_take(const log_writer *w) {
     if (w->seg < 0) return 0;
     return (int64_t)POOL_SEG_SIZE - pool_live_get(w->p, (uint32_t)w->seg) >= CLEAN_MIN_GAIN;
 }
 
-int clean_state_now(void) { return atomic_load(&clean_state); }
+int clean_state_now(void) {
+    return server.cleaner ? atomic_load(&server.cleaner->state) : CLEAN_IDLE;
+}
 
 const char *clean_state_name(int state) {
     static const char *names[] = {"idle", "cleaning", "waiting", "reclaiming", "full"};
@@ -302,36 +331,37 @@ const char *clean_state_name(int state) {
  * holds enough dead bytes (entries relocated into it and deleted since).
  * Only dead bytes count here, not its unused tail: a segment just copied
  * has none, so cleaning it again could not loop. 1 if it was sealed. */
-static int seal_own_dead_segment(void) {
-    if (clean_log.seg < 0) return 0;
-    int64_t dead = (int64_t)clean_log.pos - pool_live_get(server.pool, (uint32_t)clean_log.seg);
+static int seal_own_dead_segment(struct cleaner *cl) {
+    if (cl->log.seg < 0) return 0;
+    int64_t dead = (int64_t)cl->log.pos - pool_live_get(server.pool, (uint32_t)cl->log.seg);
     if (dead < CLEAN_MIN_GAIN) return 0;
-    pthread_mutex_lock(&clean_mutex);
-    log_writer_seal(&clean_log);
-    pthread_mutex_unlock(&clean_mutex);
+    pthread_mutex_lock(&cl->mutex);
+    log_writer_seal(&cl->log);
+    pthread_mutex_unlock(&cl->mutex);
     return 1;
 }
 
 static void *clean_main(void *arg) {
+    struct cleaner *cl = arg;
     pthread_setname_np(pthread_self(), "rowan-clean");
     int reclaim = 0;
-    while (!atomic_load(&clean_stopping)) {
-        if (atomic_exchange(&clean_refused, 0)) reclaim = 1;
+    while (!atomic_load(&cl->stopping)) {
+        if (atomic_exchange(&cl->refused, 0)) reclaim = 1;
         if (!db_space_low()) reclaim = 0;
         if (!reclaim && pool_free_count(server.pool) >= clean_target()) {
-            atomic_store(&clean_state, CLEAN_IDLE);
-            clean_sleep(5);
+            atomic_store(&cl->state, CLEAN_IDLE);
+            clean_sleep(cl, 5);
             continue;
         }
-        int64_t victim = pick_victim(reclaim);
+        int64_t victim = pick_victim(cl, reclaim);
         if (victim < 0) {
-            if (reclaim && seal_own_dead_segment()) continue;
-            atomic_store(&clean_state, reclaim ? CLEAN_FULL : CLEAN_WAITING);
-            clean_sleep(20);
+            if (reclaim && seal_own_dead_segment(cl)) continue;
+            atomic_store(&cl->state, reclaim ? CLEAN_FULL : CLEAN_WAITING);
+            clean_sleep(cl, 20);
             continue;
         }
-        atomic_store(&clean_state, reclaim ? CLEAN_RECLAIMING : CLEAN_CLEANING);
-        if (clean_segment((uint32_t)victim) != 0) clean_sleep(20);
+        atomic_store(&cl->state, reclaim ? CLEAN_RECLAIMING : CLEAN_CLEANING);
+        if (clean_segment((uint32_t)victim) != 0) clean_sleep(cl, 20);
     }
     return NULL;
 }
@@ -340,26 +370,26 @@ static void *clean_main(void *arg) {
  * cleaner's own, so no other thread reads its log writer. */
 void clean_wait_for_space(int timeout_ms) {
     for (int waited = 0; waited < timeout_ms && db_space_low(); waited++) {
-        int st = atomic_load(&clean_state);
+        int st = clean_state_now();
         if (st != CLEAN_CLEANING && st != CLEAN_RECLAIMING) break;
         usleep(1000);
     }
 }
 
-static int clean_running;
-
 void clean_start(void) {
-    log_writer_init(&clean_log, server.pool, OWNER_CLEAN, 0);
-    clean_log.on_sealed = log_writer_commit_sealed;
-    pthread_create(&clean_thread, NULL, clean_main, NULL);
-    clean_running = 1;
+    struct cleaner *cl = server.cleaner;
+    log_writer_init(&cl->log, server.pool, OWNER_CLEAN, 0);
+    cl->log.on_sealed = log_writer_commit_sealed;
+    pthread_create(&cl->thread, NULL, clean_main, cl);
+    cl->running = 1;
 }
 
 void clean_stop(void) {
-    if (!clean_running) return; /* a shutdown during loading: never started */
-    clean_running = 0;
-    atomic_store(&clean_stopping, 1);
-    clean_wake();
-    pthread_join(clean_thread, NULL);
-    log_writer_sync(&clean_log);
+    struct cleaner *cl = server.cleaner;
+    if (!cl->running) return; /* a shutdown during loading: never started */
+    cl->running = 0;
+    atomic_store(&cl->stopping, 1);
+    clean_wake(cl);
+    pthread_join(cl->thread, NULL);
+    log_writer_sync(&cl->log);
 }

@@ -13,6 +13,8 @@ enum clean_state {
     CLEAN_FULL,        /* writes were refused and nothing can be won: live data fills the pool */
 };
 
+/* Allocate server.cleaner (at startup, before anything uses it). */
+void clean_init(void);
 void clean_start(void);
 void clean_stop(void);
 /* Clean one segment now (tests, and the thread's own step). 0 ok, -1 if the

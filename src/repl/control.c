@@ -97,29 +97,53 @@ typedef struct ctl_link {
     int dirty;                /* landed since the last flush began */
 } ctl_link;
 
-static int listen_fd = -1, ep = -1;
-static pthread_t ctl_thread;
-static _Atomic int ctl_stopping;
-static int ctl_running;
-static ctl_link *links[CTL_MAX_LINKS];
-static _Atomic long long st_msgs, st_refused, st_links;
-static _Atomic long long st_flushes;   /* flushes begun: each covers every message landed before it */
-static _Atomic uint64_t drop_mask;   /* nodes whose links control_drop_nodes asked to close */
-static _Atomic uint64_t drop_asked, drop_done;   /* requests made / handled (control_drop_nodes) */
+typedef struct ctl_flight {
+    blog_flush st;
+    _Atomic int done;
+} ctl_flight;
 
-static void link_close(ctl_link *l, const char *why) {
+/* The control thread's whole state: one per server (server.control),
+ * allocated by control_init; the thread gets it as its argument. */
+struct control_state {
+    int listen_fd, ep;
+    pthread_t thread;
+    _Atomic int stopping;
+    int running;
+    int verbs_on;             /* replication-transport verbs */
+    ctl_link *links[CTL_MAX_LINKS];
+    _Atomic long long st_msgs, st_refused, st_links;
+    _Atomic long long st_flushes;   /* flushes begun: each covers every message landed before it */
+    _Atomic uint64_t drop_mask;     /* nodes whose links control_drop_nodes asked to close */
+    _Atomic uint64_t drop_asked, drop_done;   /* requests made / handled (control_drop_nodes) */
+    /* Flushes in flight (block storage), oldest first (flush_start); the
+     * flush thread wakes us through the eventfd wake_fd. */
+    int wake_fd;
+    ctl_flight flights[CTL_FLIGHTS];
+    int fl_head, fl_count;
+    int64_t next_expiry_us;   /* expire_handshakes' next check */
+    int busy;                 /* ctl_wait: the last round had events */
+};
+typedef struct control_state control_state;
+
+void control_init(void) {
+    control_state *cs = calloc(1, sizeof(*cs));
+    cs->listen_fd = cs->ep = cs->wake_fd = -1;
+    server.control = cs;
+}
+
+static void link_close(control_state *cs, ctl_link *l, const char *why) {
     if (why)
         serverLog(LL_WARNING, "Replication link from node %d sender %d closed: %s", l->node,
                   l->sender, why);
     if (l->c.fd >= 0) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
+        epoll_ctl(cs->ep, EPOLL_CTL_DEL, l->c.fd, NULL);
         conn_close(&l->c);
     }
     for (int i = 0; i < CTL_MAX_LINKS; i++)
-        if (links[i] == l) links[i] = NULL;
+        if (cs->links[i] == l) cs->links[i] = NULL;
     free(l->buf);
     free(l);
-    atomic_fetch_sub(&st_links, 1);
+    atomic_fetch_sub(&cs->st_links, 1);
 }
 
 /* Ack the first `count` messages of l (they are persisted). */
@@ -220,7 +244,7 @@ static int tls_drain(ctl_link *l) {
 /* Land every complete message in l's buffer. -1 if the link must close
  * (why says why, or is empty when that was reported already), 1 if it was
  * handed to a worker (rpc mode). */
-static int land_frames(ctl_link *l, char *why, size_t whylen) {
+static int land_frames(control_state *cs, ctl_link *l, char *why, size_t whylen) {
     size_t pos = 0;
     if (!l->hello_ok) {
         long n = link_greet(l, why, whylen);
@@ -234,7 +258,7 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         serverLog(LL_VERBOSE, "Replication link from node %d sender %d accepted", l->node, l->sender);
         if (l->sender == REPL_LINK_BUS) {
             /* a cluster bus link: the bus thread serves it (bus.c) */
-            epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
+            epoll_ctl(cs->ep, EPOLL_CTL_DEL, l->c.fd, NULL);
             if (tls_drain(l) != 0) {
                 snprintf(why, whylen, "peer went away");
                 return -1;
@@ -246,7 +270,7 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         }
         if (server.cfg.replication_mode == REPL_MODE_RPC) {
             /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
-            epoll_ctl(ep, EPOLL_CTL_DEL, l->c.fd, NULL);
+            epoll_ctl(cs->ep, EPOLL_CTL_DEL, l->c.fd, NULL);
             rpcb_adopt(l->c.fd, l->node, l->sender, l->buf + pos, l->len - pos);
             l->c.fd = -1;
             return 1;
@@ -258,7 +282,7 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         if (span < 0) return -1;
         if (span == 0) break;
         if (!blog_land(p, (size_t)span)) {
-            atomic_fetch_add(&st_refused, 1);
+            atomic_fetch_add(&cs->st_refused, 1);
             /* as a refused client write does (db.c): the cleaner reclaims
              * now, whatever its threshold, so that the sender's retry (a
              * catch-up after false failovers re-sends whole copies) finds
@@ -271,7 +295,7 @@ static int land_frames(ctl_link *l, char *why, size_t whylen) {
         l->landed++;
         l->dirty = 1;
         pos += (size_t)span;
-        atomic_fetch_add(&st_msgs, 1);
+        atomic_fetch_add(&cs->st_msgs, 1);
         if (p[4] == LOG_RESYNC) {
             /* a partial catch-up: our own share of it lands right behind
              * its begin marker (delta.h) */
@@ -305,73 +329,73 @@ static size_t link_room(ctl_link *l) {
 
 /* Close l after land_frames returned rc != 0: log why, unless it is empty
  * (reported already) or the link went to a worker (rc > 0). */
-static void link_end(ctl_link *l, int rc, const char *why) {
-    link_close(l, rc < 0 && why[0] ? why : NULL);
+static void link_end(control_state *cs, ctl_link *l, int rc, const char *why) {
+    link_close(cs, l, rc < 0 && why[0] ? why : NULL);
 }
 
 /* TLS: arm or disarm EPOLLOUT (OpenSSL needs the socket writable). */
-static void link_want_out(ctl_link *l, int out) {
+static void link_want_out(control_state *cs, ctl_link *l, int out) {
     if (out == l->ev_out) return;
     struct epoll_event ev = {.events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = l};
-    epoll_ctl(ep, EPOLL_CTL_MOD, l->c.fd, &ev);
+    epoll_ctl(cs->ep, EPOLL_CTL_MOD, l->c.fd, &ev);
     l->ev_out = out;
 }
 
 /* TLS: one step of the handshake, then the challenge. 0 = go on reading,
  * -1 = not yet, or l was closed. */
-static int link_tls(ctl_link *l) {
+static int link_tls(control_state *cs, ctl_link *l) {
     if (!l->tls_wait) return 0;
     int want_write = 0;
     char why[256];
     int rc = peer_tls_handshake(&l->c, &want_write, why, sizeof(why));
     if (rc < 0) {
         pauth_refused_fd(l->c.fd, why);
-        link_close(l, NULL);
+        link_close(cs, l, NULL);
         return -1;
     }
-    link_want_out(l, rc == 0 && want_write);
+    link_want_out(cs, l, rc == 0 && want_write);
     if (rc == 0) return -1;
     l->tls_wait = 0;
     if (peer_send_all(&l->c, l->auth.challenge, PAUTH_CHALLENGE_LEN) != 0) {
-        link_close(l, NULL);
+        link_close(cs, l, NULL);
         return -1;
     }
     return 0;
 }
 
 /* Read what l has (up to the round's budget) and land it. */
-static void link_readable(ctl_link *l) {
+static void link_readable(control_state *cs, ctl_link *l) {
     size_t got = 0;
     char why[512];
-    if (l->c.ssl && link_tls(l) != 0) return;
+    if (l->c.ssl && link_tls(cs, l) != 0) return;
     while (got < CTL_READ_BUDGET) {
         size_t want = link_room(l);
         ssize_t n = l->c.ssl ? conn_read(&l->c, l->buf + l->len, want)
                              : recv(l->c.fd, l->buf + l->len, want, 0);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && errno == EAGAIN) {
-            if (l->c.ssl) link_want_out(l, (l->c.want & CONN_READ_WANTS_WRITE) != 0);
+            if (l->c.ssl) link_want_out(cs, l, (l->c.want & CONN_READ_WANTS_WRITE) != 0);
             break;
         }
         if (n <= 0) {
             /* land what arrived complete before the close, then go */
-            int rc = land_frames(l, why, sizeof(why));
+            int rc = land_frames(cs, l, why, sizeof(why));
             if (rc != 0) {
-                link_end(l, rc, why);
+                link_end(cs, l, rc, why);
                 return;
             }
             if (l->dirty) {
                 blog_persist();
                 send_ack(l, l->landed); /* best effort: the peer may be gone */
             }
-            link_close(l, NULL);
+            link_close(cs, l, NULL);
             return;
         }
         l->len += (size_t)n;
         got += (size_t)n;
-        int rc = land_frames(l, why, sizeof(why));
+        int rc = land_frames(cs, l, why, sizeof(why));
         if (rc != 0) {
-            link_end(l, rc, why);
+            link_end(cs, l, rc, why);
             return;
         }
         /* A short read drained the socket (nearly always): skip the recv
@@ -381,15 +405,15 @@ static void link_readable(ctl_link *l) {
     }
 }
 
-static void accept_all(void) {
+static void accept_all(control_state *cs) {
     for (;;) {
-        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(cs->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         int slot = -1;
         for (int i = 0; i < CTL_MAX_LINKS && slot < 0; i++)
-            if (!links[i]) slot = i;
+            if (!cs->links[i]) slot = i;
         if (slot < 0) {
             serverLog(LL_WARNING, "Replication: too many links (%d), refusing one", CTL_MAX_LINKS);
             close(fd);
@@ -413,10 +437,10 @@ static void accept_all(void) {
             free(l);
             continue;
         }
-        links[slot] = l;
+        cs->links[slot] = l;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
-        epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
-        atomic_fetch_add(&st_links, 1);
+        epoll_ctl(cs->ep, EPOLL_CTL_ADD, fd, &ev);
+        atomic_fetch_add(&cs->st_links, 1);
     }
 }
 
@@ -425,31 +449,25 @@ static void accept_all(void) {
  * flushes with the t-log's instead of adding their own. The thread wakes us
  * through an eventfd; jobs of one flush thread complete in submission
  * order. While one flush runs, the next round's landings get a flush of
- * their own instead of waiting for the running one to finish first. */
-static int wake_fd = -1;
-static struct ctl_flight {
-    blog_flush st;
-    _Atomic int done;
-} flights[CTL_FLIGHTS];
-static int fl_head, fl_count;
-
+ * their own instead of waiting for the running one to finish first
+ * (control_state's flights). The flush thread wakes us with ctl_wake. */
 static void ctl_wake(void *arg) {
-    (void)arg;
+    control_state *cs = arg;
     uint64_t one = 1;
-    if (write(wake_fd, &one, sizeof(one)) < 0) { /* a wakeup is pending anyway */ }
+    if (write(cs->wake_fd, &one, sizeof(one)) < 0) { /* a wakeup is pending anyway */ }
 }
 
 /* Ack what each finished flush covered, oldest first. */
-static void flush_complete(void) {
-    while (fl_count && atomic_load(&flights[fl_head].done)) {
-        blog_flush_end(&flights[fl_head].st);
+static void flush_complete(control_state *cs) {
+    while (cs->fl_count && atomic_load(&cs->flights[cs->fl_head].done)) {
+        blog_flush_end(&cs->flights[cs->fl_head].st);
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
-            ctl_link *l = links[i];
-            if (l && l->upto[fl_head] > l->acked && send_ack(l, l->upto[fl_head]) != 0)
-                link_close(l, "peer went away");
+            ctl_link *l = cs->links[i];
+            if (l && l->upto[cs->fl_head] > l->acked && send_ack(l, l->upto[cs->fl_head]) != 0)
+                link_close(cs, l, "peer went away");
         }
-        fl_head = (fl_head + 1) % CTL_FLIGHTS;
-        fl_count--;
+        cs->fl_head = (cs->fl_head + 1) % CTL_FLIGHTS;
+        cs->fl_count--;
     }
 }
 
@@ -465,45 +483,42 @@ static void flush_complete(void) {
  * higher rate). While the device is slow (syncer.c, a flush over 20 ms)
  * the flush goes to the syncer again, so that a stuck device does not
  * stop the thread reading its links. */
-static void flush_start(void) {
-    int slot = (fl_head + fl_count) % CTL_FLIGHTS;
+static void flush_start(control_state *cs) {
+    int slot = (cs->fl_head + cs->fl_count) % CTL_FLIGHTS;
     for (int i = 0; i < CTL_MAX_LINKS; i++) {
-        ctl_link *l = links[i];
+        ctl_link *l = cs->links[i];
         if (!l) continue;
         l->upto[slot] = l->dirty ? l->landed : 0;
         l->dirty = 0;
     }
-    blog_flush_begin(&flights[slot].st);
-    fl_count++;
-    atomic_fetch_add(&st_flushes, 1);
+    blog_flush_begin(&cs->flights[slot].st);
+    cs->fl_count++;
+    atomic_fetch_add(&cs->st_flushes, 1);
     int pmem = pool_is_pmem(server.pool);
     if (pmem || syncer_device_fast()) {
         if (!pmem) syncer_flush_now();   /* inline: see the comment above */
-        atomic_store(&flights[slot].done, 1);
-        flush_complete();
+        atomic_store(&cs->flights[slot].done, 1);
+        flush_complete(cs);
         return;
     }
-    atomic_store(&flights[slot].done, 0);
-    syncer_submit_to(0, &flights[slot].done, ctl_wake, NULL);
+    atomic_store(&cs->flights[slot].done, 0);
+    syncer_submit_to(0, &cs->flights[slot].done, ctl_wake, cs);
 }
 
 /* Close links whose handshake is overdue (checked at most every 100 ms). */
-static void expire_handshakes(void) {
-    static int64_t next_us;
+static void expire_handshakes(control_state *cs) {
     int64_t now = monotonic_us();
-    if (now < next_us) return;
-    next_us = now + 100000;
+    if (now < cs->next_expiry_us) return;
+    cs->next_expiry_us = now + 100000;
     for (int i = 0; i < CTL_MAX_LINKS; i++) {
-        ctl_link *l = links[i];
+        ctl_link *l = cs->links[i];
         if (!l || l->hello_ok || now < l->deadline_us) continue;
         char why[64];
         snprintf(why, sizeof(why), "no handshake within %d ms", CTL_AUTH_TIMEOUT_MS);
         pauth_refused_fd(l->c.fd, why);
-        link_close(l, NULL);
+        link_close(cs, l, NULL);
     }
 }
-
-static int verbs_on;   /* replication-transport verbs */
 
 /* Wait for the next round's events. Under load messages arrive every few
  * tens of microseconds, and putting the thread to sleep and waking it again
@@ -514,65 +529,65 @@ static int verbs_on;   /* replication-transport verbs */
  * that, and polling only takes CPU from the workers (measured: disk pools
  * lost ~15% with it). */
 #define CTL_SPIN_US 50
-static int ctl_wait(struct epoll_event *evs, int max, int timeout_ms) {
-    static int busy;
-    if (busy && pool_is_pmem(server.pool)) {
+static int ctl_wait(control_state *cs, struct epoll_event *evs, int max, int timeout_ms) {
+    if (cs->busy && pool_is_pmem(server.pool)) {
         int64_t until = monotonic_us() + CTL_SPIN_US;
         do {
-            int n = epoll_wait(ep, evs, max, 0);
+            int n = epoll_wait(cs->ep, evs, max, 0);
             if (n) return n;
         } while (monotonic_us() < until);
     }
-    int n = epoll_wait(ep, evs, max, timeout_ms);
-    busy = n > 0;
+    int n = epoll_wait(cs->ep, evs, max, timeout_ms);
+    cs->busy = n > 0;
     return n;
 }
 
 void control_drop_nodes(uint64_t nodes, int wait) {
+    control_state *cs = server.control;
     if (!nodes) return;
-    atomic_fetch_or(&drop_mask, nodes);
-    uint64_t ticket = atomic_fetch_add(&drop_asked, 1) + 1;
-    if (wake_fd >= 0) ctl_wake(NULL);
+    atomic_fetch_or(&cs->drop_mask, nodes);
+    uint64_t ticket = atomic_fetch_add(&cs->drop_asked, 1) + 1;
+    if (cs->wake_fd >= 0) ctl_wake(cs);
     /* the control thread handles requests at least every 100 ms */
-    while (wait && ctl_running && atomic_load(&drop_done) < ticket) usleep(200);
+    while (wait && cs->running && atomic_load(&cs->drop_done) < ticket) usleep(200);
 }
 
-static void drop_requested(void) {
-    uint64_t asked = atomic_load(&drop_asked);
-    uint64_t m = atomic_exchange(&drop_mask, 0);
+static void drop_requested(control_state *cs) {
+    uint64_t asked = atomic_load(&cs->drop_asked);
+    uint64_t m = atomic_exchange(&cs->drop_mask, 0);
     for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
-        ctl_link *l = links[i];
-        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(l, "dropped: its node left the "
+        ctl_link *l = cs->links[i];
+        if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(cs, l, "dropped: its node left the "
                                                                       "configuration, or a re-sync "
                                                                       "was requested");
     }
-    atomic_store(&drop_done, asked);
+    atomic_store(&cs->drop_done, asked);
 }
 
 static void *control_main(void *arg) {
-    (void)arg;
+    control_state *cs = arg;
     pthread_setname_np(pthread_self(), "rowan-control");
     struct epoll_event evs[64];
-    while (!atomic_load(&ctl_stopping) || fl_count) {
+    while (!atomic_load(&cs->stopping) || cs->fl_count) {
         /* With the verbs transport the same thread also drives the SRQ
          * (landing, persisting and acking what the NIC delivered); the TCP
          * side then only carries the managers' catch-up streams. */
-        if (verbs_on) verbs_receiver_poll(0);
-        int n = ctl_wait(evs, 64, verbs_on ? 1 : 100);
+        if (cs->verbs_on) verbs_receiver_poll(0);
+        int n = ctl_wait(cs, evs, 64, cs->verbs_on ? 1 : 100);
         for (int i = 0; i < n; i++) {
-            if (evs[i].data.ptr == NULL) accept_all();
-            else if (evs[i].data.ptr == &wake_fd) {
+            if (evs[i].data.ptr == NULL) accept_all(cs);
+            else if (evs[i].data.ptr == &cs->wake_fd) {
                 uint64_t v;
-                if (read(wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */ }
-            } else link_readable(evs[i].data.ptr);   /* EPOLLOUT too: TLS wants it */
+                if (read(cs->wake_fd, &v, sizeof(v)) < 0) { /* nothing pending */ }
+            } else link_readable(cs, evs[i].data.ptr);   /* EPOLLOUT too: TLS wants it */
         }
-        flush_complete();
-        drop_requested();
-        expire_handshakes();
-        if (fl_count == CTL_FLIGHTS || atomic_load(&ctl_stopping)) continue;
+        flush_complete(cs);
+        drop_requested(cs);
+        expire_handshakes(cs);
+        if (cs->fl_count == CTL_FLIGHTS || atomic_load(&cs->stopping)) continue;
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
-            if (links[i] && links[i]->dirty) {
-                flush_start();
+            if (cs->links[i] && cs->links[i]->dirty) {
+                flush_start(cs);
                 break;
             }
         }
@@ -616,18 +631,19 @@ static int bind_allows(const struct sockaddr *sa) {
  * opening a port through which anyone could write to this node's backups
  * (peer_auth.c). */
 int control_listen(char *err, size_t errlen) {
+    control_state *cs = server.control;
     const cluster_node *me = cluster_self_node();   /* known in static and managed mode */
     char why[256];
     if (peer_tls_configure(err, errlen) != 0) return -1;
-    listen_fd = bind_tcp(me->host, me->repl_port, why, sizeof(why));
-    if (listen_fd < 0) {
+    cs->listen_fd = bind_tcp(me->host, me->repl_port, why, sizeof(why));
+    if (cs->listen_fd < 0) {
         snprintf(err, errlen, "Could not create replication TCP listening socket %s:%d: %s",
                  me->host, me->repl_port, why);
         return -1;
     }
     struct sockaddr_storage ss;
     socklen_t sslen = sizeof(ss);
-    int allowed = getsockname(listen_fd, (struct sockaddr *)&ss, &sslen) == 0 &&
+    int allowed = getsockname(cs->listen_fd, (struct sockaddr *)&ss, &sslen) == 0 &&
                   bind_allows((struct sockaddr *)&ss);
     /* over TLS a peer must hold a certificate of the cluster's CA: that
      * authenticates it even without a secret */
@@ -637,27 +653,28 @@ int control_listen(char *err, size_t errlen) {
                  "not allow, and no cluster-secret or requirepass is set: anyone reaching it could "
                  "write to this node's backups. Set cluster-secret (the same on every node), or "
                  "add %s to bind", me->host, me->repl_port, server.cfg.bind, me->host);
-        close(listen_fd);
-        listen_fd = -1;
+        close(cs->listen_fd);
+        cs->listen_fd = -1;
         return -1;
     }
     return 0;
 }
 
 int control_start(char *err, size_t errlen) {
+    control_state *cs = server.control;
     const cluster_node *me = cluster_self_node();
-    if (listen_fd < 0 && control_listen(err, errlen) != 0) return -1;
-    if (listen(listen_fd, CTL_BACKLOG) != 0) {
+    if (cs->listen_fd < 0 && control_listen(err, errlen) != 0) return -1;
+    if (listen(cs->listen_fd, CTL_BACKLOG) != 0) {
         snprintf(err, errlen, "replication port %s:%d: listen: %s", me->host, me->repl_port,
                  strerror(errno));
         return -1;
     }
-    ep = epoll_create1(EPOLL_CLOEXEC);
+    cs->ep = epoll_create1(EPOLL_CLOEXEC);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-    epoll_ctl(ep, EPOLL_CTL_ADD, listen_fd, &ev);
-    wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &wake_fd};
-    epoll_ctl(ep, EPOLL_CTL_ADD, wake_fd, &wev);
+    epoll_ctl(cs->ep, EPOLL_CTL_ADD, cs->listen_fd, &ev);
+    cs->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event wev = {.events = EPOLLIN, .data.ptr = &cs->wake_fd};
+    epoll_ctl(cs->ep, EPOLL_CTL_ADD, cs->wake_fd, &wev);
     blog_init();
     if (server.cfg.replication_transport == REPL_TRANSPORT_VERBS) {
         /* rdma_cm listens on the same port number as the TCP listener (the
@@ -669,10 +686,10 @@ int control_start(char *err, size_t errlen) {
             snprintf(err, errlen, "replication-transport verbs: %s", verr);
             return -1;
         }
-        verbs_on = 1;
+        cs->verbs_on = 1;
     }
-    ctl_running = 1;
-    pthread_create(&ctl_thread, NULL, control_main, NULL);
+    cs->running = 1;
+    pthread_create(&cs->thread, NULL, control_main, cs);
     serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s, peers "
               "authenticate with: %s%s)", me->host, me->repl_port,
               server.cfg.replication_mode ? "rpc" : "rowan", pauth_secret_source(),
@@ -681,22 +698,24 @@ int control_start(char *err, size_t errlen) {
 }
 
 void control_stop(void) {
-    if (!ctl_running) return;
-    atomic_store(&ctl_stopping, 1);
-    pthread_join(ctl_thread, NULL);
-    if (verbs_on) verbs_receiver_stop();
+    control_state *cs = server.control;
+    if (!cs->running) return;
+    atomic_store(&cs->stopping, 1);
+    pthread_join(cs->thread, NULL);
+    if (cs->verbs_on) verbs_receiver_stop();
     for (int i = 0; i < CTL_MAX_LINKS; i++)
-        if (links[i]) link_close(links[i], NULL);
-    close(listen_fd);
-    listen_fd = -1;
-    close(wake_fd);
-    close(ep);
-    ctl_running = 0;
+        if (cs->links[i]) link_close(cs, cs->links[i], NULL);
+    close(cs->listen_fd);
+    cs->listen_fd = -1;
+    close(cs->wake_fd);
+    close(cs->ep);
+    cs->running = 0;
 }
 
 void control_get_stats(long long *msgs, long long *refused, long long *nlinks, long long *flushes) {
-    *msgs = atomic_load(&st_msgs);
-    *flushes = atomic_load(&st_flushes);
-    *refused = atomic_load(&st_refused);
-    *nlinks = atomic_load(&st_links);
+    control_state *cs = server.control;
+    *msgs = atomic_load(&cs->st_msgs);
+    *flushes = atomic_load(&cs->st_flushes);
+    *refused = atomic_load(&cs->st_refused);
+    *nlinks = atomic_load(&cs->st_links);
 }

@@ -55,69 +55,92 @@ typedef struct dg_shard {
  * usually because another replica of the shard is down. */
 #define DIGEST_STALL_MS 10000
 
-static pthread_t dg_thread;
-static int dg_running;
-static _Atomic int dg_stopping;
-static pthread_mutex_t dg_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t dg_cv = PTHREAD_COND_INITIALIZER;
-/* under dg_mu: segments announced by the control thread and the frontier */
-static uint32_t *ann;
-static size_t nann, capann;
-static size_t front_idx;   /* index into ann of the frontier segment */
-static uint32_t front_pos;
-static int have_front;
-/* digest thread only */
-static dg_seg *segs;
-static size_t nsegs, capsegs, first_open; /* segs[0..first_open) committed */
-static size_t cur_idx;
-static uint32_t cur_pos;
-static dg_shard *sh;
-/* Serialises on_entry: the digest thread (rowan mode) or backup workers
- * (rpc mode) feed it. */
-static pthread_mutex_t apply_mu = PTHREAD_MUTEX_INITIALIZER;
-/* statistics */
-static _Atomic uint64_t st_pub, st_dig, st_applied, st_dropped, st_pending, st_corrupt,
-    st_resyncs, st_committed, st_diverged, st_stalled;
+typedef struct dg_job {
+    void (*fn)(void *);
+    void *arg;
+    struct dg_job *next;
+} dg_job;
+
+/* The digest's whole state: one per server (server.digest), allocated by
+ * digest_init; the digest thread gets it as its argument. */
+struct digest_state {
+    pthread_t thread;
+    int running;
+    _Atomic int stopping;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    /* under mu: segments announced by the control thread, the frontier and
+     * the jobs queued by digest_run */
+    uint32_t *ann;
+    size_t nann, capann;
+    size_t front_idx;   /* index into ann of the frontier segment */
+    uint32_t front_pos;
+    int have_front;
+    dg_job *jobs;
+    /* digest thread only */
+    dg_seg *segs;
+    size_t nsegs, capsegs, first_open; /* segs[0..first_open) committed */
+    size_t cur_idx;
+    uint32_t cur_pos;
+    dg_shard *sh;
+    /* Serialises on_entry: the digest thread (rowan mode) or backup workers
+     * (rpc mode) feed it. */
+    pthread_mutex_t apply_mu;
+    /* statistics */
+    _Atomic uint64_t st_pub, st_dig, st_applied, st_dropped, st_pending, st_corrupt,
+        st_resyncs, st_committed, st_diverged, st_stalled;
+};
+typedef struct digest_state digest_state;
+
+void digest_init(void) {
+    digest_state *ds = calloc(1, sizeof(*ds));
+    pthread_mutex_init(&ds->mu, NULL);
+    pthread_cond_init(&ds->cv, NULL);
+    pthread_mutex_init(&ds->apply_mu, NULL);
+    server.digest = ds;
+}
 
 void digest_segment_started(uint32_t seg) {
-    pthread_mutex_lock(&dg_mu);
-    if (nann == capann) {
-        capann = capann ? capann * 2 : 64;
-        ann = realloc(ann, capann * sizeof(uint32_t));
+    digest_state *ds = server.digest;
+    pthread_mutex_lock(&ds->mu);
+    if (ds->nann == ds->capann) {
+        ds->capann = ds->capann ? ds->capann * 2 : 64;
+        ds->ann = realloc(ds->ann, ds->capann * sizeof(uint32_t));
     }
-    ann[nann++] = seg;
-    pthread_mutex_unlock(&dg_mu);
+    ds->ann[ds->nann++] = seg;
+    pthread_mutex_unlock(&ds->mu);
 }
 
 void digest_publish(uint32_t seg, uint32_t pos) {
-    pthread_mutex_lock(&dg_mu);
+    digest_state *ds = server.digest;
+    pthread_mutex_lock(&ds->mu);
     /* seg is one of the newest announced segments (the b-log may have moved
      * on while the flush ran): the latest announcement of it */
-    uint64_t before = have_front ? (uint64_t)front_idx * POOL_SEG_SIZE + front_pos : 0;
-    size_t i = nann;
-    while (i > 0 && ann[i - 1] != seg) i--;
+    uint64_t before = ds->have_front ? (uint64_t)ds->front_idx * POOL_SEG_SIZE + ds->front_pos : 0;
+    size_t i = ds->nann;
+    while (i > 0 && ds->ann[i - 1] != seg) i--;
     if (i == 0) {
-        pthread_mutex_unlock(&dg_mu);
+        pthread_mutex_unlock(&ds->mu);
         return;   /* cannot happen: every b-log segment is announced first */
     }
-    if (have_front && (i - 1 < front_idx || (i - 1 == front_idx && pos < front_pos))) {
-        pthread_mutex_unlock(&dg_mu);
+    if (ds->have_front && (i - 1 < ds->front_idx || (i - 1 == ds->front_idx && pos < ds->front_pos))) {
+        pthread_mutex_unlock(&ds->mu);
         return;   /* an older flush finishing after a newer one: never move back */
     }
-    front_idx = i - 1;
-    front_pos = pos;
-    have_front = 1;
-    uint64_t now = (uint64_t)front_idx * POOL_SEG_SIZE + front_pos;
-    if (now > before) atomic_fetch_add(&st_pub, now - before);
+    ds->front_idx = i - 1;
+    ds->front_pos = pos;
+    ds->have_front = 1;
+    uint64_t now = (uint64_t)ds->front_idx * POOL_SEG_SIZE + ds->front_pos;
+    if (now > before) atomic_fetch_add(&ds->st_pub, now - before);
     /* No signal: the digest is off the critical path and polls every
      * DIGEST_POLL_MS; waking it on every control-thread round would cost a
      * context switch per round on the cores the workers need. */
-    pthread_mutex_unlock(&dg_mu);
+    pthread_mutex_unlock(&ds->mu);
 }
 
 /* ---- applying ---- */
 
-static void pend_push(dg_shard *d, uint64_t ver, uint64_t ref) {
+static void pend_push(digest_state *ds, dg_shard *d, uint64_t ver, uint64_t ref) {
     if (d->n == d->cap) {
         d->cap = d->cap ? d->cap * 2 : 64;
         d->pend = realloc(d->pend, d->cap * sizeof(dg_item));
@@ -130,46 +153,46 @@ static void pend_push(dg_shard *d, uint64_t ver, uint64_t ref) {
         i--;
     }
     d->pend[i] = (dg_item){ver, ref};
-    atomic_fetch_add(&st_pending, 1);
+    atomic_fetch_add(&ds->st_pending, 1);
 }
 
-static void apply_one(shard *s, uint64_t ref) {
+static void apply_one(digest_state *ds, shard *s, uint64_t ref) {
     log_entry e;
     log_entry_decode(pool_ptr(server.pool, ref), &e);
     if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
     if (e.ver >= s->next_ver) s->next_ver = e.ver + 1;
-    atomic_fetch_add(&st_applied, 1);
+    atomic_fetch_add(&ds->st_applied, 1);
 }
 
 /* Apply shard sid's pending effects with version <= upto, in order. */
-static void apply_upto(int sid, uint64_t upto) {
-    dg_shard *d = &sh[sid];
+static void apply_upto(digest_state *ds, int sid, uint64_t upto) {
+    dg_shard *d = &ds->sh[sid];
     shard *s = &server.shards[sid];
     size_t k = 0;
     if (d->n && d->pend[0].ver <= upto) {
         shard_lock(s);
-        while (k < d->n && d->pend[k].ver <= upto) apply_one(s, d->pend[k++].ref);
+        while (k < d->n && d->pend[k].ver <= upto) apply_one(ds, s, d->pend[k++].ref);
         shard_unlock(s);
         memmove(d->pend, d->pend + k, (d->n - k) * sizeof(dg_item));
         d->n -= k;
-        atomic_fetch_sub(&st_pending, k);
+        atomic_fetch_sub(&ds->st_pending, k);
     }
     if (upto > d->applied) d->applied = upto;
     atomic_store(&s->durable_ver, d->applied);
 }
 
-static dg_seg *cur_seg(void) { return &segs[cur_idx]; }
+static dg_seg *cur_seg(digest_state *ds) { return &ds->segs[ds->cur_idx]; }
 
 /* Drop shard d's pending effects with version <= upto (a re-sync covers
  * them). Later ones stay: they were written after its snapshot. */
-static void pend_drop_upto(dg_shard *d, uint64_t upto) {
+static void pend_drop_upto(digest_state *ds, dg_shard *d, uint64_t upto) {
     size_t k = 0;
     while (k < d->n && d->pend[k].ver <= upto) k++;
     if (!k) return;
     memmove(d->pend, d->pend + k, (d->n - k) * sizeof(dg_item));
     d->n -= k;
-    atomic_fetch_sub(&st_pending, k);
-    atomic_fetch_add(&st_dropped, k);
+    atomic_fetch_sub(&ds->st_pending, k);
+    atomic_fetch_add(&ds->st_dropped, k);
 }
 
 /* An effect (top-level or inside a group) of shard e->shard at ref; g is
@@ -189,23 +212,23 @@ static int takes_shard(int sid, int resync) {
     return cluster_is_backup(sid) || (resync && atomic_load(&server.shards[sid].fetching));
 }
 
-static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
+static void on_effect(digest_state *ds, const log_entry *e, uint64_t ref, dg_seg *g) {
     if (!takes_shard(e->shard, (e->flags & LOG_F_RESYNC) != 0)) {
-        atomic_fetch_add(&st_dropped, 1);
+        atomic_fetch_add(&ds->st_dropped, 1);
         return;
     }
-    dg_shard *d = &sh[e->shard];
+    dg_shard *d = &ds->sh[e->shard];
     if (e->flags & LOG_F_RESYNC) {
         if (!d->resync_ver || e->ver != d->resync_ver) {
-            atomic_fetch_add(&st_dropped, 1);
+            atomic_fetch_add(&ds->st_dropped, 1);
             return;
         }
         shard *s = &server.shards[e->shard];
         shard_lock(s);
-        apply_one(s, ref);
+        apply_one(ds, s, ref);
         shard_unlock(s);
         if (e->type == LOG_FLUSHDB) {   /* the end: everything <= ver is in */
-            atomic_fetch_add(&st_resyncs, 1);
+            atomic_fetch_add(&ds->st_resyncs, 1);
             /* a whole new copy; a learner's copy stays suspect, though
              * (member.c): CommitVers did not wait for its acks */
             atomic_store(&s->resync_term, d->resync_term);
@@ -216,16 +239,16 @@ static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
             d->applied = e->ver;          /* reset, even if it was higher */
             d->commitver = e->ver;
             d->progress_us = monotonic_us();
-            apply_upto(e->shard, e->ver);
+            apply_upto(ds, e->shard, e->ver);
         }
         return;
     }
     if (e->ver <= d->applied || (d->resync_ver && e->ver <= d->resync_ver)) {
-        atomic_fetch_add(&st_dropped, 1);
+        atomic_fetch_add(&ds->st_dropped, 1);
         return;
     }
     if (d->n == 0) d->progress_us = monotonic_us();
-    pend_push(d, e->ver, ref);
+    pend_push(ds, d, e->ver, ref);
     if (!g) return;
     if (!g->maxver) g->maxver = calloc((size_t)server.nshards, sizeof(uint64_t));
     if (e->ver > g->maxver[e->shard]) g->maxver[e->shard] = e->ver;
@@ -235,9 +258,9 @@ static void on_effect(const log_entry *e, uint64_t ref, dg_seg *g) {
  * what this copy reflects (a primary that lost history, or a foreign one).
  * Never apply on top of it: log it, count it, and drop the primary's links
  * so that it starts a new session, whose catch-up re-syncs the shard. */
-static void on_diverged(int sid, uint64_t got) {
-    dg_shard *d = &sh[sid];
-    atomic_fetch_add(&st_diverged, 1);
+static void on_diverged(digest_state *ds, int sid, uint64_t got) {
+    dg_shard *d = &ds->sh[sid];
+    atomic_fetch_add(&ds->st_diverged, 1);
     serverLog(LL_WARNING, "Digest: shard %d diverged: its primary committed version %llu after "
               "%llu; dropping its links so that it re-syncs this copy", sid,
               (unsigned long long)got, (unsigned long long)d->commitver);
@@ -245,55 +268,55 @@ static void on_diverged(int sid, uint64_t got) {
     if (p >= 0) control_drop_nodes(1ULL << p, 0);
 }
 
-static void on_commitver(const log_entry *e) {
+static void on_commitver(digest_state *ds, const log_entry *e) {
     if (e->shard >= server.nshards) return;
-    dg_shard *d = &sh[e->shard];
+    dg_shard *d = &ds->sh[e->shard];
     if (d->resync_ver) return;            /* the re-sync's end sets it */
     if (e->ver < d->commitver) {
-        on_diverged(e->shard, e->ver);
+        on_diverged(ds, e->shard, e->ver);
         return;
     }
     if (e->ver == d->commitver) return;
     d->commitver = e->ver;
     d->progress_us = monotonic_us();
     d->stall_logged = 0;
-    apply_upto(e->shard, e->ver);
+    apply_upto(ds, e->shard, e->ver);
 }
 
-static void on_resync_begin(const log_entry *e) {
+static void on_resync_begin(digest_state *ds, const log_entry *e) {
     if (!takes_shard(e->shard, 1)) return;
-    dg_shard *d = &sh[e->shard];
-    pend_drop_upto(d, e->ver);
+    dg_shard *d = &ds->sh[e->shard];
+    pend_drop_upto(ds, d, e->ver);
     d->resync_ver = e->ver;
     d->resync_term = e->aux;
 }
 
-static void on_entry(const log_entry *e, uint64_t off, dg_seg *g) {
+static void on_entry(digest_state *ds, const log_entry *e, uint64_t off, dg_seg *g) {
     switch (e->type) {
     case LOG_COMMITVER:
-        on_commitver(e);
+        on_commitver(ds, e);
         break;
     case LOG_RESYNC:
-        on_resync_begin(e);
+        on_resync_begin(ds, e);
         break;
     case LOG_GROUP: {
         size_t pos = 0, sub_off;
         log_entry sub;
-        while (log_group_next(e, &pos, &sub, &sub_off)) on_effect(&sub, off + sub_off, g);
+        while (log_group_next(e, &pos, &sub, &sub_off)) on_effect(ds, &sub, off + sub_off, g);
         break;
     }
     default:
-        on_effect(e, off, g);
+        on_effect(ds, e, off, g);
     }
 }
 
 /* Shards whose entries have waited too long for a CommitVer: counted for
  * INFO, logged once per episode. */
-static void check_stalls(void) {
+static void check_stalls(digest_state *ds) {
     int64_t now = monotonic_us();
     uint64_t stalled = 0;
     for (int sid = 0; sid < server.nshards; sid++) {
-        dg_shard *d = &sh[sid];
+        dg_shard *d = &ds->sh[sid];
         if (!d->n || now - d->progress_us < (int64_t)DIGEST_STALL_MS * 1000) continue;
         stalled++;
         if (d->stall_logged) continue;
@@ -302,102 +325,96 @@ static void check_stalls(void) {
                   "commit (is a replica of the shard down?); this copy is behind", sid, d->n,
                   (double)(now - d->progress_us) / 1e6);
     }
-    atomic_store(&st_stalled, stalled);
+    atomic_store(&ds->st_stalled, stalled);
 }
 
 /* ---- segments ---- */
 
-static int seg_committable(const dg_seg *g) {
+static int seg_committable(digest_state *ds, const dg_seg *g) {
     if (!g->complete) return 0;
     if (!g->maxver) return 1;
     for (int s = 0; s < server.nshards; s++)
-        if (g->maxver[s] > sh[s].applied) return 0;
+        if (g->maxver[s] > ds->sh[s].applied) return 0;
     return 1;
 }
 
 /* Commit complete segments whose MaxVer <= CommitVer (applied), oldest
  * first. Order is kept so first_open only moves forward. */
-static void commit_segments(void) {
-    for (size_t i = first_open; i < nsegs; i++) {
-        dg_seg *g = &segs[i];
+static void commit_segments(digest_state *ds) {
+    for (size_t i = ds->first_open; i < ds->nsegs; i++) {
+        dg_seg *g = &ds->segs[i];
         if (g->seg == UINT32_MAX) continue;
-        if (!seg_committable(g)) continue;
+        if (!seg_committable(ds, g)) continue;
         pool_seg_set_state(server.pool, g->seg, SEG_COMMITTED);
         free(g->maxver);
         g->maxver = NULL;
         g->seg = UINT32_MAX;
-        atomic_fetch_add(&st_committed, 1);
+        atomic_fetch_add(&ds->st_committed, 1);
     }
-    while (first_open < nsegs && segs[first_open].seg == UINT32_MAX) first_open++;
+    while (ds->first_open < ds->nsegs && ds->segs[ds->first_open].seg == UINT32_MAX) ds->first_open++;
 }
 
 /* Read segment segs[cur_idx] from cur_pos up to limit. Returns 1 if the
  * segment has no more entries (only zeroes follow before limit). */
-static int read_segment(uint32_t limit) {
-    const uint8_t *base = pool_ptr(server.pool, pool_seg_offset(server.pool, cur_seg()->seg));
-    uint64_t seg_off = pool_seg_offset(server.pool, cur_seg()->seg);
-    while (cur_pos + LOG_HDR_SIZE <= limit) {
+static int read_segment(digest_state *ds, uint32_t limit) {
+    const uint8_t *base = pool_ptr(server.pool, pool_seg_offset(server.pool, cur_seg(ds)->seg));
+    uint64_t seg_off = pool_seg_offset(server.pool, cur_seg(ds)->seg);
+    while (ds->cur_pos + LOG_HDR_SIZE <= limit) {
         log_entry e;
-        size_t n = log_entry_check(base + cur_pos, limit - cur_pos, &e);
+        size_t n = log_entry_check(base + ds->cur_pos, limit - ds->cur_pos, &e);
         if (n) {
-            pthread_mutex_lock(&apply_mu);
-            on_entry(&e, seg_off + cur_pos, cur_seg());
-            pthread_mutex_unlock(&apply_mu);
-            atomic_fetch_add(&st_dig, log_entry_span(n));
-            cur_pos += (uint32_t)log_entry_span(n);
+            pthread_mutex_lock(&ds->apply_mu);
+            on_entry(ds, &e, seg_off + ds->cur_pos, cur_seg(ds));
+            pthread_mutex_unlock(&ds->apply_mu);
+            atomic_fetch_add(&ds->st_dig, log_entry_span(n));
+            ds->cur_pos += (uint32_t)log_entry_span(n);
             continue;
         }
         uint64_t first8;
-        memcpy(&first8, base + cur_pos, 8);
+        memcpy(&first8, base + ds->cur_pos, 8);
         if (first8 == 0) return 1;   /* nothing more was written here */
         /* A message that fails its checksum (a faulty sender): skip it
          * 64 bytes at a time to the next valid entry, never interpret it. */
-        atomic_fetch_add(&st_corrupt, 1);
+        atomic_fetch_add(&ds->st_corrupt, 1);
         serverLog(LL_WARNING, "Digest: b-log segment %u offset %u fails its checksum; skipped",
-                  cur_seg()->seg, cur_pos);
-        cur_pos += LOG_ALIGN;
-        atomic_fetch_add(&st_dig, LOG_ALIGN);
+                  cur_seg(ds)->seg, ds->cur_pos);
+        ds->cur_pos += LOG_ALIGN;
+        atomic_fetch_add(&ds->st_dig, LOG_ALIGN);
     }
-    return cur_pos + LOG_HDR_SIZE > POOL_SEG_SIZE;
+    return ds->cur_pos + LOG_HDR_SIZE > POOL_SEG_SIZE;
 }
 
-static void adopt_announced(size_t upto) {
-    pthread_mutex_lock(&dg_mu);
-    while (nsegs < upto && nsegs < nann) {
-        if (nsegs == capsegs) {
-            capsegs = capsegs ? capsegs * 2 : 64;
-            segs = realloc(segs, capsegs * sizeof(dg_seg));
+static void adopt_announced(digest_state *ds, size_t upto) {
+    pthread_mutex_lock(&ds->mu);
+    while (ds->nsegs < upto && ds->nsegs < ds->nann) {
+        if (ds->nsegs == ds->capsegs) {
+            ds->capsegs = ds->capsegs ? ds->capsegs * 2 : 64;
+            ds->segs = realloc(ds->segs, ds->capsegs * sizeof(dg_seg));
         }
-        segs[nsegs] = (dg_seg){.seg = ann[nsegs]};
-        nsegs++;
+        ds->segs[ds->nsegs] = (dg_seg){.seg = ds->ann[ds->nsegs]};
+        ds->nsegs++;
     }
-    pthread_mutex_unlock(&dg_mu);
+    pthread_mutex_unlock(&ds->mu);
 }
-
-typedef struct dg_job {
-    void (*fn)(void *);
-    void *arg;
-    struct dg_job *next;
-} dg_job;
-static dg_job *jobs;   /* under dg_mu */
 
 void digest_run(void (*fn)(void *), void *arg) {
+    digest_state *ds = server.digest;
     dg_job *j = malloc(sizeof(*j));
     j->fn = fn;
     j->arg = arg;
-    pthread_mutex_lock(&dg_mu);
-    j->next = jobs;
-    jobs = j;
-    pthread_cond_signal(&dg_cv);
-    pthread_mutex_unlock(&dg_mu);
+    pthread_mutex_lock(&ds->mu);
+    j->next = ds->jobs;
+    ds->jobs = j;
+    pthread_cond_signal(&ds->cv);
+    pthread_mutex_unlock(&ds->mu);
 }
 
 /* Run the queued jobs, oldest first (after the round's digesting). */
-static void run_jobs(void) {
-    pthread_mutex_lock(&dg_mu);
-    dg_job *j = jobs, *rev = NULL;
-    jobs = NULL;
-    pthread_mutex_unlock(&dg_mu);
+static void run_jobs(digest_state *ds) {
+    pthread_mutex_lock(&ds->mu);
+    dg_job *j = ds->jobs, *rev = NULL;
+    ds->jobs = NULL;
+    pthread_mutex_unlock(&ds->mu);
     while (j) {
         dg_job *next = j->next;
         j->next = rev;
@@ -406,9 +423,9 @@ static void run_jobs(void) {
     }
     while (rev) {
         dg_job *next = rev->next;
-        pthread_mutex_lock(&apply_mu);
+        pthread_mutex_lock(&ds->apply_mu);
         rev->fn(rev->arg);
-        pthread_mutex_unlock(&apply_mu);
+        pthread_mutex_unlock(&ds->apply_mu);
         free(rev);
         rev = next;
     }
@@ -424,102 +441,109 @@ static uint64_t index_top(int sid) {
 }
 
 uint64_t digest_max_version(int sid) {
-    dg_shard *d = &sh[sid];
+    digest_state *ds = server.digest;
+    dg_shard *d = &ds->sh[sid];
     uint64_t v = index_top(sid);
     if (d->n && d->pend[d->n - 1].ver > v) v = d->pend[d->n - 1].ver;
     return v;
 }
 
-uint64_t digest_committed(int sid) { return sh[sid].applied; }
+uint64_t digest_committed(int sid) { return server.digest->sh[sid].applied; }
 
-int digest_receiving_resync(int sid) { return sh[sid].resync_ver != 0; }
+int digest_receiving_resync(int sid) { return server.digest->sh[sid].resync_ver != 0; }
 
 void digest_set_committed(int sid) {
-    dg_shard *d = &sh[sid];
+    digest_state *ds = server.digest;
+    dg_shard *d = &ds->sh[sid];
     uint64_t v = index_top(sid);
-    pend_drop_upto(d, v);
+    pend_drop_upto(ds, d, v);
     d->resync_ver = 0;
     d->applied = d->commitver = v;
     d->progress_us = monotonic_us();
 }
 
 uint64_t digest_apply_all(int sid) {
-    dg_shard *d = &sh[sid];
-    if (d->n) apply_upto(sid, d->pend[d->n - 1].ver);
+    digest_state *ds = server.digest;
+    dg_shard *d = &ds->sh[sid];
+    if (d->n) apply_upto(ds, sid, d->pend[d->n - 1].ver);
     return digest_max_version(sid);
 }
 
 static void *digest_main(void *arg) {
-    (void)arg;
+    digest_state *ds = arg;
     pthread_setname_np(pthread_self(), "rowan-digest");
-    while (!atomic_load(&dg_stopping)) {
-        pthread_mutex_lock(&dg_mu);
-        if (!jobs && (!have_front || (cur_idx == front_idx && cur_pos == front_pos))) {
+    while (!atomic_load(&ds->stopping)) {
+        pthread_mutex_lock(&ds->mu);
+        if (!ds->jobs && (!ds->have_front || (ds->cur_idx == ds->front_idx && ds->cur_pos == ds->front_pos))) {
             struct timespec ts = deadline_in_ms(CLOCK_REALTIME, DIGEST_POLL_MS);
-            pthread_cond_timedwait(&dg_cv, &dg_mu, &ts);
+            pthread_cond_timedwait(&ds->cv, &ds->mu, &ts);
         }
-        int have = have_front;
-        size_t fidx = front_idx;
-        uint32_t fpos = front_pos;
-        pthread_mutex_unlock(&dg_mu);
+        int have = ds->have_front;
+        size_t fidx = ds->front_idx;
+        uint32_t fpos = ds->front_pos;
+        pthread_mutex_unlock(&ds->mu);
         if (!have) {
-            run_jobs();
+            run_jobs(ds);
             continue;
         }
-        adopt_announced(fidx + 1);
-        while (cur_idx <= fidx) {
-            uint32_t limit = cur_idx == fidx ? fpos : POOL_SEG_SIZE;
-            int ended = read_segment(limit);
-            if (cur_idx == fidx) break;
+        adopt_announced(ds, fidx + 1);
+        while (ds->cur_idx <= fidx) {
+            uint32_t limit = ds->cur_idx == fidx ? fpos : POOL_SEG_SIZE;
+            int ended = read_segment(ds, limit);
+            if (ds->cur_idx == fidx) break;
             /* an older segment: the b-log moved on, so it is complete */
             (void)ended;
-            atomic_fetch_add(&st_dig, POOL_SEG_SIZE - cur_pos); /* the unused tail */
-            cur_seg()->complete = 1;
-            cur_idx++;
-            cur_pos = 0;
+            atomic_fetch_add(&ds->st_dig, POOL_SEG_SIZE - ds->cur_pos); /* the unused tail */
+            cur_seg(ds)->complete = 1;
+            ds->cur_idx++;
+            ds->cur_pos = 0;
         }
-        commit_segments();
-        check_stalls();
-        run_jobs();
+        commit_segments(ds);
+        check_stalls(ds);
+        run_jobs(ds);
     }
-    run_jobs();
+    run_jobs(ds);
     return NULL;
 }
 
 void digest_feed(const log_entry *e, uint64_t off) {
-    pthread_mutex_lock(&apply_mu);
-    on_entry(e, off, NULL);
-    atomic_fetch_add(&st_dig, log_entry_span(log_entry_len(e->klen, e->vlen)));
-    atomic_fetch_add(&st_pub, log_entry_span(log_entry_len(e->klen, e->vlen)));
-    pthread_mutex_unlock(&apply_mu);
+    digest_state *ds = server.digest;
+    pthread_mutex_lock(&ds->apply_mu);
+    on_entry(ds, e, off, NULL);
+    atomic_fetch_add(&ds->st_dig, log_entry_span(log_entry_len(e->klen, e->vlen)));
+    atomic_fetch_add(&ds->st_pub, log_entry_span(log_entry_len(e->klen, e->vlen)));
+    pthread_mutex_unlock(&ds->apply_mu);
 }
 
 void digest_start(void) {
-    sh = calloc((size_t)server.nshards, sizeof(dg_shard));
-    dg_running = 1;
-    pthread_create(&dg_thread, NULL, digest_main, NULL);
+    digest_state *ds = server.digest;
+    ds->sh = calloc((size_t)server.nshards, sizeof(dg_shard));
+    ds->running = 1;
+    pthread_create(&ds->thread, NULL, digest_main, ds);
 }
 
 void digest_stop(void) {
-    if (!dg_running) return;
-    atomic_store(&dg_stopping, 1);
-    pthread_mutex_lock(&dg_mu);
-    pthread_cond_signal(&dg_cv);
-    pthread_mutex_unlock(&dg_mu);
-    pthread_join(dg_thread, NULL);
-    dg_running = 0;
+    digest_state *ds = server.digest;
+    if (!ds->running) return;
+    atomic_store(&ds->stopping, 1);
+    pthread_mutex_lock(&ds->mu);
+    pthread_cond_signal(&ds->cv);
+    pthread_mutex_unlock(&ds->mu);
+    pthread_join(ds->thread, NULL);
+    ds->running = 0;
 }
 
 void digest_get_stats(digest_stats *o) {
+    digest_state *ds = server.digest;
     memset(o, 0, sizeof(*o));
-    o->published_bytes = atomic_load(&st_pub);
-    o->digested_bytes = atomic_load(&st_dig);
-    o->applied = atomic_load(&st_applied);
-    o->dropped = atomic_load(&st_dropped);
-    o->pending = atomic_load(&st_pending);
-    o->corrupt = atomic_load(&st_corrupt);
-    o->resyncs = atomic_load(&st_resyncs);
-    o->segs_committed = atomic_load(&st_committed);
-    o->diverged = atomic_load(&st_diverged);
-    o->stalled_shards = atomic_load(&st_stalled);
+    o->published_bytes = atomic_load(&ds->st_pub);
+    o->digested_bytes = atomic_load(&ds->st_dig);
+    o->applied = atomic_load(&ds->st_applied);
+    o->dropped = atomic_load(&ds->st_dropped);
+    o->pending = atomic_load(&ds->st_pending);
+    o->corrupt = atomic_load(&ds->st_corrupt);
+    o->resyncs = atomic_load(&ds->st_resyncs);
+    o->segs_committed = atomic_load(&ds->st_committed);
+    o->diverged = atomic_load(&ds->st_diverged);
+    o->stalled_shards = atomic_load(&ds->st_stalled);
 }

@@ -19,6 +19,9 @@
 #define ROWAN_DIGEST_H
 #include <stdint.h>
 
+/* Allocate server.digest (before the control thread or replication uses
+ * the digest). */
+void digest_init(void);
 void digest_start(void);
 void digest_stop(void);
 /* Control thread: the b-log moved on to a fresh segment (in b-log order). */

@@ -6,7 +6,7 @@
  *     asks peers (BUS_SHARDINFO, one call per peer covering every shard it
  *     backs up and we still check), folds their answers into per-shard
  *     state, decides, starts fetches (BUS_FETCH) and settles shards;
- *   - bus callbacks only store answers (under rc.mu) for the next step;
+ *   - bus callbacks only store answers (under rc->mu) for the next step;
  *   - on the answering node, the bus handler hands the question to the
  *     digest thread (digest_run), which first digests everything landed,
  *     so an answer covers every entry this node has acknowledged; a fetch
@@ -77,13 +77,16 @@ typedef struct rc_peer {
     int asking;              /* a SHARDINFO call is in flight */
     int warned;
     int64_t next_try_us;
-    uint8_t *answer;         /* a reply waiting for the manager (under rc.mu) */
+    uint8_t *answer;         /* a reply waiting for the manager (under rc->mu) */
     size_t alen;
-    int failed;              /* the last call failed (under rc.mu) */
-    int stale;               /* it refused: its term is older (under rc.mu) */
+    int failed;              /* the last call failed (under rc->mu) */
+    int stale;               /* it refused: its term is older (under rc->mu) */
 } rc_peer;
 
-static struct {
+/* Reconciliation's whole state: one per server (server.reconcile),
+ * allocated by reconcile_alloc at startup. It runs on the replication
+ * manager's and the digest's threads, which reach it through the server. */
+struct reconcile_state {
     pthread_mutex_t mu;
     rc_shard *sh;
     rc_peer peers[CLUSTER_MAX_NODES];
@@ -91,10 +94,16 @@ static struct {
     _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
     _Atomic int *reapplied;         /* [nshards]: the digest applied again */
     int start_logged;               /* the startup phases were logged */
-} rc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+};
 
-int reconcile_pending(void) { return atomic_load(&rc.pending); }
-int reconcile_lost(void) { return atomic_load(&rc.lost); }
+void reconcile_alloc(void) {
+    struct reconcile_state *rc = calloc(1, sizeof(*rc));
+    pthread_mutex_init(&rc->mu, NULL);
+    server.reconcile = rc;
+}
+
+int reconcile_pending(void) { return atomic_load(&server.reconcile->pending); }
+int reconcile_lost(void) { return atomic_load(&server.reconcile->lost); }
 
 /* ---------------- answering (any node) ---------------- */
 
@@ -214,8 +223,9 @@ static void on_fetch(bus_req *r, int node, const uint8_t *p, size_t n) {
 /* The phases of a (cold) start, once: when every shard this node is
  * primary of is served, so at once when it has none to check. */
 static void log_startup(void) {
-    if (rc.start_logged) return;
-    rc.start_logged = 1;
+    struct reconcile_state *rc = server.reconcile;
+    if (rc->start_logged) return;
+    rc->start_logged = 1;
     double total = (double)(mstime() - server.start_ms) / 1e3;
     serverLog(LL_NOTICE, "Startup: every shard this node is primary of is served %.3f s "
               "after the process started (pool recovery %.3f s, then cluster join and "
@@ -224,20 +234,21 @@ static void log_startup(void) {
 }
 
 void reconcile_init(void) {
+    struct reconcile_state *rc = server.reconcile;
     bus_register(BUS_SHARDINFO, on_shardinfo);
     bus_register(BUS_FETCH, on_fetch);
     if (!cluster_enabled() || (cluster_replicas() < 2 && !cluster_managed())) return;
-    rc.sh = calloc((size_t)server.nshards, sizeof(rc_shard));
-    rc.activate = calloc((size_t)server.nshards, sizeof(*rc.activate));
-    rc.reapplied = calloc((size_t)server.nshards, sizeof(*rc.reapplied));
+    rc->sh = calloc((size_t)server.nshards, sizeof(rc_shard));
+    rc->activate = calloc((size_t)server.nshards, sizeof(*rc->activate));
+    rc->reapplied = calloc((size_t)server.nshards, sizeof(*rc->reapplied));
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
         if (!cluster_is_primary(s) || !cluster_backups_of(s)) continue;
-        rc.sh[s] = (rc_shard){.active = 1, .best_node = -1};
+        rc->sh[s] = (rc_shard){.active = 1, .best_node = -1};
         atomic_store(&server.shards[s].avail, SHARD_RECONCILING);
         n++;
     }
-    atomic_store(&rc.pending, n);
+    atomic_store(&rc->pending, n);
     if (n)
         serverLog(LL_NOTICE, "Reconcile: %d shards wait for their replicas to confirm this node "
                   "holds their whole history before they are served", n);
@@ -249,38 +260,43 @@ void reconcile_init(void) {
  * holds of it (its pending effects, committed or not), then the manager
  * may check it against the other replicas. */
 static void promote_run(void *arg) {
+    struct reconcile_state *rc = server.reconcile;
     int sid = (int)(intptr_t)arg;
     digest_apply_all(sid);
-    atomic_store(&rc.activate[sid], 1);
+    atomic_store(&rc->activate[sid], 1);
 }
 
 void reconcile_begin(const uint16_t *ids, int n) {
-    if (!rc.sh) return;
+    struct reconcile_state *rc = server.reconcile;
+    if (!rc->sh) return;
     for (int i = 0; i < n; i++) digest_run(promote_run, (void *)(intptr_t)ids[i]);
 }
 
 /* Digest thread: what landed since the promotion (or the restart) is
  * applied before the shard is decided (see the file comment). */
 static void reapply_run(void *arg) {
+    struct reconcile_state *rc = server.reconcile;
     int sid = (int)(intptr_t)arg;
     digest_apply_all(sid);
-    atomic_store(&rc.reapplied[sid], 1);
+    atomic_store(&rc->reapplied[sid], 1);
 }
 
 /* Shards whose promotion reached the manager: checked from scratch. */
 static void activate_promoted(void) {
+    struct reconcile_state *rc = server.reconcile;
     for (int s = 0; s < server.nshards; s++) {
-        if (!atomic_exchange(&rc.activate[s], 0)) continue;
+        if (!atomic_exchange(&rc->activate[s], 0)) continue;
         if (!cluster_is_primary(s)) continue;   /* a newer configuration took it away */
-        if (!rc.sh[s].active) atomic_fetch_add(&rc.pending, 1);
-        rc.sh[s] = (rc_shard){.active = 1, .best_node = -1};
-        atomic_store(&rc.reapplied[s], 0);
+        if (!rc->sh[s].active) atomic_fetch_add(&rc->pending, 1);
+        rc->sh[s] = (rc_shard){.active = 1, .best_node = -1};
+        atomic_store(&rc->reapplied[s], 0);
     }
 }
 
 static void info_cb(void *arg, int status, const uint8_t *p, size_t n) {
+    struct reconcile_state *rc = server.reconcile;
     rc_peer *pe = arg;
-    pthread_mutex_lock(&rc.mu);
+    pthread_mutex_lock(&rc->mu);
     pe->asking = 0;
     if (status == BUS_OK) {
         free(pe->answer);
@@ -292,14 +308,15 @@ static void info_cb(void *arg, int status, const uint8_t *p, size_t n) {
     } else {
         pe->failed = 1;
     }
-    pthread_mutex_unlock(&rc.mu);
+    pthread_mutex_unlock(&rc->mu);
 }
 
 /* Shards peer p must still answer for (ids into buf, u16 each). */
 static size_t unanswered(int p, uint8_t *buf) {
+    struct reconcile_state *rc = server.reconcile;
     size_t n = 0;
     for (int s = 0; s < server.nshards; s++) {
-        rc_shard *r = &rc.sh[s];
+        rc_shard *r = &rc->sh[s];
         if (r->active && cluster_mask_has(cluster_backups_of(s), p) &&
             !cluster_mask_has(r->answered, p)) {
             le_put_u16(buf + 2 * n, (uint16_t)s);
@@ -310,32 +327,34 @@ static size_t unanswered(int p, uint8_t *buf) {
 }
 
 static void ask_peers(int64_t now) {
+    struct reconcile_state *rc = server.reconcile;
     uint8_t *buf = malloc((size_t)server.nshards * 2 + 10);
     le_put_u64(buf, cluster_term());
     for (int p = 0; p < cluster_nnodes(); p++) {
-        rc_peer *pe = &rc.peers[p];
+        rc_peer *pe = &rc->peers[p];
         if (p == cluster_self() || now < pe->next_try_us) continue;
-        pthread_mutex_lock(&rc.mu);
+        pthread_mutex_lock(&rc->mu);
         int busy = pe->asking || pe->answer;
-        pthread_mutex_unlock(&rc.mu);
+        pthread_mutex_unlock(&rc->mu);
         if (busy) continue;
         size_t n = unanswered(p, buf + 8);
         if (!n) continue;
-        pthread_mutex_lock(&rc.mu);
+        pthread_mutex_lock(&rc->mu);
         pe->asking = 1;
-        pthread_mutex_unlock(&rc.mu);
+        pthread_mutex_unlock(&rc->mu);
         bus_call(p, BUS_SHARDINFO, buf, 8 + n * 2, RC_ASK_TIMEOUT_MS, info_cb, pe);
     }
     free(buf);
 }
 
 static void fold_answer(int p, const uint8_t *a, size_t n) {
+    struct reconcile_state *rc = server.reconcile;
     for (size_t off = 0; off + RC_ANSWER <= n; off += RC_ANSWER) {
         int sid = le_get_u16(a + off);
         uint8_t flags = a[off + 2];
         uint64_t v = le_get_u64(a + off + 3);
-        if (sid >= server.nshards || !rc.sh[sid].active) continue;
-        rc_shard *r = &rc.sh[sid];
+        if (sid >= server.nshards || !rc->sh[sid].active) continue;
+        rc_shard *r = &rc->sh[sid];
         r->answered |= 1ULL << p;
         r->committed_at[p] = (flags & RC_HERE) && !(flags & RC_DAMAGED) ? le_get_u64(a + off + 11) : 0;
         if (v > r->max_any) r->max_any = v;
@@ -347,15 +366,16 @@ static void fold_answer(int p, const uint8_t *a, size_t n) {
 }
 
 static void collect_answers(int64_t now) {
+    struct reconcile_state *rc = server.reconcile;
     for (int p = 0; p < cluster_nnodes(); p++) {
-        rc_peer *pe = &rc.peers[p];
-        pthread_mutex_lock(&rc.mu);
+        rc_peer *pe = &rc->peers[p];
+        pthread_mutex_lock(&rc->mu);
         uint8_t *a = pe->answer;
         size_t n = pe->alen;
         int failed = pe->failed, stale = pe->stale;
         pe->answer = NULL;
         pe->failed = pe->stale = 0;
-        pthread_mutex_unlock(&rc.mu);
+        pthread_mutex_unlock(&rc->mu);
         if (stale) pe->next_try_us = now + RC_STALE_RETRY_US;
         if (a) {
             fold_answer(p, a, n);
@@ -376,7 +396,8 @@ static void collect_answers(int64_t now) {
 /* The shard's copy here is decided: the backups that do not already hold
  * exactly it are re-synced; it is served once they all are. */
 static void settle(int sid, const char *how) {
-    rc_shard *r = &rc.sh[sid];
+    struct reconcile_state *rc = server.reconcile;
+    rc_shard *r = &rc->sh[sid];
     shard *s = &server.shards[sid];
     uint64_t top = s->next_ver - 1, b = cluster_backups_of(sid), need = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
@@ -393,24 +414,26 @@ static void settle(int sid, const char *how) {
 
 /* A settled shard is served once no backup waits for its re-sync. */
 static void check_settled(int sid) {
+    struct reconcile_state *rc = server.reconcile;
     if (repl_resync_pending(sid)) return;
     shard *s = &server.shards[sid];
     shard_lock(s);
     atomic_store(&s->avail, SHARD_SERVING);
     shard_unlock(s);
-    rc.sh[sid].active = 0;
-    rc.sh[sid].settling = 0;
-    atomic_fetch_sub(&rc.pending, 1);
+    rc->sh[sid].active = 0;
+    rc->sh[sid].settling = 0;
+    atomic_fetch_sub(&rc->pending, 1);
 }
 
 static void lose(int sid) {
+    struct reconcile_state *rc = server.reconcile;
     shard *s = &server.shards[sid];
     shard_lock(s);
     atomic_store(&s->avail, SHARD_LOST);
     shard_unlock(s);
-    rc.sh[sid].active = 0;
-    atomic_fetch_sub(&rc.pending, 1);
-    atomic_fetch_add(&rc.lost, 1);
+    rc->sh[sid].active = 0;
+    atomic_fetch_sub(&rc->pending, 1);
+    atomic_fetch_add(&rc->lost, 1);
     serverLog(LL_WARNING, "Reconcile: shard %d (slots %u-%u) is NOT served: this node's copy is "
               "damaged and no replica holds an undamaged one. Its keys are refused with "
               "-CLUSTERDOWN. Repair a copy with rowan-check-pool --fix (accepting the loss) and "
@@ -418,18 +441,20 @@ static void lose(int sid) {
 }
 
 static void fetch_cb(void *arg, int status, const uint8_t *p, size_t n) {
+    struct reconcile_state *rc = server.reconcile;
     rc_shard *r = arg;
-    pthread_mutex_lock(&rc.mu);
+    pthread_mutex_lock(&rc->mu);
     r->fetch_status = status;
     r->fetch_ver = status == BUS_OK && n >= 8 ? le_get_u64(p) : 0;
     if (status == BUS_ERROR)
         serverLog(LL_WARNING, "Reconcile: fetch refused: %.*s", (int)n, (const char *)p);
     r->fetch_done = 1;
-    pthread_mutex_unlock(&rc.mu);
+    pthread_mutex_unlock(&rc->mu);
 }
 
 static void start_fetch(int sid, int64_t now) {
-    rc_shard *r = &rc.sh[sid];
+    struct reconcile_state *rc = server.reconcile;
+    rc_shard *r = &rc->sh[sid];
     uint64_t vmin = r->max_any;
     uint64_t mine = server.shards[sid].next_ver;
     if (mine > vmin) vmin = mine;
@@ -451,10 +476,11 @@ static void start_fetch(int sid, int64_t now) {
 /* A fetch finished: settled once our digest applied the whole re-sync;
  * a failed one is tried again from the next answers. */
 static void check_fetch(int sid, int64_t now) {
-    rc_shard *r = &rc.sh[sid];
-    pthread_mutex_lock(&rc.mu);
+    struct reconcile_state *rc = server.reconcile;
+    rc_shard *r = &rc->sh[sid];
+    pthread_mutex_lock(&rc->mu);
     int done = r->fetch_done, status = r->fetch_status;
-    pthread_mutex_unlock(&rc.mu);
+    pthread_mutex_unlock(&rc->mu);
     if (!done) return;
     if (status == BUS_OK) {
         if (atomic_load(&server.shards[sid].fetching)) return;   /* digest still applying */
@@ -473,15 +499,16 @@ static void check_fetch(int sid, int64_t now) {
     r->best_node = -1;
     r->best_ver = 0;
     r->reapplying = 0;
-    atomic_store(&rc.reapplied[sid], 0);
+    atomic_store(&rc->reapplied[sid], 0);
 }
 
 static void decide(int sid, int64_t now) {
-    rc_shard *r = &rc.sh[sid];
+    struct reconcile_state *rc = server.reconcile;
+    rc_shard *r = &rc->sh[sid];
     shard *s = &server.shards[sid];
     if (!cluster_is_primary(sid)) {   /* a newer configuration gave it to another node */
         r->active = 0;
-        atomic_fetch_sub(&rc.pending, 1);
+        atomic_fetch_sub(&rc->pending, 1);
         return;
     }
     if (r->settling) {
@@ -493,7 +520,7 @@ static void decide(int sid, int64_t now) {
         return;
     }
     if ((r->answered & cluster_backups_of(sid)) != cluster_backups_of(sid)) return;
-    if (!atomic_load(&rc.reapplied[sid])) {
+    if (!atomic_load(&rc->reapplied[sid])) {
         if (!r->reapplying) {
             r->reapplying = 1;
             digest_run(reapply_run, (void *)(intptr_t)sid);
@@ -514,18 +541,19 @@ static void decide(int sid, int64_t now) {
 }
 
 void reconcile_step(void) {
-    if (!rc.sh) return;
+    struct reconcile_state *rc = server.reconcile;
+    if (!rc->sh) return;
     activate_promoted();
-    if (!atomic_load(&rc.pending)) return;
+    if (!atomic_load(&rc->pending)) return;
     int64_t now = monotonic_us();
     collect_answers(now);
     ask_peers(now);
-    int before = atomic_load(&rc.pending);
+    int before = atomic_load(&rc->pending);
     for (int s = 0; s < server.nshards; s++)
-        if (rc.sh[s].active) decide(s, now);
-    if (before && !atomic_load(&rc.pending)) {
+        if (rc->sh[s].active) decide(s, now);
+    if (before && !atomic_load(&rc->pending)) {
         serverLog(LL_NOTICE, "Reconcile: every shard this node is primary of was checked against "
-                  "its replicas%s", atomic_load(&rc.lost) ? "; some are refused (see above)" : "");
+                  "its replicas%s", atomic_load(&rc->lost) ? "; some are refused (see above)" : "");
         log_startup();
     }
 }

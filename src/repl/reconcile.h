@@ -28,6 +28,8 @@
 #define ROWAN_RECONCILE_H
 #include <stdint.h>
 
+/* Allocate server.reconcile (at startup, before anything uses it). */
+void reconcile_alloc(void);
 /* After recovery, before the workers: every shard we are primary of and
  * that has backups starts SHARD_RECONCILING. Registers the bus handlers. */
 void reconcile_init(void);

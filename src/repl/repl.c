@@ -71,6 +71,7 @@ typedef struct repl_peer {
 } repl_peer;
 
 typedef struct repl_wlink {
+    struct repl_state *rs;
     repl_link *link;
     uint64_t gen;
     uint64_t acked;
@@ -83,28 +84,34 @@ typedef struct repl_wstate {
     repl_wlink links[CLUSTER_MAX_NODES];
 } repl_wstate;
 
-static int active;
-/* Peers our workers replicate to (backups and learners of the shards we
- * are primary of), and those whose acks count (backups only): follow the
- * configuration (repl_config_changed). */
-static _Atomic uint64_t peers_mask, ack_mask;
-static repl_peer peers[CLUSTER_MAX_NODES];
-static _Atomic uint64_t stamp_counter;
-static const transport_ops *tp;
-static pthread_t mgr_thread;
-static _Atomic int mgr_stopping;
-static int mgr_running;
-/* replication latency histogram: log2 buckets of microseconds */
 #define LAT_BUCKETS 40
-static _Atomic uint64_t lat_hist[LAT_BUCKETS];
-static _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
-static _Atomic long long st_catchup_delta, st_catchup_full;   /* shards caught up each way */
-/* [nshards]: peers that must get a re-sync of the shard (repl_resync_shard) */
-static _Atomic uint64_t *resync_need;
+/* Replication's whole state on the primary side: one per server
+ * (server.repl), allocated by repl_init; the manager thread gets it as its
+ * argument, worker links carry it to their callbacks. */
+struct repl_state {
+    int active;
+    /* Peers our workers replicate to (backups and learners of the shards we
+     * are primary of), and those whose acks count (backups only): follow
+     * the configuration (repl_config_changed). */
+    _Atomic uint64_t peers_mask, ack_mask;
+    repl_peer peers[CLUSTER_MAX_NODES];
+    _Atomic uint64_t stamp_counter;
+    const transport_ops *tp;
+    pthread_t mgr_thread;
+    _Atomic int mgr_stopping;
+    int mgr_running;
+    /* replication latency histogram: log2 buckets of microseconds */
+    _Atomic uint64_t lat_hist[LAT_BUCKETS];
+    _Atomic long long st_catchups, st_catchup_entries, st_catchup_bytes, st_link_failures;
+    _Atomic long long st_catchup_delta, st_catchup_full;   /* shards caught up each way */
+    /* [nshards]: peers that must get a re-sync of the shard (repl_resync_shard) */
+    _Atomic uint64_t *resync_need;
+};
+typedef struct repl_state repl_state;
 
-static uint64_t next_stamp(void) { return atomic_fetch_add(&stamp_counter, 1) + 1; }
+static uint64_t next_stamp(repl_state *rs) { return atomic_fetch_add(&rs->stamp_counter, 1) + 1; }
 
-int repl_active(void) { return active; }
+int repl_active(void) { return server.repl->active; }
 
 /* Backups of the shards we are primary of. */
 static uint64_t backups_we_wait_for(void) {
@@ -116,21 +123,23 @@ static uint64_t backups_we_wait_for(void) {
 
 /* The peers and the peers whose acks count, from the configuration in
  * force; the new peers mask. */
-static uint64_t masks_follow_config(void) {
+static uint64_t masks_follow_config(repl_state *rs) {
     uint64_t now = cluster_peers_we_replicate_to();
-    atomic_store(&ack_mask, backups_we_wait_for());
-    atomic_store(&peers_mask, now);
+    atomic_store(&rs->ack_mask, backups_we_wait_for());
+    atomic_store(&rs->peers_mask, now);
     return now;
 }
 
 void repl_init(void) {
-    masks_follow_config();
-    active = cluster_enabled() && (cluster_replicas() > 1 || cluster_managed());
-    tp = server.cfg.replication_transport == REPL_TRANSPORT_VERBS ? &transport_verbs
+    repl_state *rs = calloc(1, sizeof(*rs));
+    server.repl = rs;
+    masks_follow_config(rs);
+    rs->active = cluster_enabled() && (cluster_replicas() > 1 || cluster_managed());
+    rs->tp = server.cfg.replication_transport == REPL_TRANSPORT_VERBS ? &transport_verbs
                                                                     : &transport_tcp;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-        peers[p].c.fd = -1;
-        atomic_store(&peers[p].state, PEER_DOWN);
+        rs->peers[p].c.fd = -1;
+        atomic_store(&rs->peers[p].state, PEER_DOWN);
     }
 }
 
@@ -146,13 +155,13 @@ void repl_hello_fill(repl_hello *h, uint16_t sender) {
 
 /* A link of generation gen to peer p failed: the peer is DOWN until the
  * manager has a new session with it. */
-static void peer_down(int p, uint64_t gen, const char *why) {
-    repl_peer *pe = &peers[p];
+static void peer_down(repl_state *rs, int p, uint64_t gen, const char *why) {
+    repl_peer *pe = &rs->peers[p];
     if (atomic_load(&pe->gen) != gen) return;
     int st = atomic_load(&pe->state);
     if (st == PEER_DOWN) return;
     if (atomic_compare_exchange_strong(&pe->state, &st, PEER_DOWN)) {
-        atomic_fetch_add(&st_link_failures, 1);
+        atomic_fetch_add(&rs->st_link_failures, 1);
         serverLog(LL_WARNING, "Replication to node %s is down (%s); writes to the shards it backs "
                   "up wait for it (or fail after replication-timeout)",
                   cluster_node_at(p)->name, why);
@@ -170,13 +179,15 @@ static void wl_on_ack(void *ctx, uint64_t acked) {
 static void wl_on_down(void *ctx, const char *why) {
     repl_wlink *l = ctx;
     l->dead = 1;   /* closed on the worker's next round, not inside the callback */
-    peer_down(l->peer, l->gen, why);
+    peer_down(l->rs, l->peer, l->gen, why);
 }
 
 void repl_worker_init(worker *w) {
-    if (!active) return;
+    repl_state *rs = server.repl;
+    if (!rs->active) return;
     repl_wstate *ws = calloc(1, sizeof(*ws));
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
+        ws->links[p].rs = rs;
         ws->links[p].peer = p;
         ws->links[p].w = w;
     }
@@ -188,10 +199,11 @@ void repl_worker_init(worker *w) {
 }
 
 void repl_worker_free(worker *w) {
+    repl_state *rs = server.repl;
     repl_wstate *ws = w->repl;
     if (!ws) return;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        if (ws->links[p].link) tp->link_close(ws->links[p].link);
+        if (ws->links[p].link) rs->tp->link_close(ws->links[p].link);
     for (int i = 0; i < SHARD_SLOTS; i++) free(w->slots[i].need);
     free(ws);
     w->repl = NULL;
@@ -199,12 +211,12 @@ void repl_worker_free(worker *w) {
 
 /* Bring worker w's link to peer p in line with the peer's session: close a
  * dead or stale link, open one for a new session (asynchronously). */
-static void wl_sync(worker *w, int p) {
+static void wl_sync(repl_state *rs, worker *w, int p) {
     repl_wlink *l = &w->repl->links[p];
-    uint64_t g = atomic_load(&peers[p].gen);
-    int st = atomic_load(&peers[p].state);
+    uint64_t g = atomic_load(&rs->peers[p].gen);
+    int st = atomic_load(&rs->peers[p].state);
     if (l->link && (l->dead || l->gen != g)) {
-        tp->link_close(l->link);
+        rs->tp->link_close(l->link);
         l->link = NULL;
     }
     if (l->link || st == PEER_DOWN || l->gen == g) return;
@@ -216,19 +228,20 @@ static void wl_sync(worker *w, int p) {
     l->gen = g;
     l->up = l->dead = 0;
     l->acked = 0;
-    l->link = tp->link_open(w->base, n->host, n->repl_port, &h, &cbs, 2000, err, sizeof(err));
-    if (!l->link) peer_down(p, g, err);
+    l->link = rs->tp->link_open(w->base, n->host, n->repl_port, &h, &cbs, 2000, err, sizeof(err));
+    if (!l->link) peer_down(rs, p, g, err);
 }
 
 void repl_worker_round(worker *w) {
+    repl_state *rs = server.repl;
     if (!w->repl) return;
-    uint64_t m = atomic_load(&peers_mask);
+    uint64_t m = atomic_load(&rs->peers_mask);
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         repl_wlink *l = &w->repl->links[p];
         if ((m >> p) & 1) {
-            wl_sync(w, p);
+            wl_sync(rs, w, p);
         } else if (l->link) {   /* no longer a peer of ours */
-            tp->link_close(l->link);
+            rs->tp->link_close(l->link);
             l->link = NULL;
             l->gen = 0;
         }
@@ -251,6 +264,7 @@ static uint64_t entry_peers(const log_entry *e) {
 }
 
 void repl_on_wrote(struct log_writer *lw, uint64_t off, size_t len) {
+    repl_state *rs = server.repl;
     worker *w = lw->ctx;
     repl_wstate *ws = w->repl;
     const void *bytes = pool_ptr(server.pool, off);
@@ -266,41 +280,42 @@ void repl_on_wrote(struct log_writer *lw, uint64_t off, size_t len) {
         repl_wlink *l = &ws->links[p];
         repl_need *nd = &b->need[p];
         uint64_t seq = 0, stamp = 0;
-        if (!l->link || l->dead || l->gen != atomic_load(&peers[p].gen)) {
+        if (!l->link || l->dead || l->gen != atomic_load(&rs->peers[p].gen)) {
             /* Slow path. Stamp first, then look at the session: a catch-up
              * that began before this stamp already sees the new session and
              * we open our link for it now; one that begins after it covers
              * this effect. Either way nothing falls between the two. */
-            stamp = next_stamp();
-            wl_sync(w, p);
+            stamp = next_stamp(rs);
+            wl_sync(rs, w, p);
         }
-        if (l->link && !l->dead && l->gen == atomic_load(&peers[p].gen))
-            seq = tp->link_send(l->link, bytes, len);
+        if (l->link && !l->dead && l->gen == atomic_load(&rs->peers[p].gen))
+            seq = rs->tp->link_send(l->link, bytes, len);
         if (seq && (nd->gen == 0 || nd->gen == l->gen)) {
             nd->gen = l->gen;
             nd->seq = seq;
         } else {
             /* not sent, or the batch already used an older session's link:
              * only a catch-up can cover it */
-            nd->miss = stamp ? stamp : next_stamp();
+            nd->miss = stamp ? stamp : next_stamp(rs);
         }
     }
 }
 
 void repl_batch_close(worker *w, struct batch *b) {
+    repl_state *rs = server.repl;
     repl_wstate *ws = w->repl;
     if (!ws) return;
-    b->stamp = next_stamp();
+    b->stamp = next_stamp(rs);
     b->launch_us = monotonic_us();
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        if (ws->links[p].link && !ws->links[p].dead) tp->link_flush(ws->links[p].link);
+        if (ws->links[p].link && !ws->links[p].dead) rs->tp->link_flush(ws->links[p].link);
 }
 
-static int need_met(const repl_wlink *l, const repl_need *nd, uint64_t batch_stamp, int p) {
-    uint64_t caught = atomic_load(&peers[p].caught_up);
+static int need_met(repl_state *rs, const repl_wlink *l, const repl_need *nd, uint64_t batch_stamp, int p) {
+    uint64_t caught = atomic_load(&rs->peers[p].caught_up);
     if (nd->miss && caught <= nd->miss) return 0;
     if (!nd->seq) return 1;
-    if (nd->gen == l->gen && l->gen == atomic_load(&peers[p].gen) && l->link && !l->dead &&
+    if (nd->gen == l->gen && l->gen == atomic_load(&rs->peers[p].gen) && l->link && !l->dead &&
         l->acked >= nd->seq)
         return 1;
     return caught > batch_stamp;
@@ -313,21 +328,22 @@ static int needs_catchup(const repl_wlink *l, const repl_need *nd) {
 }
 
 int repl_batch_replicated(worker *w, struct batch *b) {
+    repl_state *rs = server.repl;
     repl_wstate *ws = w->repl;
     if (!ws || !b->peers) return 1;
     int ok = 1;
-    uint64_t acks = atomic_load(&ack_mask);
+    uint64_t acks = atomic_load(&rs->ack_mask);
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-        if (!((b->peers >> p) & 1) || need_met(&ws->links[p], &b->need[p], b->stamp, p)) continue;
+        if (!((b->peers >> p) & 1) || need_met(rs, &ws->links[p], &b->need[p], b->stamp, p)) continue;
         if (!((acks >> p) & 1)) {
             /* Not a replica the configuration counts (a learner being
              * caught up, or a node that left): the write does not wait for
              * it. A learner that missed an effect must not stay live,
              * though, or it would be reported caught up without it: its
              * session starts over, with a full catch-up. */
-            uint64_t g = atomic_load(&peers[p].gen);
-            if (atomic_load(&peers[p].state) == PEER_LIVE && needs_catchup(&ws->links[p], &b->need[p]))
-                peer_down(p, g, "a learner missed an effect; catching it up again");
+            uint64_t g = atomic_load(&rs->peers[p].gen);
+            if (atomic_load(&rs->peers[p].state) == PEER_LIVE && needs_catchup(&ws->links[p], &b->need[p]))
+                peer_down(rs, p, g, "a learner missed an effect; catching it up again");
             continue;
         }
         ok = 0;
@@ -335,20 +351,21 @@ int repl_batch_replicated(worker *w, struct batch *b) {
          * this batch: its effects raced with that catch-up (applied after
          * the snapshot but sent on the old session's link). Only another
          * catch-up can cover them, so ask for one rather than wait forever. */
-        uint64_t g = atomic_load(&peers[p].gen);
-        if (atomic_load(&peers[p].state) == PEER_LIVE && needs_catchup(&ws->links[p], &b->need[p]))
-            peer_down(p, g, "a batch raced with the last catch-up; re-syncing");
+        uint64_t g = atomic_load(&rs->peers[p].gen);
+        if (atomic_load(&rs->peers[p].state) == PEER_LIVE && needs_catchup(&ws->links[p], &b->need[p]))
+            peer_down(rs, p, g, "a batch raced with the last catch-up; re-syncing");
     }
     return ok;
 }
 
 void repl_batch_reset(worker *w, struct batch *b) {
+    repl_state *rs = server.repl;
     if (!w->repl) return;
     if (b->peers && b->launch_us) {
         int64_t us = monotonic_us() - b->launch_us;
         int k = 0;
         while (k < LAT_BUCKETS - 1 && (1LL << (k + 1)) <= us) k++;
-        atomic_fetch_add(&lat_hist[k], 1);
+        atomic_fetch_add(&rs->lat_hist[k], 1);
     }
     memset(b->need, 0, CLUSTER_MAX_NODES * sizeof(repl_need));
     b->peers = 0;
@@ -487,8 +504,8 @@ static int pushes_to(int s, int p) {
 
 /* Bring peer p back: new session, catch-up of every shard it backs up for
  * us, LIVE. */
-static void mgr_session(int p) {
-    repl_peer *pe = &peers[p];
+static void mgr_session(repl_state *rs, int p) {
+    repl_peer *pe = &rs->peers[p];
     const cluster_node *n = cluster_node_at(p);
     char err[256];
     mgr_close(pe);
@@ -526,7 +543,7 @@ static void mgr_session(int p) {
     atomic_store(&pe->state, PEER_SYNCING);
     uint64_t gen = atomic_load(&pe->gen);
     server_wake_workers();
-    uint64_t c = next_stamp();
+    uint64_t c = next_stamp(rs);
     mgr_buf m = {0};
     long long shards = 0, entries = 0, bytes = 0;
     for (int s = 0; s < server.nshards; s++) {
@@ -540,9 +557,9 @@ static void mgr_session(int p) {
         shard_unlock(sh);
         if (kept) used_delta = 1;
         partial += kept != 0;
-        atomic_fetch_add(kept ? &st_catchup_delta : &st_catchup_full, 1);
+        atomic_fetch_add(kept ? &rs->st_catchup_delta : &rs->st_catchup_full, 1);
         pe->commit_sent[s] = vsnap;
-        atomic_fetch_and(&resync_need[s], ~(1ULL << p));   /* this catch-up is one */
+        atomic_fetch_and(&rs->resync_need[s], ~(1ULL << p));   /* this catch-up is one */
         shards++;
         bytes += (long long)m.len;
         if (mgr_send(pe, &m) != 0) goto fail;
@@ -558,9 +575,9 @@ static void mgr_session(int p) {
     if (!atomic_compare_exchange_strong(&pe->state, &st, PEER_LIVE))
         return;   /* a link failed meanwhile (DOWN): the next session starts over */
     pe->warned[0] = '\0';
-    atomic_fetch_add(&st_catchups, 1);
-    atomic_fetch_add(&st_catchup_entries, entries);
-    atomic_fetch_add(&st_catchup_bytes, bytes);
+    atomic_fetch_add(&rs->st_catchups, 1);
+    atomic_fetch_add(&rs->st_catchup_entries, entries);
+    atomic_fetch_add(&rs->st_catchup_bytes, bytes);
     serverLog(LL_NOTICE, "Replication: node %s is caught up (%lld shards, %lld of them in part, "
               "%lld entries, %lld bytes in %.3f s) and counts as a replica again", n->name, shards,
               partial, entries, bytes, (double)(monotonic_us() - t0) / 1e6);
@@ -571,21 +588,25 @@ fail:
     free(bases);
     free(base_of);
     pe->no_delta = used_delta;
-    peer_down(p, gen, "catch-up stream failed");
+    peer_down(rs, p, gen, "catch-up stream failed");
     mgr_close(pe);
     pe->next_try_us = monotonic_us() + 250000;
 }
 
 void repl_resync_shard(int sid, uint64_t which) {
-    atomic_fetch_or(&resync_need[sid], which & atomic_load(&peers_mask));
+    repl_state *rs = server.repl;
+    atomic_fetch_or(&rs->resync_need[sid], which & atomic_load(&rs->peers_mask));
 }
 
-int repl_resync_pending(int sid) { return resync_need && atomic_load(&resync_need[sid]) != 0; }
+int repl_resync_pending(int sid) {
+    repl_state *rs = server.repl;
+    return rs->resync_need && atomic_load(&rs->resync_need[sid]) != 0;
+}
 
 /* Re-sync shard sid to peer p on its live session's stream (the shard is
  * not served meanwhile, so nothing else of it is in flight). */
-static void mgr_resync_shard(int p, int sid) {
-    repl_peer *pe = &peers[p];
+static void mgr_resync_shard(repl_state *rs, int p, int sid) {
+    repl_peer *pe = &rs->peers[p];
     shard *sh = &server.shards[sid];
     mgr_buf m = {0};
     delta_base base;
@@ -595,37 +616,37 @@ static void mgr_resync_shard(int p, int sid) {
     uint64_t v = mbuf_resync(&m, sh, asked ? &base : NULL, &kept);
     shard_unlock(sh);
     long long bytes = (long long)m.len, entries = (long long)m.msgs;
-    atomic_fetch_add(kept ? &st_catchup_delta : &st_catchup_full, 1);
+    atomic_fetch_add(kept ? &rs->st_catchup_delta : &rs->st_catchup_full, 1);
     uint64_t gen = atomic_load(&pe->gen);
     int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
     if (mgr_send(pe, &m) != 0 || mgr_wait_acks(pe, pe->sent, wait_ms) != 0) {
         pe->no_delta = kept != 0;
-        peer_down(p, gen, "shard re-sync stream failed");
+        peer_down(rs, p, gen, "shard re-sync stream failed");
         mgr_close(pe);
     } else {
         pe->commit_sent[sid] = v;
-        atomic_fetch_and(&resync_need[sid], ~(1ULL << p));
-        atomic_fetch_add(&st_catchup_entries, entries);
-        atomic_fetch_add(&st_catchup_bytes, bytes);
+        atomic_fetch_and(&rs->resync_need[sid], ~(1ULL << p));
+        atomic_fetch_add(&rs->st_catchup_entries, entries);
+        atomic_fetch_add(&rs->st_catchup_bytes, bytes);
     }
     free(m.b);
 }
 
 /* Shards waiting for a re-sync to live peers. */
-static void mgr_shard_resyncs(void) {
+static void mgr_shard_resyncs(repl_state *rs) {
     for (int sid = 0; sid < server.nshards; sid++) {
-        uint64_t need = atomic_load(&resync_need[sid]);
+        uint64_t need = atomic_load(&rs->resync_need[sid]);
         for (int p = 0; p < CLUSTER_MAX_NODES && need; p++) {
             if (!cluster_mask_has(need, p)) continue;
             need &= ~(1ULL << p);
-            if (atomic_load(&peers[p].state) == PEER_LIVE) mgr_resync_shard(p, sid);
+            if (atomic_load(&rs->peers[p].state) == PEER_LIVE) mgr_resync_shard(rs, p, sid);
         }
     }
 }
 
 /* One re-sync of shard sid to node on a connection of its own; with base
  * (delta.h) only what differs. *kept gets the buckets left out. */
-static int send_resync_once(int node, int sid, uint64_t vmin, const delta_base *base, int *kept,
+static int send_resync_once(repl_state *rs, int node, int sid, uint64_t vmin, const delta_base *base, int *kept,
                             uint64_t *vout, char *err, size_t errlen) {
     repl_peer pe = {.c = {.fd = -1}};
     if (mgr_connect(node, &pe.c, err, errlen) != 0) return -1;
@@ -635,15 +656,15 @@ static int send_resync_once(int node, int sid, uint64_t vmin, const delta_base *
     if (sh->next_ver < vmin) sh->next_ver = vmin;
     uint64_t v = mbuf_resync(&m, sh, base, kept);
     shard_unlock(sh);
-    atomic_fetch_add(*kept ? &st_catchup_delta : &st_catchup_full, 1);
+    atomic_fetch_add(*kept ? &rs->st_catchup_delta : &rs->st_catchup_full, 1);
     int wait_ms = server.cfg.replication_timeout > 10000 ? (int)server.cfg.replication_timeout : 10000;
     long long bytes = (long long)m.len, entries = (long long)m.msgs;
     int rc = mgr_send(&pe, &m) == 0 && mgr_wait_acks(&pe, pe.sent, wait_ms) == 0 ? 0 : -1;
     if (rc) {
         snprintf(err, errlen, "the re-sync stream to the primary failed");
     } else {
-        atomic_fetch_add(&st_catchup_entries, entries);
-        atomic_fetch_add(&st_catchup_bytes, bytes);
+        atomic_fetch_add(&rs->st_catchup_entries, entries);
+        atomic_fetch_add(&rs->st_catchup_bytes, bytes);
     }
     free(m.b);
     mgr_close(&pe);
@@ -652,36 +673,38 @@ static int send_resync_once(int node, int sid, uint64_t vmin, const delta_base *
 }
 
 int repl_send_resync(int node, int sid, uint64_t vmin, uint64_t *vout, char *err, size_t errlen) {
+    repl_state *rs = server.repl;
     delta_base base;
     int kept = 0;
     int asked = delta_ask(node, &sid, 1, &base) == 0;
-    int rc = send_resync_once(node, sid, vmin, asked ? &base : NULL, &kept, vout, err, errlen);
+    int rc = send_resync_once(rs, node, sid, vmin, asked ? &base : NULL, &kept, vout, err, errlen);
     if (rc != 0 && kept)   /* the partial one was refused: the whole shard, once */
-        rc = send_resync_once(node, sid, vmin, NULL, &kept, vout, err, errlen);
+        rc = send_resync_once(rs, node, sid, vmin, NULL, &kept, vout, err, errlen);
     return rc;
 }
 
 void repl_config_changed(const cluster_config *old) {
-    if (!active) return;
-    uint64_t before = atomic_load(&peers_mask), now = masks_follow_config();
+    repl_state *rs = server.repl;
+    if (!rs->active) return;
+    uint64_t before = atomic_load(&rs->peers_mask), now = masks_follow_config(rs);
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
         int was = cluster_mask_has(before, p), is = cluster_mask_has(now, p);
         if (was == is) continue;
         /* A peer that left, or one (re)joining with a session state from
          * an earlier time: a new generation stops its old links counting,
          * DOWN makes the manager start a session (is) or forget it (was). */
-        atomic_fetch_add(&peers[p].gen, 1);
-        atomic_store(&peers[p].state, PEER_DOWN);
-        atomic_store(&peers[p].retire, 1);
-        peers[p].next_try_us = 0;
+        atomic_fetch_add(&rs->peers[p].gen, 1);
+        atomic_store(&rs->peers[p].state, PEER_DOWN);
+        atomic_store(&rs->peers[p].retire, 1);
+        rs->peers[p].next_try_us = 0;
     }
     /* A pending re-sync is owed only to the shard's current peers, and only
      * while we are its primary: a peer that left (a backup that died while
      * reconcile waited for its re-sync) would otherwise hold the shard
      * unserved for good (check_settled waits for repl_resync_pending). One
      * that comes back gets a catch-up or an `added` re-sync below. */
-    for (int sid = 0; resync_need && sid < server.nshards; sid++)
-        atomic_fetch_and(&resync_need[sid], cluster_is_primary(sid) ? shard_peers(sid) : 0);
+    for (int sid = 0; rs->resync_need && sid < server.nshards; sid++)
+        atomic_fetch_and(&rs->resync_need[sid], cluster_is_primary(sid) ? shard_peers(sid) : 0);
     /* shards we keep serving that got new peers: each new one gets a
      * re-sync of the shard (a session's catch-up, if it has none yet).
      * So does a learner that became a backup: while it was a learner,
@@ -705,27 +728,28 @@ void repl_config_changed(const cluster_config *old) {
 }
 
 uint64_t repl_live_learners(void) {
-    uint64_t live = 0, pending = 0, m = atomic_load(&peers_mask);
+    repl_state *rs = server.repl;
+    uint64_t live = 0, pending = 0, m = atomic_load(&rs->peers_mask);
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        if (cluster_mask_has(m, p) && atomic_load(&peers[p].state) == PEER_LIVE) live |= 1ULL << p;
+        if (cluster_mask_has(m, p) && atomic_load(&rs->peers[p].state) == PEER_LIVE) live |= 1ULL << p;
     uint64_t learners = 0;
     for (int sid = 0; sid < server.nshards; sid++) {
         if (!cluster_is_primary(sid) || atomic_load(&server.shards[sid].avail) != SHARD_SERVING)
             continue;
         learners |= cluster_learners_of(sid);
-        pending |= atomic_load(&resync_need[sid]);
+        pending |= atomic_load(&rs->resync_need[sid]);
     }
     return learners & live & ~pending;
 }
 
 /* Send <shard, CommitVer> for every shard whose watermark moved. */
-static void mgr_commitvers(int p) {
-    repl_peer *pe = &peers[p];
+static void mgr_commitvers(repl_state *rs, int p) {
+    repl_peer *pe = &rs->peers[p];
     mgr_buf m = {0};
     for (int s = 0; s < server.nshards; s++) {
         /* never before a pending re-sync of the shard reached p: p would
          * apply what it holds of the shard on top of a wrong base */
-        if (!pushes_to(s, p) || cluster_mask_has(atomic_load(&resync_need[s]), p)) continue;
+        if (!pushes_to(s, p) || cluster_mask_has(atomic_load(&rs->resync_need[s]), p)) continue;
         uint64_t v = atomic_load(&server.shards[s].durable_ver);
         if (v <= pe->commit_sent[s]) continue;
         mbuf_marker(&m, LOG_COMMITVER, (uint16_t)s, v, 0);
@@ -733,26 +757,26 @@ static void mgr_commitvers(int p) {
     }
     uint64_t gen = atomic_load(&pe->gen);
     if ((m.len && mgr_send(pe, &m) != 0) || mgr_drain_acks(pe) != 0) {
-        peer_down(p, gen, "CommitVer stream failed");
+        peer_down(rs, p, gen, "CommitVer stream failed");
         mgr_close(pe);
     }
     free(m.b);
 }
 
 static void *mgr_main(void *arg) {
-    (void)arg;
+    repl_state *rs = arg;
     pthread_setname_np(pthread_self(), "rowan-repl");
-    while (!atomic_load(&mgr_stopping)) {
+    while (!atomic_load(&rs->mgr_stopping)) {
         reconcile_step();
-        mgr_shard_resyncs();
+        mgr_shard_resyncs(rs);
         int64_t now = monotonic_us();
-        uint64_t pm = atomic_load(&peers_mask);
+        uint64_t pm = atomic_load(&rs->peers_mask);
         for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-            if (atomic_exchange(&peers[p].retire, 0)) mgr_close(&peers[p]);
+            if (atomic_exchange(&rs->peers[p].retire, 0)) mgr_close(&rs->peers[p]);
             if (!((pm >> p) & 1)) continue;
-            int st = atomic_load(&peers[p].state);
-            if (st == PEER_DOWN && now >= peers[p].next_try_us) mgr_session(p);
-            else if (st == PEER_LIVE) mgr_commitvers(p);
+            int st = atomic_load(&rs->peers[p].state);
+            if (st == PEER_DOWN && now >= rs->peers[p].next_try_us) mgr_session(rs, p);
+            else if (st == PEER_LIVE) mgr_commitvers(rs, p);
         }
         /* While shards wait to be reconciled (a failover, a restart) each
          * of their steps (answers folded, digest re-applied, settled) is
@@ -760,35 +784,37 @@ static void *mgr_main(void *arg) {
          * milliseconds instead of several CommitVer intervals. */
         usleep(reconcile_pending() ? 1000 : COMMITVER_INTERVAL_MS * 1000);
     }
-    for (int p = 0; p < CLUSTER_MAX_NODES; p++) mgr_close(&peers[p]);
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) mgr_close(&rs->peers[p]);
     return NULL;
 }
 
 int repl_start(char *err, size_t errlen) {
+    repl_state *rs = server.repl;
     if (!cluster_enabled()) return 0;
     /* The peers again: in managed mode the configuration is known only
      * since member_join, after repl_init ran (with none, every write would
      * be acknowledged without a backup). */
-    masks_follow_config();
+    masks_follow_config(rs);
     if (bus_start(err, errlen) != 0) return -1;
     /* Every cluster node can be a backup: the control thread and digest
      * run even when k = 1 would make them idle. */
     digest_start();
     if (control_start(err, errlen) != 0) return -1;
-    if (!active) return 0;
+    if (!rs->active) return 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++)
-        peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
-    resync_need = calloc((size_t)server.nshards, sizeof(*resync_need));
-    mgr_running = 1;
-    pthread_create(&mgr_thread, NULL, mgr_main, NULL);
+        rs->peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
+    rs->resync_need = calloc((size_t)server.nshards, sizeof(*rs->resync_need));
+    rs->mgr_running = 1;
+    pthread_create(&rs->mgr_thread, NULL, mgr_main, rs);
     return 0;
 }
 
 void repl_stop(void) {
-    if (mgr_running) {
-        atomic_store(&mgr_stopping, 1);
-        pthread_join(mgr_thread, NULL);
-        mgr_running = 0;
+    repl_state *rs = server.repl;
+    if (rs->mgr_running) {
+        atomic_store(&rs->mgr_stopping, 1);
+        pthread_join(rs->mgr_thread, NULL);
+        rs->mgr_running = 0;
     }
     control_stop();
     bus_stop();
@@ -807,8 +833,9 @@ static uint64_t lat_percentile(const uint64_t *h, uint64_t total, double q) {
 }
 
 void repl_info(rbuf *o) {
+    repl_state *rs = server.repl;
     rbuf_appendf(o, "replication_mode:%s\r\n", server.cfg.replication_mode ? "rpc" : "rowan");
-    rbuf_appendf(o, "replication_transport:%s\r\n", tp ? tp->name : "tcp");
+    rbuf_appendf(o, "replication_transport:%s\r\n", rs->tp ? rs->tp->name : "tcp");
     rbuf_appendf(o, "replication_factor:%d\r\n", cluster_replicas());
     int damaged = 0;
     for (int s = 0; s < server.nshards; s++) damaged += atomic_load(&server.shards[s].damaged) != 0;
@@ -816,28 +843,28 @@ void repl_info(rbuf *o) {
                  reconcile_pending(), reconcile_lost(), damaged);
     int live = 0, n = 0;
     for (int p = 0; p < CLUSTER_MAX_NODES; p++) {
-        if (!((peers_mask >> p) & 1)) continue;
+        if (!((rs->peers_mask >> p) & 1)) continue;
         n++;
-        int st = atomic_load(&peers[p].state);
+        int st = atomic_load(&rs->peers[p].state);
         live += st == PEER_LIVE;
         rbuf_appendf(o, "repl_peer_%s:state=%s,gen=%llu\r\n", cluster_node_at(p)->name,
                      st == PEER_LIVE ? "live" : st == PEER_SYNCING ? "syncing" : "down",
-                     (unsigned long long)atomic_load(&peers[p].gen));
+                     (unsigned long long)atomic_load(&rs->peers[p].gen));
     }
     rbuf_appendf(o, "repl_peers:%d\r\nrepl_peers_live:%d\r\n", n, live);
     uint64_t h[LAT_BUCKETS], total = 0;
-    for (int k = 0; k < LAT_BUCKETS; k++) total += h[k] = atomic_load(&lat_hist[k]);
+    for (int k = 0; k < LAT_BUCKETS; k++) total += h[k] = atomic_load(&rs->lat_hist[k]);
     rbuf_appendf(o, "repl_batches:%llu\r\n", (unsigned long long)total);
     rbuf_appendf(o, "repl_latency_usec_p50:%llu\r\nrepl_latency_usec_p99:%llu\r\nrepl_latency_usec_p999:%llu\r\n",
                  (unsigned long long)lat_percentile(h, total, 0.5),
                  (unsigned long long)lat_percentile(h, total, 0.99),
                  (unsigned long long)lat_percentile(h, total, 0.999));
     rbuf_appendf(o, "repl_catchups:%lld\r\nrepl_catchup_entries:%lld\r\nrepl_catchup_bytes:%lld\r\n",
-                 atomic_load(&st_catchups), atomic_load(&st_catchup_entries), atomic_load(&st_catchup_bytes));
+                 atomic_load(&rs->st_catchups), atomic_load(&rs->st_catchup_entries), atomic_load(&rs->st_catchup_bytes));
     rbuf_appendf(o, "repl_catchup_delta_shards:%lld\r\nrepl_catchup_full_shards:%lld\r\n",
-                 atomic_load(&st_catchup_delta), atomic_load(&st_catchup_full));
+                 atomic_load(&rs->st_catchup_delta), atomic_load(&rs->st_catchup_full));
     rbuf_appendf(o, "repl_link_failures:%lld\r\nrepl_timeouts:%lld\r\nrepl_replies_dropped_handover:%lld\r\n",
-                 atomic_load(&st_link_failures), atomic_load(&server.stat.replication_timeouts),
+                 atomic_load(&rs->st_link_failures), atomic_load(&server.stat.replication_timeouts),
                  atomic_load(&server.stat.replies_dropped_handover));
     rbuf_appendf(o, "repl_auth:%s\r\nrepl_auth_failures:%lld\r\n", pauth_secret_source(),
                  pauth_failures());

@@ -17,46 +17,53 @@
 #include "pool.h"
 #include "server.h"
 
-static log_writer blog;
-static uint64_t landed_bytes;          /* control thread only */
-static _Atomic uint64_t persisted_bytes;
+/* The b-log's state: one per server (server.blog), allocated by blog_init
+ * (a server that backs nothing up has none). */
+struct blog_state {
+    log_writer log;
+    uint64_t landed_bytes;          /* control thread only */
+    _Atomic uint64_t persisted_bytes;
+};
 
 void blog_init(void) {
+    struct blog_state *b = server.blog;
+    if (!b) b = server.blog = calloc(1, sizeof(*b));
     /* No on_sealed: a filled b-log segment stays USED until the digest
      * commits it (MaxVer <= CommitVer). */
-    log_writer_init(&blog, server.pool, OWNER_CONTROL, 0);
+    log_writer_init(&b->log, server.pool, OWNER_CONTROL, 0);
 }
 
 uint64_t blog_reserve(size_t span) {
-    int32_t before = blog.seg;
-    uint64_t off = log_writer_reserve(&blog, span, -1);
-    if (off && blog.seg != before) digest_segment_started((uint32_t)blog.seg);
+    log_writer *lw = &server.blog->log;
+    int32_t before = lw->seg;
+    uint64_t off = log_writer_reserve(lw, span, -1);
+    if (off && lw->seg != before) digest_segment_started((uint32_t)lw->seg);
     return off;
 }
 
 void blog_wrote(uint64_t off, size_t span) {
-    log_writer_wrote(&blog, off, span);
-    landed_bytes += span;
+    log_writer_wrote(&server.blog->log, off, span);
+    server.blog->landed_bytes += span;
 }
 
 uint64_t blog_land(const void *msg, size_t span) {
     uint64_t off = blog_reserve(span);
     if (!off) return 0;
-    void *dst = log_writer_dst(&blog, off, span);
+    void *dst = log_writer_dst(&server.blog->log, off, span);
     memcpy(dst, msg, span);
     blog_wrote(off, span);
     return off;
 }
 
 void blog_flush_begin(blog_flush *f) {
-    log_writer_detach(&blog, &f->log);
-    f->bytes = landed_bytes;
+    log_writer_detach(&server.blog->log, &f->log);
+    f->bytes = server.blog->landed_bytes;
 }
 
 void blog_flush_end(const blog_flush *f) {
-    log_writer_flushed(&blog, &f->log);
+    log_writer_flushed(&server.blog->log, &f->log);
     if (f->log.head >= 0) digest_publish((uint32_t)f->log.head, f->log.head_pos);
-    atomic_store(&persisted_bytes, f->bytes);
+    atomic_store(&server.blog->persisted_bytes, f->bytes);
 }
 
 void blog_persist(void) {
@@ -68,4 +75,6 @@ void blog_persist(void) {
     blog_flush_end(&f);
 }
 
-uint64_t blog_bytes_landed(void) { return atomic_load(&persisted_bytes); }
+uint64_t blog_bytes_landed(void) {
+    return server.blog ? atomic_load(&server.blog->persisted_bytes) : 0;
+}

@@ -19,7 +19,8 @@
 #include <stdint.h>
 #include "log.h"
 
-/* Set up the b-log writer (after recovery, before the control thread). */
+/* Set up the b-log writer, and server.blog the first time (after recovery,
+ * before the control thread). */
 void blog_init(void);
 /* Land one message of span bytes (a multiple of 64, <= one segment) by
  * copying it. Returns its pool offset, or 0 when the pool has no free

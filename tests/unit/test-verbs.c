@@ -27,6 +27,7 @@
 #include "log.h"
 #include "pool.h"
 #include "server.h"
+#include "digest.h"
 #include "transport.h"
 #include "transport_verbs.h"
 #include "unit.h"
@@ -581,6 +582,7 @@ static void test_loopback(void) {
         fprintf(stderr, "pool_open: %s\n", err);
         return;
     }
+    digest_init();   /* landing announces b-log segments to the digest */
     blog_init();
     const uint64_t term = 7, digest = 0x1234abcd5678ef90ULL;
     int rc = verbs_receiver_start(addr, 0, term, digest, err, sizeof(err));
