@@ -855,6 +855,29 @@ def raw(server):
         cn.close()
 
 
+def stop_process(pid, timeout=10.0):
+    """SIGSTOP pid and wait until every one of its threads is stopped.
+    kill() returns before the stop takes effect: the group stop begins only
+    when one of the process's threads is scheduled to take the signal, and
+    until then its other threads run on (on a loaded 2-core machine, for
+    milliseconds: long enough for a backup to receive, persist and ack a
+    write sent after the kill)."""
+    os.kill(pid, signal.SIGSTOP)
+    task = "/proc/%d/task" % pid
+
+    def all_stopped():
+        try:
+            for tid in os.listdir(task):
+                with open("%s/%s/stat" % (task, tid)) as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+                if state not in ("T", "t"):
+                    return False
+            return True
+        except FileNotFoundError:
+            return True          # it exited: nothing of it runs
+    assert wait_for(all_stopped, timeout=timeout, interval=0.001), "pid %d did not stop" % pid
+
+
 def wait_for(pred, timeout=10.0, interval=0.05):
     """Poll pred() until it is truthy (returns its value) or timeout (returns
     the last value). A liveness bound, not a timing assertion."""

@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from conftest import (NSLOTS, ConnectionClosed, RespClient, RespError, key_slot, wait_for)
+from conftest import (NSLOTS, ConnectionClosed, RespClient, RespError, key_slot, stop_process, wait_for)
 
 pytestmark = pytest.mark.rowan_only("managed Rowan cluster (ZooKeeper, cm.c, member.c)")
 
@@ -537,7 +537,7 @@ def test_paused_primary_acknowledges_nothing(mcl):
     c = RespClient(old.port, timeout=10.0)
     assert c.call("SET", key, "before") == "OK"
     term0 = int(rowan(old)["cluster_term"])
-    os.kill(old.pid, signal.SIGSTOP)
+    stop_process(old.pid)
     old.stopped = True
     try:
         # the others fail it over once its lease is out
@@ -716,14 +716,14 @@ def test_randomized_faults(mcl):
             # both fail, the CM alone holds every shard, both rejoin
             others = [j for j in range(3) if cl.nodes[j] is not cm_node(cl)] or [i]
             for j in others:
-                os.kill(cl.nodes[j].pid, signal.SIGSTOP)
+                stop_process(cl.nodes[j].pid)
                 cl.nodes[j].stopped = True
             time.sleep(rng.uniform(0.5, 3.0) * LEASE_MS / 100)
             for j in others:
                 os.kill(cl.nodes[j].pid, signal.SIGCONT)
                 cl.nodes[j].stopped = False
         elif kind == "pause":
-            os.kill(nd.pid, signal.SIGSTOP)
+            stop_process(nd.pid)
             nd.stopped = True
             time.sleep(rng.uniform(0.1, 3.0) * LEASE_MS / 100)
             os.kill(nd.pid, signal.SIGCONT)
@@ -757,7 +757,7 @@ def test_catchup_churn_fits_a_small_pool(mcl):
         cm = cm_node(cl)
         nd = next(x for x in cl.nodes if x is not cm and x is not cl.nodes[rnd % 3]) \
             if cl.nodes[rnd % 3] is cm else cl.nodes[rnd % 3]
-        os.kill(nd.pid, signal.SIGSTOP)
+        stop_process(nd.pid)
         nd.stopped = True
         time.sleep(4 * LEASE_MS / 1000)
         os.kill(nd.pid, signal.SIGCONT)

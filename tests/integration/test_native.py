@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from conftest import RespClient, free_port, key_slot, wait_for, NSLOTS
+from conftest import RespClient, free_port, key_slot, wait_for, NSLOTS, stop_process
 from native_client import (HDR, HDR_LEN, MAGIC, MTU, PAYLOAD_MAX, R_BUSY, R_MALFORMED, R_STALE,
                            REFUSE, REPLY, REQUEST, VERSION, NativeClient, Refused, RespError,
                            decode, encode_request, parse_resp)
@@ -493,7 +493,7 @@ def test_cluster_k2_native_writes_replicated(cluster_factory):
     # the reply is held while the backup is stopped: the same gate as RESP
     key = key_on(owner, 0, "held")
     stopped = cl.nodes[1]
-    os.kill(stopped.pid, signal.SIGSTOP)
+    stop_process(stopped.pid)
     c = clients[0]
     try:
         req = c.new_req()

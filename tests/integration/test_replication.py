@@ -39,7 +39,7 @@ import time
 import pytest
 
 from conftest import (NSLOTS, ConnectionClosed, RawConn, RespClient, RespError, encode_command,
-                      key_slot, wait_for)
+                      key_slot, stop_process, wait_for)
 
 pytestmark = pytest.mark.rowan_only("Rowan-KV replication in a Rowan cluster")
 
@@ -791,7 +791,7 @@ def test_reply_held_while_backup_stopped(cluster_factory):
     assert b.call("GET", key) == b"old"
     fresh = RawConn(port)                 # and one whose first command is the SET
     pid = cl.nodes[stopped].pid
-    os.kill(pid, signal.SIGSTOP)
+    stop_process(pid)
     try:
         fresh.send_command("SET", key, "new")
         used.send_command("SET", key2, "new2")

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import RespClient, RespError, wait_for
+from conftest import RespClient, RespError, wait_for, stop_process
 
 pytestmark = pytest.mark.rowan_only("DEBUG SESSION is Rowan's test transport")
 
@@ -212,7 +212,7 @@ def test_reply_held_until_replicated(cluster_factory):
     s.run(81, "SET", key, "old")
     assert s.wait(1) == [(81, b"+OK\r\n")]
     pid = cl.nodes[stopped].pid
-    os.kill(pid, signal.SIGSTOP)
+    stop_process(pid)
     try:
         s.run(82, "SET", key, "new")
         s.run(83, "PING")                   # behind the held reply: in order
