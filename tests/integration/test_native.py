@@ -28,7 +28,8 @@ import time
 
 import pytest
 
-from conftest import RespClient, free_port, key_slot, wait_for, NSLOTS, stop_process
+from conftest import RespClient, free_port, key_slot, stop_process, wait_for
+from test_replication import owner_map
 from native_client import (HDR, HDR_LEN, MAGIC, MTU, PAYLOAD_MAX, R_BUSY, R_MALFORMED, R_STALE,
                            REFUSE, REPLY, REQUEST, VERSION, NativeClient, Refused, RespError,
                            decode, encode_request, parse_resp)
@@ -443,20 +444,6 @@ def native_cluster(cluster_factory, n, k, zookeeper=False, options=None):
     for nd in cl.nodes:
         nd.wait_ready()
     return cl
-
-
-def owner_map(cl):
-    c = RespClient(cl.nodes[0].port)
-    try:
-        slots = c.call("CLUSTER", "SLOTS")
-    finally:
-        c.close()
-    ports = [nd.port for nd in cl.nodes]
-    owner = [None] * NSLOTS
-    for entry in slots:
-        for s in range(entry[0], entry[1] + 1):
-            owner[s] = ports.index(entry[2][1])
-    return owner
 
 
 def key_on(owner, node, prefix):
