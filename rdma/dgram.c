@@ -107,6 +107,15 @@ int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char
     }
 }
 
+/* A copy of h for an encoder to fill in: magic, version and type set. */
+static dgram_hdr stamped(const dgram_hdr *h, uint8_t type) {
+    dgram_hdr r = *h;
+    r.magic = DGRAM_MAGIC;
+    r.version = DGRAM_VERSION;
+    r.type = type;
+    return r;
+}
+
 long dgram_put_request(unsigned char *buf, const dgram_hdr *h, int argc,
                        const char *const *argv, const size_t *argvlen) {
     if (argc <= 0 || argc > DGRAM_MAX_ARGS) return -1;
@@ -116,10 +125,7 @@ long dgram_put_request(unsigned char *buf, const dgram_hdr *h, int argc,
         need += 4 + argvlen[i];
         if (need > DGRAM_MTU) return -1;
     }
-    dgram_hdr r = *h;
-    r.magic = DGRAM_MAGIC;
-    r.version = DGRAM_VERSION;
-    r.type = DGRAM_REQUEST;
+    dgram_hdr r = stamped(h, DGRAM_REQUEST);
     if (r.frag >= DGRAM_MAX_FRAGS) r.frag = 0;
     r.nfrag = 0;
     r.total = r.off = 0;
@@ -160,10 +166,7 @@ long dgram_put_reply(unsigned char *buf, const dgram_hdr *h, const char *resp,
                      size_t total, unsigned frag) {
     unsigned nfrag = dgram_reply_nfrag(total);
     if (nfrag == 0 || frag >= nfrag) return -1;
-    dgram_hdr r = *h;
-    r.magic = DGRAM_MAGIC;
-    r.version = DGRAM_VERSION;
-    r.type = DGRAM_REPLY;
+    dgram_hdr r = stamped(h, DGRAM_REPLY);
     r.acked = 0;
     r.frag = (uint16_t)frag;
     r.nfrag = (uint16_t)nfrag;
@@ -176,10 +179,7 @@ long dgram_put_reply(unsigned char *buf, const dgram_hdr *h, const char *resp,
 }
 
 long dgram_put_refuse(unsigned char *buf, const dgram_hdr *h, int code, const char *msg) {
-    dgram_hdr r = *h;
-    r.magic = DGRAM_MAGIC;
-    r.version = DGRAM_VERSION;
-    r.type = DGRAM_REFUSE;
+    dgram_hdr r = stamped(h, DGRAM_REFUSE);
     r.acked = 0;
     r.frag = (uint16_t)code;
     r.nfrag = 0;

@@ -25,7 +25,7 @@ import pytest
 import redis
 
 from conftest import RespError, Server, wait_for
-from test_bigvalues import _wait_digests_agree, _wait_live, value
+from test_bigvalues import _wait_digests_agree, _wait_live, until_room, value
 
 pytestmark = pytest.mark.rowan_only("values stored across log segments")
 
@@ -374,15 +374,7 @@ def test_cleaner_moves_batches_with_large_values(server_factory):
     for i in range(70):
         vals = {"x%d" % j: value(3 * MB + 512 * 1024 + i, 100 * i + j) for j in range(3)}
         vals["cnt"] = b"%d" % i
-        for attempt in range(600):
-            try:
-                assert r.mset(vals) is True
-                break
-            except redis.ResponseError as e:
-                assert str(e).startswith("OOM"), e
-                time.sleep(0.05)
-        else:
-            pytest.fail("MSET never got room")
+        assert until_room(lambda: r.mset(vals), "MSET") is True
         model = vals
 
     def check(r):

@@ -50,6 +50,18 @@ def value(n, seed):
     return bytes(out[:n])
 
 
+def until_room(write, what):
+    """Run write() until the pool takes it: while the cleaner is making
+    room a write is refused with -OOM, which says retry (up to 30 s)."""
+    for _ in range(600):
+        try:
+            return write()
+        except redis.ResponseError as e:
+            assert str(e).startswith("OOM"), e
+            time.sleep(0.05)
+    pytest.fail("%s never got room" % what)
+
+
 def client(srv):
     return srv.client(socket_timeout=120)
 
@@ -277,19 +289,10 @@ def test_cleaner_relocates_chunks_under_churn(server_factory):
         n = rnd.randrange(8) if i >= 8 else i
         k = "v%d" % n
         v = value(5 * MB + 200 * 1024 + i, 1000 + i)
-        for attempt in range(600):   # up to 30 s for the cleaner
-            try:
-                if n % 2:   # odd keys: a hash with a large field
-                    r.hset(k, mapping={"f": v, "n": i})
-                else:
-                    r.set(k, v)
-                break
-            except redis.ResponseError as e:
-                # the cleaner is making room: such a refusal says retry
-                assert str(e).startswith("OOM"), e
-                time.sleep(0.05)
+        if n % 2:   # odd keys: a hash with a large field
+            until_room(lambda: r.hset(k, mapping={"f": v, "n": i}), "churn write")
         else:
-            pytest.fail("churn write never got room")
+            until_room(lambda: r.set(k, v), "churn write")
         model[k] = v
     inf = rowan_info(r)
     assert int(inf["clean_segments"]) > 0, inf
