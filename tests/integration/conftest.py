@@ -889,6 +889,25 @@ def wait_for(pred, timeout=10.0, interval=0.05):
     return v
 
 
+def request_failover(port, timeout=60.0):
+    """CLUSTER FAILOVER on the node at port; returns its reply. A node that
+    has just (re)started may not know the configuration manager yet (the
+    election or its first watch is still under way) and says so; that
+    answer is retried, any other is returned."""
+    def ask():
+        c = RespClient(port)
+        try:
+            rep = c.call("CLUSTER", "FAILOVER")
+        finally:
+            c.close()
+        if isinstance(rep, RespError) and "no configuration manager is known" in rep.msg:
+            return None
+        return (rep,)
+    got = wait_for(ask, timeout=timeout, interval=0.2)
+    assert got, "node %d never learned its configuration manager" % port
+    return got[0]
+
+
 # --------------------------------------------------------------------------
 # clusters (utils/rowan-cluster)
 # --------------------------------------------------------------------------

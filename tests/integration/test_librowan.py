@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import DEFAULT_BINARY, Cluster, _register, free_port, key_slot, RespClient
+from conftest import DEFAULT_BINARY, Cluster, _register, free_port, key_slot, request_failover, RespClient
 
 pytestmark = pytest.mark.rowan_only("the native datagram path (issue 15)")
 
@@ -277,11 +277,7 @@ def test_failover_new_term_refreshes(native_cluster):
     t.start()
     time.sleep(2.0)
     for nd in cl.nodes[1:]:
-        c = RespClient(nd.port)
-        try:
-            assert c.call("CLUSTER", "FAILOVER") == "OK"
-        finally:
-            c.close()
+        assert request_failover(nd.port) == "OK"
         time.sleep(2.0)
     t.join(60)
     out, r = res["out"], res["r"]

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from conftest import RespClient, free_port, key_slot, stop_process, wait_for
+from conftest import RespClient, free_port, key_slot, request_failover, stop_process, wait_for
 from test_replication import owner_map
 from native_client import (HDR, HDR_LEN, MAGIC, MTU, PAYLOAD_MAX, R_BUSY, R_MALFORMED, R_STALE,
                            REFUSE, REPLY, REQUEST, VERSION, NativeClient, Refused, RespError,
@@ -516,11 +516,7 @@ def test_stale_term_refused(cluster_factory):
             return 0
     # A planned handover moves the term (a restart alone need not).
     assert wait_for(lambda: all(term_of(nd) >= 1 for nd in cl.nodes), timeout=60)
-    rc = RespClient(cl.nodes[1].port)
-    try:
-        assert rc.call("CLUSTER", "FAILOVER") == "OK"
-    finally:
-        rc.close()
+    assert request_failover(cl.nodes[1].port) == "OK"
     assert wait_for(lambda: all(term_of(nd) >= 2 for nd in cl.nodes), timeout=60), \
         [nd.info("rowan")["rowan"] for nd in cl.nodes]
     nd = cl.nodes[0]
