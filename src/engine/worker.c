@@ -58,6 +58,7 @@
 #include <event2/thread.h>
 #include "worker.h"
 #include "clean.h"
+#include "control.h"
 #include "listen.h"
 #include "server.h"
 #include "shard.h"
@@ -183,6 +184,8 @@ static int worker_land(worker *w, int force) {
  * Otherwise (replicas, or a slow device) it goes to the syncer (or, on pmem,
  * only waits for the backups) and a free slot starts accumulating; with
  * every flight slot busy the batch keeps accumulating until one lands. */
+static void wake_worker_cb(void *w) { worker_wake(w); }
+
 static int worker_launch(worker *w) {
     struct batch *b = &w->slots[w->acc];
     /* A batch without versions still carries a segment handed to the
@@ -215,7 +218,8 @@ static int worker_launch(worker *w) {
     } else {
         log_writer_detach(&w->tlog, &b->flush);
         atomic_store(&b->done, 0);
-        syncer_submit(w, &b->done);
+        /* with replicas, the control thread's b-log flush covers it too */
+        if (control_submit_flush(&b->done, wake_worker_cb, w) != 0) syncer_submit(w, &b->done);
     }
     for (int i = 0; i < SHARD_SLOTS; i++) {
         if (!w->slots[i].syncing) {

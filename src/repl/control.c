@@ -97,9 +97,19 @@ typedef struct ctl_link {
     int dirty;                /* landed since the last flush began */
 } ctl_link;
 
+/* A flush this node's worker asked for (control_submit_flush): its
+ * batch's t-log writes were made before it was queued. */
+typedef struct ctl_job {
+    _Atomic int *done;
+    void (*wake)(void *);
+    void *arg;
+} ctl_job;
+
 typedef struct ctl_flight {
     blog_flush st;
     _Atomic int done;
+    ctl_job *jobs;            /* the workers' flushes it covers */
+    int njobs, capjobs;
 } ctl_flight;
 
 /* The control thread's whole state: one per server (server.control),
@@ -120,6 +130,15 @@ struct control_state {
     int wake_fd;
     ctl_flight flights[CTL_FLIGHTS];
     int fl_head, fl_count;
+    /* Workers' t-log flushes (control_submit_flush), queued under jobs_mu;
+     * sleeping: the thread is (about to be) blocked in epoll_wait, so a
+     * submitter must write wake_fd. */
+    pthread_mutex_t jobs_mu;
+    ctl_job *jobs;
+    int njobs, capjobs;
+    _Atomic int njobs_pending;
+    _Atomic int sleeping;
+    _Atomic int jobs_open;    /* the thread runs and takes workers' flushes */
     int64_t next_expiry_us;   /* expire_handshakes' next check */
     int busy;                 /* ctl_wait: the last round had events */
 };
@@ -128,6 +147,7 @@ typedef struct control_state control_state;
 void control_init(void) {
     control_state *cs = calloc(1, sizeof(*cs));
     cs->listen_fd = cs->ep = cs->wake_fd = -1;
+    pthread_mutex_init(&cs->jobs_mu, NULL);
     server.control = cs;
 }
 
@@ -457,15 +477,22 @@ static void ctl_wake(void *arg) {
     if (write(cs->wake_fd, &one, sizeof(one)) < 0) { /* a wakeup is pending anyway */ }
 }
 
-/* Ack what each finished flush covered, oldest first. */
+/* Ack what each finished flush covered, oldest first, and tell the
+ * workers whose batches it covered. */
 static void flush_complete(control_state *cs) {
     while (cs->fl_count && atomic_load(&cs->flights[cs->fl_head].done)) {
-        blog_flush_end(&cs->flights[cs->fl_head].st);
+        ctl_flight *f = &cs->flights[cs->fl_head];
+        blog_flush_end(&f->st);
         for (int i = 0; i < CTL_MAX_LINKS; i++) {
             ctl_link *l = cs->links[i];
             if (l && l->upto[cs->fl_head] > l->acked && send_ack(l, l->upto[cs->fl_head]) != 0)
                 link_close(cs, l, "peer went away");
         }
+        for (int j = 0; j < f->njobs; j++) {
+            atomic_store(f->jobs[j].done, 1);
+            f->jobs[j].wake(f->jobs[j].arg);
+        }
+        f->njobs = 0;
         cs->fl_head = (cs->fl_head + 1) % CTL_FLIGHTS;
         cs->fl_count--;
     }
@@ -485,6 +512,19 @@ static void flush_complete(control_state *cs) {
  * stop the thread reading its links. */
 static void flush_start(control_state *cs) {
     int slot = (cs->fl_head + cs->fl_count) % CTL_FLIGHTS;
+    ctl_flight *f = &cs->flights[slot];
+    /* the workers' flushes queued so far: their writes were made before */
+    pthread_mutex_lock(&cs->jobs_mu);
+    ctl_job *jobs = f->jobs;
+    int cap = f->capjobs;
+    f->jobs = cs->jobs;
+    f->capjobs = cs->capjobs;
+    f->njobs = cs->njobs;
+    cs->jobs = jobs;
+    cs->capjobs = cap;
+    cs->njobs = 0;
+    atomic_store(&cs->njobs_pending, 0);
+    pthread_mutex_unlock(&cs->jobs_mu);
     for (int i = 0; i < CTL_MAX_LINKS; i++) {
         ctl_link *l = cs->links[i];
         if (!l) continue;
@@ -537,9 +577,38 @@ static int ctl_wait(control_state *cs, struct epoll_event *evs, int max, int tim
             if (n) return n;
         } while (monotonic_us() < until);
     }
+    /* Announce the sleep BEFORE looking for queued worker flushes: a
+     * worker that queues one after our check sees the flag and writes
+     * wake_fd (control_submit_flush; seq_cst store/load pairs). */
+    atomic_store(&cs->sleeping, 1);
+    if (atomic_load(&cs->njobs_pending)) timeout_ms = 0;
     int n = epoll_wait(cs->ep, evs, max, timeout_ms);
+    atomic_store(&cs->sleeping, 0);
     cs->busy = n > 0;
     return n;
+}
+
+/* A worker's batch (its t-log writes made) needs a device flush: the next
+ * b-log flush of this thread covers it, so that a node does one fdatasync
+ * for both its logs instead of one each (issue 14: with k=3 every node is
+ * a primary and a backup at once). */
+int control_submit_flush(_Atomic int *done, void (*wake)(void *), void *arg) {
+    control_state *cs = server.control;
+    if (!cs || pool_is_pmem(server.pool) || !syncer_device_fast()) return -1;
+    pthread_mutex_lock(&cs->jobs_mu);
+    if (!atomic_load(&cs->jobs_open)) {
+        pthread_mutex_unlock(&cs->jobs_mu);
+        return -1;
+    }
+    if (cs->njobs == cs->capjobs) {
+        cs->capjobs = cs->capjobs ? cs->capjobs * 2 : 16;
+        cs->jobs = realloc(cs->jobs, sizeof(ctl_job) * (size_t)cs->capjobs);
+    }
+    cs->jobs[cs->njobs++] = (ctl_job){done, wake, arg};
+    atomic_store(&cs->njobs_pending, cs->njobs);
+    pthread_mutex_unlock(&cs->jobs_mu);
+    if (atomic_load(&cs->sleeping)) ctl_wake(cs);
+    return 0;
 }
 
 void control_drop_nodes(uint64_t nodes, int wait) {
@@ -568,7 +637,7 @@ static void *control_main(void *arg) {
     control_state *cs = arg;
     pthread_setname_np(pthread_self(), "rowan-control");
     struct epoll_event evs[64];
-    while (!atomic_load(&cs->stopping) || cs->fl_count) {
+    while (!atomic_load(&cs->stopping) || cs->fl_count || atomic_load(&cs->njobs_pending)) {
         /* With the verbs transport the same thread also drives the SRQ
          * (landing, persisting and acking what the NIC delivered); the TCP
          * side then only carries the managers' catch-up streams. */
@@ -584,13 +653,11 @@ static void *control_main(void *arg) {
         flush_complete(cs);
         drop_requested(cs);
         expire_handshakes(cs);
-        if (cs->fl_count == CTL_FLIGHTS || atomic_load(&cs->stopping)) continue;
-        for (int i = 0; i < CTL_MAX_LINKS; i++) {
-            if (cs->links[i] && cs->links[i]->dirty) {
-                flush_start(cs);
-                break;
-            }
-        }
+        if (cs->fl_count == CTL_FLIGHTS) continue;
+        int want = atomic_load(&cs->njobs_pending) != 0;
+        for (int i = 0; i < CTL_MAX_LINKS && !want && !atomic_load(&cs->stopping); i++)
+            want = cs->links[i] && cs->links[i]->dirty;
+        if (want) flush_start(cs);
     }
     return NULL;
 }
@@ -689,6 +756,7 @@ int control_start(char *err, size_t errlen) {
         cs->verbs_on = 1;
     }
     cs->running = 1;
+    atomic_store(&cs->jobs_open, 1);
     pthread_create(&cs->thread, NULL, control_main, cs);
     serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s, peers "
               "authenticate with: %s%s)", me->host, me->repl_port,
@@ -700,6 +768,10 @@ int control_start(char *err, size_t errlen) {
 void control_stop(void) {
     control_state *cs = server.control;
     if (!cs->running) return;
+    /* no worker flush is taken from now on; the thread covers those queued */
+    pthread_mutex_lock(&cs->jobs_mu);
+    atomic_store(&cs->jobs_open, 0);
+    pthread_mutex_unlock(&cs->jobs_mu);
     atomic_store(&cs->stopping, 1);
     pthread_join(cs->thread, NULL);
     if (cs->verbs_on) verbs_receiver_stop();
