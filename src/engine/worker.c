@@ -169,11 +169,22 @@ static int batch_land(worker *w, int slot) {
  * has acked (force: regardless of the local flush, after a sync of our own
  * at shutdown; never regardless of the replicas). Order does not matter:
  * see shard.h. */
+/* Is b's local flush done? If not, ask its flusher to wake us when it is
+ * (done 0 -> 2): a batch whose backups have acked waits only for that.
+ * The control thread's flushes (control_submit_flush) wake a worker only
+ * then: one that still waits for acks is woken by them, not by the flush
+ * as well (issue 14: one wake-up fewer per batch). */
+static int batch_flushed(struct batch *b) {
+    int d = 0;
+    if (atomic_compare_exchange_strong(&b->done, &d, 2)) return 0;
+    return d == 1;
+}
+
 static int worker_land(worker *w, int force) {
     int moved = 0;
     for (int i = 0; i < SHARD_SLOTS; i++) {
         struct batch *b = &w->slots[i];
-        if (b->syncing && (force || atomic_load(&b->done)) && repl_batch_replicated(w, b))
+        if (b->syncing && repl_batch_replicated(w, b) && (force || batch_flushed(b)))
             moved |= batch_land(w, i);
     }
     return moved;

@@ -95,6 +95,7 @@ typedef struct ctl_link {
     uint64_t landed, acked;   /* messages landed / acked (persisted) */
     uint64_t upto[CTL_FLIGHTS]; /* per flush in flight: the landed count it covers */
     int dirty;                /* landed since the last flush began */
+    int urgent;               /* ... and not only CommitVer markers */
 } ctl_link;
 
 /* A flush this node's worker asked for (control_submit_flush): its
@@ -140,6 +141,7 @@ struct control_state {
     _Atomic int sleeping;
     _Atomic int jobs_open;    /* the thread runs and takes workers' flushes */
     int64_t next_expiry_us;   /* expire_handshakes' next check */
+    int64_t lazy_since_us;    /* first CommitVer marker landed since the last flush (0: none) */
     int busy;                 /* ctl_wait: the last round had events */
 };
 typedef struct control_state control_state;
@@ -314,6 +316,8 @@ static int land_frames(control_state *cs, ctl_link *l, char *why, size_t whylen)
         }
         l->landed++;
         l->dirty = 1;
+        if (p[4] != LOG_COMMITVER) l->urgent = 1;
+        else if (!cs->lazy_since_us) cs->lazy_since_us = monotonic_us();
         pos += (size_t)span;
         atomic_fetch_add(&cs->st_msgs, 1);
         if (p[4] == LOG_RESYNC) {
@@ -488,10 +492,9 @@ static void flush_complete(control_state *cs) {
             if (l && l->upto[cs->fl_head] > l->acked && send_ack(l, l->upto[cs->fl_head]) != 0)
                 link_close(cs, l, "peer went away");
         }
-        for (int j = 0; j < f->njobs; j++) {
-            atomic_store(f->jobs[j].done, 1);
-            f->jobs[j].wake(f->jobs[j].arg);
-        }
+        /* a worker still waiting for acks is woken by them (worker.c) */
+        for (int j = 0; j < f->njobs; j++)
+            if (atomic_exchange(f->jobs[j].done, 1) == 2) f->jobs[j].wake(f->jobs[j].arg);
         f->njobs = 0;
         cs->fl_head = (cs->fl_head + 1) % CTL_FLIGHTS;
         cs->fl_count--;
@@ -529,8 +532,9 @@ static void flush_start(control_state *cs) {
         ctl_link *l = cs->links[i];
         if (!l) continue;
         l->upto[slot] = l->dirty ? l->landed : 0;
-        l->dirty = 0;
+        l->dirty = l->urgent = 0;
     }
+    cs->lazy_since_us = 0;
     blog_flush_begin(&cs->flights[slot].st);
     cs->fl_count++;
     atomic_fetch_add(&cs->st_flushes, 1);
@@ -633,6 +637,25 @@ static void drop_requested(control_state *cs) {
     atomic_store(&cs->drop_done, asked);
 }
 
+/* Does what landed need a flush now? Writes do, and so do the workers'
+ * batches (control_submit_flush). A round that landed only CommitVer
+ * markers (the replication manager's, every 15 ms from each primary) does
+ * not: nothing waits for their ack, the digest applies them once a flush
+ * published them, and recovery skips them. They ride on the next flush,
+ * or get one of their own after CTL_LAZY_US (issue 14: on block storage
+ * they otherwise cost a device flush, an ack and two wake-ups each). */
+#define CTL_LAZY_US 15000
+static int flush_wanted(control_state *cs) {
+    if (atomic_load(&cs->njobs_pending)) return 1;
+    if (atomic_load(&cs->stopping)) return 0;
+    int lazy = pool_is_pmem(server.pool) || (cs->lazy_since_us && monotonic_us() - cs->lazy_since_us >= CTL_LAZY_US);
+    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+        ctl_link *l = cs->links[i];
+        if (l && l->dirty && (l->urgent || lazy)) return 1;
+    }
+    return 0;
+}
+
 static void *control_main(void *arg) {
     control_state *cs = arg;
     pthread_setname_np(pthread_self(), "rowan-control");
@@ -642,7 +665,13 @@ static void *control_main(void *arg) {
          * (landing, persisting and acking what the NIC delivered); the TCP
          * side then only carries the managers' catch-up streams. */
         if (cs->verbs_on) verbs_receiver_poll(0);
-        int n = ctl_wait(cs, evs, 64, cs->verbs_on ? 1 : 100);
+        int timeout = cs->verbs_on ? 1 : 100;
+        if (cs->lazy_since_us) {   /* markers waiting for a flush: at most CTL_LAZY_US */
+            int64_t left = cs->lazy_since_us + CTL_LAZY_US - monotonic_us();
+            int ms = left <= 0 ? 0 : (int)((left + 999) / 1000);
+            if (ms < timeout) timeout = ms;
+        }
+        int n = ctl_wait(cs, evs, 64, timeout);
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == NULL) accept_all(cs);
             else if (evs[i].data.ptr == &cs->wake_fd) {
@@ -654,10 +683,7 @@ static void *control_main(void *arg) {
         drop_requested(cs);
         expire_handshakes(cs);
         if (cs->fl_count == CTL_FLIGHTS) continue;
-        int want = atomic_load(&cs->njobs_pending) != 0;
-        for (int i = 0; i < CTL_MAX_LINKS && !want && !atomic_load(&cs->stopping); i++)
-            want = cs->links[i] && cs->links[i]->dirty;
-        if (want) flush_start(cs);
+        if (flush_wanted(cs)) flush_start(cs);
     }
     return NULL;
 }

@@ -24,8 +24,9 @@ void control_stop(void);
  * wait: return once the control thread has done it. */
 void control_drop_nodes(uint64_t nodes, int wait);
 /* Have the control thread's next b-log flush cover a batch of this node's
- * t-log (its writes made before the call): *done becomes 1 and wake(arg)
- * is called once it is durable. -1 (nothing queued) when the thread does
+ * t-log (its writes made before the call): *done becomes 1 once it is
+ * durable, and wake(arg) is called then only if *done was 2 (the waiter
+ * asked for it: worker.c). -1 (nothing queued) when the thread does
  * not take flushes (not running, pmem, or the device is slow): use the
  * syncer then. */
 int control_submit_flush(_Atomic int *done, void (*wake)(void *), void *arg);
