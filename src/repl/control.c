@@ -122,6 +122,7 @@ struct control_state {
     int running;
     int verbs_on;             /* replication-transport verbs */
     ctl_link *links[CTL_MAX_LINKS];
+    int nslots;               /* links[nslots..] are all NULL: the loops of every round stop there */
     _Atomic long long st_msgs, st_refused, st_links;
     _Atomic long long st_flushes;   /* flushes begun: each covers every message landed before it */
     _Atomic uint64_t drop_mask;     /* nodes whose links control_drop_nodes asked to close */
@@ -161,8 +162,9 @@ static void link_close(control_state *cs, ctl_link *l, const char *why) {
         epoll_ctl(cs->ep, EPOLL_CTL_DEL, l->c.fd, NULL);
         conn_close(&l->c);
     }
-    for (int i = 0; i < CTL_MAX_LINKS; i++)
+    for (int i = 0; i < cs->nslots; i++)
         if (cs->links[i] == l) cs->links[i] = NULL;
+    while (cs->nslots > 0 && !cs->links[cs->nslots - 1]) cs->nslots--;
     free(l->buf);
     free(l);
     atomic_fetch_sub(&cs->st_links, 1);
@@ -462,6 +464,7 @@ static void accept_all(control_state *cs) {
             continue;
         }
         cs->links[slot] = l;
+        if (slot >= cs->nslots) cs->nslots = slot + 1;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
         epoll_ctl(cs->ep, EPOLL_CTL_ADD, fd, &ev);
         atomic_fetch_add(&cs->st_links, 1);
@@ -487,7 +490,7 @@ static void flush_complete(control_state *cs) {
     while (cs->fl_count && atomic_load(&cs->flights[cs->fl_head].done)) {
         ctl_flight *f = &cs->flights[cs->fl_head];
         blog_flush_end(&f->st);
-        for (int i = 0; i < CTL_MAX_LINKS; i++) {
+        for (int i = 0; i < cs->nslots; i++) {
             ctl_link *l = cs->links[i];
             if (l && l->upto[cs->fl_head] > l->acked && send_ack(l, l->upto[cs->fl_head]) != 0)
                 link_close(cs, l, "peer went away");
@@ -528,7 +531,7 @@ static void flush_start(control_state *cs) {
     cs->njobs = 0;
     atomic_store(&cs->njobs_pending, 0);
     pthread_mutex_unlock(&cs->jobs_mu);
-    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+    for (int i = 0; i < cs->nslots; i++) {
         ctl_link *l = cs->links[i];
         if (!l) continue;
         l->upto[slot] = l->dirty ? l->landed : 0;
@@ -554,7 +557,7 @@ static void expire_handshakes(control_state *cs) {
     int64_t now = monotonic_us();
     if (now < cs->next_expiry_us) return;
     cs->next_expiry_us = now + 100000;
-    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+    for (int i = 0; i < cs->nslots; i++) {
         ctl_link *l = cs->links[i];
         if (!l || l->hello_ok || now < l->deadline_us) continue;
         char why[64];
@@ -628,7 +631,7 @@ void control_drop_nodes(uint64_t nodes, int wait) {
 static void drop_requested(control_state *cs) {
     uint64_t asked = atomic_load(&cs->drop_asked);
     uint64_t m = atomic_exchange(&cs->drop_mask, 0);
-    for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
+    for (int i = 0; i < cs->nslots && m; i++) {
         ctl_link *l = cs->links[i];
         if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(cs, l, "dropped: its node left the "
                                                                       "configuration, or a re-sync "
@@ -649,7 +652,7 @@ static int flush_wanted(control_state *cs) {
     if (atomic_load(&cs->njobs_pending)) return 1;
     if (atomic_load(&cs->stopping)) return 0;
     int lazy = pool_is_pmem(server.pool) || (cs->lazy_since_us && monotonic_us() - cs->lazy_since_us >= CTL_LAZY_US);
-    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+    for (int i = 0; i < cs->nslots; i++) {
         ctl_link *l = cs->links[i];
         if (l && l->dirty && (l->urgent || lazy)) return 1;
     }
@@ -801,7 +804,7 @@ void control_stop(void) {
     atomic_store(&cs->stopping, 1);
     pthread_join(cs->thread, NULL);
     if (cs->verbs_on) verbs_receiver_stop();
-    for (int i = 0; i < CTL_MAX_LINKS; i++)
+    for (int i = 0; i < cs->nslots; i++)
         if (cs->links[i]) link_close(cs, cs->links[i], NULL);
     close(cs->listen_fd);
     cs->listen_fd = -1;
