@@ -511,7 +511,7 @@ static uint64_t hist_add_run(robj *o, const bigval_run *run) {
     uint64_t sum = 0;
     for (uint32_t i = 0; run && i < run->n; i++) {
         int64_t b = ref_bytes(run->refs[i]);
-        obj_hist_add(o, run->refs[i], (uint64_t)b);
+        obj_hist_add(o, run->refs[i], (uint64_t)b, 1);
         live_add(run->refs[i], b);
         sum += (uint64_t)b;
     }
@@ -539,7 +539,7 @@ static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e, const bigval
     set_obj_expire(s, o, h, e->expire_ms);
     uint64_t own = log_entry_len(e->klen, run ? BIGVAL_DESC_LEN : e->vlen);
     uint64_t pieces = hist_add_run(o, run);
-    obj_hist_add(o, ref, own);
+    obj_hist_add(o, ref, own, 0);
     if (e->type == LOG_SNAPSHOT) o->snap_bytes = own + pieces;
     live_add(ref, (int64_t)own);
     o->ver = e->ver;
@@ -565,7 +565,7 @@ static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
             s->dbexpires[e->db]++;
         }
         hist_add_run(o, &run);
-        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
+        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen), 0);
         live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
     } else {
         log_entry j = *e;
