@@ -832,6 +832,7 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
     }
     q->reply = r;
     complete(e, q);
+    rw_push_flush(e);         /* the reply's other values (SUBSCRIBE a b), after it */
 }
 
 static void on_datagram(rowanEngine *e, int node, const unsigned char *buf, size_t len) {
@@ -1110,6 +1111,7 @@ void rw_engine_free(rowanEngine *e) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].fd >= 0) close(e->nodes[i].fd);
     free(e->cmds);
+    rw_push_free(e);
     if (e->reader) redisReaderFree(e->reader);
     free(e);
 }

@@ -118,6 +118,8 @@ struct rowanEngine {
     void (*on_push)(rowanEngine *e, int node, redisReply *r);
     uint64_t sub_nodes, mon_nodes;
     uint64_t keepalive_ns, t_keepalive;
+    struct { redisReply *r; int node; } *later;   /* values pushed next (rw_push_flush) */
+    int nlater, caplater;
     redisReader *reader;
     unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];   /* one recvmmsg's datagrams */
 };
@@ -162,9 +164,12 @@ enum { RW_PUSH_NONE, RW_PUSH_SUB, RW_PUSH_UNSUB, RW_PUSH_MONITOR };
 /* Is argv[0] a subscribe, unsubscribe or MONITOR command? */
 int rw_push_kind(const char *name, size_t len);
 /* A reply's bytes: its first RESP value (NULL if the bytes are not whole
- * values), the values after it (a SUBSCRIBE of several channels) handed to
- * on_push; subscriptions are noted. */
+ * values); the values after it (a SUBSCRIBE of several channels) are kept
+ * for rw_push_flush; subscriptions are noted. */
 redisReply *rw_push_reply(rowanEngine *e, rw_req *q, const char *buf, size_t len);
+/* Hand the values rw_push_reply kept back to on_push (after the reply). */
+void rw_push_flush(rowanEngine *e);
+void rw_push_free(rowanEngine *e);
 /* A datagram with request id 0: pushed output, best effort. */
 void rw_push_datagram(rowanEngine *e, int node, const dgram_hdr *h, const unsigned char *pl,
                       size_t plen);

@@ -75,37 +75,64 @@ static void deliver(rowanEngine *e, int node, redisReply *r) {
     else freeReplyObject(r);
 }
 
-/* Every RESP value in buf: 0 with the first in *first (the rest handed to
- * deliver, in order), -1 if the bytes are not whole values. */
-static int parse_values(rowanEngine *e, int node, const char *buf, size_t len,
-                        redisReply **first) {
+/* Every RESP value in buf, in order, into e->later (after what is there);
+ * the number, or -1 if the bytes are not whole values (nothing added). */
+static int parse_values(rowanEngine *e, int node, const char *buf, size_t len) {
     redisReader *rd = redisReaderCreate();
     if (!rd) return -1;
-    int rc = -1;
-    *first = NULL;
+    int n = 0, rc = -1, base = e->nlater;
     if (redisReaderFeed(rd, buf, len) == REDIS_OK) {
         for (;;) {
             void *v = NULL;
             if (redisReaderGetReply(rd, &v) != REDIS_OK) break;
             if (!v) {
-                rc = rd->pos == rd->len && *first ? 0 : -1;
+                rc = rd->pos == rd->len && n ? n : -1;
                 break;
             }
-            if (!*first) *first = v;
-            else deliver(e, node, v);
+            if (e->nlater == e->caplater) {
+                int cap = e->caplater ? 2 * e->caplater : 8;
+                void *p = realloc(e->later, sizeof(*e->later) * (size_t)cap);
+                if (!p) { freeReplyObject(v); break; }
+                e->later = p;
+                e->caplater = cap;
+            }
+            e->later[e->nlater].r = v;
+            e->later[e->nlater++].node = node;
+            n++;
         }
     }
     redisReaderFree(rd);
-    if (rc < 0 && *first) {
-        freeReplyObject(*first);
-        *first = NULL;
+    if (rc < 0) {
+        while (e->nlater > base) freeReplyObject(e->later[--e->nlater].r);
     }
     return rc;
 }
 
+void rw_push_flush(rowanEngine *e) {
+    /* deliver may run a callback that reaches here again: take the list */
+    for (int i = 0; i < e->nlater; i++) {
+        redisReply *r = e->later[i].r;
+        e->later[i].r = NULL;
+        if (r) deliver(e, e->later[i].node, r);
+    }
+    e->nlater = 0;
+}
+
+void rw_push_free(rowanEngine *e) {
+    while (e->nlater > 0) freeReplyObject(e->later[--e->nlater].r);
+    free(e->later);
+    e->later = NULL;
+    e->caplater = 0;
+}
+
 redisReply *rw_push_reply(rowanEngine *e, rw_req *q, const char *buf, size_t len) {
-    redisReply *r;
-    if (parse_values(e, q->node, buf, len, &r) < 0) return NULL;
+    int base = e->nlater;
+    if (parse_values(e, q->node, buf, len) < 0) return NULL;
+    /* the first value is the reply; the others stay in `later`, pushed
+     * once the reply is handed over (rw_push_flush), so they come after it */
+    redisReply *r = e->later[base].r;
+    memmove(&e->later[base], &e->later[base + 1], sizeof(*e->later) * (size_t)(e->nlater - base - 1));
+    e->nlater--;
     if (q->push == RW_PUSH_MONITOR && r->type == REDIS_REPLY_STATUS && q->node >= 0 &&
         q->node < 64 && strcmp(r->str, "OK") == 0) {
         e->mon_nodes |= 1ull << q->node;
@@ -118,8 +145,7 @@ redisReply *rw_push_reply(rowanEngine *e, rw_req *q, const char *buf, size_t len
 void rw_push_datagram(rowanEngine *e, int node, const dgram_hdr *h, const unsigned char *pl,
                       size_t plen) {
     if (h->type != DGRAM_REPLY || h->nfrag != 1 || h->off != 0 || plen != h->total) return;
-    redisReply *r;
-    if (parse_values(e, node, (const char *)pl, plen, &r) == 0) deliver(e, node, r);
+    if (parse_values(e, node, (const char *)pl, plen) > 0) rw_push_flush(e);
 }
 
 static void keepalive_done(rowanEngine *e, rw_req *q) {

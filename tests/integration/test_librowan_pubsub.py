@@ -114,6 +114,15 @@ def test_subscribe_messages_and_unsubscribe(nsrv, procs, mode):
         sent.append("msg=message||%s|m%d" % (ch, i))
     got = [p.expect("msg=") for _ in sent]
     assert ["msg=" + g for g in got] == sent       # loopback: nothing lost here
+    # a pipelined burst: the server packs several messages into one
+    # datagram's payload; they come out one by one, in order
+    pipe = r.pipeline(transaction=False)
+    sent = []
+    for i in range(100):
+        pipe.publish("lr:ch1", "b%d" % i)
+        sent.append("message||lr:ch1|b%d" % i)
+    assert pipe.execute() == [1] * 100
+    assert [p.expect("msg=") for _ in sent] == sent
     # a pattern message
     assert r.publish("lr:p:x", "pat-payload") == 1
     assert p.expect("msg=") == "pmessage|lr:p:*|lr:p:x|pat-payload"
@@ -131,6 +140,8 @@ def test_subscribe_messages_and_unsubscribe(nsrv, procs, mode):
     p.expect("msg=")
     if mode == "sub":
         assert p.expect("punsubscribed=") == "1"
+    else:
+        assert p.expect("punsubscribe=") == "lr:p:*|1"
     assert r.publish("lr:p:z", "after") == 0
     assert r.publish("lr:ch2", "quit") == 1
     rc, seen, err = p.finish()

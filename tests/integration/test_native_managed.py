@@ -85,9 +85,12 @@ class Router:
         assert None not in self.slots
 
     def call(self, key, *args):
-        for _ in range(100):   # TRYAGAIN (nothing ran): a shard still being checked
+        # TRYAGAIN (a shard still being checked), NOREPLICAS (a backup still
+        # catching up): the cluster is settling; the commands used here are
+        # idempotent, so they are simply sent again
+        for _ in range(150):
             r = self.link(self.slots[key_slot(key)]).call(*args)
-            if not (isinstance(r, RespError) and str(r).startswith("TRYAGAIN")):
+            if not (isinstance(r, RespError) and str(r).startswith(("TRYAGAIN", "NOREPLICAS"))):
                 return r
             time.sleep(0.1)
         return r
