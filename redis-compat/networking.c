@@ -791,13 +791,16 @@ static void inq_pop(client *c) {
     if (--c->ninq == 0) c->headinq = 0;
 }
 
-/* Run one command of a per-reply session now; 0 if CLIENT PAUSE holds it. */
+/* Run one command of a per-reply session now; 0 if CLIENT PAUSE or a cold
+ * read holds it. */
 static int session_run_now(client *c, uint64_t tag, int argc, const char *const *argv,
                            const size_t *argvlen) {
     c->argc = argc;
     c->argv = (const char **)argv;
     c->argvlen = (size_t *)argvlen;
-    if (client_pause_holds(c)) {   /* client: CLIENT PAUSE; run when it ends */
+    /* client: CLIENT PAUSE, run when it ends; coldhold: its keys' pages
+     * are being read, run when they are in */
+    if (client_pause_holds(c) || session_cold_holds(c)) {
         c->argc = 0;
         return 0;
     }
@@ -815,7 +818,7 @@ static void session_drain(client *c) {
         if (!session_run_now(c, q->tag, q->argc, q->argv, q->argvlen)) break;
         inq_pop(c);
     }
-    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED)));
+    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold));
 }
 
 void session_run(client *c, uint64_t tag, int argc, const char *const *argv,
@@ -831,7 +834,7 @@ void session_run(client *c, uint64_t tag, int argc, const char *const *argv,
             close_soon(c);
         }
     }
-    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED)));
+    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold));
 }
 
 /* blocking: entry points for blocking.c (re-run a blocked client's command,
