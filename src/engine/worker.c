@@ -589,7 +589,7 @@ static void *worker_main(void *arg) {
 void workers_start(void) {
     syncer_start(server.nworkers);
     for (int i = 0; i < server.nworkers; i++)
-        pthread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
+        rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
 }
 
 void workers_join(void) {

@@ -159,7 +159,7 @@ static void start(void) {
         pthread_attr_init(&a);
         pthread_attr_setstacksize(&a, 64 << 10);
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &a, reader_main, NULL) == 0) cr.started++;
+        if (rowan_thread_create(&t, &a, reader_main, NULL) == 0) cr.started++;
         pthread_attr_destroy(&a);
     }
 }
