@@ -21,6 +21,27 @@ __thread struct rowan_server *rowan_self = &first_server;
  * this one lock. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The state of the modules without threads (server.h), before anything
+ * (the configuration first) can use it. */
+void server_state_new(void) {
+    cluster_state_new();
+    zk_state_new();
+    coldread_state_new();
+    listen_state_new();
+    shard_state_new();
+    bigval_state_new();
+    evict_state_new();
+    db_state_new();
+    pauth_state_new();
+    tls_state_new();
+    config_state_new();
+    peer_tls_state_new();
+}
+
+/* The first object has its state before main, so the tools and unit tests
+ * that use the core without starting a server (rowan-check-pool) find it. */
+__attribute__((constructor)) static void first_server_state(void) { server_state_new(); }
+
 struct thread_start { struct rowan_server *self; void *(*fn)(void *); void *arg; };
 
 static void *thread_trampoline(void *p) {

@@ -222,7 +222,39 @@ struct rowan_server {
      * it, redis-compat/edge_state.h; src/ never includes the edge). */
     struct core_state *core;
     struct edge_state *edge_state;
+    /* The file-level state of the modules without threads, each private
+     * to its file and allocated by its *_state_new (core_state_new, boot.c)
+     * before the configuration is read. */
+    struct cluster_state *cluster_st;     /* cluster.c */
+    struct zk_state *zk_st;               /* zk.c */
+    struct coldread_state *coldread_st;   /* coldread.c */
+    struct listen_state *listen_st;       /* worker.c: the listening sockets */
+    struct shard_state *shard_st;         /* shard.c */
+    struct bigval_state *bigval_st;       /* bigval.c */
+    struct evict_state *evict_st;         /* evict.c */
+    struct db_state *db_st;               /* db.c */
+    struct pauth_state *pauth_st;         /* peer_auth.c */
+    struct tls_state *tls_st;             /* tls.c */
+    struct config_state *config_st;       /* config.c */
+    struct peer_tls_state *peer_tls_st;   /* peer_tls.c */
+    int owns_process;                /* rowan-server's: signals, pidfile, supervisor (boot.c) */
 };
+
+void cluster_state_new(void);
+void zk_state_new(void);
+void coldread_state_new(void);
+void listen_state_new(void);
+void shard_state_new(void);
+void bigval_state_new(void);
+void evict_state_new(void);
+void db_state_new(void);
+void pauth_state_new(void);
+void tls_state_new(void);
+void config_state_new(void);
+void peer_tls_state_new(void);
+
+/* Allocate them all for the calling thread's server (server.c). */
+void server_state_new(void);
 
 /* The server the calling thread works for (see the file comment). */
 extern __thread struct rowan_server *rowan_self;

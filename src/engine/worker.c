@@ -382,10 +382,24 @@ static void cron_cb(evutil_socket_t fd, short what, void *arg) {
 
 /* The client port's listening sockets, bound by workers_listen() before the
  * pool is opened; worker 0's loop accepts on them. */
-static int listen_fds[16];
-static int listen_tls[16];        /* the socket is a tls-port one */
-static int nlisten;
-static struct evconnlistener *listeners[16];
+/* This file's state, one per server (server.h). */
+struct listen_state {
+    int listen_fds[16];
+    int listen_tls[16];   /* the socket is a tls-port one */
+    int nlisten;
+    struct evconnlistener *listeners[16];
+};
+
+void listen_state_new(void) {
+    struct listen_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.listen_st = st;
+}
+
+#define listen_fds (server.listen_st->listen_fds)
+#define listen_tls (server.listen_st->listen_tls)   /* the socket is a tls-port one */
+#define nlisten (server.listen_st->nlisten)
+#define listeners (server.listen_st->listeners)
 
 /* A connection accepted by worker 0 for another worker. */
 struct handoff {
