@@ -133,9 +133,9 @@ typedef struct nworker {
     size_t argvlen[DGRAM_MAX_ARGS];
 } nworker;
 
-static const native_backend *backend;
 /* This file's state, one per server (server.h). */
 struct native_state {
+    const native_backend *backend;
     nworker **nws;
     int nnws;
 };
@@ -146,6 +146,7 @@ void native_state_new(void) {
     server.edge_state->native = st;
 }
 
+#define backend (server.edge_state->native->backend)
 #define nws (server.edge_state->native->nws)
 #define nnws (server.edge_state->native->nnws)
 

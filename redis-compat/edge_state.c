@@ -28,5 +28,6 @@ struct edge_state *edge_state_new(void) {
     rates_state_new();
     peak_state_new();
     tracking_state_new();
+    cmdnames_state_new();
     return es;
 }

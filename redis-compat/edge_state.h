@@ -34,6 +34,7 @@ struct rand48_state_st;
 struct rates_state;
 struct peak_state;
 struct tracking_state;
+struct cmdnames_state;
 
 struct edge_state {
     struct native_state *native;          /* native.c */
@@ -58,6 +59,7 @@ struct edge_state {
     struct rates_state *rates;            /* t_server.c */
     struct peak_state *peak;              /* t_server.c */
     struct tracking_state *trk;           /* tracking.c */
+    struct cmdnames_state *cmdnames;      /* commands.c */
 };
 
 /* Each file's allocation (edge_state_new calls them all). */
@@ -83,6 +85,7 @@ void rand48_state_st_new(void);
 void rates_state_new(void);
 void peak_state_new(void);
 void tracking_state_new(void);
+void cmdnames_state_new(void);
 
 /* A new server's edge state (edge_ops.state_new). */
 struct edge_state *edge_state_new(void);

@@ -388,6 +388,7 @@ struct listen_state {
     int listen_tls[16];   /* the socket is a tls-port one */
     int nlisten;
     struct evconnlistener *listeners[16];
+    unsigned next_worker;   /* the worker the next accepted connection goes to */
 };
 
 void listen_state_new(void) {
@@ -440,9 +441,8 @@ static void handoff_push(worker *w, int fd, int tls, const struct sockaddr *sa, 
  * listener's index (which tells a tls-port socket). */
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg) {
-    static unsigned next;
     int tls = listen_tls[(intptr_t)arg];
-    worker *w = server.workers[next++ % (unsigned)server.nworkers];
+    worker *w = server.workers[server.listen_st->next_worker++ % (unsigned)server.nworkers];
     if (w == server.workers[0]) edge->accept(w, fd, tls, sa, salen);
     else handoff_push(w, fd, tls, sa, salen);
 }

@@ -4,7 +4,8 @@
  * so one process can run two: this test starts two standalone servers
  * (rowan_server_start, boot.h) on their own ports and pool files, writes
  * different keys to each through hiredis, checks that each sees only its
- * own (keys, DBSIZE, INFO's port, CONFIG GET, a pub/sub channel), stops
+ * own (keys, DBSIZE, INFO's port, CONFIG GET and SET, rename-command, a
+ * pub/sub channel's subscribers), stops
  * them, and starts one again on its pool to check its data came back while
  * the other's never did. */
 #include "boot.h"
@@ -38,6 +39,7 @@ static int free_port(void) {
 
 typedef struct node {
     char dir[256], port[16], log[300];
+    const char *rename_from, *rename_to;   /* a rename-command of its own */
     struct rowan_server *s;
     redisContext *c;
 } node;
@@ -45,7 +47,8 @@ typedef struct node {
 static void start(node *n) {
     char *argv[] = {"rowan-server", "--port", n->port, "--bind", "127.0.0.1", "--dir", n->dir,
                     "--pool-size", "64mb", "--workers", "2", "--shards", "4",
-                    "--logfile", n->log, "--save", "", NULL};
+                    "--logfile", n->log, "--save", "",
+                    "--rename-command", (char *)n->rename_from, (char *)n->rename_to, NULL};
     n->s = rowan_server_start((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, 0);
     CHECK(n->s != NULL && n->s != rowan_self);
     n->c = redisConnect("127.0.0.1", atoi(n->port));
@@ -113,6 +116,8 @@ int main(void) {
         snprintf(ns[i]->port, sizeof(ns[i]->port), "%d", free_port());
         snprintf(ns[i]->log, sizeof(ns[i]->log), "%s/log", ns[i]->dir);
     }
+    a.rename_from = "GETDEL", a.rename_to = "";   /* disabled on a only */
+    b.rename_from = "ECHO", b.rename_to = "SAY";   /* b's ECHO is SAY */
     start(&a);
     start(&b);
     CHECK(a.s != b.s);
@@ -138,7 +143,21 @@ int main(void) {
     CHECK(r->type == REDIS_REPLY_STRING);
     CHECK(strstr(r->str, want) != NULL);
     freeReplyObject(r);
-    /* a FLUSHALL on one leaves the other alone */
+    /* rename-command is each server's */
+    CHECK(reply_is(cmd(&a, "ECHO hi"), "hi"));
+    r = cmd(&a, "SAY hi");
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    CHECK(reply_is(cmd(&b, "SAY hi"), "hi"));
+    r = cmd(&b, "ECHO hi");
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(&a, "GETDEL a:0");
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    CHECK(reply_is(cmd(&b, "SET gd 1"), "OK"));
+    CHECK(reply_is(cmd(&b, "GETDEL gd"), "1"));
+    /* a key written to one after the others is not on the other */
     CHECK(reply_is(cmd(&a, "SET scratch 1"), "OK"));
     CHECK_EQ_LL(reply_int(cmd(&b, "EXISTS scratch")), 0);
     CHECK_EQ_LL(reply_int(cmd(&a, "DEL scratch")), 1);
