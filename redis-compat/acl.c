@@ -1845,11 +1845,12 @@ static void config_user_lines(rbuf *out)
 
 /* ---- startup ---- */
 
-int acl_init(char *err, size_t errlen)
+/* The command rows and their categories are the process's, as the command
+ * table is: built once, by whichever server starts first. */
+static void rows_build(void)
 {
     command_foreach(base_cb, NULL);
     ncmd = command_count();
-    config_set_user_lines(config_user_lines);
     first_sub = calloc((size_t)ncmd, sizeof(int));
     nsub = calloc((size_t)ncmd, sizeof(int));
     nall = ncmd;
@@ -1869,6 +1870,13 @@ int acl_init(char *err, size_t errlen)
          * the categories (COMMAND is not: it runs on its own too) */
         if (nsub[i] && cmd_base[i].proc != commandCommand) cmd_cats[i] = 1u << C_SLOW;
     }
+}
+
+int acl_init(char *err, size_t errlen)
+{
+    static pthread_once_t rows_once = PTHREAD_ONCE_INIT;
+    pthread_once(&rows_once, rows_build);
+    config_set_user_lines(config_user_lines);
     /* the default user: everything, no password (requirepass sets one) */
     acl_user **set = NULL;
     int n = 0;
