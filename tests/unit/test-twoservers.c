@@ -5,7 +5,7 @@
  * (rowan_server_start, boot.h) on their own ports and pool files, writes
  * different keys to each through hiredis, checks that each sees only its
  * own (keys, DBSIZE, INFO's port, CONFIG GET and SET, rename-command, a
- * pub/sub channel's subscribers), stops
+ * pub/sub channel's subscribers, a counter both increment at once), stops
  * them, and starts one again on its pool to check its data came back while
  * the other's never did. */
 #include "boot.h"
@@ -14,7 +14,9 @@
 
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,6 +99,26 @@ static long long reply_int(redisReply *r) {
     return v;
 }
 
+/* Both servers under load at once: a thread per server pipelines INCRs
+ * of one counter on its own connection. */
+#define NINCR 5000
+
+static void *incr_main(void *arg) {
+    node *n = arg;
+    redisContext *c = redisConnect("127.0.0.1", atoi(n->port));
+    long long last = -1;
+    if (c && !c->err) {
+        for (int i = 0; i < NINCR; i++) redisAppendCommand(c, "INCR ctr");
+        for (int i = 0; i < NINCR; i++) {
+            redisReply *r = NULL;
+            if (redisGetReply(c, (void **)&r) != REDIS_OK) break;
+            last = reply_int(r);
+        }
+    }
+    if (c) redisFree(c);
+    return (void *)(intptr_t)last;
+}
+
 /* n holds exactly its own keys (prefix own), none of the other's. */
 static void check_keys(node *n, const char *own, const char *other) {
     CHECK_EQ_LL(reply_int(cmd(n, "DBSIZE")), NKEYS);
@@ -135,6 +157,18 @@ int main(void) {
     }
     check_keys(&a, "a", "b");
     check_keys(&b, "b", "a");
+
+    pthread_t ta, tb;
+    void *ra, *rb;
+    CHECK(reply_is(cmd(&b, "SET ctr 1000000"), "OK"));
+    pthread_create(&ta, NULL, incr_main, &a);
+    pthread_create(&tb, NULL, incr_main, &b);
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    CHECK_EQ_LL((intptr_t)ra, NINCR);
+    CHECK_EQ_LL((intptr_t)rb, 1000000 + NINCR);
+    CHECK_EQ_LL(reply_int(cmd(&a, "DEL ctr")), 1);
+    CHECK_EQ_LL(reply_int(cmd(&b, "DEL ctr")), 1);
 
     /* configuration and INFO are each server's own */
     redisReply *r = cmd(&b, "CONFIG GET port");
