@@ -71,6 +71,7 @@
 #include "member.h"
 #include "coldhold.h"   /* cold keys read on reader threads: hooks marked "coldhold:" */
 #include "util.h"
+#include "edge_state.h"
 
 #define READ_CHUNK (16 * 1024)
 /* Compact the output buffer once this much of it has been sent. */
@@ -87,9 +88,22 @@
 #define CLIENTS_MEM_MIN (128 * 1024)
 #define MAX_CMD_KEYS_STACK 64
 
-static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This file's state, one per server (server.h). */
+struct net_state {
+    pthread_mutex_t clients_lock;
+    _Atomic long long clients_evicting;
+};
+
+void net_state_new(void) {
+    struct net_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->clients_lock, NULL);
+    server.edge_state->net = st;
+}
+
+#define clients_lock (server.edge_state->net->clients_lock)
 /* Buffer bytes of clients marked for eviction and not yet freed. */
-static _Atomic long long clients_evicting;
+#define clients_evicting (server.edge_state->net->clients_evicting)
 
 /* RESP over TCP: the connection part of a TCP client (its session is c). */
 typedef struct tcp_conn {

@@ -26,8 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cluster.h"
+#include "server.h"
 
-static struct {
+/* This file's state, one per server (server.h). */
+struct cluster_state {
     int enabled, managed;
     char self_name[CLUSTER_NAME_MAX + 1];
     cluster_node self_node;          /* our address (static and managed) */
@@ -42,7 +44,15 @@ static struct {
     _Atomic(cluster_config *) cur;
     cluster_config *retired[CLUSTER_KEEP];
     int next_retired;
-} cl = {.k = 1};
+};
+#define cl (*server.cluster_st)
+
+void cluster_state_new(void) {
+    struct cluster_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->k = 1;
+    server.cluster_st = st;
+}
 
 /* A 40-hex-digit node id from the name: stable across restarts and equal on
  * every node, like Redis's node ids are to its cluster. */

@@ -713,7 +713,7 @@ void cm_start(const char *root) {
     bus_register(BUS_CAUGHTUP, on_caughtup);
     bus_register(BUS_FAILOVER, on_failover);
     cm->running = 1;
-    pthread_create(&cm->thread, NULL, cm_main, cm);
+    rowan_thread_create(&cm->thread, NULL, cm_main, cm);
 }
 
 void cm_stop(void) {

@@ -460,7 +460,7 @@ void member_start(void) {
     struct member_state *mb = server.member;
     if (!cluster_managed()) return;
     mb->running = 1;
-    pthread_create(&mb->thread, NULL, member_main, mb);
+    rowan_thread_create(&mb->thread, NULL, member_main, mb);
 }
 
 void member_stop(void) {

@@ -62,7 +62,19 @@ static const char *no_room_error =
     OOM_TEXT ": the value needs more log space than the pool has free";
 
 /* Why the last pool-full refusal happened, for INFO. */
-static _Atomic int last_refusal = DB_REFUSED_NONE;
+/* This file's state, one per server (server.h). */
+struct db_state {
+    _Atomic int last_refusal;
+};
+
+void db_state_new(void) {
+    struct db_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->last_refusal = DB_REFUSED_NONE;
+    server.db_st = st;
+}
+
+#define last_refusal (server.db_st->last_refusal)
 
 const char *db_refusal_name(int why) {
     static const char *names[] = {"none", "too_big", "reclaiming", "live_data", "no_room",
