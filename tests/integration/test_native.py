@@ -813,7 +813,7 @@ def test_packed_through_loss_exactly_once(nsrv):
     proxy = LossyProxy(nsrv.native_port, seed=23)
     clients = [NativeClient(proxy.port, timeout=0.05, version=VERSION2) for _ in range(3)]
     seen = []
-    rounds, width = 10, 12
+    rounds, width = 20, 8
     for i in range(rounds):
         for j, c in enumerate(clients):
             cmds = []
@@ -835,7 +835,9 @@ def test_packed_through_loss_exactly_once(nsrv):
     assert int(info["native_duplicates_answered_from_cache"]) > 0
     assert int(info["native_packed_datagrams_in"]) > 0 and int(info["native_packed_datagrams_out"]) > 0
     assert sum(c.stats["packed"] for c in clients) > 0
-    assert proxy.stats["dropped"] > 20 and proxy.stats["duplicated"] > 5, proxy.stats
+    # ~2 datagrams per pipeline each way plus retransmissions: the relay's
+    # 25% loss and 20% duplication must have hit packs many times
+    assert proxy.stats["dropped"] >= 15 and proxy.stats["duplicated"] >= 8, proxy.stats
     for c in clients:
         c.close()
     proxy.close()
