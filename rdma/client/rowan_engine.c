@@ -251,14 +251,15 @@ static void pack_add(dgram_pack *p, const rw_req *q) {
  * produced: a pipeline, or the callbacks of one read), consecutive ones
  * packed into as few datagrams as fit (dgram.h, "Packed frames"; a
  * request alone goes as its own datagram), then one sendmmsg per
- * RW_PACKBATCH datagrams. */
+ * RW_PACKBATCH datagrams. The fault hook drops or doubles whole
+ * datagrams here, so a lost pack loses all its requests at once. */
 static void flush_node(rowanEngine *e, rw_node *n) {
     struct mmsghdr msgs[RW_PACKBATCH];
     struct iovec iov[RW_PACKBATCH];
     int k = n->nout, i = 0;
     while (i < k) {
         int m = 0;
-        for (; m < RW_PACKBATCH && i < k; m++) {
+        while (m < RW_PACKBATCH - 1 && i < k) {   /* room for a doubled one */
             rw_req *q = n->out[i++];
             dgram_pack p;
             dgram_hdr h = {0};
@@ -274,11 +275,23 @@ static void flush_node(rowanEngine *e, rw_node *n) {
             } else {
                 iov[m].iov_base = e->txpk[m];
                 iov[m].iov_len = (size_t)dgram_pack_end(&p);
-                e->st_packs++;
             }
-            memset(&msgs[m], 0, sizeof msgs[m]);
-            msgs[m].msg_hdr.msg_iov = &iov[m];
-            msgs[m].msg_hdr.msg_iovlen = 1;
+            if (e->drop_send > 0 && frand(e) < e->drop_send) {
+                e->st.dropped_send++;
+                continue;
+            }
+            int copies = 1;
+            if (e->dup_send > 0 && frand(e) < e->dup_send) {
+                copies = 2;
+                e->st.duplicated++;
+                iov[m + 1] = iov[m];
+            }
+            for (int c = 0; c < copies; c++, m++) {
+                memset(&msgs[m], 0, sizeof msgs[m]);
+                msgs[m].msg_hdr.msg_iov = &iov[m];
+                msgs[m].msg_hdr.msg_iovlen = 1;
+                e->st.sent++;
+            }
         }
         for (int done = 0; done < m;) {
             int r = sendmmsg(n->fd, msgs + done, (unsigned)(m - done), MSG_NOSIGNAL);
@@ -300,24 +313,12 @@ void rw_flush(rowanEngine *e) {
         if (e->nodes[i].nout) flush_node(e, &e->nodes[i]);
 }
 
-/* Queue q's datagram for the node's next flush (the fault hook may drop
- * it or queue it twice). */
+/* Queue q for the node's next flush (which packs it; the fault hook
+ * drops or doubles whole datagrams there). */
 static void xmit(rowanEngine *e, rw_node *n, rw_req *q) {
-    if (e->drop_send > 0 && frand(e) < e->drop_send) {
-        e->st.dropped_send++;
-        return;
-    }
-    int copies = 1;
-    if (e->dup_send > 0 && frand(e) < e->dup_send) {
-        copies = 2;
-        e->st.duplicated++;
-    }
-    for (int i = 0; i < copies; i++) {
-        if (n->nout == RW_OUTBATCH) flush_node(e, n);
-        e->st.sent++;
-        n->out[n->nout++] = q;
-        q->outq = 1;
-    }
+    if (n->nout == RW_OUTBATCH) flush_node(e, n);
+    n->out[n->nout++] = q;
+    q->outq = 1;
 }
 
 

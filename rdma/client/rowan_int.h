@@ -114,7 +114,6 @@ struct rowanEngine {
     redisReader *reader;
     unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];   /* one recvmmsg's datagrams */
     unsigned char txpk[RW_PACKBATCH][DGRAM_MTU];    /* packed frames of one sendmmsg */
-    unsigned long long st_packs;                    /* packed request frames sent */
 };
 
 uint64_t rw_now(void);
