@@ -554,6 +554,26 @@ def test_pubsub_messages_come_with_request_id_0(nsrv):
     c.close()
 
 
+def test_pubsub_version2_unsolicited_stays_single(nsrv):
+    """For a client that reads packs, unsolicited output (request id 0) is
+    never packed: it leaves as a plain version 2 reply, after the replies
+    packed before it."""
+    c = nclient(nsrv, version=VERSION2)
+    q1, q2 = c.new_req(), c.new_req()
+    c.send_pack([(q1, ["SUBSCRIBE", "news2"]), (q2, ["PING"])])
+    assert parse_resp(c.recv_for(q1, 2.0))[0] == [b"subscribe", b"news2", 1]
+    assert parse_resp(c.recv_for(q2, 2.0))[0] == [b"pong", b""]
+    c.finish(q1)
+    c.finish(q2)
+    assert nsrv.client().publish("news2", "hi") == 1
+    dg = c.recv_dgram(3.0)
+    assert dg is not None
+    h, payload = decode(dg)
+    assert (h["version"], h["type"], h["req"]) == (VERSION2, REPLY, 0), h
+    assert parse_resp(payload)[0] == [b"message", b"news2", b"hi"]
+    c.close()
+
+
 def test_idle_clients_forgotten(server_factory):
     port = free_port()
     srv = server_factory(extra={"native-port": port, "native-client-timeout": 1})
