@@ -11,6 +11,13 @@
  * -MOVED, a dead node) run inside the event loop, and the commands that
  * wait for them are sent when they end.
  *
+ * Sending. Commands issued from the callbacks of one turn leave together
+ * when our handler ends (rw_flush: packed per node). Commands issued from
+ * outside our handlers (the caller's own code before the loop runs, or
+ * its other events) leave at the next turn of the loop, from a one-shot
+ * flush event, as hiredis's writes do: so a burst issued in one go is
+ * packed too, instead of leaving as one datagram per command.
+ *
  * rowanAsyncFree may be called from a callback: the context is then freed
  * when the engine has returned to the event handler. */
 #include <stdlib.h>
@@ -25,6 +32,8 @@ typedef struct async_state {
     uint64_t armed;            /* absolute ns the timer is set for; 0: not armed */
     int depth;                 /* inside an event handler of ours */
     int free_pending;
+    struct event *flush;       /* one-shot: send what was issued outside our handlers */
+    int flush_armed;
 } async_state;
 
 static async_state *state_of(rowanEngine *e) { return e->owner; }
@@ -61,6 +70,14 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
     s->depth++;
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].ev && e->nodes[i].fd == fd) { rw_on_readable(e, i); break; }
+    leave(s);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    async_state *s = state_of(((rowanAsyncContext *)arg)->eng);
+    s->flush_armed = 0;
+    s->depth++;
     leave(s);
 }
 
@@ -126,7 +143,8 @@ int rowanLibeventAttach(rowanAsyncContext *ac, struct event_base *base) {
     if (s->base) return ROWAN_ERR;
     s->base = base;
     s->timer = evtimer_new(base, on_timer, ac);
-    if (!s->timer) return ROWAN_ERR;
+    s->flush = event_new(base, -1, 0, on_flush, ac);
+    if (!s->timer || !s->flush) return ROWAN_ERR;
     for (int i = 0; i < ac->eng->nnodes; i++) add_read_event(ac->eng, i);
     arm_timer(s);
     return ROWAN_OK;
@@ -143,8 +161,18 @@ int rowanAsyncCommandArgv(rowanAsyncContext *ac, rowanCallbackFn *fn, void *priv
     q->done = done_async;
     q->fn = (void *)fn;
     q->priv = privdata;
-    s->depth++;
+    int outside = s->depth == 0 && s->flush;
+    s->depth++;                        /* a callback run by the submit must not free us */
     rw_submit(ac->eng, q);
+    if (outside && !s->free_pending) { /* send at the loop's next turn, with the others */
+        s->depth--;
+        if (!s->flush_armed) {
+            event_active(s->flush, EV_TIMEOUT, 0);
+            s->flush_armed = 1;
+        }
+        arm_timer(s);
+        return ROWAN_OK;
+    }
     leave(s);
     return ROWAN_OK;
 }
@@ -185,6 +213,7 @@ static void free_now(rowanAsyncContext *ac) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].ev) event_free(e->nodes[i].ev);
     if (s->timer) event_free(s->timer);
+    if (s->flush) event_free(s->flush);
     free(s);
     rw_engine_free(e);
     free(ac);
