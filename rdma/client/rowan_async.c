@@ -11,6 +11,13 @@
  * -MOVED, a dead node) run inside the event loop, and the commands that
  * wait for them are sent when they end.
  *
+ * Sending. Commands issued from the callbacks of one turn leave together
+ * when our handler ends (rw_flush: packed per node). Commands issued from
+ * outside our handlers (the caller's own code before the loop runs, or
+ * its other events) leave at the next turn of the loop, from a one-shot
+ * flush event, as hiredis's writes do: so a burst issued in one go is
+ * packed too, instead of leaving as one datagram per command.
+ *
  * rowanAsyncFree may be called from a callback: the context is then freed
  * when the engine has returned to the event handler.
  *
@@ -49,6 +56,8 @@ typedef struct async_state {
     sub_cb *subs;              /* pub/sub callbacks */
     rowanCallbackFn *mon_fn, *push_fn;
     void *mon_priv, *push_priv;
+    struct event *flush;       /* one-shot: send what was issued outside our handlers */
+    int flush_armed;
 } async_state;
 
 static async_state *state_of(rowanEngine *e) { return e->owner; }
@@ -85,6 +94,14 @@ static void on_read(evutil_socket_t fd, short what, void *arg) {
     s->depth++;
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].ev && e->nodes[i].fd == fd) { rw_on_readable(e, i); break; }
+    leave(s);
+}
+
+static void on_flush(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    async_state *s = state_of(((rowanAsyncContext *)arg)->eng);
+    s->flush_armed = 0;
+    s->depth++;
     leave(s);
 }
 
@@ -260,7 +277,8 @@ int rowanLibeventAttach(rowanAsyncContext *ac, struct event_base *base) {
     if (s->base) return ROWAN_ERR;
     s->base = base;
     s->timer = evtimer_new(base, on_timer, ac);
-    if (!s->timer) return ROWAN_ERR;
+    s->flush = event_new(base, -1, 0, on_flush, ac);
+    if (!s->timer || !s->flush) return ROWAN_ERR;
     for (int i = 0; i < ac->eng->nnodes; i++) add_read_event(ac->eng, i);
     arm_timer(s);
     return ROWAN_OK;
@@ -278,8 +296,18 @@ int rowanAsyncCommandArgv(rowanAsyncContext *ac, rowanCallbackFn *fn, void *priv
     q->fn = (void *)fn;
     q->priv = privdata;
     sub_sent(s, q, argc, argv, argvlen, fn, privdata);
-    s->depth++;
+    int outside = s->depth == 0 && s->flush;
+    s->depth++;                        /* a callback run by the submit must not free us */
     rw_submit(ac->eng, q);
+    if (outside && !s->free_pending) { /* send at the loop's next turn, with the others */
+        s->depth--;
+        if (!s->flush_armed) {
+            event_active(s->flush, EV_TIMEOUT, 0);
+            s->flush_armed = 1;
+        }
+        arm_timer(s);
+        return ROWAN_OK;
+    }
     leave(s);
     return ROWAN_OK;
 }
@@ -321,6 +349,7 @@ static void free_now(rowanAsyncContext *ac) {
         if (e->nodes[i].ev) event_free(e->nodes[i].ev);
     if (s->timer) event_free(s->timer);
     while (s->subs) sub_remove(s, s->subs->kind, s->subs->name, s->subs->len);
+    if (s->flush) event_free(s->flush);
     free(s);
     rw_engine_free(e);
     free(ac);

@@ -22,7 +22,8 @@
  * which would also let later requests run before the refused ones. */
 #define RW_WINDOW    128
 #define RW_RXBATCH   16            /* datagrams per recvmmsg */
-#define RW_OUTBATCH  64            /* datagrams per sendmmsg */
+#define RW_OUTBATCH  64            /* requests queued per node before a flush */
+#define RW_PACKBATCH 16            /* datagrams (packs) per sendmmsg */
 
 typedef struct rw_req rw_req;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
@@ -122,6 +123,7 @@ struct rowanEngine {
     int nlater, caplater;
     redisReader *reader;
     unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];   /* one recvmmsg's datagrams */
+    unsigned char txpk[RW_PACKBATCH][DGRAM_MTU];    /* packed frames of one sendmmsg */
 };
 
 uint64_t rw_now(void);
