@@ -48,6 +48,7 @@
 #include "syncer.h"
 #include "tls.h"
 #include "strutil.h"
+#include "types.h"
 #include "worker.h"
 #include "native.h"
 
@@ -247,6 +248,7 @@ int main(int argc, char **argv) {
     server.nworkers = server.cfg.workers;
     db_init_indexes();
     repl_init();
+    types_init();     /* the collection classes recovery applies effects with */
     char err[2048];   /* recovery names each damaged region */
     if (edge->start(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);

@@ -36,6 +36,7 @@
 #include "pool.h"
 #include "server.h"
 #include "shard.h"
+#include "types.h"
 #include "unit.h"
 #include "worker.h"
 
@@ -87,7 +88,7 @@ static void setup(void) {
     server.nworkers = 1;
     shard_init_all(NSHARDS, 1, NDBS);
     db_init_indexes();
-    types_register();
+    types_init();
     wk = calloc(1, sizeof(*wk));
     log_writer_init(&wk->tlog, server.pool, OWNER_WORKER, 0);
     for (int i = 0; i < SHARD_SLOTS; i++) {

@@ -1,4 +1,4 @@
-/* test-stream.c -- the stream class (redis-compat/t_stream.c) as recovery
+/* test-stream.c -- the stream class (src/types/type_stream.c) as recovery
  * uses it: effects applied op by op, snapshot, load.
  *
  *  - a stream with deleted entries, several nodes, groups, consumers and
@@ -16,6 +16,7 @@
 #include "db.h"
 #include "le.h"
 #include "object.h"
+#include "types.h"
 
 /* The effect opcodes (t_stream.c's header comment). */
 enum { SOP_ADD = 1, SOP_DEL, SOP_META, SOP_GCREATE, SOP_GSETID, SOP_GDESTROY,
@@ -181,7 +182,7 @@ static void test_roundtrip(void) {
 }
 
 int main(void) {
-    types_register();
+    types_init();
     test_roundtrip();
     return UNIT_DONE("test-stream");
 }
