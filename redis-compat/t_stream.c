@@ -455,7 +455,7 @@ static void encode_add(rbuf *ops, sid id, int new_node, client *c, int first) {
     stream_put_sid(&arg, id);
     unsigned char nn = (unsigned char)new_node;
     rbuf_append(&arg, &nn, 1);
-    for (int j = first; j < c->argc; j++) stream_put_str(&arg, c->argv[j], c->argvlen[j]);
+    for (int j = first; j < c->argc; j++) obj_put_str(&arg, c->argv[j], c->argvlen[j]);
     obj_op(ops, SOP_ADD, arg.buf, arg.len);
     rbuf_free(&arg);
 }
@@ -692,7 +692,7 @@ static void op_consumer(rbuf *ops, uint8_t op, int64_t seen, const char *g, size
     rbuf arg;
     rbuf_init(&arg);
     if (op == SOP_CCREATE) stream_put_u64(&arg, (uint64_t)seen);
-    stream_put_str(&arg, g, gl);
+    obj_put_str(&arg, g, gl);
     rbuf_append(&arg, cn, cl);
     obj_op(ops, op, arg.buf, arg.len);
     rbuf_free(&arg);
@@ -701,8 +701,8 @@ static void op_consumer(rbuf *ops, uint8_t op, int64_t seen, const char *g, size
 /* A SOP_PELSET being built: start, add (id, time, count)..., end. */
 static void pelset_start(rbuf *arg, const char *g, size_t gl, const char *cn, size_t cl) {
     arg->len = 0;
-    stream_put_str(arg, g, gl);
-    stream_put_str(arg, cn, cl);
+    obj_put_str(arg, g, gl);
+    obj_put_str(arg, cn, cl);
 }
 static void pelset_add(rbuf *arg, sid id, int64_t time, uint64_t count) {
     stream_put_sid(arg, id);
@@ -1326,7 +1326,7 @@ void xackCommand(client *c) {
     rbuf ops, arg;
     rbuf_init(&ops);
     rbuf_init(&arg);
-    stream_put_str(&arg, g->name, g->nlen);
+    obj_put_str(&arg, g->name, g->nlen);
     long long acked = 0;
     for (int j = 0; j < n; j++) {
         if (j && sid_cmp(ids[j - 1], ids[j]) == 0) continue;
@@ -1521,7 +1521,7 @@ void xclaimCommand(client *c) {
     rbuf_init(&del);
     rbuf_init(&set);
     op_lastid(&ops, g, last);
-    stream_put_str(&del, g->name, g->nlen);
+    obj_put_str(&del, g->name, g->nlen);
     size_t delbase = del.len;
     pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
     size_t setbase = set.len;
@@ -1624,7 +1624,7 @@ void xautoclaimCommand(client *c) {
     rbuf_init(&ops);
     rbuf_init(&del);
     rbuf_init(&set);
-    stream_put_str(&del, g->name, g->nlen);
+    obj_put_str(&del, g->name, g->nlen);
     size_t delbase = del.len;
     pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
     size_t setbase = set.len;

@@ -97,6 +97,12 @@ void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, siz
  * lengths in their snapshots and op arguments. */
 void obj_put_u32(rbuf *b, uint32_t v);
 uint32_t obj_get_u32(const char *p);
+/* A string as the type modules write one: u32 length, then the bytes. */
+void obj_put_str(rbuf *b, const char *s, size_t len);
+/* Read such a string at *pos of buf (len bytes): 0 with *s, *slen set and
+ * *pos past it, or -1 if it overruns buf (the bytes may come from a
+ * damaged log). */
+int obj_get_str(const char *buf, size_t len, size_t *pos, const char **s, size_t *slen);
 
 /* Apply an effect payload (u8 type + ops) to o. -1 if malformed. */
 int obj_apply_payload(robj *o, const char *payload, size_t len);

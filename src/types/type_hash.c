@@ -131,10 +131,8 @@ static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
 
 static int snap_fn(void *arg, const dict_entry *e) {
     rbuf *out = arg;
-    obj_put_u32(out, (uint32_t)e->klen);
-    rbuf_append(out, e->key, e->klen);
-    obj_put_u32(out, (uint32_t)e->vlen);
-    rbuf_append(out, e->val, e->vlen);
+    obj_put_str(out, e->key, e->klen);
+    obj_put_str(out, e->val, e->vlen);
     return 0;
 }
 
@@ -153,20 +151,9 @@ static void *hash_load(const char *buf, size_t len) {
     uint32_t n = obj_get_u32(buf + 1);
     size_t pos = 5;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t flen, vlen;
+        size_t flen, vlen;
         const char *f, *v;
-        if (len - pos < 4) goto bad;
-        flen = obj_get_u32(buf + pos);
-        pos += 4;
-        if (flen > len - pos) goto bad;
-        f = buf + pos;
-        pos += flen;
-        if (len - pos < 4) goto bad;
-        vlen = obj_get_u32(buf + pos);
-        pos += 4;
-        if (vlen > len - pos) goto bad;
-        v = buf + pos;
-        pos += vlen;
+        if (obj_get_str(buf, len, &pos, &f, &flen) || obj_get_str(buf, len, &pos, &v, &vlen)) goto bad;
         hash_put(h, f, flen, v, vlen);
     }
     if (pos != len || dict_size(h->d) != n) goto bad;
@@ -224,8 +211,7 @@ void hash_register(void) { obj_register(OBJ_HASH, &hash_class); }
 
 void hash_op_set(rbuf *ops, rbuf *scratch, const char *f, size_t flen, const char *v, size_t vlen) {
     scratch->len = 0;
-    obj_put_u32(scratch, (uint32_t)flen);
-    rbuf_append(scratch, f, flen);
+    obj_put_str(scratch, f, flen);
     obj_op2(ops, HASH_OP_SET, scratch->buf, scratch->len, v, vlen);
 }
 

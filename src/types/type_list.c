@@ -264,10 +264,7 @@ static void list_snapshot(const void *data, rbuf *out) {
     rbuf_reserve(out, l->n * 4 + l->bytes);
     for (size_t i = 0; i < l->n; i++) {
         const lelem *e = rl_at(l, i);
-        unsigned char le[4] = {(unsigned char)e->len, (unsigned char)(e->len >> 8),
-                               (unsigned char)(e->len >> 16), (unsigned char)(e->len >> 24)};
-        rbuf_append(out, le, 4);
-        rbuf_append(out, e->b, e->len);
+        obj_put_str(out, e->b, e->len);
     }
 }
 
@@ -279,12 +276,10 @@ static void *list_load(const char *buf, size_t len) {
     rlist *l = list_create();
     size_t pos = 8;
     for (uint64_t i = 0; i < n; i++) {
-        if (len - pos < 4) goto bad;
-        uint32_t el = obj_get_u32(buf + pos);
-        pos += 4;
-        if (el > len - pos) goto bad;
-        rl_push_tail(l, elem_new(buf + pos, el));
-        pos += el;
+        const char *e;
+        size_t el;
+        if (obj_get_str(buf, len, &pos, &e, &el)) goto bad;
+        rl_push_tail(l, elem_new(e, el));
     }
     if (pos != len) goto bad;
     return l;

@@ -91,9 +91,7 @@ static int set_apply(void *data, uint8_t op, const char *arg, size_t len) {
 }
 
 static int snap_fn(void *arg, const dict_entry *e) {
-    rbuf *out = arg;
-    obj_put_u32(out, (uint32_t)e->klen);
-    rbuf_append(out, e->key, e->klen);
+    obj_put_str(arg, e->key, e->klen);
     return 0;
 }
 
@@ -111,13 +109,10 @@ static void *set_load(const char *buf, size_t len) {
     uint32_t n = obj_get_u32(buf + 1);
     size_t pos = 5;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t mlen;
-        if (len - pos < 4) goto bad;
-        mlen = obj_get_u32(buf + pos);
-        pos += 4;
-        if (mlen > len - pos) goto bad;
-        set_add(s, buf + pos, mlen);
-        pos += mlen;
+        const char *m;
+        size_t mlen;
+        if (obj_get_str(buf, len, &pos, &m, &mlen)) goto bad;
+        set_add(s, m, mlen);
     }
     if (pos != len || dict_size(s->d) != n) goto bad;
     if ((unsigned char)buf[0] > s->enc) s->enc = (unsigned char)buf[0];

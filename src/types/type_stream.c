@@ -99,10 +99,6 @@ void stream_put_u64(rbuf *b, uint64_t v) {
     le_put_u64(le, v);
     rbuf_append(b, le, 8);
 }
-void stream_put_str(rbuf *b, const char *s, size_t len) {
-    obj_put_u32(b, (uint32_t)len);
-    rbuf_append(b, s, len);
-}
 
 /* ---------------- the structure ---------------- */
 
@@ -308,31 +304,18 @@ static void node_set_master(snode *nd, sid id, uint32_t nf, const char *blob, si
 
 /* How many strings a (u32 len, bytes)... blob holds; -1 if malformed. */
 static long blob_fields_count(const char *b, size_t len) {
-    size_t pos = 0;
+    size_t pos = 0, slen;
+    const char *s;
     long n = 0;
-    while (pos < len) {
-        if (len - pos < 4) return -1;
-        uint32_t l = obj_get_u32(b + pos);
-        pos += 4;
-        if (l > len - pos) return -1;
-        pos += l;
-        n++;
-    }
+    for (; pos < len; n++)
+        if (obj_get_str(b, len, &pos, &s, &slen)) return -1;
     return n;
 }
 
 /* Validate a fields blob; returns the pair count or -1. */
 static long blob_fields(const char *b, size_t len) {
-    size_t pos = 0, n = 0;
-    while (pos < len) {
-        if (len - pos < 4) return -1;
-        uint32_t l = obj_get_u32(b + pos);
-        pos += 4;
-        if (l > len - pos) return -1;
-        pos += l;
-        n++;
-    }
-    return n % 2 || n == 0 ? -1 : (long)(n / 2);
+    long n = blob_fields_count(b, len);
+    return n <= 0 || n % 2 ? -1 : n / 2;
 }
 
 /* Append an entry (id above every existing one) to node `node`. */
@@ -541,22 +524,10 @@ static void cons_del(sgroup *g, sconsumer *c) {
 
 /* ---------------- effects ---------------- */
 
-/* Read "u32 len, bytes" at *pos. */
-static int get_str(const char *a, size_t len, size_t *pos, const char **s, size_t *slen) {
-    if (len - *pos < 4) return -1;
-    uint32_t l = obj_get_u32(a + *pos);
-    *pos += 4;
-    if (l > len - *pos) return -1;
-    *s = a + *pos;
-    *slen = l;
-    *pos += l;
-    return 0;
-}
-
 static sgroup *arg_group(stream *s, const char *a, size_t len, size_t *pos) {
     const char *n;
     size_t nl;
-    if (get_str(a, len, pos, &n, &nl) != 0) return NULL;
+    if (obj_get_str(a, len, pos, &n, &nl) != 0) return NULL;
     return stream_group_find(s, n, nl);
 }
 
@@ -627,7 +598,7 @@ static int stream_apply(void *data, uint8_t op, const char *a, size_t len) {
         const char *cn;
         size_t cl;
         if (!(g = arg_group(s, a, len, &pos))) return -1;
-        if (get_str(a, len, &pos, &cn, &cl) != 0 || (len - pos) % 32) return -1;
+        if (obj_get_str(a, len, &pos, &cn, &cl) != 0 || (len - pos) % 32) return -1;
         sconsumer *c = stream_cons_find(g, cn, cl);
         if (!c) return -1;
         for (; pos < len; pos += 32)
@@ -659,7 +630,7 @@ static void stream_snapshot(const void *data, rbuf *out) {
         stream_put_u64(out, s->nodes[i].bytes);
         stream_put_sid(out, s->nodes[i].master);
         obj_put_u32(out, s->nodes[i].nmf);
-        stream_put_str(out, s->nodes[i].mfields, s->nodes[i].mflen);
+        obj_put_str(out, s->nodes[i].mfields, s->nodes[i].mflen);
     }
     stream_put_u64(out, s->len);
     for (size_t i = 0; i < s->n; i++) {
@@ -667,17 +638,17 @@ static void stream_snapshot(const void *data, rbuf *out) {
         if (!e->blob) continue;
         stream_put_sid(out, e->id);
         stream_put_u64(out, e->node);
-        stream_put_str(out, e->blob, e->blen);
+        obj_put_str(out, e->blob, e->blen);
     }
     obj_put_u32(out, (uint32_t)s->ngroups);
     for (size_t i = 0; i < s->ngroups; i++) {
         const sgroup *g = s->groups[i];
-        stream_put_str(out, g->name, g->nlen);
+        obj_put_str(out, g->name, g->nlen);
         stream_put_sid(out, g->last_id);
         stream_put_u64(out, (uint64_t)g->entries_read);
         obj_put_u32(out, (uint32_t)g->ncons);
         for (size_t j = 0; j < g->ncons; j++) {
-            stream_put_str(out, g->cons[j]->name, g->cons[j]->nlen);
+            obj_put_str(out, g->cons[j]->name, g->cons[j]->nlen);
             stream_put_u64(out, (uint64_t)g->cons[j]->seen);
         }
         stream_put_u64(out, g->npel);
@@ -851,12 +822,12 @@ static void stream_elements(const void *data, obj_elem_fn fn, void *arg) {
         stream_put_sid(&b, g->last_id);
         stream_put_u64(&b, (uint64_t)g->entries_read);
         for (size_t j = 0; j < g->ncons; j++) {
-            stream_put_str(&b, g->cons[j]->name, g->cons[j]->nlen);
+            obj_put_str(&b, g->cons[j]->name, g->cons[j]->nlen);
             stream_put_u64(&b, (uint64_t)g->cons[j]->seen);
         }
         for (size_t j = 0; j < g->npel; j++) {
             stream_put_sid(&b, g->pel[j].id);
-            stream_put_str(&b, g->pel[j].owner->name, g->pel[j].owner->nlen);
+            obj_put_str(&b, g->pel[j].owner->name, g->pel[j].owner->nlen);
             stream_put_u64(&b, (uint64_t)g->pel[j].time);
             stream_put_u64(&b, g->pel[j].count);
         }

@@ -81,7 +81,7 @@ int sid_decr(sid *a);
 void stream_put_sid(rbuf *b, sid a);
 sid stream_get_sid(const char *p);
 void stream_put_u64(rbuf *b, uint64_t v);
-void stream_put_str(rbuf *b, const char *s, size_t len);   /* u32 len, bytes */
+/* (strings: obj_put_str, object.h) */
 
 /* ---- reading the structure ---- */
 /* First index of s->e whose id >= id (tombstones included). */

@@ -91,10 +91,15 @@ static long strs_find(const strs *l, const char *a, size_t alen) {
     return at;
 }
 
-/* a := b in a keyed model (hash, set, zset). */
-static void strs_put(strs *l, const char *a, size_t alen, const char *b, size_t blen) {
+/* Forget the element named a, if the model has it. */
+static void strs_del(strs *l, const char *a, size_t alen) {
     long i = strs_find(l, a, alen);
     if (i >= 0) strs_remove(l, (size_t)i);
+}
+
+/* a := b in a keyed model (hash, set, zset). */
+static void strs_put(strs *l, const char *a, size_t alen, const char *b, size_t blen) {
+    strs_del(l, a, alen);
     strs_insert(l, l->n, elem_str(a, alen, b, blen));
 }
 
@@ -140,8 +145,7 @@ static void gen_hash(rbuf *ops, strs *model) {
         size_t fl = name(f, "f", 40);
         if (rnd(4) == 0) {
             hash_op_del(ops, f, fl);
-            long i = strs_find(model, f, fl);
-            if (i >= 0) strs_remove(model, (size_t)i);
+            strs_del(model, f, fl);
         } else {
             size_t vl = name(v, "v", 1000);
             hash_op_set(ops, &scratch, f, fl, v, vl);
@@ -160,8 +164,7 @@ static void gen_set(rbuf *ops, strs *model) {
         size_t ml = name(m, prefix, 200);
         if (rnd(5) == 0) {
             set_op_rem(ops, m, ml);
-            long i = strs_find(model, m, ml);
-            if (i >= 0) strs_remove(model, (size_t)i);
+            strs_del(model, m, ml);
         } else {
             set_op_add(ops, m, ml);
             strs_put(model, m, ml, NULL, 0);
@@ -175,8 +178,7 @@ static void gen_zset(rbuf *ops, strs *model) {
         size_t ml = name(m, "z", 200);
         if (rnd(5) == 0) {
             zset_op_del(ops, m, ml);
-            long i = strs_find(model, m, ml);
-            if (i >= 0) strs_remove(model, (size_t)i);
+            strs_del(model, m, ml);
         } else {
             double score = (double)rnd(100) - 49.5;
             zset_op_set(ops, m, ml, score);
@@ -269,9 +271,9 @@ static void gen_stream(rbuf *ops, strs *model) {
         char f[32];
         for (unsigned k = 1 + rnd(3); k > 0; k--) {
             size_t fl = name(f, "f", 5);
-            stream_put_str(&a, f, fl);
+            obj_put_str(&a, f, fl);
             fl = name(f, "v", 1000);
-            stream_put_str(&a, f, fl);
+            obj_put_str(&a, f, fl);
         }
         obj_op(ops, SOP_ADD, a.buf, a.len);
         strs_insert(model, model->n, elem_str(a.buf, 16, a.buf + at, a.len - at));
@@ -299,12 +301,12 @@ static void gen_stream(rbuf *ops, strs *model) {
         obj_op(ops, SOP_GCREATE, a.buf, a.len);
         a.len = 0;
         stream_put_u64(&a, 1234);
-        stream_put_str(&a, g, gl);
+        obj_put_str(&a, g, gl);
         rbuf_append(&a, "alice", 5);
         obj_op(ops, SOP_CCREATE, a.buf, a.len);
         a.len = 0;
-        stream_put_str(&a, g, gl);
-        stream_put_str(&a, "alice", 5);
+        obj_put_str(&a, g, gl);
+        obj_put_str(&a, "alice", 5);
         stream_put_sid(&a, stream_last);
         stream_put_u64(&a, 5678);
         stream_put_u64(&a, 2);

@@ -20,7 +20,7 @@
 #include "types.h"
 
 static void put_id(rbuf *b, uint64_t ms, uint64_t seq) { stream_put_sid(b, (sid){ms, seq}); }
-static void put_str(rbuf *b, const char *s) { stream_put_str(b, s, strlen(s)); }
+static void put_str(rbuf *b, const char *s) { obj_put_str(b, s, strlen(s)); }
 
 static int apply(const obj_class *k, void *d, uint8_t op, const rbuf *arg) {
     return k->apply(d, op, arg->buf, arg->len);
