@@ -9,10 +9,10 @@
  *
  * An effect entry's payload is: u8 object type, then ops, each
  *   u8 opcode, u32 length (little endian), <length bytes of arguments>,
- * whose meaning the type module defines (t_hash.c etc.). Its header carries
- * the object's expiry after the entry (so EXPIRE/PERSIST on a collection is
- * an effect entry with no ops). A snapshot's payload is u8 type then the
- * type module's serialization.
+ * whose meaning the type module defines (src/types/type_hash.c etc.). Its
+ * header carries the object's expiry after the entry (so EXPIRE/PERSIST on
+ * a collection is an effect entry with no ops). A snapshot's payload is u8
+ * type then the type module's serialization.
  *
  * One rule keeps recovery exact: the live path and recovery apply effects
  * through the same function (obj_apply). A command first encodes the
@@ -55,7 +55,8 @@ typedef struct robj {
  * 0); list (element, NULL 0). */
 typedef void (*obj_elem_fn)(void *arg, const char *a, size_t alen, const char *b, size_t blen);
 
-/* What each collection type provides (registered by its t_*.c file). */
+/* What each collection type provides (src/types/type_*.c; the core
+ * registers them, types_init in types.h). */
 typedef struct obj_class {
     const char *name;       /* TYPE's answer: "hash", "list", "set", "zset" */
     void *(*create)(void);
