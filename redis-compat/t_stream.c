@@ -17,7 +17,6 @@
 
 #include "blocking.h"
 #include "commands.h"
-#include "le.h"
 #include "object.h"
 #include "rdb.h"
 #include "server.h"

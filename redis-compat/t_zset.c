@@ -33,7 +33,6 @@
 #include "commands.h"
 #include "notify.h"
 #include "dict.h"
-#include "le.h"
 #include "object.h"
 #include "server.h"
 #include "t_zset.h"
