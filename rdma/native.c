@@ -70,6 +70,7 @@
 #include "cluster.h"
 #include "server.h"
 #include "worker.h"
+#include "edge_state.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -132,9 +133,22 @@ typedef struct nworker {
     size_t argvlen[DGRAM_MAX_ARGS];
 } nworker;
 
-static const native_backend *backend;
-static nworker **nws;
-static int nnws;
+/* This file's state, one per server (server.h). */
+struct native_state {
+    const native_backend *backend;
+    nworker **nws;
+    int nnws;
+};
+
+void native_state_new(void) {
+    struct native_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->native = st;
+}
+
+#define backend (server.edge_state->native->backend)
+#define nws (server.edge_state->native->nws)
+#define nnws (server.edge_state->native->nnws)
 
 static void stat_add(_Atomic long long *c, long long v) {
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);

@@ -402,6 +402,14 @@ void rw_submit(rowanEngine *e, rw_req *q) {
     dispatch(e, q);
 }
 
+/* An internal request to one node, not routed (keepalives). */
+void rw_submit_to(rowanEngine *e, rw_req *q, int node) {
+    e->inflight++;
+    q->internal = 1;
+    q->t_deadline = rw_now() + e->timeout_ns;
+    send_new(e, q, node);
+}
+
 static void timeout_fail(rowanEngine *e, rw_req *q);
 
 /* Nothing ran: send q again (new id) after the configuration changed. */
@@ -794,7 +802,7 @@ static int moved_target(rowanEngine *e, const redisReply *r, int from, int *slot
 
 /* The whole reply of q is here. */
 static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) {
-    redisReply *r = parse_resp_with(&e->reader, buf, len);
+    redisReply *r = rw_push_reply(e, q, buf, len);   /* values after the first: pushed */
     if (!r) {
         fail(e, q, ROWAN_ERR_PROTOCOL, "reply from %s:%d is not one RESP value",
              e->nodes[q->node].host, e->nodes[q->node].port);
@@ -824,6 +832,7 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
     }
     q->reply = r;
     complete(e, q);
+    rw_push_flush(e);         /* the reply's other values (SUBSCRIBE a b), after it */
 }
 
 static void on_datagram(rowanEngine *e, int node, const unsigned char *buf, size_t len) {
@@ -831,6 +840,10 @@ static void on_datagram(rowanEngine *e, int node, const unsigned char *buf, size
     dgram_hdr h;
     const char *why;
     if (dgram_get_hdr(buf, len, &h, &why) < 0 || h.client != n->client) return;
+    if (h.req == 0) {         /* pushed: pub/sub messages, MONITOR lines */
+        rw_push_datagram(e, node, &h, buf + DGRAM_HDR_LEN, len - DGRAM_HDR_LEN);
+        return;
+    }
     rw_req *q = flight_find(n, h.req);
     if (!q) return;           /* a late duplicate of something finished */
     const unsigned char *pl = buf + DGRAM_HDR_LEN;
@@ -995,6 +1008,7 @@ void rw_on_timer(rowanEngine *e, uint64_t now) {
             next = e->parked;
         }
     }
+    rw_push_timer(e, now);
     pump(e);
 }
 
@@ -1011,7 +1025,9 @@ uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
         if (q->t_next && q->t_next < t) t = q->t_next;
         if (q->t_deadline < t) t = q->t_deadline;
     }
-    return t == UINT64_MAX ? t : t > now ? t - now : 0;
+    t = t == UINT64_MAX ? t : t > now ? t - now : 0;
+    uint64_t k = rw_push_next(e, now);
+    return k < t ? k : t;
 }
 
 /* One round of the blocking loop: wait for a datagram or the next timer. */
@@ -1033,6 +1049,8 @@ static void poll_once(rowanEngine *e) {
             if (pf[i].revents) rw_on_readable(e, map[i]);
     rw_on_timer(e, rw_now());
 }
+
+void rw_poll(rowanEngine *e) { poll_once(e); }
 
 void rw_wait(rowanEngine *e, rw_req *q) {
     while (q->state != RQ_DONE) poll_once(e);
@@ -1093,6 +1111,7 @@ void rw_engine_free(rowanEngine *e) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].fd >= 0) close(e->nodes[i].fd);
     free(e->cmds);
+    rw_push_free(e);
     if (e->reader) redisReaderFree(e->reader);
     free(e);
 }

@@ -382,10 +382,25 @@ static void cron_cb(evutil_socket_t fd, short what, void *arg) {
 
 /* The client port's listening sockets, bound by workers_listen() before the
  * pool is opened; worker 0's loop accepts on them. */
-static int listen_fds[16];
-static int listen_tls[16];        /* the socket is a tls-port one */
-static int nlisten;
-static struct evconnlistener *listeners[16];
+/* This file's state, one per server (server.h). */
+struct listen_state {
+    int listen_fds[16];
+    int listen_tls[16];   /* the socket is a tls-port one */
+    int nlisten;
+    struct evconnlistener *listeners[16];
+    unsigned next_worker;   /* the worker the next accepted connection goes to */
+};
+
+void listen_state_new(void) {
+    struct listen_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.listen_st = st;
+}
+
+#define listen_fds (server.listen_st->listen_fds)
+#define listen_tls (server.listen_st->listen_tls)   /* the socket is a tls-port one */
+#define nlisten (server.listen_st->nlisten)
+#define listeners (server.listen_st->listeners)
 
 /* A connection accepted by worker 0 for another worker. */
 struct handoff {
@@ -426,9 +441,8 @@ static void handoff_push(worker *w, int fd, int tls, const struct sockaddr *sa, 
  * listener's index (which tells a tls-port socket). */
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg) {
-    static unsigned next;
     int tls = listen_tls[(intptr_t)arg];
-    worker *w = server.workers[next++ % (unsigned)server.nworkers];
+    worker *w = server.workers[server.listen_st->next_worker++ % (unsigned)server.nworkers];
     if (w == server.workers[0]) edge->accept(w, fd, tls, sa, salen);
     else handoff_push(w, fd, tls, sa, salen);
 }
@@ -589,7 +603,7 @@ static void *worker_main(void *arg) {
 void workers_start(void) {
     syncer_start(server.nworkers);
     for (int i = 0; i < server.nworkers; i++)
-        pthread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
+        rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
 }
 
 void workers_join(void) {

@@ -45,6 +45,7 @@ typedef struct robj {
     uint64_t hist_bytes;    /* log_entry_len summed over hist */
     uint64_t snap_bytes;    /* size of the snapshot entry heading hist, 0 if none */
     uint32_t compact_failed_at; /* nhist when a snapshot last did not fit, 0 = never */
+    uint32_t nwrites;       /* entries in hist other than large values' chunks */
     void *data;             /* the type module's structure */
     char key[];             /* klen bytes */
 } robj;
@@ -113,7 +114,7 @@ int obj_load_snapshot(robj *o, const char *payload, size_t len);
 void obj_encode_snapshot(const robj *o, rbuf *out);
 
 /* History bookkeeping (db.c and the cleaner). */
-void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes);
+void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes, int chunk);
 /* Forget every history entry (returns nothing; the caller subtracts live
  * bytes first with obj_hist_foreach). */
 void obj_hist_clear(robj *o);
