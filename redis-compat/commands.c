@@ -333,18 +333,15 @@ int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *a
     return n >= 0 ? n : command_keys(cmd, argc, idx, max);
 }
 
-void types_register(void) {
-    hash_register();
-    set_register();
-    zset_register();
-    list_register();
-    stream_register();
+/* The edge's hooks into the core, before recovery. (The collection types'
+ * classes are the core's: boot.c registers them, types_init.) */
+static void hooks_register(void) {
     notify_init();   /* the edge's keyspace notifications for expired keys */
     latency_init();  /* INFO errorstats counts every error reply */
-    functions_register();   /* not a type: the FUNCTION libraries' log hook */
+    functions_register();   /* the FUNCTION libraries' log hook */
 }
 
 int commands_start(char *err, size_t errlen) {
-    types_register();
+    hooks_register();
     return acl_init(err, errlen);
 }

@@ -56,6 +56,7 @@
 #include "syncer.h"
 #include "tls.h"
 #include "strutil.h"
+#include "types.h"
 #include "worker.h"
 #include "native.h"
 #include "boot.h"
@@ -250,6 +251,7 @@ struct rowan_server *rowan_server_start(int argc, char **argv, int flags) {
     server.nworkers = server.cfg.workers;
     db_init_indexes();
     repl_init();
+    types_init();     /* the collection classes recovery applies effects with */
     char err[2048];   /* recovery names each damaged region */
     if (edge->start(err, sizeof(err)) != 0) die("%s", err);
     if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);

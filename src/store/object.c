@@ -71,6 +71,22 @@ void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, siz
 
 uint32_t obj_get_u32(const char *p) { return le_get_u32(p); }
 
+void obj_put_str(rbuf *b, const char *s, size_t len) {
+    obj_put_u32(b, (uint32_t)len);
+    rbuf_append(b, s, len);
+}
+
+int obj_get_str(const char *buf, size_t len, size_t *pos, const char **s, size_t *slen) {
+    if (len - *pos < 4) return -1;
+    uint32_t l = obj_get_u32(buf + *pos);
+    *pos += 4;
+    if (l > len - *pos) return -1;
+    *s = buf + *pos;
+    *slen = l;
+    *pos += l;
+    return 0;
+}
+
 int obj_apply_payload(robj *o, const char *payload, size_t len) {
     const obj_class *t = obj_class_of(o->type);
     if (!t || len < 1 || (uint8_t)payload[0] != o->type) return -1;
