@@ -9,8 +9,9 @@
  *
  * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
  * event (reading and executing commands); a standalone worker about to
- * flush may then wait briefly for the clients its last replies released
- * (worker_gather), then before_sleep():
+ * flush then runs what arrived meanwhile (worker_drain) and may wait briefly
+ * for the clients its last replies released (worker_gather), then
+ * before_sleep():
  *   1. lands every batch whose flush completed: the shards it
  *      touched learn that this worker's versions in it are durable, which
  *      may move their watermarks (and seals the segments it filled),
@@ -339,6 +340,27 @@ static void worker_gather(worker *w) {
     w->nreleased = 0;
 }
 
+/* Drain: before an inline flush, run what arrived while the round ran,
+ * without sleeping: one epoll_wait with no timeout per pass, repeated while
+ * a pass executed commands (at most DRAIN_PASSES). The flush costs the same
+ * CPU and device time however much it carries, and on the shared 2-core VM
+ * the server is CPU-bound whenever the device is fast (BENCHMARKS.md, issue
+ * 14, third pass): at redis-benchmark -P 16 a worker's round carried about
+ * 14 of its 25 clients (230 SETs per flush); requests that landed during
+ * the round then waited in the sockets for a whole flush. Unlike gather it
+ * never waits for a client, so it cannot cost a scheduling delay. */
+#define DRAIN_PASSES 4
+
+static void worker_drain(worker *w) {
+    if (server_loading() || repl_active() || pool_is_pmem(server.pool) || !syncer_device_fast())
+        return;
+    for (int i = 0; i < DRAIN_PASSES && w->slots[w->acc].nshards; i++) {
+        long long before = w->round_numcommands;
+        event_base_loop(w->base, EVLOOP_NONBLOCK);
+        if (w->round_numcommands == before) break;
+    }
+}
+
 static void worker_before_sleep(worker *w) {
     /* pubsub: write messages other workers published to our clients. */
     edge->round_begin(w);
@@ -577,6 +599,7 @@ static void *worker_main(void *arg) {
     pthread_setname_np(pthread_self(), name);
     while (!atomic_load(&server.shutdown_asap)) {
         event_base_loop(w->base, EVLOOP_ONCE);
+        worker_drain(w);
         worker_gather(w);
         worker_before_sleep(w);
     }
