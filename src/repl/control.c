@@ -786,7 +786,7 @@ int control_start(char *err, size_t errlen) {
     }
     cs->running = 1;
     atomic_store(&cs->jobs_open, 1);
-    pthread_create(&cs->thread, NULL, control_main, cs);
+    rowan_thread_create(&cs->thread, NULL, control_main, cs);
     serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s, peers "
               "authenticate with: %s%s)", me->host, me->repl_port,
               server.cfg.replication_mode ? "rpc" : "rowan", pauth_secret_source(),

@@ -523,7 +523,7 @@ void digest_start(void) {
     digest_state *ds = server.digest;
     ds->sh = calloc((size_t)server.nshards, sizeof(dg_shard));
     ds->running = 1;
-    pthread_create(&ds->thread, NULL, digest_main, ds);
+    rowan_thread_create(&ds->thread, NULL, digest_main, ds);
 }
 
 void digest_stop(void) {
