@@ -64,6 +64,7 @@
 #include <unistd.h>
 #include "clean.h"
 #include "db.h"
+#include "le.h"
 #include "log.h"
 #include "pool.h"
 #include "recovery.h"
@@ -106,6 +107,7 @@ typedef struct clean_job {
     uint64_t oldest_other;     /* smallest seq of any other non-free segment */
     int failed;
     uint64_t copied;
+    int piece_unsynced;        /* in a batch's piece, no pool sync yet (clean_visit) */
 } clean_job;
 
 static uint64_t oldest_other_seq(uint32_t except) {
@@ -139,6 +141,29 @@ static int live_resync_end(const log_entry *e, uint64_t ref) {
     return live;
 }
 
+/* Copy a record that is not indexed but must stay (a deletion, a batch's
+ * commit). A kept record counts as live in its new segment, or a segment
+ * of nothing but records would be picked again at once and copied forever. */
+static void keep_record(clean_job *job, const log_entry *e) {
+    uint64_t off = copy_entry(job->cl, e);
+    if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
+                           (int64_t)log_entry_len(e->klen, e->vlen));
+    else job->failed = 1;
+}
+
+/* The commit of a batch's pieces (db.c) stays while a segment older than
+ * it exists: one may hold its pieces (the rule of deletion records). */
+static void keep_commit(clean_job *job, const log_entry *e) {
+    if (e->vlen != LOG_COMMIT_LEN) return;
+    if (!job->foreign && job->oldest_other >= le_get_u64(e->val)) return;
+    char desc[LOG_COMMIT_LEN];
+    memcpy(desc, e->val, LOG_COMMIT_LEN);
+    if (job->foreign) le_put_u64(desc, pool_seq_now(server.pool));
+    log_entry copy = *e;
+    copy.val = desc;
+    keep_record(job, &copy);
+}
+
 static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
     if (job->failed) return;
     if ((e->type == LOG_DEL || e->type == LOG_FLUSHDB) && !live_resync_end(e, ref)) {
@@ -148,10 +173,7 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         if (job->foreign || job->oldest_other < e->aux) {
             log_entry copy = *e;
             if (job->foreign) copy.aux = pool_seq_now(server.pool);
-            uint64_t off = copy_entry(job->cl, &copy);
-            if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
-                                   (int64_t)log_entry_len(e->klen, e->vlen));
-            else job->failed = 1;
+            keep_record(job, &copy);
         }
         return;
     }
@@ -162,6 +184,12 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
     shard *s = &server.shards[e->shard];
     shard_lock(s);
     if (db_ref_is_live(s, ref, e)) {
+        /* a piece's effect is live once its commit is applied, which may
+         * not be durable yet: it must be before the copy can be */
+        if (job->piece_unsynced) {
+            pool_sync_all(server.pool);
+            job->piece_unsynced = 0;
+        }
         uint64_t off = copy_entry(job->cl, e);
         if (off) {
             db_relocate(s, ref, off, e);
@@ -179,6 +207,11 @@ static void clean_visit(void *arg, uint64_t off, const log_entry *e) {
         clean_one(job, off, e);
         return;
     }
+    if (log_is_piece_commit(e)) {
+        keep_commit(job, e);
+        return;
+    }
+    job->piece_unsynced = log_is_piece(e);
     size_t pos = 0, sub_off;
     log_entry sub;
     while (log_group_next(e, &pos, &sub, &sub_off)) clean_one(job, off + sub_off, &sub);
@@ -235,6 +268,7 @@ static void scan_segments(clean_scan *sc) {
     sc->reclaimable = 0;
     for (uint32_t s = 0; s < pool_nsegs(server.pool); s++) {
         if (pool_seg_meta(server.pool, s).state != SEG_COMMITTED) continue;
+        if (db_seg_in_flight(s)) continue; /* a write's pieces, not applied yet */
         int64_t live = pool_live_get(server.pool, s);
         if ((int64_t)POOL_SEG_SIZE - live >= CLEAN_MIN_GAIN)
             sc->reclaimable += (int64_t)POOL_SEG_SIZE - live;
