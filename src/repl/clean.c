@@ -82,6 +82,7 @@ struct cleaner {
     _Atomic int state;          /* enum clean_state */
     _Atomic int refused;        /* a write was refused since the cleaner looked */
     _Atomic uint64_t handover_gen;
+    _Atomic uint32_t want_free;  /* free segments a refused large write needs */
     /* Only for sleeping: never held together with mutex or a shard lock
      * by the cleaner, so a worker may signal it with its shard locks held. */
     pthread_mutex_t wake_mutex;
@@ -343,6 +344,15 @@ void clean_note_refusal(void) {
     clean_wake(cl);
 }
 
+void clean_want_free(uint32_t segs) {
+    struct cleaner *cl = server.cleaner;
+    if (!cl) return;
+    uint32_t cur = atomic_load(&cl->want_free);
+    while (segs > cur && !atomic_compare_exchange_weak(&cl->want_free, &cur, segs)) {
+    }
+    clean_note_refusal();
+}
+
 uint64_t clean_handover_gen(void) {
     return server.cleaner ? atomic_load(&server.cleaner->handover_gen) : 0;
 }
@@ -382,7 +392,9 @@ static void *clean_main(void *arg) {
     while (!atomic_load(&cl->stopping)) {
         if (atomic_exchange(&cl->refused, 0)) reclaim = 1;
         if (!db_space_low()) reclaim = 0;
-        if (!reclaim && pool_free_count(server.pool) >= clean_target()) {
+        uint32_t target = clean_target(), want = atomic_load(&cl->want_free);
+        if (!reclaim && pool_free_count(server.pool) >= (want > target ? want : target)) {
+            atomic_store(&cl->want_free, 0);
             atomic_store(&cl->state, CLEAN_IDLE);
             clean_sleep(cl, 5);
             continue;
@@ -390,6 +402,7 @@ static void *clean_main(void *arg) {
         int64_t victim = pick_victim(cl, reclaim);
         if (victim < 0) {
             if (reclaim && seal_own_dead_segment(cl)) continue;
+            atomic_store(&cl->want_free, 0);   /* nothing left to gain */
             atomic_store(&cl->state, reclaim ? CLEAN_FULL : CLEAN_WAITING);
             clean_sleep(cl, 20);
             continue;

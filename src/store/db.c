@@ -136,9 +136,21 @@ static uint32_t keep_free_for(uint8_t type) {
 
 /* Room for a large value: its segments beyond what its writes leave free,
  * and a margin. */
+static uint64_t big_need(size_t klen, uint64_t vlen) {
+    return (uint64_t)bigval_segments(klen, vlen) + keep_free_for(LOG_CHUNK) + 1;
+}
+
 static int big_fits(size_t klen, uint64_t vlen) {
-    uint64_t need = (uint64_t)bigval_segments(klen, vlen) + keep_free_for(LOG_CHUNK) + 1;
-    return pool_free_count(server.pool) >= need;
+    return pool_free_count(server.pool) >= big_need(klen, vlen);
+}
+
+/* A large write that needs `need` free segments was refused: counted and
+ * reported like any pool-full refusal (INFO); the cleaner is asked for
+ * that much room, for the next try. */
+static void no_room(uint64_t need) {
+    atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
+    atomic_fetch_add(&server.stat.oom_refused, 1);
+    clean_want_free(need > UINT32_MAX ? UINT32_MAX : (uint32_t)need);
 }
 
 const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
@@ -147,11 +159,7 @@ const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
     if (klen > BIGVAL_MAX_KEY) return db_key_too_big_error;
     if (vlen > BIGVAL_MAX_LEN) return db_too_big_error;
     if (big_fits(klen, vlen)) return NULL;
-    /* counted and reported like any pool-full refusal (INFO); the cleaner
-     * may find room for the next try */
-    atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
-    atomic_fetch_add(&server.stat.oom_refused, 1);
-    clean_note_refusal();
+    no_room(big_need(klen, vlen));
     return no_room_error;
 }
 
@@ -1018,11 +1026,8 @@ static int plan_runs(db_ctx *x, uint8_t *big, int *pieces, uint32_t keep) {
     uint64_t segs = !*pieces ? (bytes + glen + POOL_SEG_SIZE - 1) / POOL_SEG_SIZE + 1
                              : (bytes + glen) * 4 / 3 / POOL_SEG_SIZE + npieces + 2;
     if (pool_free_count(server.pool) < segs + keep + 1) {
-        /* counted and reported like any pool-full refusal (db_check_string) */
         x->refused = DB_REFUSED_NO_ROOM;
-        atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
-        atomic_fetch_add(&server.stat.oom_refused, 1);
-        clean_note_refusal();
+        no_room(segs + keep + 1);
         return -1;
     }
     return nbig;
