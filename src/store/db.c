@@ -29,7 +29,8 @@
  * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; a
  * batch too large for one group entry writes its largest entries as chunk
  * runs before the group, which carries their final entries (db_batch_end);
- * see bigval.c for the design. */
+ * see bigval.c for the design. A batch of too many entries for one group
+ * is written as pieces and a commit ("Batches larger than one group"). */
 #include <signal.h>
 #include <sys/random.h>
 #include <stdlib.h>
