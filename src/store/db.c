@@ -1145,7 +1145,10 @@ static int batch_end_big(db_ctx *x, uint32_t keep) {
     inflight_begin(x);
     int r = write_batch_runs(x, big, &payload, runs, pieces ? &pl : NULL);
     uint64_t off = 0;
-    if (r == DB_OK && pieces) r = flush_piece(x, &payload, &pl);
+    if (r == DB_OK && pieces && flush_piece(x, &payload, &pl) != DB_OK) {
+        for (int i = 0; i < x->nbatch; i++) free(runs[i].refs);
+        r = DB_OOM;
+    }
     if (r == DB_OK) {
         char desc[LOG_COMMIT_LEN] = {0};
         log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
