@@ -497,8 +497,9 @@ static void rec_push(rec_state *st, const log_entry *e, uint64_t ref) {
 static void rec_hold(rec_state *st, const log_entry *e, uint64_t ref, int64_t id) {
     if (!st->collect) return;
     rec_item it = rec_item_of(e, ref);
+    size_t cap = st->capheld;
     items_add(&st->held, &st->nheld, &st->capheld, &it);
-    st->held_id = realloc(st->held_id, st->capheld * sizeof(int64_t));
+    if (st->capheld != cap) st->held_id = realloc(st->held_id, st->capheld * sizeof(int64_t));
     st->held_id[st->nheld - 1] = id;
 }
 
