@@ -230,3 +230,22 @@ def test_cluster_replicates_huge_mset(cluster_factory):
     assert sum(x[1] for x in d.values()) >= n + n // 2
     assert rc.get(key(n - 1, b"{h}b")) == VAL and rc.get(key(1, b"{h}a")) == VAL
     assert rc.get(key(0, b"{h}a")) is None
+
+
+def test_huge_mset_without_room(server_factory):
+    """A huge MSET the pool has no room for: -OOM (no_room), nothing
+    applied; a smaller one then works, and the server keeps serving."""
+    srv = server_factory({"pool-size": "64mb"})
+    c = srv.resp()
+    c.sock.settimeout(300)
+    assert c.call("SET", "keep", "1") == "OK"
+    rep = c.call(*mset_args(400000))
+    assert str(rep).startswith("OOM command not allowed when the storage pool is full"), rep
+    assert c.call("DBSIZE") == 1 and c.call("EXISTS", key(0), key(399999)) == 0
+    assert srv.client().info("rowan")["oom_last_reason"] == "no_room"
+    assert c.call(*mset_args(60000)) == "OK"
+    assert c.call("DBSIZE") == 60001
+    srv.kill9()
+    srv.start()
+    c = srv.resp()
+    assert c.call("DBSIZE") == 60001 and c.call("GET", key(59999)) == VAL
