@@ -71,6 +71,64 @@ static int check_reply(const dgram_hdr *h, size_t plen, const char **why) {
     return 0;
 }
 
+/* Entry header offsets: u64 req, u16 x, u16 y, u32 len. */
+enum { E_REQ = 0, E_X = 8, E_Y = 10, E_LEN = 12 };
+_Static_assert(E_LEN + 4 == DGRAM_ENTRY_HDR_LEN, "dgram entry layout");
+
+/* Read the entry at payload[*pos] (known to hold its header) and advance. */
+static void entry_at(const unsigned char *payload, int type, size_t *pos, dgram_entry *e) {
+    const unsigned char *p = payload + *pos;
+    uint16_t x = le_get_u16(p + E_X);
+    e->req = le_get_u64(p + E_REQ);
+    e->len = le_get_u32(p + E_LEN);
+    e->frag = le_get_u16(p + E_Y);
+    if (type == DGRAM_PACKED_REQUESTS) {
+        e->type = DGRAM_REQUEST;
+        e->shard = x;
+    } else {
+        e->type = x <= 0xff ? (uint8_t)x : 0;
+        e->shard = 0;
+    }
+    e->payload = p + DGRAM_ENTRY_HDR_LEN;
+    *pos += DGRAM_ENTRY_HDR_LEN + e->len;
+}
+
+/* A packed frame: the shared fields, then every entry in bounds and
+ * well-formed, nfrag of them, to the payload's last byte. */
+static int check_pack(const dgram_hdr *h, const unsigned char *payload, size_t plen,
+                      const char **why) {
+    if (h->version < DGRAM_VERSION) return fail(why, "bad type");   /* no packs in version 1 */
+    if (h->req || h->shard || h->frag || h->total || h->off)
+        return fail(why, "nonzero unused field");
+    if (h->type == DGRAM_PACKED_REPLIES && h->acked) return fail(why, "nonzero unused field");
+    if (h->nfrag == 0) return fail(why, "empty packed frame");
+    size_t pos = 0;
+    uint64_t last = 0;
+    for (unsigned i = 0; i < h->nfrag; i++) {
+        if (plen - pos < DGRAM_ENTRY_HDR_LEN) return fail(why, "truncated entry header");
+        uint32_t n = le_get_u32(payload + pos + E_LEN);
+        if (n > plen - pos - DGRAM_ENTRY_HDR_LEN) return fail(why, "entry past the end");
+        uint16_t x = le_get_u16(payload + pos + E_X);
+        dgram_entry e;
+        entry_at(payload, h->type, &pos, &e);
+        if (e.req == 0) return fail(why, "request id 0");
+        if (h->type == DGRAM_PACKED_REQUESTS) {
+            if (e.req <= last) return fail(why, "request ids not increasing");
+            if (e.frag >= DGRAM_MAX_FRAGS) return fail(why, "fragment index out of range");
+            last = e.req;
+        } else if (x == DGRAM_REPLY) {
+            if (e.frag) return fail(why, "nonzero unused field");
+        } else if (x == DGRAM_REFUSE) {
+            if (e.frag < DGRAM_R_STALE || e.frag > DGRAM_R_LOADING)
+                return fail(why, "unknown refusal code");
+        } else {
+            return fail(why, "bad entry type");
+        }
+    }
+    if (pos != plen) return fail(why, "trailing bytes");
+    return 0;
+}
+
 int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char **why) {
     if (len < DGRAM_HDR_LEN) return fail(why, "truncated header");
     if (len > DGRAM_MTU) return fail(why, "datagram too long");
@@ -87,7 +145,8 @@ int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char
     h->total = le_get_u32(buf + O_TOTAL);
     h->off = le_get_u32(buf + O_OFF);
     if (h->magic != DGRAM_MAGIC) return fail(why, "bad magic");
-    if (h->version != DGRAM_VERSION) return fail(why, "unsupported version");
+    if (h->version != DGRAM_VERSION_1 && h->version != DGRAM_VERSION)
+        return fail(why, "unsupported version");
     size_t plen = len - DGRAM_HDR_LEN;
     switch (h->type) {
     case DGRAM_REQUEST:
@@ -102,16 +161,23 @@ int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char
             return fail(why, "unknown refusal code");
         if (h->nfrag || h->total || h->off) return fail(why, "nonzero unused field");
         return 0;
+    case DGRAM_PACKED_REQUESTS:
+    case DGRAM_PACKED_REPLIES:
+        return check_pack(h, buf + DGRAM_HDR_LEN, plen, why);
     default:
         return fail(why, "bad type");
     }
 }
 
-/* A copy of h for an encoder to fill in: magic, version and type set. */
+/* A copy of h for an encoder to fill in: magic, version and type set
+ * (dgram.h: the version asked for, version 1 by default, 2 for packs). */
 static dgram_hdr stamped(const dgram_hdr *h, uint8_t type) {
     dgram_hdr r = *h;
     r.magic = DGRAM_MAGIC;
-    r.version = DGRAM_VERSION;
+    if (type == DGRAM_PACKED_REQUESTS || type == DGRAM_PACKED_REPLIES)
+        r.version = DGRAM_VERSION;
+    else if (r.version != DGRAM_VERSION)
+        r.version = DGRAM_VERSION_1;
     r.type = type;
     return r;
 }
@@ -220,4 +286,61 @@ int dgram_join_add(dgram_join *j, const dgram_hdr *h, const unsigned char *paylo
         j->got++;
     }
     return j->got == j->nfrag;
+}
+
+/* ---------------- packed frames ---------------- */
+
+void dgram_pack_begin(dgram_pack *p, unsigned char *buf, const dgram_hdr *h, int type) {
+    p->buf = buf;
+    p->len = DGRAM_HDR_LEN;
+    p->h = stamped(h, (uint8_t)type);
+    p->h.req = 0;
+    p->h.shard = 0;
+    p->h.frag = 0;
+    p->h.nfrag = 0;
+    p->h.total = p->h.off = 0;
+    if (type == DGRAM_PACKED_REPLIES) p->h.acked = 0;
+    p->last = 0;
+}
+
+int dgram_pack_room(const dgram_pack *p, size_t len) {
+    return p->h.nfrag < 0xffff && len <= DGRAM_ENTRY_MAX &&
+           DGRAM_MTU - p->len >= DGRAM_ENTRY_HDR_LEN + len;
+}
+
+int dgram_pack_add(dgram_pack *p, const dgram_entry *e) {
+    if (!dgram_pack_room(p, e->len) || e->req == 0) return -1;
+    uint16_t x;
+    if (p->h.type == DGRAM_PACKED_REQUESTS) {
+        if (e->type != DGRAM_REQUEST || e->req <= p->last || e->frag >= DGRAM_MAX_FRAGS) return -1;
+        x = e->shard;
+        p->last = e->req;
+    } else {
+        if (e->type == DGRAM_REPLY ? e->frag != 0
+            : e->type != DGRAM_REFUSE || e->frag < DGRAM_R_STALE || e->frag > DGRAM_R_LOADING)
+            return -1;
+        x = e->type;
+    }
+    unsigned char *q = p->buf + p->len;
+    le_put_u64(q + E_REQ, e->req);
+    le_put_u16(q + E_X, x);
+    le_put_u16(q + E_Y, e->frag);
+    le_put_u32(q + E_LEN, e->len);
+    if (e->len) memcpy(q + DGRAM_ENTRY_HDR_LEN, e->payload, e->len);
+    p->len += DGRAM_ENTRY_HDR_LEN + e->len;
+    p->h.nfrag++;
+    return 0;
+}
+
+long dgram_pack_end(dgram_pack *p) {
+    if (p->h.nfrag == 0) return -1;
+    dgram_put_hdr(p->buf, &p->h);
+    return (long)p->len;
+}
+
+int dgram_pack_next(const unsigned char *payload, size_t len, int type, size_t *pos,
+                    dgram_entry *e) {
+    if (*pos >= len || len - *pos < DGRAM_ENTRY_HDR_LEN) return 0;
+    entry_at(payload, type, pos, e);
+    return 1;
 }

@@ -55,6 +55,33 @@
  * (the reply is cached: nothing runs again), so every round delivers at
  * least what the client's buffer holds.
  *
+ * Packed frames (version 2). One request per datagram costs a pipelined
+ * client one trip through the kernel's UDP path per request where TCP
+ * carries a whole pipeline in one segment. So a version 2 datagram may
+ * pack several small requests (DGRAM_PACKED_REQUESTS, client to server)
+ * or several whole small replies and refusals (DGRAM_PACKED_REPLIES,
+ * server to client) of ONE client. The header then carries what the
+ * entries share -- client id, term, and for requests `acked` -- with req,
+ * shard, frag, total and off 0 and `nfrag` the number of entries (>= 1);
+ * each entry is a 16-byte entry header (u64 request id; u16 x, u16 y;
+ * u32 length) and its payload:
+ *   - a request entry: x = shard, y = first reply fragment still needed
+ *     (as `frag` of a single request), payload = the argument vector; ids
+ *     >= 1 and strictly increasing within the datagram;
+ *   - a reply entry: x = DGRAM_REPLY with y = 0 and payload = the WHOLE
+ *     reply (total = length, one fragment), or x = DGRAM_REFUSE with y =
+ *     the refusal code and payload = the message; ids >= 1, any order.
+ * Nothing else changes: each packed request keeps its own id, reply-cache
+ * record, retransmission and place in the acked window, exactly as if it
+ * had come alone (the server unpacks and handles entries one by one);
+ * replies larger than what fits one entry still leave alone, fragmented.
+ * Versions: a version 1 datagram is one of types 1-3 exactly as before;
+ * version 2 adds types 4-5, and a peer stamps its single datagrams with
+ * the version it speaks. A sender of version 2 declares that it reads
+ * packed replies: the server packs replies only for a client whose latest
+ * request was version 2, and answers a version 1 client in version 1, so
+ * old clients keep working unchanged.
+ *
  * All integers are little-endian. */
 #ifndef ROWAN_DGRAM_H
 #define ROWAN_DGRAM_H
@@ -62,7 +89,8 @@
 #include <stdint.h>
 
 #define DGRAM_MAGIC      0x314e5752u   /* "RWN1" read as little-endian */
-#define DGRAM_VERSION    1
+#define DGRAM_VERSION    2             /* newest: packed frames */
+#define DGRAM_VERSION_1  1             /* one request or reply per datagram */
 #define DGRAM_MTU        4096          /* largest datagram, header included */
 #define DGRAM_HDR_LEN    52
 #define DGRAM_PAYLOAD_MAX (DGRAM_MTU - DGRAM_HDR_LEN)
@@ -71,11 +99,16 @@
  * [i * DGRAM_PAYLOAD_MAX, min(total, (i + 1) * DGRAM_PAYLOAD_MAX)). */
 #define DGRAM_MAX_FRAGS  ((DGRAM_REPLY_MAX + DGRAM_PAYLOAD_MAX - 1) / DGRAM_PAYLOAD_MAX)
 #define DGRAM_MAX_ARGS   1024          /* a request's argc limit */
+#define DGRAM_ENTRY_HDR_LEN 16         /* a packed entry's header */
+/* Largest payload of one packed entry (a pack of that one entry). */
+#define DGRAM_ENTRY_MAX  (DGRAM_PAYLOAD_MAX - DGRAM_ENTRY_HDR_LEN)
 
 enum dgram_type {
     DGRAM_REQUEST = 1,   /* client -> server: payload = argument vector */
     DGRAM_REPLY   = 2,   /* server -> client: payload = RESP bytes [off, off+len) */
     DGRAM_REFUSE  = 3,   /* server -> client: nothing ran; code in `frag`, payload = message */
+    DGRAM_PACKED_REQUESTS = 4,  /* version 2, client -> server: nfrag request entries */
+    DGRAM_PACKED_REPLIES  = 5,  /* version 2, server -> client: nfrag reply/refusal entries */
 };
 
 /* Codes of DGRAM_REFUSE (carried in `frag`). */
@@ -103,6 +136,9 @@ typedef struct dgram_hdr {
     uint32_t off;         /* replies: byte offset of this fragment's payload */
 } dgram_hdr;
 
+/* Encoders stamp h->version when it is DGRAM_VERSION_1 or DGRAM_VERSION,
+ * else (0) DGRAM_VERSION_1; packed frames are always DGRAM_VERSION. */
+
 /* Encode h into buf[DGRAM_HDR_LEN]. */
 void dgram_put_hdr(unsigned char *buf, const dgram_hdr *h);
 /* Decode and check a datagram's header: length (DGRAM_HDR_LEN..DGRAM_MTU),
@@ -110,7 +146,10 @@ void dgram_put_hdr(unsigned char *buf, const dgram_hdr *h);
  * unused fields 0; a refusal's
  * code known; and for replies the fixed fragment layout: total <=
  * DGRAM_REPLY_MAX, nfrag as total implies, frag < nfrag, off = frag *
- * DGRAM_PAYLOAD_MAX and the payload exactly the fragment's length.
+ * DGRAM_PAYLOAD_MAX and the payload exactly the fragment's length; for
+ * packed frames (version 2 only) the shared fields as described above
+ * and every entry in bounds and well-formed, the payload consumed to its
+ * last byte (so dgram_pack_next needs no checks of its own).
  * Returns 0, or -1 with a short reason in *why. */
 int dgram_get_hdr(const unsigned char *buf, size_t len, dgram_hdr *h, const char **why);
 
@@ -138,6 +177,45 @@ long dgram_put_reply(unsigned char *buf, const dgram_hdr *h, const char *resp,
  * fit) for (h->client, h->req); h->term is the server's term. Returns the
  * datagram's length. */
 long dgram_put_refuse(unsigned char *buf, const dgram_hdr *h, int code, const char *msg);
+
+/* One entry of a packed frame. Requests: type DGRAM_REQUEST, shard, frag
+ * (first reply fragment needed). Replies: type DGRAM_REPLY (frag 0) or
+ * DGRAM_REFUSE (frag = refusal code). payload points into the datagram. */
+typedef struct dgram_entry {
+    uint64_t req;
+    uint8_t type;
+    uint16_t shard;
+    uint16_t frag;
+    uint32_t len;
+    const unsigned char *payload;
+} dgram_entry;
+
+/* Building a packed frame in buf[DGRAM_MTU]: begin with the shared header
+ * fields (h: client, term, and for requests acked; type
+ * DGRAM_PACKED_REQUESTS or DGRAM_PACKED_REPLIES), add entries while they
+ * fit, end to write the header. */
+typedef struct dgram_pack {
+    unsigned char *buf;
+    size_t len;                /* bytes used, header included */
+    dgram_hdr h;
+    uint64_t last;             /* requests: the id of the last entry */
+} dgram_pack;
+void dgram_pack_begin(dgram_pack *p, unsigned char *buf, const dgram_hdr *h, int type);
+/* Can an entry of len payload bytes still go in? (Requests: with an id
+ * above the last one's.) */
+int dgram_pack_room(const dgram_pack *p, size_t len);
+/* Add e (its type must suit the pack: DGRAM_REQUEST in a request pack,
+ * DGRAM_REPLY or DGRAM_REFUSE in a reply pack). 0, or -1 when it does
+ * not fit or is out of order (nothing written). */
+int dgram_pack_add(dgram_pack *p, const dgram_entry *e);
+/* Write the header (nfrag = entries); the datagram's length, or -1 when
+ * the pack is empty. */
+long dgram_pack_end(dgram_pack *p);
+/* The entries of a packed frame that dgram_get_hdr accepted (type: the
+ * header's): *pos starts at 0; returns 1 with the next entry in *e, or 0
+ * after the last. */
+int dgram_pack_next(const unsigned char *payload, size_t len, int type, size_t *pos,
+                    dgram_entry *e);
 
 /* Joining a reply's fragments (client side; used by librowan and the
  * tests). Fragments may arrive in any order and more than once. */

@@ -1,6 +1,6 @@
 /* native.c -- the native RPC edge (issue 15, paper §5.2): rdma/dgram.h
- * requests, one per datagram, run by the same command table and code as
- * RESP requests, answered exactly once.
+ * requests, one per datagram or several in a packed frame, run by the same
+ * command table and code as RESP requests, answered exactly once.
  *
  * Where requests enter. Each worker owns one endpoint of the configured
  * backend (native_transport.h: a SO_REUSEPORT UDP socket steered by client
@@ -58,6 +58,18 @@
  * and only then are they cached and sent. Unsolicited output (tag 0:
  * pub/sub, MONITOR) is sent as a reply with request id 0, not cached.
  *
+ * Packed frames (dgram.h, version 2). A DGRAM_PACKED_REQUESTS datagram is
+ * unpacked here and each entry is handled exactly as a single request
+ * with its own id (its record, its duplicate rules, its refusal). For a
+ * client whose latest request was version 2, whole replies and refusals
+ * that fit one entry go into that client's open reply pack instead of a
+ * datagram each; the packs of the round leave at round_end (before the
+ * worker sleeps, with the backend's batch), a pack of one entry as a
+ * plain datagram. Replies that are fragmented, and unsolicited ones (id
+ * 0), close the client's pack first and leave alone after it, so a
+ * client's replies keep their order. Version 1 clients get version 1
+ * single datagrams, as before.
+ *
  * Protected mode applies as over TCP: with no password, only loopback
  * peers are served; others get the -DENIED reply. INFO's "# Native"
  * section sums the workers' counters. */
@@ -70,6 +82,7 @@
 #include "cluster.h"
 #include "server.h"
 #include "worker.h"
+#include "edge_state.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -101,6 +114,10 @@ typedef struct nclient {
     client *s;                    /* its session; NULL before its first request, or after it ended */
     int closing;                  /* the edge is forgetting it: its session's close is expected */
     uint64_t acked;
+    uint8_t version;              /* of its latest request: 2 reads packed replies */
+    int packing;                  /* pk is open (the client is on nw->packing) */
+    dgram_pack pk;                /* replies of this round not yet sent */
+    struct nclient *pknext;
     nreq *reqs;
     int nreqs, capreqs, running;
     size_t cached;
@@ -113,7 +130,7 @@ struct native_stats {
     _Atomic long long in, out, bytes_in, bytes_out, requests, dup_cached, dup_running,
         dup_old, refused_stale, refused_busy, refused_loading, refused_malformed, malformed,
         denied, too_large, evicted, sessions_closed, clients, cached_bytes, send_errors,
-        send_calls;
+        send_calls, packs_in, packs_out;
 };
 
 typedef struct nworker {
@@ -125,6 +142,9 @@ typedef struct nworker {
     int nclients;
     nclient *recent, *oldest;
     size_t cached;
+    nclient *packing;             /* clients with an open reply pack */
+    unsigned char *spare[8];      /* pack buffers to reuse */
+    int nspare;
     struct native_stats st;
     unsigned char rx[DGRAM_MTU + 1];
     unsigned char tx[DGRAM_MTU];
@@ -132,9 +152,22 @@ typedef struct nworker {
     size_t argvlen[DGRAM_MAX_ARGS];
 } nworker;
 
-static const native_backend *backend;
-static nworker **nws;
-static int nnws;
+/* This file's state, one per server (server.h). */
+struct native_state {
+    const native_backend *backend;
+    nworker **nws;
+    int nnws;
+};
+
+void native_state_new(void) {
+    struct native_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->native = st;
+}
+
+#define backend (server.edge_state->native->backend)
+#define nws (server.edge_state->native->nws)
+#define nnws (server.edge_state->native->nnws)
 
 static void stat_add(_Atomic long long *c, long long v) {
     atomic_fetch_add_explicit(c, v, memory_order_relaxed);
@@ -199,6 +232,8 @@ static nclient *client_new(nworker *nw, uint64_t id) {
     return c;
 }
 
+static void pack_close(nworker *nw, nclient *c);
+
 static void req_free(nworker *nw, nclient *c, nreq *r) {
     if (r->done) {
         c->cached -= r->len;
@@ -214,6 +249,7 @@ static void client_free(nworker *nw, nclient *c) {
     while (*pp != c) pp = &(*pp)->hnext;
     *pp = c->hnext;
     recency_unlink(nw, c);
+    pack_close(nw, c);
     c->closing = 1;
     if (c->s) session_close(c->s);   /* calls on_close, which clears c->s */
     for (int i = 0; i < c->nreqs; i++) req_free(nw, c, &c->reqs[i]);
@@ -245,8 +281,8 @@ static void client_ack(nworker *nw, nclient *c, uint64_t acked) {
 
 /* ---------------- sending ---------------- */
 
-static void send_dgram(nworker *nw, const native_addr *to, size_t len) {
-    if (backend->send(nw->ep, nw->tx, len, to) != 0) {
+static void send_dgram(nworker *nw, const native_addr *to, const unsigned char *buf, size_t len) {
+    if (backend->send(nw->ep, buf, len, to) != 0) {
         stat_add(&nw->st.send_errors, 1);
         return;
     }
@@ -255,20 +291,100 @@ static void send_dgram(nworker *nw, const native_addr *to, size_t len) {
     stat_add(&nw->st.bytes_out, (long long)len);
 }
 
-static void send_refusal(nworker *nw, const dgram_hdr *req, const native_addr *to, int code,
-                         const char *msg) {
+/* Send c's open reply pack (one entry: as a plain datagram) and close it. */
+static void pack_close(nworker *nw, nclient *c) {
+    if (!c->packing) return;
+    nclient **pp = &nw->packing;
+    while (*pp != c) pp = &(*pp)->pknext;
+    *pp = c->pknext;
+    c->packing = 0;
+    dgram_pack *p = &c->pk;
+    p->h.term = cluster_term();
+    if (p->h.nfrag == 1) {
+        dgram_entry e;
+        size_t pos = 0;
+        dgram_pack_next(p->buf + DGRAM_HDR_LEN, p->len - DGRAM_HDR_LEN, DGRAM_PACKED_REPLIES,
+                        &pos, &e);
+        dgram_hdr h = {0};
+        h.version = DGRAM_VERSION;
+        h.client = c->id;
+        h.req = e.req;
+        h.term = p->h.term;
+        h.shard = 0xffff;
+        long n;
+        if (e.type == DGRAM_REPLY) {
+            n = dgram_put_reply(nw->tx, &h, (const char *)e.payload, e.len, 0);
+        } else {
+            char msg[DGRAM_ENTRY_MAX + 1];   /* the refusal's text, as the C string it was */
+            memcpy(msg, e.payload, e.len);
+            msg[e.len] = '\0';
+            n = dgram_put_refuse(nw->tx, &h, e.frag, msg);
+        }
+        send_dgram(nw, &c->addr, nw->tx, (size_t)n);
+    } else {
+        long n = dgram_pack_end(p);
+        send_dgram(nw, &c->addr, p->buf, (size_t)n);
+        stat_add(&nw->st.packs_out, 1);
+    }
+    if (nw->nspare < (int)(sizeof(nw->spare) / sizeof(nw->spare[0]))) nw->spare[nw->nspare++] = p->buf;
+    else free(p->buf);
+    p->buf = NULL;
+}
+
+/* Put one whole reply or refusal into c's reply pack (opened if need be;
+ * a full one is sent first). */
+static void pack_put(nworker *nw, nclient *c, const dgram_entry *e) {
+    if (c->packing && !dgram_pack_room(&c->pk, e->len)) pack_close(nw, c);
+    if (!c->packing) {
+        unsigned char *buf = nw->nspare ? nw->spare[--nw->nspare] : malloc(DGRAM_MTU);
+        dgram_hdr h = {0};
+        h.client = c->id;
+        dgram_pack_begin(&c->pk, buf, &h, DGRAM_PACKED_REPLIES);
+        c->packing = 1;
+        c->pknext = nw->packing;
+        nw->packing = c;
+    }
+    dgram_pack_add(&c->pk, e);
+}
+
+/* Does this go into c's reply pack? (c reads packs, and it is one entry.) */
+static int packable(const nclient *c, uint64_t req, size_t len) {
+    return c && c->version == DGRAM_VERSION && req != 0 && len <= DGRAM_ENTRY_MAX;
+}
+
+/* A refusal of request h (nothing ran); c: its client, or NULL. */
+static void send_refusal(nworker *nw, nclient *c, const dgram_hdr *req, const native_addr *to,
+                         int code, const char *msg) {
+    size_t mlen = strlen(msg);
+    if (packable(c, req->req, mlen)) {
+        dgram_entry e = {.req = req->req, .type = DGRAM_REFUSE, .frag = (uint16_t)code,
+                         .len = (uint32_t)mlen, .payload = (const unsigned char *)msg};
+        pack_put(nw, c, &e);
+        return;
+    }
+    if (c) pack_close(nw, c);
     dgram_hdr h = *req;
     h.term = cluster_term();
     long n = dgram_put_refuse(nw->tx, &h, code, msg);
-    send_dgram(nw, to, (size_t)n);
+    send_dgram(nw, to, nw->tx, (size_t)n);
 }
 
-/* The fragments of a reply from `first` on. A fragment the backend cannot
- * take is lost like any datagram; the client retransmits, asking for the
- * first one it misses (dgram.h, "Resuming a large reply"). */
-static void send_reply(nworker *nw, uint64_t cid, uint64_t req, const native_addr *to,
-                       const char *resp, size_t len, unsigned first) {
+/* The fragments of a reply from `first` on (c: the client, or NULL). A
+ * fragment the backend cannot take is lost like any datagram; the client
+ * retransmits, asking for the first one it misses (dgram.h, "Resuming a
+ * large reply"). A whole reply for a client that reads packs goes into
+ * its pack. */
+static void send_reply(nworker *nw, nclient *c, uint64_t cid, uint64_t req, uint8_t version,
+                       const native_addr *to, const char *resp, size_t len, unsigned first) {
+    if (first == 0 && packable(c, req, len)) {
+        dgram_entry e = {.req = req, .type = DGRAM_REPLY, .len = (uint32_t)len,
+                         .payload = (const unsigned char *)resp};
+        pack_put(nw, c, &e);
+        return;
+    }
+    if (c) pack_close(nw, c);    /* what was packed before it leaves before it */
     dgram_hdr h = {0};
+    h.version = version;
     h.client = cid;
     h.req = req;
     h.term = cluster_term();
@@ -276,7 +392,7 @@ static void send_reply(nworker *nw, uint64_t cid, uint64_t req, const native_add
     unsigned nfrag = dgram_reply_nfrag(len);
     for (unsigned f = first; f < nfrag; f++) {
         long n = dgram_put_reply(nw->tx, &h, resp, len, f);
-        send_dgram(nw, to, (size_t)n);
+        send_dgram(nw, to, nw->tx, (size_t)n);
     }
 }
 
@@ -284,6 +400,7 @@ static void send_reply(nworker *nw, uint64_t cid, uint64_t req, const native_add
  * leaves in one go (native_transport.h, flush). */
 static void round_end(void *arg) {
     nworker *nw = arg;
+    while (nw->packing) pack_close(nw, nw->packing);
     if (!backend->flush) return;
     size_t bytes = 0;
     long long calls = 0;
@@ -315,14 +432,15 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
     c->cached += len;
     nw->cached += len;
     stat_add(&nw->st.cached_bytes, (long long)len);
-    send_reply(nw, c->id, r->id, &c->addr, r->reply, r->len, 0);
+    send_reply(nw, c, c->id, r->id, c->version, &c->addr, r->reply, r->len, 0);
 }
 
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
     nclient *c = tctx;
     if (c->closing) return;
     if (tag == 0) {   /* unsolicited: pub/sub, MONITOR */
-        if (len <= DGRAM_REPLY_MAX) send_reply(c->nw, c->id, 0, &c->addr, resp, len, 0);
+        if (len <= DGRAM_REPLY_MAX)
+            send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0);
         return;
     }
     nreq *r = req_find(c, tag);
@@ -388,7 +506,9 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     int argc = dgram_get_args(payload, plen, nw->argv, nw->argvlen, DGRAM_MAX_ARGS, &why);
     if (argc < 0) {
         stat_add(&nw->st.refused_malformed, 1);
-        send_refusal(nw, h, from, DGRAM_R_MALFORMED, why);
+        nclient *mc = client_find(nw, h->client);
+        if (mc) mc->version = h->version;
+        send_refusal(nw, mc, h, from, DGRAM_R_MALFORMED, why);
         return;
     }
     /* A request's own reply cannot have arrived: acked above its id is
@@ -397,6 +517,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     nclient *c = client_find(nw, h->client);
     if (c) {
         c->addr = *from;
+        c->version = h->version;
         c->last_us = monotonic_us();
         recency_unlink(nw, c);
         recency_front(nw, c);
@@ -409,7 +530,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         if (r) {
             if (r->done) {
                 stat_add(&nw->st.dup_cached, 1);
-                send_reply(nw, c->id, r->id, from, r->reply, r->len, h->frag);
+                send_reply(nw, c, c->id, r->id, c->version, from, r->reply, r->len, h->frag);
             } else {
                 stat_add(&nw->st.dup_running, 1);
             }
@@ -419,13 +540,13 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     /* a new request: refusals first, nothing has run */
     if (server_loading()) {
         stat_add(&nw->st.refused_loading, 1);
-        send_refusal(nw, h, from, DGRAM_R_LOADING, "LOADING Rowan is loading the dataset in memory");
+        send_refusal(nw, c, h, from, DGRAM_R_LOADING, "LOADING Rowan is loading the dataset in memory");
         return;
     }
     uint64_t term = cluster_term();
     if (h->term != 0 && h->term < term) {
         stat_add(&nw->st.refused_stale, 1);
-        send_refusal(nw, h, from, DGRAM_R_STALE, "STALE configuration term; refresh and retry");
+        send_refusal(nw, c, h, from, DGRAM_R_STALE, "STALE configuration term; refresh and retry");
         return;
     }
     if (server.cfg.protected_mode && acl_default_nopass() && !backend->is_local(nw->ep, from)) {
@@ -434,13 +555,13 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
             "password is set for the default user. In this mode connections are only accepted "
             "from the loopback interface.\r\n";
         stat_add(&nw->st.denied, 1);
-        send_reply(nw, h->client, h->req, from, denied, sizeof(denied) - 1, 0);
+        send_reply(nw, c, h->client, h->req, h->version, from, denied, sizeof(denied) - 1, 0);
         return;
     }
     if ((long long)nw->cached >= cache_cap() || (c && c->nreqs >= NATIVE_MAX_PENDING) ||
         (!c && make_room(nw) != 0)) {
         stat_add(&nw->st.refused_busy, 1);
-        send_refusal(nw, h, from, DGRAM_R_BUSY, "BUSY too many native clients or requests in "
+        send_refusal(nw, c, h, from, DGRAM_R_BUSY, "BUSY too many native clients or requests in "
                      "flight; retry later");
         return;
     }
@@ -449,6 +570,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         c->addr = *from;
         c->last_us = monotonic_us();
         c->acked = acked;
+        c->version = h->version;
     }
     if (c->nreqs == c->capreqs) {
         c->capreqs = c->capreqs ? c->capreqs * 2 : 8;
@@ -490,15 +612,34 @@ static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
          * as a request, say why, so it is not retransmitted for ever. */
         stat_add(&nw->st.malformed, 1);
         if (dgram_get_hdr(nw->rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
-            send_refusal(nw, &h, from, DGRAM_R_MALFORMED, "request larger than one datagram "
+            send_refusal(nw, NULL, &h, from, DGRAM_R_MALFORMED, "request larger than one datagram "
                          "(4096 bytes): use TCP");
         return;
     }
-    if (dgram_get_hdr(nw->rx, n, &h, &why) != 0 || h.type != DGRAM_REQUEST) {
+    if (dgram_get_hdr(nw->rx, n, &h, &why) != 0 ||
+        (h.type != DGRAM_REQUEST && h.type != DGRAM_PACKED_REQUESTS)) {
         stat_add(&nw->st.malformed, 1);
         return;
     }
-    handle_request(nw, &h, from, nw->rx + DGRAM_HDR_LEN, n - DGRAM_HDR_LEN);
+    const unsigned char *payload = nw->rx + DGRAM_HDR_LEN;
+    size_t plen = n - DGRAM_HDR_LEN;
+    if (h.type == DGRAM_REQUEST) {
+        handle_request(nw, &h, from, payload, plen);
+        return;
+    }
+    /* a packed frame: each entry is a request of its own (dgram.h) */
+    stat_add(&nw->st.packs_in, 1);
+    dgram_entry e;
+    size_t pos = 0;
+    while (dgram_pack_next(payload, plen, h.type, &pos, &e)) {
+        dgram_hdr eh = h;
+        eh.type = DGRAM_REQUEST;
+        eh.req = e.req;
+        eh.shard = e.shard;
+        eh.frag = e.frag;
+        eh.nfrag = 0;
+        handle_request(nw, &eh, from, e.payload, e.len);
+    }
 }
 
 static void readable_cb(evutil_socket_t fd, short what, void *arg) {
@@ -580,6 +721,7 @@ void native_attach(void) {
 void native_stop(void) {
     for (int i = 0; i < nnws; i++) {
         nworker *nw = nws[i];
+        while (nw->packing) pack_close(nw, nw->packing);   /* replies of the last round */
         if (nw->ev) event_free(nw->ev);
         if (nw->cron) event_free(nw->cron);
         for (size_t k = 0; k < nw->nbuckets; k++) {
@@ -592,7 +734,8 @@ void native_stop(void) {
             }
         }
         free(nw->buckets);
-        round_end(nw);   /* replies of sessions freed after the workers stopped */
+        round_end(nw);
+        while (nw->nspare) free(nw->spare[--nw->nspare]);   /* replies of sessions freed after the workers stopped */
         backend->close(nw->ep);
         free(nw);
     }
@@ -616,7 +759,8 @@ void native_info(rbuf *b) {
         F(too_large, "native_replies_too_large"), F(evicted, "native_clients_evicted"),
         F(sessions_closed, "native_sessions_closed"), F(clients, "native_clients"),
         F(cached_bytes, "native_reply_cache_bytes"), F(send_errors, "native_send_errors"),
-        F(send_calls, "native_send_calls"),
+        F(send_calls, "native_send_calls"), F(packs_in, "native_packed_datagrams_in"),
+        F(packs_out, "native_packed_datagrams_out"),
 #undef F
     };
     rbuf_appendf(b, "# Native\r\n");

@@ -63,6 +63,7 @@
 #include "pubsub.h"
 #include "server.h"
 #include "util.h"
+#include "edge_state.h"
 
 #define U_ON          (1u << 0)
 #define U_NOPASS      (1u << 1)
@@ -238,10 +239,25 @@ static int is_container(int i)
 
 /* ---- users ---- */
 
-static pthread_rwlock_t acl_lock = PTHREAD_RWLOCK_INITIALIZER;
-static acl_user **users;            /* sorted by name (bytewise) */
-static int nusers;
-static acl_user *default_user;
+/* This file's state, one per server (server.h). */
+struct acl_state {
+    pthread_rwlock_t acl_lock;
+    acl_user **users;   /* sorted by name (bytewise) */
+    int nusers;
+    acl_user *default_user;
+};
+
+void acl_state_new(void) {
+    struct acl_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_rwlock_init(&st->acl_lock, NULL);
+    server.edge_state->acl = st;
+}
+
+#define acl_lock (server.edge_state->acl->acl_lock)
+#define users (server.edge_state->acl->users)   /* sorted by name (bytewise) */
+#define nusers (server.edge_state->acl->nusers)
+#define default_user (server.edge_state->acl->default_user)
 
 static char *xstrndup(const char *s, size_t n)
 {
@@ -878,9 +894,23 @@ typedef struct acl_log_entry {
     struct acl_log_entry *next;
 } acl_log_entry;
 
-static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static acl_log_entry *log_head;   /* newest first */
-static long long log_len;
+/* This file's state, one per server (server.h). */
+struct acl_log_state {
+    pthread_mutex_t log_mu;
+    acl_log_entry *log_head;   /* newest first */
+    long long log_len;
+};
+
+void acl_log_state_new(void) {
+    struct acl_log_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->log_mu, NULL);
+    server.edge_state->acl_log = st;
+}
+
+#define log_mu (server.edge_state->acl_log->log_mu)
+#define log_head (server.edge_state->acl_log->log_head)   /* newest first */
+#define log_len (server.edge_state->acl_log->log_len)
 
 static long long now_ms(void)
 {
@@ -1815,11 +1845,12 @@ static void config_user_lines(rbuf *out)
 
 /* ---- startup ---- */
 
-int acl_init(char *err, size_t errlen)
+/* The command rows and their categories are the process's, as the command
+ * table is: built once, by whichever server starts first. */
+static void rows_build(void)
 {
     command_foreach(base_cb, NULL);
     ncmd = command_count();
-    config_set_user_lines(config_user_lines);
     first_sub = calloc((size_t)ncmd, sizeof(int));
     nsub = calloc((size_t)ncmd, sizeof(int));
     nall = ncmd;
@@ -1839,6 +1870,13 @@ int acl_init(char *err, size_t errlen)
          * the categories (COMMAND is not: it runs on its own too) */
         if (nsub[i] && cmd_base[i].proc != commandCommand) cmd_cats[i] = 1u << C_SLOW;
     }
+}
+
+int acl_init(char *err, size_t errlen)
+{
+    static pthread_once_t rows_once = PTHREAD_ONCE_INIT;
+    pthread_once(&rows_once, rows_build);
+    config_set_user_lines(config_user_lines);
     /* the default user: everything, no password (requirepass sets one) */
     acl_user **set = NULL;
     int n = 0;

@@ -67,6 +67,7 @@
 #include "networking.h"
 #include "server.h"
 #include "worker.h"
+#include "edge_state.h"
 
 typedef struct bclient bclient;
 typedef struct bkey bkey;
@@ -109,14 +110,36 @@ typedef struct bworker {
     _Atomic int has_ready;
 } bworker;
 
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
-static bkey **ktab;              /* registry hash table (reg_lock) */
-static size_t kcap, kn;
-static _Atomic long long nblocked;
-static bworker *bws;
-static int nbws;
-static _Atomic int inited;
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+/* This file's state, one per server (server.h). */
+struct blocking_state {
+    pthread_mutex_t reg_lock;
+    bkey **ktab;   /* registry hash table (reg_lock) */
+    size_t kcap;
+    size_t kn;
+    _Atomic long long nblocked;
+    bworker *bws;
+    int nbws;
+    _Atomic int inited;
+    pthread_once_t init_once;
+};
+
+void blocking_state_new(void) {
+    struct blocking_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->reg_lock, NULL);
+    st->init_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    server.edge_state->blocking = st;
+}
+
+#define reg_lock (server.edge_state->blocking->reg_lock)
+#define ktab (server.edge_state->blocking->ktab)   /* registry hash table (reg_lock) */
+#define kcap (server.edge_state->blocking->kcap)
+#define kn (server.edge_state->blocking->kn)
+#define nblocked (server.edge_state->blocking->nblocked)
+#define bws (server.edge_state->blocking->bws)
+#define nbws (server.edge_state->blocking->nbws)
+#define inited (server.edge_state->blocking->inited)
+#define init_once (server.edge_state->blocking->init_once)
 
 static void init(void) {
     nbws = server.nworkers > 0 ? server.nworkers : 1;

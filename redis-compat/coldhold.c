@@ -12,7 +12,14 @@
  * Checked: every command with keys outside MULTI, and EXEC with the keys of
  * its queued commands. Commands queued inside MULTI run only at EXEC. When
  * a command waits, the keys of the commands pipelined behind it are read
- * too (gather_ahead). */
+ * too (gather_ahead).
+ *
+ * Both edges take this one path. A byte-stream session (RESP over TCP)
+ * keeps the waiting command in its query buffer (client_cold_holds); a
+ * per-reply session (the native edge, session.h) keeps it in its command
+ * queue, c->inq, like a command CLIENT PAUSE holds (session_cold_holds),
+ * and the queued commands behind it are read along. The hold belongs to
+ * the session either way: c->cold, resumed by blocking_client_resume. */
 #include <stdlib.h>
 #include "blocking.h"
 #include "coldhold.h"
@@ -42,30 +49,56 @@ static int gather_keys(void *arg, const struct rcommand *cmd, int argc, const ch
     return 0;
 }
 
+/* One command behind the one that waits: its keys are read along. 0 when
+ * it changes how later keys resolve (SELECT, MULTI...): stop there. */
+static int gather_next(struct gather *g, int argc, const char *const *argv,
+                       const size_t *argvlen) {
+    if (argc == 0) return 1;
+    const struct rcommand *cmd = command_lookup(argv[0], argvlen[0]);
+    if (!cmd || cmd->proc == selectCommand || cmd->proc == swapdbCommand ||
+        cmd->proc == multiCommand || cmd->proc == execCommand)
+        return 0;
+    gather_keys(g, cmd, argc, argv, argvlen);
+    return 1;
+}
+
 /* The commands pipelined after the one that waits: their keys' pages are
  * read along with its own, so a pipeline of cold GETs costs one wait, not
  * one per command. Parsed with a parser of its own (c's keeps its state);
  * stops at what changes how keys resolve (SELECT, MULTI...). Reading a
  * page that is not used after all costs nothing but the read. */
-static void gather_ahead(struct gather *g, const resp_limits *limits, const char *buf,
-                         size_t len) {
-    resp_limits lim = *limits;
+struct resp_ahead {
+    const resp_limits *limits;
+    const char *buf;
+    size_t len;
+};
+
+static void gather_ahead(struct gather *g, void *arg) {
+    const struct resp_ahead *a = arg;
+    resp_limits lim = *a->limits;
     lim.arg_check = NULL;
     resp_parser p;
     resp_parser_init(&p, &lim);
     size_t pos = 0;
-    for (int n = 0; n < LOOKAHEAD && pos < len; n++) {
+    for (int n = 0; n < LOOKAHEAD && pos < a->len; n++) {
         size_t used = 0;
-        if (resp_parse(&p, buf + pos, len - pos, &used, NULL) != RESP_COMMAND) break;
+        if (resp_parse(&p, a->buf + pos, a->len - pos, &used, NULL) != RESP_COMMAND) break;
         pos += used;
-        if (p.argc == 0) continue;
-        const struct rcommand *cmd = command_lookup(p.argv[0], p.argvlen[0]);
-        if (!cmd || cmd->proc == selectCommand || cmd->proc == swapdbCommand ||
-            cmd->proc == multiCommand || cmd->proc == execCommand)
-            break;
-        gather_keys(g, cmd, p.argc, p.argv, p.argvlen);
+        if (!gather_next(g, p.argc, p.argv, p.argvlen)) break;
     }
     resp_parser_free(&p);
+}
+
+/* A per-reply session: the commands queued behind the one that waits (it
+ * is the queue's head when it came from there). */
+static void gather_queued(struct gather *g, void *arg) {
+    client *c = arg;
+    for (int i = 0, n = 0; i < c->ninq && n < LOOKAHEAD; i++) {
+        const session_qcmd *q = &c->inq[c->headinq + i];
+        if (q->argv == c->argv) continue;   /* the command that waits */
+        if (!gather_next(g, q->argc, q->argv, q->argvlen)) break;
+        n++;
+    }
 }
 
 /* The pages are in: run the command that waited, then the rest. */
@@ -76,7 +109,7 @@ static void resume(void *owner) {
     blocking_client_resume(c);   /* parses and runs c's pending input */
 }
 
-int client_cold_holds(client *c, const resp_limits *lim, const char *rest, size_t restlen) {
+static int cold_holds(client *c, void (*ahead)(struct gather *, void *), void *arg) {
     if (c->cold) return 1;   /* still reading */
     if (c->cold_ready) {     /* this command's pages were just read */
         c->cold_ready = 0;
@@ -94,11 +127,18 @@ int client_cold_holds(client *c, const resp_limits *lim, const char *rest, size_
         gather_keys(&g, cmd, c->argc, c->argv, c->argvlen);
     coldread_checked(c->w, g.r != NULL);
     if (!g.r) return 0;
-    if (!multi_active(c)) gather_ahead(&g, lim, rest, restlen);
+    if (!multi_active(c)) ahead(&g, arg);
     c->cold = g.r;
     coldread_submit(g.r, resume);
     return 1;
 }
+
+int client_cold_holds(client *c, const resp_limits *lim, const char *rest, size_t restlen) {
+    struct resp_ahead a = {lim, rest, restlen};
+    return cold_holds(c, gather_ahead, &a);
+}
+
+int session_cold_holds(client *c) { return cold_holds(c, gather_queued, c); }
 
 void client_cold_freed(client *c) {
     if (c->cold) coldread_cancel(c->cold);

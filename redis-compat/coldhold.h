@@ -9,6 +9,9 @@
  * (it is parsed again when they are in); 0: run it. rest: the input after
  * it (pipelined commands, whose pages are read along), parsed with lim. */
 int client_cold_holds(client *c, const resp_limits *lim, const char *rest, size_t restlen);
+/* The same for a per-reply session (session.h): the command in c->argv
+ * waits in c->inq; the queued commands behind it are read along. */
+int session_cold_holds(client *c);
 /* c is being freed: forget its reads. */
 void client_cold_freed(client *c);
 /* DEBUG COLDREAD FORCE 0|1 / DROP / STATS; 1 if it was one of those. */

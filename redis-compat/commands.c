@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <string.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <strings.h>
 #include "commands.h"
 #include "acl.h"
@@ -19,6 +20,7 @@
 #include "notify.h"
 #include "t_latency.h"
 #include "util.h"
+#include "edge_state.h"
 
 #define W  CMD_WRITE
 #define R  CMD_READONLY
@@ -140,12 +142,26 @@ static struct rcommand sub_table[] = {
 #define LOOKUP_SLOTS 1024 /* power of two, > 2 * NCOMMANDS */
 _Static_assert(LOOKUP_SLOTS > 2 * NCOMMANDS, "grow LOOKUP_SLOTS");
 
-static struct rcommand *lookup_slots[LOOKUP_SLOTS];
-static pthread_once_t lookup_once = PTHREAD_ONCE_INIT;
+/* This file's state, one per server (server.h). */
+struct cmdnames_state {
+    struct rcommand *lookup_slots[LOOKUP_SLOTS];
+    pthread_once_t lookup_once;
+    const char *renamed[NCOMMANDS];
+};
+
+void cmdnames_state_new(void) {
+    struct cmdnames_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->lookup_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    server.edge_state->cmdnames = st;
+}
+
+#define lookup_slots (server.edge_state->cmdnames->lookup_slots)
+#define lookup_once (server.edge_state->cmdnames->lookup_once)
 
 /* rename-command: the name a command is called by, when renamed; a
  * command renamed to "" is not found at all. Set once, before serving. */
-static const char *renamed[NCOMMANDS];
+#define renamed (server.edge_state->cmdnames->renamed)
 
 static const char *called_name(const struct rcommand *c) {
     const char *r = renamed[c - command_table];
@@ -192,8 +208,12 @@ static void subs_link(void) {
     }
 }
 
+/* The table and its subcommand links are the process's (every server's);
+ * the names commands are called by (rename-command) are each server's. */
+static pthread_once_t subs_once = PTHREAD_ONCE_INIT;
+
 static void lookup_build(void) {
-    subs_link();
+    pthread_once(&subs_once, subs_link);
     for (int i = 0; i < NCOMMANDS; i++) {
         const char *name = called_name(&command_table[i]);
         if (!*name) continue;   /* renamed to "": disabled */
@@ -313,18 +333,15 @@ int command_keys_argv(const struct rcommand *cmd, int argc, const char *const *a
     return n >= 0 ? n : command_keys(cmd, argc, idx, max);
 }
 
-void types_register(void) {
-    hash_register();
-    set_register();
-    zset_register();
-    list_register();
-    stream_register();
+/* The edge's hooks into the core, before recovery. (The collection types'
+ * classes are the core's: boot.c registers them, types_init.) */
+static void hooks_register(void) {
     notify_init();   /* the edge's keyspace notifications for expired keys */
     latency_init();  /* INFO errorstats counts every error reply */
-    functions_register();   /* not a type: the FUNCTION libraries' log hook */
+    functions_register();   /* the FUNCTION libraries' log hook */
 }
 
 int commands_start(char *err, size_t errlen) {
-    types_register();
+    hooks_register();
     return acl_init(err, errlen);
 }

@@ -83,17 +83,12 @@ const char *command_key_flags(const struct rcommand *cmd, int nth, int argc,
 int command_movable_keys(const struct rcommand *cmd);
 /* t_stream.c: the keys of XREAD / XREADGROUP (after STREAMS). */
 int stream_read_keys(int argc, const char *const *argv, const size_t *argvlen, int *idx, int max);
-/* Register the collection types' classes (object.h); before recovery. */
-void types_register(void);
-/* The command layer's start, before recovery: types_register, then the
- * ACL (users from the configuration and the aclfile). -1 with err set when
- * the ACL configuration is bad (the server must not start). */
+/* The command layer's start, before recovery: the edge's hooks into the
+ * core (keyspace notifications, error statistics, the FUNCTION libraries'
+ * log hook), then the ACL (users from the configuration and the aclfile).
+ * -1 with err set when the ACL configuration is bad (the server must not
+ * start). The collection types are the core's (src/types/types.h). */
 int commands_start(char *err, size_t errlen);
-void hash_register(void);
-void set_register(void);
-void zset_register(void);
-void list_register(void);
-void stream_register(void);
 void functions_register(void);   /* t_function.c */
 
 /* t_introspect.c: record a command that ran duration_us microseconds in the

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "networking.h"
 #include "pubsub.h"
+#include "edge_state.h"
 
 static void stat_fold(struct rcommand *cmd, long long calls, long long usec, long long failed) {
     atomic_fetch_add(&cmd->calls, calls);
@@ -26,6 +27,7 @@ static const edge_ops resp_edge = {
     .reap_killed = clients_reap_killed,
     .cron = clients_cron,
     .free_all = clients_free_all,
+    .state_new = edge_state_new,
 };
 
 void resp_edge_install(void) { edge_install(&resp_edge); }

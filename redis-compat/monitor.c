@@ -22,11 +22,29 @@
 #include "commands.h"
 #include "pubsub.h"
 #include "util.h"
+#include "edge_state.h"
 
-static pthread_mutex_t mon_lock = PTHREAD_MUTEX_INITIALIZER;
-static client **monitors;
-static int nmonitors, capmonitors;
-static _Atomic int active;
+/* This file's state, one per server (server.h). */
+struct monitor_state {
+    pthread_mutex_t mon_lock;
+    client **monitors;
+    int nmonitors;
+    int capmonitors;
+    _Atomic int active;
+};
+
+void monitor_state_new(void) {
+    struct monitor_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->mon_lock, NULL);
+    server.edge_state->monitor = st;
+}
+
+#define mon_lock (server.edge_state->monitor->mon_lock)
+#define monitors (server.edge_state->monitor->monitors)
+#define nmonitors (server.edge_state->monitor->nmonitors)
+#define capmonitors (server.edge_state->monitor->capmonitors)
+#define active (server.edge_state->monitor->active)
 
 /* sdscatrepr: "..." with \\ \" \n \r \t \a \b escaped, other non-printable
  * bytes as \xhh. */

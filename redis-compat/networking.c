@@ -71,6 +71,7 @@
 #include "member.h"
 #include "coldhold.h"   /* cold keys read on reader threads: hooks marked "coldhold:" */
 #include "util.h"
+#include "edge_state.h"
 
 #define READ_CHUNK (16 * 1024)
 /* Compact the output buffer once this much of it has been sent. */
@@ -87,9 +88,22 @@
 #define CLIENTS_MEM_MIN (128 * 1024)
 #define MAX_CMD_KEYS_STACK 64
 
-static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This file's state, one per server (server.h). */
+struct net_state {
+    pthread_mutex_t clients_lock;
+    _Atomic long long clients_evicting;
+};
+
+void net_state_new(void) {
+    struct net_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->clients_lock, NULL);
+    server.edge_state->net = st;
+}
+
+#define clients_lock (server.edge_state->net->clients_lock)
 /* Buffer bytes of clients marked for eviction and not yet freed. */
-static _Atomic long long clients_evicting;
+#define clients_evicting (server.edge_state->net->clients_evicting)
 
 /* RESP over TCP: the connection part of a TCP client (its session is c). */
 typedef struct tcp_conn {
@@ -791,13 +805,16 @@ static void inq_pop(client *c) {
     if (--c->ninq == 0) c->headinq = 0;
 }
 
-/* Run one command of a per-reply session now; 0 if CLIENT PAUSE holds it. */
+/* Run one command of a per-reply session now; 0 if CLIENT PAUSE or a cold
+ * read holds it. */
 static int session_run_now(client *c, uint64_t tag, int argc, const char *const *argv,
                            const size_t *argvlen) {
     c->argc = argc;
     c->argv = (const char **)argv;
     c->argvlen = (size_t *)argvlen;
-    if (client_pause_holds(c)) {   /* client: CLIENT PAUSE; run when it ends */
+    /* client: CLIENT PAUSE, run when it ends; coldhold: its keys' pages
+     * are being read, run when they are in */
+    if (client_pause_holds(c) || session_cold_holds(c)) {
         c->argc = 0;
         return 0;
     }
@@ -815,7 +832,7 @@ static void session_drain(client *c) {
         if (!session_run_now(c, q->tag, q->argc, q->argv, q->argvlen)) break;
         inq_pop(c);
     }
-    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED)));
+    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold));
 }
 
 void session_run(client *c, uint64_t tag, int argc, const char *const *argv,
@@ -831,7 +848,7 @@ void session_run(client *c, uint64_t tag, int argc, const char *const *argv,
             close_soon(c);
         }
     }
-    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED)));
+    session_after_input(c, c->ninq && (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold));
 }
 
 /* blocking: entry points for blocking.c (re-run a blocked client's command,

@@ -50,6 +50,7 @@
 #include "server.h"
 #include "util.h"
 #include "worker.h"
+#include "edge_state.h"
 
 typedef struct sublist {
     client **v;
@@ -105,12 +106,34 @@ typedef struct chtable {
     size_t nbuckets, nchannels;
 } chtable;
 
-static pthread_mutex_t ps_lock = PTHREAD_MUTEX_INITIALIZER;
-static chtable plain_table, shard_table;
-static pattern *patterns;
-static int npatterns, cappatterns;
-static delivery *deliveries;
-static pthread_once_t deliveries_once = PTHREAD_ONCE_INIT;
+/* This file's state, one per server (server.h). */
+struct pubsub_state {
+    pthread_mutex_t ps_lock;
+    chtable plain_table;
+    chtable shard_table;
+    pattern *patterns;
+    int npatterns;
+    int cappatterns;
+    delivery *deliveries;
+    pthread_once_t deliveries_once;
+};
+
+void pubsub_state_new(void) {
+    struct pubsub_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->ps_lock, NULL);
+    st->deliveries_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    server.edge_state->pubsub = st;
+}
+
+#define ps_lock (server.edge_state->pubsub->ps_lock)
+#define plain_table (server.edge_state->pubsub->plain_table)
+#define shard_table (server.edge_state->pubsub->shard_table)
+#define patterns (server.edge_state->pubsub->patterns)
+#define npatterns (server.edge_state->pubsub->npatterns)
+#define cappatterns (server.edge_state->pubsub->cappatterns)
+#define deliveries (server.edge_state->pubsub->deliveries)
+#define deliveries_once (server.edge_state->pubsub->deliveries_once)
 
 static void deliveries_init(void) {
     deliveries = calloc((size_t)server.nworkers, sizeof(delivery));

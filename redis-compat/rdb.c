@@ -43,6 +43,11 @@
 
 #include "le.h"
 #include "rdb.h"
+#include "type_hash.h"
+#include "type_list.h"
+#include "type_set.h"
+#include "type_stream.h"
+#include "type_zset.h"
 #include "util.h"
 
 /* RDB object types (the ones we read or write). */
@@ -60,19 +65,8 @@ enum {
 #define QL_NODE_PACKED 2
 #define QL_NODE_BYTES 8192      /* list-max-listpack-size -2 */
 
-/* The element effects of the collection types (documented in t_hash.c,
- * t_set.c, t_zset.c, t_list.c; they are the log's format, so fixed). */
-#define HASH_OP_SET 1
-#define SET_OP_ADD 1
-#define ZOP_SET 1
-#define LOP_PUSH_TAIL 3
-/* The stream effects (t_stream.c) a restored stream is built with. */
-#define SOP_ADD 1
-#define SOP_DEL 2
-#define SOP_META 3
-#define SOP_GCREATE 4
-#define SOP_CCREATE 7
-#define SOP_PELSET 9
+/* A restored value is built with its type's element effects (HASH_OP_SET,
+ * SET_OP_ADD, ZOP_SET, LOP_PUSH_TAIL, SOP_*: src/types/type_*.h). */
 /* A stream listpack entry's flags (Redis's STREAM_ITEM_FLAG_*). */
 #define STREAM_DELETED 1
 #define STREAM_SAMEFIELDS 2

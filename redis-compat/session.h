@@ -71,7 +71,8 @@ client *session_open(struct worker *w, const session_transport *t, void *tctx, c
 /* Run one command (argv[0] is its name). Its reply comes back through the
  * transport under `tag`. argv is used before this returns, or copied: the
  * caller keeps it. A command the session cannot run yet (a blocked BLPOP
- * before it, CLIENT PAUSE, too much output pending) waits, in order. */
+ * before it, CLIENT PAUSE, too much output pending, its keys' pages being
+ * read: coldhold.c) waits, in order. */
 void session_run(client *c, uint64_t tag, int argc, const char *const *argv,
                  const size_t *argvlen);
 /* Free the session now (its peer is gone): replies not sent are dropped; the

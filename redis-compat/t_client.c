@@ -33,6 +33,7 @@
 #include "tracking.h"
 #include "util.h"
 #include "worker.h"
+#include "edge_state.h"
 
 /* ---------------- CLIENT REPLY ---------------- */
 
@@ -52,14 +53,32 @@ void client_reply(client *c) {
 /* ---------------- CLIENT PAUSE ---------------- */
 
 enum { PAUSE_WRITE = 1, PAUSE_ALL = 2 };
-static _Atomic long long pause_end_ms;   /* 0 = no pause */
-static _Atomic int pause_mode;
+/* This file's state, one per server (server.h). */
+struct pause_state {
+    _Atomic long long pause_end_ms;   /* 0 = no pause */
+    _Atomic int pause_mode;
+    pthread_mutex_t paused_lock;
+    client **paused;
+    int npaused;
+    int cappaused;
+};
+
+void pause_state_new(void) {
+    struct pause_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->paused_lock, NULL);
+    server.edge_state->pause = st;
+}
+
+#define pause_end_ms (server.edge_state->pause->pause_end_ms)   /* 0 = no pause */
+#define pause_mode (server.edge_state->pause->pause_mode)
 
 /* Paused connections (owner threads add and remove themselves), so that
  * UNPAUSE can wake every one of them at once, on whatever worker. */
-static pthread_mutex_t paused_lock = PTHREAD_MUTEX_INITIALIZER;
-static client **paused;
-static int npaused, cappaused;
+#define paused_lock (server.edge_state->pause->paused_lock)
+#define paused (server.edge_state->pause->paused)
+#define npaused (server.edge_state->pause->npaused)
+#define cappaused (server.edge_state->pause->cappaused)
 
 static void paused_set(client *c, int on) {
     if (!!(c->flags & CLIENT_PAUSED) == on) return;

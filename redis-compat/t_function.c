@@ -51,6 +51,7 @@
 #include "server.h"
 #include "shard.h"
 #include "util.h"
+#include "edge_state.h"
 
 /* f->flags: bit i is flag_names[i], as SCRIPT_FLAG_* (script.h) */
 #define LOAD_TIMEOUT_US 500000
@@ -77,32 +78,75 @@ typedef struct lib_def {
 } lib_def;
 
 /* The libraries as loaded in the interpreter (under the run lock). */
-static struct {
+struct fn_libs {
     lua_State *L;
     lib_def *libs;
     int n;
     uint64_t stamp;  /* of the payload they were built from */
     uint64_t gen;    /* pend_gen when they were built */
-} cur;
+};
+/* This file's state, one per server (server.h). */
+struct fn_cur_state {
+    struct fn_libs cur;
+};
+
+void fn_cur_state_new(void) {
+    struct fn_cur_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->fn_cur = st;
+}
+
+#define cur (server.edge_state->fn_cur->cur)
 
 /* The newest payload any LOG_FUNCS entry delivered (under pend_lock, a leaf
  * lock: taken under shard locks by the hook, and under the run lock). */
-static pthread_mutex_t pend_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *pend;
-static size_t pend_len;
-static uint64_t pend_stamp;
-static uint64_t pend_gen;   /* bumped at each change of pend */
-static int pend_sid;        /* the shard whose entry holds it */
+/* This file's state, one per server (server.h). */
+struct fn_state {
+    pthread_mutex_t pend_lock;
+    char *pend;
+    size_t pend_len;
+    uint64_t pend_stamp;
+    uint64_t pend_gen;   /* bumped at each change of pend */
+    int pend_sid;   /* the shard whose entry holds it */
+    pthread_mutex_t stats_lock;
+};
+
+void fn_state_new(void) {
+    struct fn_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->pend_lock, NULL);
+    pthread_mutex_init(&st->stats_lock, NULL);
+    server.edge_state->fn = st;
+}
+
+#define pend_lock (server.edge_state->fn->pend_lock)
+#define pend (server.edge_state->fn->pend)
+#define pend_len (server.edge_state->fn->pend_len)
+#define pend_stamp (server.edge_state->fn->pend_stamp)
+#define pend_gen (server.edge_state->fn->pend_gen)   /* bumped at each change of pend */
+#define pend_sid (server.edge_state->fn->pend_sid)   /* the shard whose entry holds it */
 
 /* The function FCALL runs now, for FUNCTION STATS (under stats_lock). */
-static pthread_mutex_t stats_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
+#define stats_lock (server.edge_state->fn->stats_lock)
+struct fn_running {
     char *name;
     int argc;
     char **argv;
     size_t *argvlen;
     int64_t since_us;
-} running;
+};
+/* This file's state, one per server (server.h). */
+struct fn_run_state {
+    struct fn_running running;
+};
+
+void fn_run_state_new(void) {
+    struct fn_run_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->fn_run = st;
+}
+
+#define running (server.edge_state->fn_run->running)
 
 /* ---------------- payloads ----------------
  * Log payload:  "RWFN" u8 1, u64 stamp, u32 n, n x (u32 len, code).
@@ -272,8 +316,20 @@ static int parse_header(const char *code, size_t len, char **name, size_t *skip,
 
 /* ---------------- loading a library's code ---------------- */
 
-static lib_def *loading;     /* the library whose code runs now (run lock) */
-static int64_t load_start;
+/* This file's state, one per server (server.h). */
+struct fn_load_state {
+    lib_def *loading;   /* the library whose code runs now (run lock) */
+    int64_t load_start;
+};
+
+void fn_load_state_new(void) {
+    struct fn_load_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->fn_load = st;
+}
+
+#define loading (server.edge_state->fn_load->loading)   /* the library whose code runs now (run lock) */
+#define load_start (server.edge_state->fn_load->load_start)
 
 static int raise(lua_State *L, const char *msg) {
     lua_newtable(L);
@@ -491,7 +547,20 @@ static int lib_compile(lua_State *L, const char *code, size_t len, lib_def *out,
 
 /* ---------------- the loaded set (run lock held) ---------------- */
 
-static _Atomic int nlibs_now, nfns_now;   /* FUNCTION STATS, read while busy */
+/* This file's state, one per server (server.h). */
+struct fn_count_state {
+    _Atomic int nlibs_now;
+    _Atomic int nfns_now;   /* FUNCTION STATS, read while busy */
+};
+
+void fn_count_state_new(void) {
+    struct fn_count_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->fn_count = st;
+}
+
+#define nlibs_now (server.edge_state->fn_count->nlibs_now)
+#define nfns_now (server.edge_state->fn_count->nfns_now)   /* FUNCTION STATS, read while busy */
 
 static int build_one(void *arg, const char *code, size_t len) {
     lib_def l;

@@ -1,34 +1,13 @@
-/* t_hash.c -- the hash type: its class (object.h) and its commands.
+/* t_hash.c -- the hash commands.
  *
- * A hash is a dict (field -> value) in DRAM; its durable history is a chain
- * of effect entries (object.h). The effects are:
- *
- *   HASH_OP_SET  u32 field length (LE), field bytes, value bytes
- *   HASH_OP_DEL  field bytes
- *
- * Commands compute what they want to change, encode it as those effects and
- * hand them to db_obj_write, which logs them and applies them through
- * hash_apply, the same function recovery replays them with. HINCRBY and
- * HINCRBYFLOAT log the resulting value, never the increment. A command whose
- * effects would empty the hash deletes the key instead.
- *
- * The snapshot is: u8 "big" flag, u32 field count, then per field u32
- * length + bytes for the field and for the value.
- *
- * OBJECT ENCODING reports what Redis 7.2 would: "listpack" while the hash
- * has at most 512 fields and no field or value over 64 bytes, "hashtable"
- * once it has exceeded either (and from then on, as Redis never converts
- * back). The structure itself is always the dict.
- *
- * Field order: while the hash is "listpack"-sized, Redis keeps fields in
- * insertion order (an update keeps a field's place; a deleted field that
- * comes back goes last) and HGETALL/HKEYS/HVALS/HSCAN/HRANDFIELD list them
- * so; clients depend on it. Such a hash also keeps its field names in an
- * array in that order (order/nord), dropped for good when it turns "big".
- * Every walk goes through hash_foreach, which follows the array when there
- * is one. Order is state only apply and load change, so the live path,
- * recovery and replicas agree; the snapshot lists fields in that order so
- * a reload, COPY or RENAME keeps it (digests ignore order).
+ * The hash type itself (its structure, effects, snapshot and class) is
+ * src/types/type_hash.c. Commands compute what they want to change, encode
+ * it as effects (hash_op_set, hash_op_del) and hand them to db_obj_write,
+ * which logs them and applies them through the class, the same code
+ * recovery replays them with. HINCRBY and HINCRBYFLOAT log the resulting
+ * value, never the increment. A command whose effects would empty the hash
+ * deletes the key instead. Fields are listed through hash_foreach, which
+ * keeps Redis's insertion order while the hash is "listpack"-sized.
  *
  * Replies, error texts and the order of checks follow Redis 7.2. */
 #include <ctype.h>
@@ -42,205 +21,10 @@
 #include "notify.h"
 #include "dict.h"
 #include "object.h"
-#include "server.h"
+#include "type_hash.h"
 #include "util.h"
 
-#define HASH_OP_SET 1
-#define HASH_OP_DEL 2
-
-/* hash-max-listpack-entries / -value (CONFIG SET changes them for later writes) */
-#define HASH_LP_ENTRIES ((size_t)server.cfg.hash_max_listpack_entries)
-#define HASH_LP_VALUE ((size_t)server.cfg.hash_max_listpack_value)
-
 #define LDOUBLE_TEXT_MAX (5 * 1024)
-
-typedef struct hashobj {
-    dict *d;
-    int big;    /* would be a hashtable in Redis (sticky) */
-    /* field names in insertion order while !big (see the top comment) */
-    char **order;
-    uint32_t *ordlen;   /* !big: every field is at most HASH_LP_VALUE bytes */
-    size_t nord, capord;
-} hashobj;
-
-static void order_free(hashobj *h) {
-    for (size_t i = 0; i < h->nord; i++) free(h->order[i]);
-    free(h->order);
-    free(h->ordlen);
-    h->order = NULL;
-    h->ordlen = NULL;
-    h->nord = h->capord = 0;
-}
-
-static void order_add(hashobj *h, const char *f, size_t flen) {
-    if (h->nord == h->capord) {
-        h->capord = h->capord ? h->capord * 2 : 8;
-        h->order = realloc(h->order, h->capord * sizeof(*h->order));
-        h->ordlen = realloc(h->ordlen, h->capord * sizeof(*h->ordlen));
-        if (!h->order || !h->ordlen) abort();
-    }
-    char *copy = malloc(flen ? flen : 1);
-    if (!copy) abort();
-    memcpy(copy, f, flen);
-    h->order[h->nord] = copy;
-    h->ordlen[h->nord++] = (uint32_t)flen;
-}
-
-static void order_del(hashobj *h, const char *f, size_t flen) {
-    for (size_t i = 0; i < h->nord; i++) {
-        if (h->ordlen[i] != flen || memcmp(h->order[i], f, flen)) continue;
-        free(h->order[i]);
-        memmove(h->order + i, h->order + i + 1, (h->nord - i - 1) * sizeof(*h->order));
-        memmove(h->ordlen + i, h->ordlen + i + 1, (h->nord - i - 1) * sizeof(*h->ordlen));
-        h->nord--;
-        return;
-    }
-}
-
-/* Visit every field: insertion order while small, else the dict's. */
-static void hash_foreach(const hashobj *h, dict_iter_fn fn, void *arg) {
-    if (h->big) {
-        dict_foreach(h->d, fn, arg);
-        return;
-    }
-    for (size_t i = 0; i < h->nord; i++) {
-        const dict_entry *e = dict_find(h->d, h->order[i], h->ordlen[i]);
-        if (e && fn(arg, e)) return;
-    }
-}
-
-/* ---------------- the class ---------------- */
-
-static void *hash_create(void) {
-    hashobj *h = calloc(1, sizeof(*h));
-    if (!h) abort();
-    h->d = dict_new();
-    return h;
-}
-
-static void hash_destroy(void *data) {
-    hashobj *h = data;
-    order_free(h);
-    dict_free(h->d);
-    free(h);
-}
-
-static void hash_put(hashobj *h, const char *f, size_t flen, const char *v, size_t vlen) {
-    int added = dict_set(h->d, f, flen, v, vlen);
-    if (flen > HASH_LP_VALUE || vlen > HASH_LP_VALUE || dict_size(h->d) > HASH_LP_ENTRIES)
-        h->big = 1;
-    if (h->big) order_free(h);
-    else if (added) order_add(h, f, flen);
-}
-
-static int hash_apply(void *data, uint8_t op, const char *arg, size_t len) {
-    hashobj *h = data;
-    switch (op) {
-    case HASH_OP_SET: {
-        if (len < 4) return -1;
-        uint32_t flen = obj_get_u32(arg);
-        if (flen > len - 4) return -1;
-        hash_put(h, arg + 4, flen, arg + 4 + flen, len - 4 - flen);
-        return 0;
-    }
-    case HASH_OP_DEL:
-        if (dict_del(h->d, arg, len) && !h->big) order_del(h, arg, len);
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-static int snap_fn(void *arg, const dict_entry *e) {
-    rbuf *out = arg;
-    obj_put_u32(out, (uint32_t)e->klen);
-    rbuf_append(out, e->key, e->klen);
-    obj_put_u32(out, (uint32_t)e->vlen);
-    rbuf_append(out, e->val, e->vlen);
-    return 0;
-}
-
-static void hash_snapshot(const void *data, rbuf *out) {
-    const hashobj *h = data;
-    unsigned char big = (unsigned char)h->big;
-    rbuf_append(out, &big, 1);
-    obj_put_u32(out, (uint32_t)dict_size(h->d));
-    hash_foreach(h, snap_fn, out);
-}
-
-static void *hash_load(const char *buf, size_t len) {
-    if (len < 5 || (unsigned char)buf[0] > 1) return NULL;
-    hashobj *h = hash_create();
-    h->big = buf[0];
-    uint32_t n = obj_get_u32(buf + 1);
-    size_t pos = 5;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t flen, vlen;
-        const char *f, *v;
-        if (len - pos < 4) goto bad;
-        flen = obj_get_u32(buf + pos);
-        pos += 4;
-        if (flen > len - pos) goto bad;
-        f = buf + pos;
-        pos += flen;
-        if (len - pos < 4) goto bad;
-        vlen = obj_get_u32(buf + pos);
-        pos += 4;
-        if (vlen > len - pos) goto bad;
-        v = buf + pos;
-        pos += vlen;
-        hash_put(h, f, flen, v, vlen);
-    }
-    if (pos != len || dict_size(h->d) != n) goto bad;
-    return h;
-bad:
-    hash_destroy(h);
-    return NULL;
-}
-
-static long long hash_size(const void *data) {
-    return (long long)dict_size(((const hashobj *)data)->d);
-}
-
-static const char *hash_encoding(const void *data) {
-    return ((const hashobj *)data)->big ? "hashtable" : "listpack";
-}
-
-static size_t hash_memory(const void *data) {
-    const hashobj *h = data;
-    size_t n = sizeof(hashobj) + dict_mem_bytes(h->d) +
-               h->capord * (sizeof(char *) + sizeof(*h->ordlen));
-    for (size_t i = 0; i < h->nord; i++) n += h->ordlen[i];
-    return n;
-}
-
-typedef struct pair_ctx { obj_elem_fn fn; void *arg; } pair_ctx;
-
-static int pair_fn(void *arg, const dict_entry *e) {
-    pair_ctx *p = arg;
-    p->fn(p->arg, e->key, e->klen, e->vlen ? e->val : "", e->vlen);
-    return 0;
-}
-
-static void hash_elements(const void *data, obj_elem_fn fn, void *arg) {
-    pair_ctx p = {fn, arg};
-    hash_foreach(data, pair_fn, &p);
-}
-
-static const obj_class hash_class = {
-    .name = "hash",
-    .create = hash_create,
-    .destroy = hash_destroy,
-    .apply = hash_apply,
-    .snapshot = hash_snapshot,
-    .load = hash_load,
-    .size = hash_size,
-    .encoding = hash_encoding,
-    .memory = hash_memory,
-    .elements = hash_elements,
-};
-
-void hash_register(void) { obj_register(OBJ_HASH, &hash_class); }
 
 /* ---------------- command helpers ---------------- */
 
@@ -259,14 +43,6 @@ static int lookup_hash(client *c, int for_write, hashobj **h) {
     }
     *h = v.obj->data;
     return 1;
-}
-
-/* Append a HASH_OP_SET effect to ops (scratch is a work buffer). */
-static void op_set(rbuf *ops, rbuf *scratch, const char *f, size_t flen, const char *v, size_t vlen) {
-    scratch->len = 0;
-    obj_put_u32(scratch, (uint32_t)flen);
-    rbuf_append(scratch, f, flen);
-    obj_op2(ops, HASH_OP_SET, scratch->buf, scratch->len, v, vlen);
 }
 
 static int write_ops(client *c, const rbuf *ops) {
@@ -299,7 +75,7 @@ static void hset_generic(client *c, int reply_count) {
         if (!(h && dict_find(h->d, c->argv[j], c->argvlen[j])) &&
             dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0))
             created++;
-        op_set(&ops, &scratch, c->argv[j], c->argvlen[j], c->argv[j + 1], c->argvlen[j + 1]);
+        hash_op_set(&ops, &scratch, c->argv[j], c->argvlen[j], c->argv[j + 1], c->argvlen[j + 1]);
     }
     dict_free(seen);
     int r = write_ops(c, &ops);
@@ -330,7 +106,7 @@ void hsetnxCommand(client *c) {
     }
     rbuf_init(&ops);
     rbuf_init(&scratch);
-    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], c->argv[3], c->argvlen[3]);
+    hash_op_set(&ops, &scratch, c->argv[2], c->argvlen[2], c->argv[3], c->argvlen[3]);
     int r = write_ops(c, &ops);
     rbuf_free(&ops);
     rbuf_free(&scratch);
@@ -361,7 +137,7 @@ void hdelCommand(client *c) {
     for (int j = 2; j < c->argc; j++) {
         if (!dict_find(h->d, c->argv[j], c->argvlen[j])) continue;
         if (!dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0)) continue;
-        obj_op(&ops, HASH_OP_DEL, c->argv[j], c->argvlen[j]);
+        hash_op_del(&ops, c->argv[j], c->argvlen[j]);
         deleted++;
     }
     dict_free(seen);
@@ -386,7 +162,7 @@ static int set_number_field(client *c, const char *num, size_t len, const char *
     rbuf ops, scratch;
     rbuf_init(&ops);
     rbuf_init(&scratch);
-    op_set(&ops, &scratch, c->argv[2], c->argvlen[2], num, len);
+    hash_op_set(&ops, &scratch, c->argv[2], c->argvlen[2], num, len);
     int r = write_ops(c, &ops);
     rbuf_free(&ops);
     rbuf_free(&scratch);

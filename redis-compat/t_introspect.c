@@ -34,6 +34,7 @@
 #include "shard.h"
 #include "t_string.h"
 #include "util.h"
+#include "edge_state.h"
 
 #define ARGFMT "%.*s"
 #define ARGP(c, i) (int)((c)->argvlen[i] > 128 ? 128 : (c)->argvlen[i]), (c)->argv[i]
@@ -382,11 +383,24 @@ typedef struct slowlog_entry {
     char *peer, *name;
 } slowlog_entry;
 
-static struct {
+struct slowlog_list {
     pthread_mutex_t mu;
     slowlog_entry *head, *tail;     /* newest, oldest (singly linked newest -> oldest) */
     long long len, next_id;
-} slowlog = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0};
+};
+/* This file's state, one per server (server.h). */
+struct slowlog_state {
+    struct slowlog_list slowlog;
+};
+
+void slowlog_state_new(void) {
+    struct slowlog_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->slowlog.mu, NULL);
+    server.edge_state->slowlog = st;
+}
+
+#define slowlog (server.edge_state->slowlog->slowlog)
 
 static void slowlog_entry_free(slowlog_entry *e) {
     for (int i = 0; i < e->argc; i++) free(e->argv[i]);

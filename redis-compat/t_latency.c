@@ -35,6 +35,7 @@
 #include "commands.h"
 #include "server.h"
 #include "util.h"
+#include "edge_state.h"
 
 /* ---------------- per-command histograms ---------------- */
 
@@ -53,8 +54,21 @@ typedef struct hist_slot {
 } hist_slot;
 
 #define NSLOTS 1024            /* > every command and subcommand */
-static hist_slot slots[NSLOTS];
-static pthread_mutex_t lat_lock = PTHREAD_MUTEX_INITIALIZER;
+/* This file's state, one per server (server.h). */
+struct latency_state {
+    hist_slot slots[NSLOTS];
+    pthread_mutex_t lat_lock;
+};
+
+void latency_state_new(void) {
+    struct latency_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->lat_lock, NULL);
+    server.edge_state->latency = st;
+}
+
+#define slots (server.edge_state->latency->slots)
+#define lat_lock (server.edge_state->latency->lat_lock)
 
 /* The bucket of v (ns): values below SUBS are exact, then 16 per octave. */
 static int bucket_of(unsigned long long v) {
@@ -104,8 +118,20 @@ typedef struct lat_event {
     long long latest_ms, max_ms;
 } lat_event;
 
-static lat_event events[4];
-static int nevents;
+/* This file's state, one per server (server.h). */
+struct lat_events_state {
+    lat_event events[4];
+    int nevents;
+};
+
+void lat_events_state_new(void) {
+    struct lat_events_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->lat_events = st;
+}
+
+#define events (server.edge_state->lat_events->events)
+#define nevents (server.edge_state->lat_events->nevents)
 
 static lat_event *lat_event_get(const char *name, int create) {
     for (int i = 0; i < nevents; i++)
@@ -376,8 +402,21 @@ void info_latencystats(rbuf *b) {
 
 #define MAX_ERROR_CODES 128
 
-static struct { char code[32]; _Atomic long long n; } errcodes[MAX_ERROR_CODES];
-static _Atomic int nerrcodes;
+struct errcode_count { char code[32]; _Atomic long long n; };
+/* This file's state, one per server (server.h). */
+struct errcodes_state {
+    struct errcode_count errcodes[MAX_ERROR_CODES];
+    _Atomic int nerrcodes;
+};
+
+void errcodes_state_new(void) {
+    struct errcodes_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->errstats = st;
+}
+
+#define errcodes (server.edge_state->errstats->errcodes)
+#define nerrcodes (server.edge_state->errstats->nerrcodes)
 
 static void count_error(const char *msg) {
     size_t len = strcspn(msg, " \r\n");

@@ -1,38 +1,10 @@
-/* t_list.c -- the list type and its commands (issue 3).
+/* t_list.c -- the list commands (issue 3).
  *
- * The value: a ring buffer of element pointers (rlist), so pushing and
- * popping at either end and reading by index are O(1); inserting or
- * removing in the middle moves the pointers of the shorter side.
- *
- * Effects (object.h): every list write is logged as element effects, never
- * as the command. Each effect payload starts with LOP_LEN, the length the
- * list has before the effects: the live path always satisfies it, and in
- * recovery it refuses (as a malformed entry) an effect whose predecessor in
- * the key's history was lost. That can happen legitimately: worker A's
- * push may still be in flight when worker B pops what it pushed, and B's
- * batch may land first. B's reply was held on A's version (its read
- * recorded it), so nothing acknowledged depends on the refused effect;
- * applying positional effects to the wrong list would instead remove or
- * overwrite acknowledged elements.
- *
- *   LOP_LEN        u64 n           the list has n elements here
- *   LOP_PUSH_HEAD  element         pushed at the head (left)
- *   LOP_PUSH_TAIL  element         pushed at the tail (right)
- *   LOP_POP_HEAD   u64 count       count elements removed from the head
- *   LOP_POP_TAIL   u64 count       count elements removed from the tail
- *   LOP_SET        u64 i, element  element i replaced
- *   LOP_REMOVE     u64 i...        the elements at these ascending indexes
- *                                  (positions before the op) removed
- *   LOP_INSERT     u64 i, element  element inserted so that it is at index i
- *   LOP_TRIM       u64 s, u64 n    only elements s .. s+n-1 kept
- * Integers are little endian. A command whose effects would empty the list
- * deletes the key instead (db_del).
- *
- * Snapshot: u64 count, then count times (u32 length, bytes).
- *
- * Encoding (OBJECT ENCODING): "listpack" for at most 128 elements of at
- * most 64 bytes each, else "quicklist" (Redis 7.2's small/large split,
- * decided from the current contents, without Redis's hysteresis).
+ * The list type itself (its ring buffer, effects, snapshot and class) is
+ * src/types/type_list.c: every list write is logged as element effects,
+ * never as the command, each payload starting with the length the list has
+ * before them (list_ops_begin). A command whose effects would empty the
+ * list deletes the key instead (db_del).
  *
  * Replies, errors and the order arguments are checked in follow Redis 7.2.
  * Reads Redis does with lookupKeyRead use db_lookup, the others db_peek.
@@ -53,349 +25,8 @@
 #include "le.h"
 #include "object.h"
 #include "server.h"
+#include "type_list.h"
 #include "util.h"
-
-/* ---------------- the structure ---------------- */
-
-typedef struct lelem {
-    uint32_t len;
-    char b[];
-} lelem;
-
-typedef struct rlist {
-    lelem **a;
-    size_t cap;      /* 0 or a power of two */
-    size_t head, n;
-    size_t bytes;    /* element bytes, for MEMORY USAGE */
-} rlist;
-
-#define RL_MIN_CAP 8
-
-static lelem **rl_slot(const rlist *l, size_t i) { return &l->a[(l->head + i) & (l->cap - 1)]; }
-static lelem *rl_at(const rlist *l, size_t i) { return *rl_slot(l, i); }
-
-static lelem *elem_new(const char *p, size_t len) {
-    lelem *e = malloc(sizeof(lelem) + len);
-    if (!e) abort();
-    e->len = (uint32_t)len;
-    if (len) memcpy(e->b, p, len);
-    return e;
-}
-
-static void rl_resize(rlist *l, size_t cap) {
-    lelem **a = malloc(sizeof(lelem *) * cap);
-    if (!a) abort();
-    for (size_t i = 0; i < l->n; i++) a[i] = rl_at(l, i);
-    free(l->a);
-    l->a = a;
-    l->cap = cap;
-    l->head = 0;
-}
-
-static void rl_reserve(rlist *l, size_t extra) {
-    if (l->n + extra <= l->cap) return;
-    size_t cap = l->cap ? l->cap : RL_MIN_CAP;
-    while (cap < l->n + extra) cap *= 2;
-    rl_resize(l, cap);
-}
-
-/* Give memory back after the list shrank a lot. */
-static void rl_maybe_shrink(rlist *l) {
-    if (l->cap <= 4 * RL_MIN_CAP || l->n * 4 >= l->cap) return;
-    size_t cap = RL_MIN_CAP;
-    while (cap < l->n * 2) cap *= 2;
-    rl_resize(l, cap);
-}
-
-static void rl_push_head(rlist *l, lelem *e) {
-    rl_reserve(l, 1);
-    l->head = (l->head - 1) & (l->cap - 1);
-    l->a[l->head] = e;
-    l->n++;
-    l->bytes += e->len;
-}
-
-static void rl_push_tail(rlist *l, lelem *e) {
-    rl_reserve(l, 1);
-    *rl_slot(l, l->n) = e;
-    l->n++;
-    l->bytes += e->len;
-}
-
-static void rl_free_range(rlist *l, size_t from, size_t count) {
-    for (size_t i = from; i < from + count; i++) {
-        lelem *e = rl_at(l, i);
-        l->bytes -= e->len;
-        free(e);
-    }
-}
-
-static void rl_pop_head(rlist *l, size_t count) {
-    rl_free_range(l, 0, count);
-    l->head = (l->head + count) & (l->cap - 1);
-    l->n -= count;
-    rl_maybe_shrink(l);
-}
-
-static void rl_pop_tail(rlist *l, size_t count) {
-    rl_free_range(l, l->n - count, count);
-    l->n -= count;
-    rl_maybe_shrink(l);
-}
-
-/* Keep elements start .. start+count-1. */
-static void rl_trim(rlist *l, size_t start, size_t count) {
-    rl_free_range(l, start + count, l->n - start - count);
-    l->n = start + count;
-    rl_free_range(l, 0, start);
-    l->head = (l->head + start) & (l->cap - 1);
-    l->n = count;
-    rl_maybe_shrink(l);
-}
-
-/* Insert e so that it ends up at index i (0..n), moving the shorter side. */
-static void rl_insert(rlist *l, size_t i, lelem *e) {
-    rl_reserve(l, 1);
-    if (i < l->n - i) {
-        l->head = (l->head - 1) & (l->cap - 1);
-        for (size_t j = 0; j < i; j++) *rl_slot(l, j) = rl_at(l, j + 1);
-    } else {
-        for (size_t j = l->n; j > i; j--) *rl_slot(l, j) = rl_at(l, j - 1);
-    }
-    *rl_slot(l, i) = e;
-    l->n++;
-    l->bytes += e->len;
-}
-
-/* Remove the elements at the k ascending indexes idx[] (positions before
- * the removal). One element moves the shorter side; several compact in one
- * pass from the first removed index. */
-static void rl_remove(rlist *l, const uint64_t *idx, size_t k) {
-    if (k == 0) return;
-    for (size_t j = 0; j < k; j++) {
-        lelem *e = rl_at(l, (size_t)idx[j]);
-        l->bytes -= e->len;
-        free(e);
-    }
-    if (k == 1) {
-        size_t i = (size_t)idx[0];
-        if (i < l->n - 1 - i) {
-            for (size_t j = i; j > 0; j--) *rl_slot(l, j) = rl_at(l, j - 1);
-            l->head = (l->head + 1) & (l->cap - 1);
-        } else {
-            for (size_t j = i; j + 1 < l->n; j++) *rl_slot(l, j) = rl_at(l, j + 1);
-        }
-        l->n--;
-    } else {
-        size_t w = (size_t)idx[0], p = 0;
-        for (size_t r = (size_t)idx[0]; r < l->n; r++) {
-            if (p < k && idx[p] == r) {
-                p++;
-                continue;
-            }
-            *rl_slot(l, w++) = rl_at(l, r);
-        }
-        l->n = w;
-    }
-    rl_maybe_shrink(l);
-}
-
-static int elem_eq(const lelem *e, const char *p, size_t len) {
-    return e->len == len && (len == 0 || memcmp(e->b, p, len) == 0);
-}
-
-/* ---------------- obj_class ---------------- */
-
-enum {
-    LOP_LEN = 1,
-    LOP_PUSH_HEAD,
-    LOP_PUSH_TAIL,
-    LOP_POP_HEAD,
-    LOP_POP_TAIL,
-    LOP_SET,
-    LOP_REMOVE,
-    LOP_INSERT,
-    LOP_TRIM,
-};
-
-static void *list_create(void) {
-    rlist *l = calloc(1, sizeof(*l));
-    if (!l) abort();
-    return l;
-}
-
-static void list_destroy(void *data) {
-    rlist *l = data;
-    if (l->n) rl_free_range(l, 0, l->n);
-    free(l->a);
-    free(l);
-}
-
-/* Recovery may hand us anything that passed the CRC: check every bound. */
-static int list_apply(void *data, uint8_t op, const char *arg, size_t len) {
-    rlist *l = data;
-    uint64_t a, b;
-    switch (op) {
-    case LOP_LEN:
-        if (len != 8) return -1;
-        return le_get_u64(arg) == l->n ? 0 : -1;
-    case LOP_PUSH_HEAD:
-    case LOP_PUSH_TAIL:
-        if (len > UINT32_MAX) return -1;
-        if (op == LOP_PUSH_HEAD) rl_push_head(l, elem_new(arg, len));
-        else rl_push_tail(l, elem_new(arg, len));
-        return 0;
-    case LOP_POP_HEAD:
-    case LOP_POP_TAIL:
-        if (len != 8) return -1;
-        a = le_get_u64(arg);
-        if (a > l->n) return -1;
-        if (op == LOP_POP_HEAD) rl_pop_head(l, (size_t)a);
-        else rl_pop_tail(l, (size_t)a);
-        return 0;
-    case LOP_SET: {
-        if (len < 8) return -1;
-        a = le_get_u64(arg);
-        if (a >= l->n || len - 8 > UINT32_MAX) return -1;
-        lelem **s = rl_slot(l, (size_t)a);
-        l->bytes -= (*s)->len;
-        free(*s);
-        *s = elem_new(arg + 8, len - 8);
-        l->bytes += len - 8;
-        return 0;
-    }
-    case LOP_REMOVE: {
-        if (len % 8) return -1;
-        size_t k = len / 8;
-        if (k > l->n) return -1;
-        uint64_t *idx = malloc(sizeof(uint64_t) * (k ? k : 1));
-        if (!idx) abort();
-        for (size_t j = 0; j < k; j++) {
-            idx[j] = le_get_u64(arg + 8 * j);
-            if (idx[j] >= l->n || (j && idx[j] <= idx[j - 1])) {
-                free(idx);
-                return -1;
-            }
-        }
-        rl_remove(l, idx, k);
-        free(idx);
-        return 0;
-    }
-    case LOP_INSERT:
-        if (len < 8) return -1;
-        a = le_get_u64(arg);
-        if (a > l->n || len - 8 > UINT32_MAX) return -1;
-        rl_insert(l, (size_t)a, elem_new(arg + 8, len - 8));
-        return 0;
-    case LOP_TRIM:
-        if (len != 16) return -1;
-        a = le_get_u64(arg);
-        b = le_get_u64(arg + 8);
-        if (a > l->n || b > l->n - a) return -1;
-        rl_trim(l, (size_t)a, (size_t)b);
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-static void list_snapshot(const void *data, rbuf *out) {
-    const rlist *l = data;
-    char n[8];
-    le_put_u64(n, l->n);
-    rbuf_append(out, n, 8);
-    rbuf_reserve(out, l->n * 4 + l->bytes);
-    for (size_t i = 0; i < l->n; i++) {
-        const lelem *e = rl_at(l, i);
-        unsigned char le[4] = {(unsigned char)e->len, (unsigned char)(e->len >> 8),
-                               (unsigned char)(e->len >> 16), (unsigned char)(e->len >> 24)};
-        rbuf_append(out, le, 4);
-        rbuf_append(out, e->b, e->len);
-    }
-}
-
-static void *list_load(const char *buf, size_t len) {
-    if (len < 8) return NULL;
-    uint64_t n = le_get_u64(buf);
-    /* Every element takes at least 4 bytes: bound n before trusting it. */
-    if (n > (len - 8) / 4) return NULL;
-    rlist *l = list_create();
-    size_t pos = 8;
-    for (uint64_t i = 0; i < n; i++) {
-        if (len - pos < 4) goto bad;
-        uint32_t el = obj_get_u32(buf + pos);
-        pos += 4;
-        if (el > len - pos) goto bad;
-        rl_push_tail(l, elem_new(buf + pos, el));
-        pos += el;
-    }
-    if (pos != len) goto bad;
-    return l;
-bad:
-    list_destroy(l);
-    return NULL;
-}
-
-static long long list_size(const void *data) { return (long long)((const rlist *)data)->n; }
-
-#define LISTPACK_MAX_ENTRIES 128
-#define LISTPACK_MAX_VALUE   64
-
-static const char *list_encoding(const void *data) {
-    const rlist *l = data;
-    if (l->n > LISTPACK_MAX_ENTRIES) return "quicklist";
-    for (size_t i = 0; i < l->n; i++)
-        if (rl_at(l, i)->len > LISTPACK_MAX_VALUE) return "quicklist";
-    return "listpack";
-}
-
-static size_t list_memory(const void *data) {
-    const rlist *l = data;
-    return sizeof(*l) + l->cap * sizeof(lelem *) + l->n * sizeof(lelem) + l->bytes;
-}
-
-static void list_elements(const void *data, obj_elem_fn fn, void *arg) {
-    const rlist *l = data;
-    for (size_t i = 0; i < l->n; i++) {
-        const lelem *e = rl_at(l, i);
-        fn(arg, e->b, e->len, NULL, 0);
-    }
-}
-
-static const obj_class list_class = {
-    .name = "list",
-    .create = list_create,
-    .destroy = list_destroy,
-    .apply = list_apply,
-    .snapshot = list_snapshot,
-    .load = list_load,
-    .size = list_size,
-    .encoding = list_encoding,
-    .memory = list_memory,
-    .elements = list_elements,
-};
-
-void list_register(void) { obj_register(OBJ_LIST, &list_class); }
-
-/* ---------------- encoding effects ---------------- */
-
-static void op_u64(rbuf *b, uint8_t op, uint64_t v) {
-    char p[8];
-    le_put_u64(p, v);
-    obj_op(b, op, p, 8);
-}
-
-static void op_u64_elem(rbuf *b, uint8_t op, uint64_t v, const char *e, size_t elen) {
-    char p[8];
-    le_put_u64(p, v);
-    obj_op2(b, op, p, 8, e, elen);
-}
-
-/* Start an effect payload: the precondition on the current length. */
-static void ops_begin(rbuf *b, size_t n) {
-    rbuf_init(b);
-    op_u64(b, LOP_LEN, n);
-}
 
 /* ---------------- shared helpers ---------------- */
 
@@ -487,7 +118,7 @@ static void push_generic(client *c, int where, int xx) {
     }
     size_t n = found ? LST(&v)->n : 0;
     rbuf ops;
-    ops_begin(&ops, n);
+    list_ops_begin(&ops, n);
     for (int j = 2; j < c->argc; j++)
         obj_op(&ops, where == LIST_HEAD ? LOP_PUSH_HEAD : LOP_PUSH_TAIL, c->argv[j], c->argvlen[j]);
     if (list_write(c, 1, &ops) == DB_OOM) {
@@ -521,8 +152,8 @@ static long long pop_and_reply(client *c, int ki, db_val *v, int where, long lon
         r = list_delete(c, ki);
     } else {
         rbuf ops;
-        ops_begin(&ops, n);
-        op_u64(&ops, where == LIST_HEAD ? LOP_POP_HEAD : LOP_POP_TAIL, k);
+        list_ops_begin(&ops, n);
+        list_op_u64(&ops, where == LIST_HEAD ? LOP_POP_HEAD : LOP_POP_TAIL, k);
         r = list_write(c, ki, &ops);
     }
     if (r == DB_OOM) {
@@ -715,8 +346,8 @@ void lsetCommand(client *c) {
         return;
     }
     rbuf ops;
-    ops_begin(&ops, l->n);
-    op_u64_elem(&ops, LOP_SET, (uint64_t)idx, c->argv[3], c->argvlen[3]);
+    list_ops_begin(&ops, l->n);
+    list_op_u64_elem(&ops, LOP_SET, (uint64_t)idx, c->argv[3], c->argvlen[3]);
     if (list_write(c, 1, &ops) == DB_OOM) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
@@ -750,8 +381,8 @@ void linsertCommand(client *c) {
     }
     size_t n = l->n;
     rbuf ops;
-    ops_begin(&ops, n);
-    op_u64_elem(&ops, LOP_INSERT, after ? i + 1 : i, c->argv[4], c->argvlen[4]);
+    list_ops_begin(&ops, n);
+    list_op_u64_elem(&ops, LOP_INSERT, after ? i + 1 : i, c->argv[4], c->argvlen[4]);
     if (list_write(c, 1, &ops) == DB_OOM) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
@@ -805,7 +436,7 @@ void lremCommand(client *c) {
         r = list_delete(c, 1);
     } else {
         rbuf ops;
-        ops_begin(&ops, n);
+        list_ops_begin(&ops, n);
         obj_op(&ops, LOP_REMOVE, idx.buf, idx.len);
         r = list_write(c, 1, &ops);
     }
@@ -846,7 +477,7 @@ void ltrimCommand(client *c) {
         r = list_delete(c, 1);
     } else if (keep != n) {
         rbuf ops;
-        ops_begin(&ops, (size_t)n);
+        list_ops_begin(&ops, (size_t)n);
         char p[16];
         le_put_u64(p, (uint64_t)start);
         le_put_u64(p + 8, (uint64_t)keep);
@@ -889,8 +520,8 @@ static void move_elem(client *c, db_val *src, int wherefrom, int whereto) {
     /* The reply and the ops copy the element before anything frees it. */
     add_elem(c, e);
     rbuf dops;
-    ops_begin(&dops, same ? n : (dfound ? LST(&dv)->n : 0));
-    if (same) op_u64(&dops, popop, 1);
+    list_ops_begin(&dops, same ? n : (dfound ? LST(&dv)->n : 0));
+    if (same) list_op_u64(&dops, popop, 1);
     obj_op(&dops, pushop, e->b, e->len);
     int r;
     if (same) {
@@ -902,8 +533,8 @@ static void move_elem(client *c, db_val *src, int wherefrom, int whereto) {
             r = list_delete(c, 1);
         } else {
             rbuf sops;
-            ops_begin(&sops, n);
-            op_u64(&sops, popop, 1);
+            list_ops_begin(&sops, n);
+            list_op_u64(&sops, popop, 1);
             r = list_write(c, 1, &sops);
         }
         int r2 = list_write(c, 2, &dops);

@@ -138,7 +138,7 @@ static void shard_info(client *c, shard *s) {
     resp_add_int(&c->out, durable);
 }
 
-void rowanCommand(client *c) {
+void rowanAdminCommand(client *c) {
     shard *s;
     if (arg_is(c, 1, "digest") && c->argc <= 3) {
         if (c->argc == 2) digest_all(c);

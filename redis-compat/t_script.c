@@ -59,6 +59,7 @@
 #include "shard.h"
 #include "util.h"
 #include "worker.h"
+#include "edge_state.h"
 
 #define ERR_BUSY "BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE."
 #define ERR_BUSY_FN "BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE."
@@ -71,13 +72,9 @@
 int luaopen_struct(lua_State *L);
 int luaopen_cmsgpack(lua_State *L);
 
-static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
-static lua_State *lua;          /* under run_lock; NULL until first use */
-static int scripts_ref, flags_ref, errh_ref;
-
 /* The script running now (under run_lock, except the atomics, which other
  * workers read: script_gate, SCRIPT KILL). */
-static struct {
+struct script_run {
     _Atomic int64_t since_us;   /* monotonic start, 0 = none running */
     _Atomic int kill;           /* SCRIPT KILL asked for it */
     _Atomic int wrote;          /* it called a write command: unkillable */
@@ -89,14 +86,51 @@ static struct {
     int resp;                   /* redis.setresp */
     int slow_logged;
     int aborted;                /* cut short by shutdown: effects dropped */
-} run;
+};
+
+/* This file's state, one per server (server.h). */
+struct script_state {
+    pthread_mutex_t run_lock;
+    lua_State *lua;   /* under run_lock; NULL until first use */
+    int scripts_ref;
+    int flags_ref;
+    int errh_ref;
+    struct script_run run;
+};
+
+void script_state_new(void) {
+    struct script_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->run_lock, NULL);
+    server.edge_state->script = st;
+}
+
+#define run_lock (server.edge_state->script->run_lock)
+#define lua (server.edge_state->script->lua)   /* under run_lock; NULL until first use */
+#define scripts_ref (server.edge_state->script->scripts_ref)
+#define flags_ref (server.edge_state->script->flags_ref)
+#define errh_ref (server.edge_state->script->errh_ref)
+
+#define run (server.edge_state->script->run)
 
 /* ---------------- deterministic PRNG (math.random) ----------------
  * Redis replaces math.random with a 48-bit linear congruential generator
  * (the lrand48 recurrence) whose state starts at the lrand48 default and is
  * never reseeded (Redis 7.0 no longer resets it per script): every server
  * produces the same sequence. */
-static uint64_t rand48_state = 0x1234ABCD330EULL;
+/* This file's state, one per server (server.h). */
+struct rand48_state_st {
+    uint64_t rand48_state;
+};
+
+void rand48_state_st_new(void) {
+    struct rand48_state_st *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->rand48_state = 0x1234ABCD330EULL;
+    server.edge_state->rand48 = st;
+}
+
+#define rand48_state (server.edge_state->rand48->rand48_state)
 
 static void rand48_seed(int32_t seed) { rand48_state = ((uint64_t)(uint32_t)seed << 16) | 0x330E; }
 

@@ -69,6 +69,7 @@
 #include "shard.h"
 #include "util.h"
 #include "native.h"    /* INFO native */
+#include "edge_state.h"
 
 /* ------------------------------------------------------------------------ */
 /* Small shared helpers                                                       */
@@ -564,13 +565,26 @@ static long long rss_bytes(void)
 
 /* Rates between INFO calls at least a second apart (Redis samples every
  * 100 ms in its cron; Rowan has no cron hook here, so it samples lazily). */
-static struct {
+struct info_rates {
     pthread_mutex_t mu;
     int64_t t_us;
     long long ops, in, out;
     long long ops_rate;
     double in_kbps, out_kbps;
-} rates = { .mu = PTHREAD_MUTEX_INITIALIZER };
+};
+/* This file's state, one per server (server.h). */
+struct rates_state {
+    struct info_rates rates;
+};
+
+void rates_state_new(void) {
+    struct rates_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->rates.mu, NULL);
+    server.edge_state->rates = st;
+}
+
+#define rates (server.edge_state->rates->rates)
 
 static void rates_update(void)
 {
@@ -640,7 +654,18 @@ static void info_clients(rbuf *b)
                  blocking_count(), tracking_count(), blocking_count());
 }
 
-static _Atomic long long peak_memory;
+/* This file's state, one per server (server.h). */
+struct peak_state {
+    _Atomic long long peak_memory;
+};
+
+void peak_state_new(void) {
+    struct peak_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.edge_state->peak = st;
+}
+
+#define peak_memory (server.edge_state->peak->peak_memory)
 
 static void info_memory(rbuf *b)
 {

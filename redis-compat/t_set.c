@@ -1,30 +1,12 @@
-/* t_set.c -- the set type: its class (object.h) and its commands.
+/* t_set.c -- the set commands.
  *
- * A set is a dict of members (no values) in DRAM; its durable history is a
- * chain of effect entries (object.h). The effects are:
- *
- *   SET_OP_ADD  member bytes
- *   SET_OP_REM  member bytes
- *   SET_OP_ENC  u8: the encoding Redis would report is at least this one
- *
- * SPOP decides on the live path which members leave and logs SET_OP_REM for
- * each of them, so replay never draws random numbers. The *STORE commands
- * compute their result into a private object and write it as one snapshot
- * entry (db_set_copy), replacing whatever the destination held; SMOVE
- * writes both keys in one batch. A command whose effects would empty a set
- * deletes the key instead.
- *
- * The snapshot is: u8 encoding, u32 member count, then per member u32
- * length + bytes.
- *
- * OBJECT ENCODING follows Redis 7.2's conversions, tracked by apply (and
- * never reverted, as in Redis): a set starts as "intset" and stays one while
- * every member is an integer and it has at most 512 of them; a non-integer
- * member turns it into "listpack" if it had fewer than 128 members and the
- * member is at most 64 bytes, else "hashtable"; a listpack becomes a
- * hashtable past 128 members or with a member over 64 bytes. SADD creating
- * a key with more members than those limits starts as a hashtable, as
- * Redis's size hint does (SET_OP_ENC). The structure is always the dict.
+ * The set type itself (its structure, effects, encodings, snapshot and
+ * class) is src/types/type_set.c. SPOP decides on the live path which
+ * members leave and logs a removal for each of them, so replay never draws
+ * random numbers. The *STORE commands compute their result into a private
+ * object and write it as one snapshot entry (db_set_copy), replacing
+ * whatever the destination held; SMOVE writes both keys in one batch. A
+ * command whose effects would empty a set deletes the key instead.
  *
  * Replies, error texts and the order of checks follow Redis 7.2. */
 #include <ctype.h>
@@ -38,149 +20,8 @@
 #include "dict.h"
 #include "object.h"
 #include "server.h"
+#include "type_set.h"
 #include "util.h"
-
-#define SET_OP_ADD 1
-#define SET_OP_REM 2
-#define SET_OP_ENC 3
-
-/* set-max-intset-entries, set-max-listpack-entries / -value (CONFIG SET) */
-#define SET_MAX_INTSET ((size_t)server.cfg.set_max_intset_entries)
-#define SET_LP_ENTRIES ((size_t)server.cfg.set_max_listpack_entries)
-#define SET_LP_VALUE ((size_t)server.cfg.set_max_listpack_value)
-
-enum { ENC_INTSET = 0, ENC_LISTPACK = 1, ENC_HT = 2 };
-
-typedef struct setobj {
-    dict *d;
-    int enc;
-} setobj;
-
-/* ---------------- the class ---------------- */
-
-static void *set_create(void) {
-    setobj *s = calloc(1, sizeof(*s));
-    if (!s) abort();
-    s->d = dict_new();
-    s->enc = ENC_INTSET;
-    return s;
-}
-
-static void set_destroy(void *data) {
-    setobj *s = data;
-    dict_free(s->d);
-    free(s);
-}
-
-static int is_int(const char *m, size_t len) {
-    long long v;
-    return string2ll(m, len, &v);
-}
-
-/* Add a member, following Redis's encoding conversions. */
-static void set_add(setobj *s, const char *m, size_t len) {
-    size_t before = dict_size(s->d);
-    if (!dict_set(s->d, m, len, NULL, 0)) return;
-    if (s->enc == ENC_INTSET) {
-        if (is_int(m, len)) {
-            if (before + 1 > SET_MAX_INTSET) s->enc = ENC_HT;
-        } else {
-            s->enc = before < SET_LP_ENTRIES && len <= SET_LP_VALUE ? ENC_LISTPACK : ENC_HT;
-        }
-    } else if (s->enc == ENC_LISTPACK) {
-        if (before >= SET_LP_ENTRIES || len > SET_LP_VALUE) s->enc = ENC_HT;
-    }
-}
-
-static int set_apply(void *data, uint8_t op, const char *arg, size_t len) {
-    setobj *s = data;
-    switch (op) {
-    case SET_OP_ADD:
-        set_add(s, arg, len);
-        return 0;
-    case SET_OP_REM:
-        dict_del(s->d, arg, len);
-        return 0;
-    case SET_OP_ENC:
-        if (len != 1 || (unsigned char)arg[0] > ENC_HT) return -1;
-        if ((unsigned char)arg[0] > s->enc) s->enc = (unsigned char)arg[0];
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-static int snap_fn(void *arg, const dict_entry *e) {
-    rbuf *out = arg;
-    obj_put_u32(out, (uint32_t)e->klen);
-    rbuf_append(out, e->key, e->klen);
-    return 0;
-}
-
-static void set_snapshot(const void *data, rbuf *out) {
-    const setobj *s = data;
-    unsigned char enc = (unsigned char)s->enc;
-    rbuf_append(out, &enc, 1);
-    obj_put_u32(out, (uint32_t)dict_size(s->d));
-    dict_foreach(s->d, snap_fn, out);
-}
-
-static void *set_load(const char *buf, size_t len) {
-    if (len < 5 || (unsigned char)buf[0] > ENC_HT) return NULL;
-    setobj *s = set_create();
-    uint32_t n = obj_get_u32(buf + 1);
-    size_t pos = 5;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t mlen;
-        if (len - pos < 4) goto bad;
-        mlen = obj_get_u32(buf + pos);
-        pos += 4;
-        if (mlen > len - pos) goto bad;
-        set_add(s, buf + pos, mlen);
-        pos += mlen;
-    }
-    if (pos != len || dict_size(s->d) != n) goto bad;
-    if ((unsigned char)buf[0] > s->enc) s->enc = (unsigned char)buf[0];
-    return s;
-bad:
-    set_destroy(s);
-    return NULL;
-}
-
-static long long set_size(const void *data) {
-    return (long long)dict_size(((const setobj *)data)->d);
-}
-
-static const char *set_encoding(const void *data) {
-    switch (((const setobj *)data)->enc) {
-    case ENC_INTSET: return "intset";
-    case ENC_LISTPACK: return "listpack";
-    default: return "hashtable";
-    }
-}
-
-static size_t set_memory(const void *data) {
-    return sizeof(setobj) + dict_mem_bytes(((const setobj *)data)->d);
-}
-
-static void set_elements(const void *data, obj_elem_fn fn, void *arg) {
-    dict_foreach_pair(((const setobj *)data)->d, fn, arg);
-}
-
-static const obj_class set_class = {
-    .name = "set",
-    .create = set_create,
-    .destroy = set_destroy,
-    .apply = set_apply,
-    .snapshot = set_snapshot,
-    .load = set_load,
-    .size = set_size,
-    .encoding = set_encoding,
-    .memory = set_memory,
-    .elements = set_elements,
-};
-
-void set_register(void) { obj_register(OBJ_SET, &set_class); }
 
 /* ---------------- command helpers ---------------- */
 
@@ -227,7 +68,7 @@ static const dict_entry **members_of(const setobj *s, size_t *n) {
     const dict_entry **all = malloc(sizeof(*all) * (size ? size : 1));
     if (!all) abort();
     dict_entries(s->d, all);
-    if (s->enc == ENC_INTSET) qsort(all, size, sizeof(*all), cmp_int_entries);
+    if (s->enc == SET_ENC_INTSET) qsort(all, size, sizeof(*all), cmp_int_entries);
     *n = size;
     return all;
 }
@@ -242,12 +83,7 @@ void saddCommand(client *c) {
     rbuf_init(&ops);
     if (!s) {
         /* Redis sizes a new set by the number of arguments. */
-        size_t hint = (size_t)c->argc - 2;
-        int first_int = is_int(c->argv[2], c->argvlen[2]);
-        if (hint > SET_LP_ENTRIES && !(first_int && hint <= SET_MAX_INTSET)) {
-            char enc = ENC_HT;
-            obj_op(&ops, SET_OP_ENC, &enc, 1);
-        }
+        set_op_new(&ops, (size_t)c->argc - 2, c->argv[2], c->argvlen[2]);
     }
     /* The reply is worked out before the write: inside a batch (MULTI) the
      * effects are applied only when the batch ends. */
@@ -256,7 +92,7 @@ void saddCommand(client *c) {
     for (int j = 2; j < c->argc; j++) {
         if (is_member(s, c->argv[j], c->argvlen[j])) continue;
         if (!dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0)) continue;
-        obj_op(&ops, SET_OP_ADD, c->argv[j], c->argvlen[j]);
+        set_op_add(&ops, c->argv[j], c->argvlen[j]);
         adds++;
     }
     dict_free(seen);
@@ -287,7 +123,7 @@ void sremCommand(client *c) {
     for (int j = 2; j < c->argc; j++) {
         if (!is_member(s, c->argv[j], c->argvlen[j])) continue;
         if (!dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0)) continue;
-        obj_op(&ops, SET_OP_REM, c->argv[j], c->argvlen[j]);
+        set_op_rem(&ops, c->argv[j], c->argvlen[j]);
         removed++;
     }
     dict_free(seen);
@@ -380,7 +216,7 @@ static void spop_count(client *c) {
     resp_add_set(&c->out, count);
     for (long long i = 0; i < count; i++) {
         resp_add_bulk(&c->out, picked[i]->key, picked[i]->klen);
-        obj_op(&ops, SET_OP_REM, picked[i]->key, picked[i]->klen);
+        set_op_rem(&ops, picked[i]->key, picked[i]->klen);
     }
     free(picked);
     /* The reply holds copies: the entries go away with the write. */
@@ -417,7 +253,7 @@ void spopCommand(client *c) {
     } else {
         rbuf ops;
         rbuf_init(&ops);
-        obj_op(&ops, SET_OP_REM, e->key, e->klen);
+        set_op_rem(&ops, e->key, e->klen);
         r = db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
         rbuf_free(&ops);
     }
@@ -518,12 +354,12 @@ void smoveCommand(client *c) {
     if (emptied) {
         db_del(&c->x, c->db, c->argv[1], c->argvlen[1]);
     } else {
-        obj_op(&ops, SET_OP_REM, m, mlen);
+        set_op_rem(&ops, m, mlen);
         db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len);
     }
     if (!is_member(dst, m, mlen)) {
         ops.len = 0;
-        obj_op(&ops, SET_OP_ADD, m, mlen);
+        set_op_add(&ops, m, mlen);
         db_obj_write(&c->x, c->db, c->argv[2], c->argvlen[2], OBJ_SET, ops.buf, ops.len);
     }
     r = db_batch_end(&c->x);
@@ -734,7 +570,7 @@ void sscanCommand(client *c) {
     resp_out save = c->out;
     rbuf_init(&tmp);
     c->out.b = tmp;
-    if (s->enc != ENC_HT) {
+    if (s->enc != SET_ENC_HT) {
         /* Like Redis's intset and listpack encodings: all in one call. */
         size_t n;
         const dict_entry **all = members_of(s, &n);

@@ -1,44 +1,11 @@
-/* t_stream.c -- the stream type: its class (object.h) and its commands.
+/* t_stream.c -- the stream commands.
  *
- * A stream lives in DRAM like every collection (object.h): an array of
- * entries sorted by ID, plus its consumer groups. Its durable history is a
- * chain of effect entries; commands encode effects and db_obj_write logs
- * them and applies them through stream_apply, the function recovery
- * replays them with. Effects carry absolute values (the ID an XADD chose,
- * a delivery's time and count), never "now" or "next", so a replay gives
- * exactly the state the live path had:
- *
- *   SOP_ADD      id(16) u8 new_node, then the fields: (u32 len, bytes)...
- *   SOP_DEL      id(16) u8 xdel (1: XDEL, which raises max-deleted-id;
- *                0: trimming, which does not)
- *   SOP_META     last_id(16) max_deleted(16) entries_added(8)   (XSETID)
- *   SOP_GCREATE  last_id(16) entries_read(8) group name
- *   SOP_GSETID   last_id(16) entries_read(8) group name
- *   SOP_GDESTROY group name
- *   SOP_CCREATE  seen(8) u32 glen group consumer   (creates if absent;
- *                sets seen-time)
- *   SOP_CDEL     u32 glen group consumer (its pending entries go too)
- *   SOP_PELSET   u32 glen group u32 clen consumer, then (id(16) time(8)
- *                count(8))...: each ID pending for that consumer with that
- *                delivery time and count
- *   SOP_PELDEL   u32 glen group, then ids(16)...
- * IDs are two little-endian u64 (ms, seq).
- *
- * Nodes. Redis stores entries in listpack nodes of at most
- * stream-node-max-entries entries (deleted ones count) and about
- * stream-node-max-bytes bytes; approximate trimming (~) removes only whole
- * nodes. The same node boundaries are kept here (each entry names its
- * node; SOP_ADD records whether it started one, so a replay does not
- * depend on the configuration at recovery time), so MAXLEN ~ / MINID ~
- * trim what Redis trims and XINFO's radix-tree-keys counts nodes.
- *
- * Deleted entries stay in the array as tombstones (blob NULL) until they
- * outnumber the live ones; the array is then compacted.
- *
- * The snapshot is: header (last_id, max_deleted, entries_added, next node
- * seq), nodes (seq, valid, total, bytes), live entries (id, node seq,
- * fields blob), groups (name, last_id, entries_read, consumers (name,
- * seen), pending entries (id, consumer index, time, count)).
+ * The stream type itself (its entries, nodes, consumer groups, effects,
+ * snapshot and class) is src/types/type_stream.c. Commands encode effects
+ * carrying absolute values (the ID an XADD chose, a delivery's time and
+ * count), never "now" or "next", and db_obj_write logs them and applies
+ * them through the class, the code recovery replays them with. DUMP's
+ * Redis RDB form of a stream (stream_rdb_save, for rdb.c) is here too.
  *
  * Replies, error texts and checks follow Redis 7.0. */
 #include <errno.h>
@@ -50,16 +17,11 @@
 
 #include "blocking.h"
 #include "commands.h"
-#include "le.h"
 #include "object.h"
 #include "rdb.h"
 #include "server.h"
+#include "type_stream.h"
 #include "util.h"
-
-enum {
-    SOP_ADD = 1, SOP_DEL, SOP_META, SOP_GCREATE, SOP_GSETID, SOP_GDESTROY,
-    SOP_CCREATE, SOP_CDEL, SOP_PELSET, SOP_PELDEL
-};
 
 #define ERR_BADID "ERR Invalid stream ID specified as stream command argument"
 /* XREAD BLOCK without COUNT: served at most this many entries (Redis). */
@@ -70,109 +32,6 @@ enum {
  * command's effects must fit one log entry (4 MiB). The rest is left for
  * the next call. Redis has no such limit. */
 #define STREAM_MAX_DELIVER 65536
-
-typedef struct sid { uint64_t ms, seq; } sid;
-
-typedef struct sentry {
-    sid id;
-    uint64_t node;          /* seq of the node holding it */
-    uint32_t nf;            /* fields (pairs) */
-    uint32_t blen;
-    char *blob;             /* (u32 len, bytes) x 2*nf; NULL = deleted */
-} sentry;
-
-typedef struct snode {
-    uint64_t seq;
-    uint32_t valid, total;  /* live entries; entries ever added */
-    uint64_t bytes;         /* the listpack's master fields and entries */
-    sid master;             /* the master entry's ID (the node's first) */
-    char *mfields;          /* its fields: (u32 len, bytes)... */
-    uint32_t mflen, nmf;
-} snode;
-
-static void node_free(snode *nd) { free(nd->mfields); }
-
-typedef struct sconsumer {
-    char *name; size_t nlen;
-    int64_t seen;
-    size_t npending;
-} sconsumer;
-
-typedef struct spel {
-    sid id;
-    sconsumer *owner;
-    int64_t time;
-    uint64_t count;
-} spel;
-
-typedef struct sgroup {
-    char *name; size_t nlen;
-    sid last_id;
-    long long entries_read;
-    spel *pel; size_t npel, cappel;        /* sorted by id */
-    sconsumer **cons; size_t ncons, capcons; /* sorted by name */
-} sgroup;
-
-typedef struct stream {
-    sentry *e; size_t n, cap;   /* sorted by id, with tombstones */
-    size_t len, ndead;
-    snode *nodes; size_t nnodes, capnodes;
-    uint64_t next_node;
-    sid last_id, max_deleted;
-    uint64_t entries_added;
-    sgroup **groups; size_t ngroups, capgroups; /* sorted by name */
-    size_t bytes;               /* blobs, for MEMORY USAGE */
-} stream;
-
-/* ---------------- IDs ---------------- */
-
-static int sid_cmp(sid a, sid b) {
-    if (a.ms != b.ms) return a.ms < b.ms ? -1 : 1;
-    if (a.seq != b.seq) return a.seq < b.seq ? -1 : 1;
-    return 0;
-}
-static int sid_qcmp(const void *a, const void *b) { return sid_cmp(*(const sid *)a, *(const sid *)b); }
-static int sid_zero(sid a) { return a.ms == 0 && a.seq == 0; }
-
-/* The next ID; -1 if a is the last possible one. */
-static int sid_incr(sid *a) {
-    if (a->seq == UINT64_MAX) {
-        if (a->ms == UINT64_MAX) { a->ms = a->seq = 0; return -1; }
-        a->ms++;
-        a->seq = 0;
-    } else {
-        a->seq++;
-    }
-    return 0;
-}
-
-static int sid_decr(sid *a) {
-    if (a->seq == 0) {
-        if (a->ms == 0) { a->ms = a->seq = UINT64_MAX; return -1; }
-        a->ms--;
-        a->seq = UINT64_MAX;
-    } else {
-        a->seq--;
-    }
-    return 0;
-}
-
-static void put_sid(rbuf *b, sid a) {
-    unsigned char le[16];
-    le_put_u64(le, a.ms);
-    le_put_u64(le + 8, a.seq);
-    rbuf_append(b, le, 16);
-}
-static sid get_sid(const char *p) { return (sid){le_get_u64(p), le_get_u64(p + 8)}; }
-static void put_u64(rbuf *b, uint64_t v) {
-    unsigned char le[8];
-    le_put_u64(le, v);
-    rbuf_append(b, le, 8);
-}
-static void put_str(rbuf *b, const char *s, size_t len) {
-    obj_put_u32(b, (uint32_t)len);
-    rbuf_append(b, s, len);
-}
 
 static int sid_fmt(char *buf, sid a) {
     return snprintf(buf, 48, "%llu-%llu", (unsigned long long)a.ms, (unsigned long long)a.seq);
@@ -236,781 +95,6 @@ static int arg_id(client *c, int i, sid *id, uint64_t missing_seq, int strict) {
     return parse_id(c, c->argv[i], c->argvlen[i], id, missing_seq, strict, NULL);
 }
 
-/* ---------------- the structure ---------------- */
-
-static void *stream_create(void) {
-    stream *s = calloc(1, sizeof(*s));
-    if (!s) abort();
-    s->next_node = 1;
-    return s;
-}
-
-static void group_free(sgroup *g) {
-    for (size_t i = 0; i < g->ncons; i++) {
-        free(g->cons[i]->name);
-        free(g->cons[i]);
-    }
-    free(g->cons);
-    free(g->pel);
-    free(g->name);
-    free(g);
-}
-
-static void stream_destroy(void *data) {
-    stream *s = data;
-    for (size_t i = 0; i < s->n; i++) free(s->e[i].blob);
-    free(s->e);
-    for (size_t i = 0; i < s->nnodes; i++) node_free(&s->nodes[i]);
-    free(s->nodes);
-    for (size_t i = 0; i < s->ngroups; i++) group_free(s->groups[i]);
-    free(s->groups);
-    free(s);
-}
-
-/* First index of an array sorted by id whose id >= id: the array holds n
- * items of `size` bytes, each beginning with its sid (sentry, spel). */
-static size_t sid_lower(const void *base, size_t n, size_t size, sid id) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        sid at;
-        memcpy(&at, (const char *)base + mid * size, sizeof(at));
-        if (sid_cmp(at, id) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* First index whose id >= id (tombstones included). */
-static size_t entry_lower(const stream *s, sid id) {
-    return sid_lower(s->e, s->n, sizeof(*s->e), id);
-}
-
-static sentry *entry_find(const stream *s, sid id) {
-    size_t i = entry_lower(s, id);
-    if (i < s->n && sid_cmp(s->e[i].id, id) == 0 && s->e[i].blob) return &s->e[i];
-    return NULL;
-}
-
-static const sentry *first_live(const stream *s) {
-    for (size_t i = 0; i < s->n; i++)
-        if (s->e[i].blob) return &s->e[i];
-    return NULL;
-}
-
-static const sentry *last_live(const stream *s) {
-    for (size_t i = s->n; i > 0; i--)
-        if (s->e[i - 1].blob) return &s->e[i - 1];
-    return NULL;
-}
-
-static sid first_id(const stream *s) {
-    const sentry *e = first_live(s);
-    return e ? e->id : (sid){0, 0};
-}
-
-static snode *node_find(stream *s, uint64_t seq, size_t *at) {
-    size_t lo = 0, hi = s->nnodes;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->nodes[mid].seq < seq) lo = mid + 1;
-        else hi = mid;
-    }
-    if (lo < s->nnodes && s->nodes[lo].seq == seq) {
-        if (at) *at = lo;
-        return &s->nodes[lo];
-    }
-    return NULL;
-}
-
-static void compact(stream *s) {
-    size_t j = 0;
-    for (size_t i = 0; i < s->n; i++)
-        if (s->e[i].blob) s->e[j++] = s->e[i];
-    s->n = j;
-    s->ndead = 0;
-}
-
-/* Remove the live entry at index i (XDEL or trimming). */
-static void entry_remove(stream *s, size_t i) {
-    sentry *e = &s->e[i];
-    size_t at;
-    snode *nd = node_find(s, e->node, &at);
-    if (nd && --nd->valid == 0) {
-        node_free(nd);
-        memmove(s->nodes + at, s->nodes + at + 1, sizeof(snode) * (s->nnodes - at - 1));
-        s->nnodes--;
-    }
-    s->bytes -= e->blen;
-    free(e->blob);
-    e->blob = NULL;
-    s->len--;
-    s->ndead++;
-    if (s->ndead > 16 && s->ndead > s->len) compact(s);
-}
-
-/* Estimated listpack bytes of an entry (Redis compares the node's bytes
- * plus the fields' lengths against stream-node-max-bytes). */
-/* Sizes of listpack elements, as Redis 7.0 lays a node out: what decides
- * when a node reaches stream-node-max-bytes. */
-static size_t lp_backlen(size_t l) {
-    return l <= 127 ? 1 : l < 16383 ? 2 : l < 2097151 ? 3 : l < 268435455 ? 4 : 5;
-}
-static size_t lp_int_size(int64_t v) {
-    size_t enc = (v >= 0 && v <= 127) ? 1 : (v >= -4096 && v <= 4095) ? 2
-               : (v >= -32768 && v <= 32767) ? 3 : (v >= -8388608 && v <= 8388607) ? 4
-               : (v >= INT32_MIN && v <= INT32_MAX) ? 5 : 9;
-    return enc + lp_backlen(enc);
-}
-/* A string that reads as an integer is stored as one. */
-static size_t lp_str_size(const char *p, size_t len) {
-    long long v;
-    if (len > 0 && len < 21 && string2ll(p, len, &v)) return lp_int_size(v);
-    size_t enc = len <= 63 ? 1 + len : len <= 4095 ? 2 + len : 5 + len;
-    return enc + lp_backlen(enc);
-}
-
-/* Listpack bytes of an entry appended to node nd (its fields in blob). */
-static uint64_t lp_entry_size(const snode *nd, sid id, uint32_t nf, const char *blob, size_t blen) {
-    int same = nf == nd->nmf;
-    size_t pos = 0, mpos = 0;
-    uint64_t fbytes = 0, vbytes = 0;
-    for (uint32_t i = 0; i < 2 * nf && pos + 4 <= blen; i++) {
-        uint32_t l = obj_get_u32(blob + pos);
-        const char *p = blob + pos + 4;
-        pos += 4 + l;
-        if (i % 2) {
-            vbytes += lp_str_size(p, l);
-            continue;
-        }
-        fbytes += lp_str_size(p, l);
-        if (same) {
-            uint32_t ml = mpos + 4 <= nd->mflen ? obj_get_u32(nd->mfields + mpos) : UINT32_MAX;
-            same = ml == l && mpos + 4 + l <= nd->mflen && memcmp(nd->mfields + mpos + 4, p, l) == 0;
-            mpos += 4 + (size_t)l;
-        }
-    }
-    uint64_t n = lp_int_size(same ? 2 : 0) + lp_int_size((int64_t)(id.ms - nd->master.ms)) +
-                 lp_int_size((int64_t)(id.seq - nd->master.seq)) + vbytes;
-    if (!same) n += lp_int_size(nf) + fbytes;
-    return n + lp_int_size((int64_t)nf + 3 + (same ? 0 : nf + 1));
-}
-
-/* The node's listpack size: header, counts, master entry, entries, end. */
-static uint64_t lp_node_bytes(const snode *nd) {
-    return 6 + lp_int_size(nd->valid) + lp_int_size((int64_t)nd->total - nd->valid) +
-           lp_int_size(nd->nmf) + nd->bytes + lp_int_size(0) + 1;
-}
-
-
-static void node_push(stream *s, uint64_t seq) {
-    if (s->nnodes == s->capnodes) {
-        s->capnodes = s->capnodes ? s->capnodes * 2 : 4;
-        s->nodes = realloc(s->nodes, sizeof(snode) * s->capnodes);
-        if (!s->nodes) abort();
-    }
-    s->nodes[s->nnodes++] = (snode){.seq = seq};
-    if (seq >= s->next_node) s->next_node = seq + 1;
-}
-
-/* The master entry of a node opened by an entry: its ID and fields. */
-static void node_set_master(snode *nd, sid id, uint32_t nf, const char *blob, size_t blen) {
-    rbuf m;
-    rbuf_init(&m);
-    size_t pos = 0;
-    uint64_t bytes = 0;
-    for (uint32_t i = 0; i < 2 * nf && pos + 4 <= blen; i++) {
-        uint32_t l = obj_get_u32(blob + pos);
-        if (i % 2 == 0) {
-            rbuf_append(&m, blob + pos, 4 + (size_t)l);
-            bytes += lp_str_size(blob + pos + 4, l);
-        }
-        pos += 4 + l;
-    }
-    free(nd->mfields);
-    nd->mfields = malloc(m.len ? m.len : 1);
-    if (!nd->mfields) abort();
-    if (m.len) memcpy(nd->mfields, m.buf, m.len);
-    nd->mflen = (uint32_t)m.len;
-    nd->nmf = nf;
-    nd->master = id;
-    nd->bytes = bytes;
-    rbuf_free(&m);
-}
-
-/* How many strings a (u32 len, bytes)... blob holds; -1 if malformed. */
-static long blob_fields_count(const char *b, size_t len) {
-    size_t pos = 0;
-    long n = 0;
-    while (pos < len) {
-        if (len - pos < 4) return -1;
-        uint32_t l = obj_get_u32(b + pos);
-        pos += 4;
-        if (l > len - pos) return -1;
-        pos += l;
-        n++;
-    }
-    return n;
-}
-
-/* Validate a fields blob; returns the pair count or -1. */
-static long blob_fields(const char *b, size_t len) {
-    size_t pos = 0, n = 0;
-    while (pos < len) {
-        if (len - pos < 4) return -1;
-        uint32_t l = obj_get_u32(b + pos);
-        pos += 4;
-        if (l > len - pos) return -1;
-        pos += l;
-        n++;
-    }
-    return n % 2 || n == 0 ? -1 : (long)(n / 2);
-}
-
-/* Append an entry (id above every existing one) to node `node`. */
-static int entry_append(stream *s, sid id, uint64_t node, const char *blob, size_t blen) {
-    long nf = blob_fields(blob, blen);
-    if (nf < 0 || (s->n && sid_cmp(s->e[s->n - 1].id, id) >= 0)) return -1;
-    if (s->nnodes == 0 || s->nodes[s->nnodes - 1].seq != node) {
-        if (s->nnodes && s->nodes[s->nnodes - 1].seq > node) return -1;
-        node_push(s, node);
-        node_set_master(&s->nodes[s->nnodes - 1], id, (uint32_t)nf, blob, blen);
-    }
-    snode *nd = &s->nodes[s->nnodes - 1];
-    if (s->n == s->cap) {
-        s->cap = s->cap ? s->cap * 2 : 8;
-        s->e = realloc(s->e, sizeof(sentry) * s->cap);
-        if (!s->e) abort();
-    }
-    sentry *e = &s->e[s->n++];
-    e->id = id;
-    e->node = node;
-    e->nf = (uint32_t)nf;
-    e->blen = (uint32_t)blen;
-    e->blob = malloc(blen ? blen : 1);
-    if (!e->blob) abort();
-    memcpy(e->blob, blob, blen);
-    nd->valid++;
-    nd->total++;
-    nd->bytes += lp_entry_size(nd, id, e->nf, blob, blen);
-    s->len++;
-    s->bytes += blen;
-    return 0;
-}
-
-/* Does the next XADD (fields of flen bytes) start a new node? */
-static int needs_new_node(const stream *s, uint64_t flen) {
-    if (s->nnodes == 0) return 1;
-    const snode *nd = &s->nodes[s->nnodes - 1];
-    /* The last node takes more, whichever it is (Redis appends to the last
-     * node of its radix tree, even an older one once the newer ones were
-     * emptied). */
-    long long max_bytes = server.cfg.stream_node_max_bytes;
-    long long max_entries = server.cfg.stream_node_max_entries;
-    if (max_bytes <= 0 || max_bytes > (1LL << 30)) max_bytes = 1LL << 30;
-    if (lp_node_bytes(nd) + flen >= (uint64_t)max_bytes) return 1;
-    if (max_entries > 0 && nd->total >= (uint64_t)max_entries) return 1;
-    return 0;
-}
-
-/* ---------------- groups ---------------- */
-
-static int name_cmp(const char *a, size_t alen, const char *b, size_t blen) {
-    size_t m = alen < blen ? alen : blen;
-    int r = memcmp(a, b, m);
-    if (r) return r;
-    return alen < blen ? -1 : alen > blen;
-}
-
-/* Groups of a stream and consumers of a group are arrays of pointers kept
- * sorted by name; both structs begin with the same name fields (snamed),
- * so one binary search and one insertion serve both. */
-typedef struct snamed { char *name; size_t nlen; } snamed;
-_Static_assert(offsetof(sentry, id) == 0 && offsetof(spel, id) == 0, "sid_lower's items");
-_Static_assert(offsetof(sgroup, name) == offsetof(snamed, name) &&
-               offsetof(sgroup, nlen) == offsetof(snamed, nlen) &&
-               offsetof(sconsumer, name) == offsetof(snamed, name) &&
-               offsetof(sconsumer, nlen) == offsetof(snamed, nlen), "snamed is their head");
-
-static size_t named_lower(void *const *v, size_t n, const char *name, size_t len) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        const snamed *x = v[mid];
-        if (name_cmp(x->name, x->nlen, name, len) < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-/* The index of name in v, or -1 (*at: where it would go). */
-static long named_index(void *const *v, size_t n, const char *name, size_t len, size_t *at) {
-    size_t i = named_lower(v, n, name, len);
-    if (at) *at = i;
-    if (i < n) {
-        const snamed *x = v[i];
-        if (name_cmp(x->name, x->nlen, name, len) == 0) return (long)i;
-    }
-    return -1;
-}
-
-/* Insert item at position i of the array *v (n items, room for *cap). */
-static void named_insert(void ***v, size_t *n, size_t *cap, size_t i, void *item) {
-    if (*n == *cap) {
-        *cap = *cap ? *cap * 2 : 4;
-        *v = realloc(*v, sizeof(void *) * *cap);
-        if (!*v) abort();
-    }
-    memmove(*v + i + 1, *v + i, sizeof(void *) * (*n - i));
-    (*v)[i] = item;
-    (*n)++;
-}
-
-static char *dupmem(const char *p, size_t len) {
-    char *d = malloc(len + 1);
-    if (!d) abort();
-    memcpy(d, p, len);
-    d[len] = '\0';
-    return d;
-}
-
-static size_t group_lower(const stream *s, const char *name, size_t len) {
-    return named_lower((void *const *)s->groups, s->ngroups, name, len);
-}
-
-static sgroup *group_find(const stream *s, const char *name, size_t len) {
-    long i = named_index((void *const *)s->groups, s->ngroups, name, len, NULL);
-    return i < 0 ? NULL : s->groups[i];
-}
-
-static sgroup *group_add(stream *s, const char *name, size_t len, sid last, long long er) {
-    size_t i;
-    if (named_index((void *const *)s->groups, s->ngroups, name, len, &i) >= 0) return NULL;
-    sgroup *g = calloc(1, sizeof(*g));
-    if (!g) abort();
-    g->name = dupmem(name, len);
-    g->nlen = len;
-    g->last_id = last;
-    g->entries_read = er;
-    named_insert((void ***)&s->groups, &s->ngroups, &s->capgroups, i, g);
-    return g;
-}
-
-static void group_del(stream *s, sgroup *g) {
-    size_t i = group_lower(s, g->name, g->nlen);
-    memmove(s->groups + i, s->groups + i + 1, sizeof(sgroup *) * (s->ngroups - i - 1));
-    s->ngroups--;
-    group_free(g);
-}
-
-static size_t cons_lower(const sgroup *g, const char *name, size_t len) {
-    return named_lower((void *const *)g->cons, g->ncons, name, len);
-}
-
-static sconsumer *cons_find(const sgroup *g, const char *name, size_t len) {
-    long i = named_index((void *const *)g->cons, g->ncons, name, len, NULL);
-    return i < 0 ? NULL : g->cons[i];
-}
-
-static sconsumer *cons_get(sgroup *g, const char *name, size_t len, int64_t seen) {
-    size_t i;
-    long at = named_index((void *const *)g->cons, g->ncons, name, len, &i);
-    if (at >= 0) return g->cons[at];
-    sconsumer *c = calloc(1, sizeof(*c));
-    if (!c) abort();
-    c->name = dupmem(name, len);
-    c->nlen = len;
-    c->seen = seen;
-    named_insert((void ***)&g->cons, &g->ncons, &g->capcons, i, c);
-    return c;
-}
-
-static size_t pel_lower(const sgroup *g, sid id) {
-    return sid_lower(g->pel, g->npel, sizeof(*g->pel), id);
-}
-
-static spel *pel_find(const sgroup *g, sid id) {
-    size_t i = pel_lower(g, id);
-    return i < g->npel && sid_cmp(g->pel[i].id, id) == 0 ? &g->pel[i] : NULL;
-}
-
-static void pel_set(sgroup *g, sconsumer *c, sid id, int64_t time, uint64_t count) {
-    size_t i = pel_lower(g, id);
-    if (i < g->npel && sid_cmp(g->pel[i].id, id) == 0) {
-        g->pel[i].owner->npending--;
-    } else {
-        if (g->npel == g->cappel) {
-            g->cappel = g->cappel ? g->cappel * 2 : 8;
-            g->pel = realloc(g->pel, sizeof(spel) * g->cappel);
-            if (!g->pel) abort();
-        }
-        memmove(g->pel + i + 1, g->pel + i, sizeof(spel) * (g->npel - i));
-        g->npel++;
-    }
-    g->pel[i] = (spel){id, c, time, count};
-    c->npending++;
-}
-
-static void pel_del(sgroup *g, sid id) {
-    size_t i = pel_lower(g, id);
-    if (i >= g->npel || sid_cmp(g->pel[i].id, id) != 0) return;
-    g->pel[i].owner->npending--;
-    memmove(g->pel + i, g->pel + i + 1, sizeof(spel) * (g->npel - i - 1));
-    g->npel--;
-}
-
-static void cons_del(sgroup *g, sconsumer *c) {
-    size_t j = 0;
-    for (size_t i = 0; i < g->npel; i++)
-        if (g->pel[i].owner != c) g->pel[j++] = g->pel[i];
-    g->npel = j;
-    size_t i = cons_lower(g, c->name, c->nlen);
-    memmove(g->cons + i, g->cons + i + 1, sizeof(sconsumer *) * (g->ncons - i - 1));
-    g->ncons--;
-    free(c->name);
-    free(c);
-}
-
-/* ---------------- effects ---------------- */
-
-/* Read "u32 len, bytes" at *pos. */
-static int get_str(const char *a, size_t len, size_t *pos, const char **s, size_t *slen) {
-    if (len - *pos < 4) return -1;
-    uint32_t l = obj_get_u32(a + *pos);
-    *pos += 4;
-    if (l > len - *pos) return -1;
-    *s = a + *pos;
-    *slen = l;
-    *pos += l;
-    return 0;
-}
-
-static sgroup *arg_group(stream *s, const char *a, size_t len, size_t *pos) {
-    const char *n;
-    size_t nl;
-    if (get_str(a, len, pos, &n, &nl) != 0) return NULL;
-    return group_find(s, n, nl);
-}
-
-static int stream_apply(void *data, uint8_t op, const char *a, size_t len) {
-    stream *s = data;
-    size_t pos = 0;
-    sgroup *g;
-    switch (op) {
-    case SOP_ADD: {
-        if (len < 17) return -1;
-        sid id = get_sid(a);
-        uint64_t node = (a[16] || s->nnodes == 0) ? s->next_node : s->nodes[s->nnodes - 1].seq;
-        if (sid_cmp(id, s->last_id) <= 0) return -1;
-        if (entry_append(s, id, node, a + 17, len - 17) != 0) return -1;
-        s->last_id = id;
-        s->entries_added++;
-        return 0;
-    }
-    case SOP_DEL: {
-        if (len != 17) return -1;
-        sid id = get_sid(a);
-        size_t i = entry_lower(s, id);
-        if (i >= s->n || sid_cmp(s->e[i].id, id) != 0 || !s->e[i].blob) return -1;
-        entry_remove(s, i);
-        if (a[16] && sid_cmp(id, s->max_deleted) > 0) s->max_deleted = id;
-        return 0;
-    }
-    case SOP_META:
-        if (len != 40) return -1;
-        s->last_id = get_sid(a);
-        s->max_deleted = get_sid(a + 16);
-        s->entries_added = le_get_u64(a + 32);
-        return 0;
-    case SOP_GCREATE:
-    case SOP_GSETID: {
-        if (len < 24) return -1;
-        sid last = get_sid(a);
-        long long er = (long long)le_get_u64(a + 16);
-        const char *n = a + 24;
-        size_t nl = len - 24;
-        if (op == SOP_GCREATE) return group_add(s, n, nl, last, er) ? 0 : -1;
-        if (!(g = group_find(s, n, nl))) return -1;
-        g->last_id = last;
-        g->entries_read = er;
-        return 0;
-    }
-    case SOP_GDESTROY:
-        if (!(g = group_find(s, a, len))) return -1;
-        group_del(s, g);
-        return 0;
-    case SOP_CCREATE: {
-        if (len < 8) return -1;
-        int64_t seen = (int64_t)le_get_u64(a);
-        pos = 8;
-        if (!(g = arg_group(s, a, len, &pos))) return -1;
-        sconsumer *c = cons_get(g, a + pos, len - pos, seen);
-        c->seen = seen;
-        return 0;
-    }
-    case SOP_CDEL: {
-        if (!(g = arg_group(s, a, len, &pos))) return -1;
-        sconsumer *c = cons_find(g, a + pos, len - pos);
-        if (!c) return -1;
-        cons_del(g, c);
-        return 0;
-    }
-    case SOP_PELSET: {
-        const char *cn;
-        size_t cl;
-        if (!(g = arg_group(s, a, len, &pos))) return -1;
-        if (get_str(a, len, &pos, &cn, &cl) != 0 || (len - pos) % 32) return -1;
-        sconsumer *c = cons_find(g, cn, cl);
-        if (!c) return -1;
-        for (; pos < len; pos += 32)
-            pel_set(g, c, get_sid(a + pos), (int64_t)le_get_u64(a + pos + 16), le_get_u64(a + pos + 24));
-        return 0;
-    }
-    case SOP_PELDEL:
-        if (!(g = arg_group(s, a, len, &pos)) || (len - pos) % 16) return -1;
-        for (; pos < len; pos += 16) pel_del(g, get_sid(a + pos));
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-/* ---------------- snapshot ---------------- */
-
-static void stream_snapshot(const void *data, rbuf *out) {
-    const stream *s = data;
-    put_sid(out, s->last_id);
-    put_sid(out, s->max_deleted);
-    put_u64(out, s->entries_added);
-    put_u64(out, s->next_node);
-    obj_put_u32(out, (uint32_t)s->nnodes);
-    for (size_t i = 0; i < s->nnodes; i++) {
-        put_u64(out, s->nodes[i].seq);
-        obj_put_u32(out, s->nodes[i].valid);
-        obj_put_u32(out, s->nodes[i].total);
-        put_u64(out, s->nodes[i].bytes);
-        put_sid(out, s->nodes[i].master);
-        obj_put_u32(out, s->nodes[i].nmf);
-        put_str(out, s->nodes[i].mfields, s->nodes[i].mflen);
-    }
-    put_u64(out, s->len);
-    for (size_t i = 0; i < s->n; i++) {
-        const sentry *e = &s->e[i];
-        if (!e->blob) continue;
-        put_sid(out, e->id);
-        put_u64(out, e->node);
-        put_str(out, e->blob, e->blen);
-    }
-    obj_put_u32(out, (uint32_t)s->ngroups);
-    for (size_t i = 0; i < s->ngroups; i++) {
-        const sgroup *g = s->groups[i];
-        put_str(out, g->name, g->nlen);
-        put_sid(out, g->last_id);
-        put_u64(out, (uint64_t)g->entries_read);
-        obj_put_u32(out, (uint32_t)g->ncons);
-        for (size_t j = 0; j < g->ncons; j++) {
-            put_str(out, g->cons[j]->name, g->cons[j]->nlen);
-            put_u64(out, (uint64_t)g->cons[j]->seen);
-        }
-        put_u64(out, g->npel);
-        for (size_t j = 0; j < g->npel; j++) {
-            const spel *p = &g->pel[j];
-            put_sid(out, p->id);
-            obj_put_u32(out, (uint32_t)cons_lower(g, p->owner->name, p->owner->nlen));
-            put_u64(out, (uint64_t)p->time);
-            put_u64(out, p->count);
-        }
-    }
-}
-
-typedef struct rd { const char *b; size_t len, pos; int bad; } rd;
-static int rd_need(rd *r, size_t n) {
-    if (r->bad || r->len - r->pos < n) { r->bad = 1; return 0; }
-    return 1;
-}
-static uint64_t rd_u64(rd *r) {
-    if (!rd_need(r, 8)) return 0;
-    uint64_t v = le_get_u64(r->b + r->pos);
-    r->pos += 8;
-    return v;
-}
-static uint32_t rd_u32(rd *r) {
-    if (!rd_need(r, 4)) return 0;
-    uint32_t v = obj_get_u32(r->b + r->pos);
-    r->pos += 4;
-    return v;
-}
-static sid rd_sid(rd *r) {
-    sid a;
-    a.ms = rd_u64(r);
-    a.seq = rd_u64(r);
-    return a;
-}
-static const char *rd_str(rd *r, size_t *len) {
-    *len = rd_u32(r);
-    if (!rd_need(r, *len)) return NULL;
-    const char *p = r->b + r->pos;
-    r->pos += *len;
-    return p;
-}
-
-static void *stream_load(const char *buf, size_t len) {
-    rd r = {buf, len, 0, 0};
-    stream *s = stream_create();
-    s->last_id = rd_sid(&r);
-    s->max_deleted = rd_sid(&r);
-    s->entries_added = rd_u64(&r);
-    uint64_t next_node = rd_u64(&r);
-    uint32_t nn = rd_u32(&r);
-    if (r.bad || nn > len) goto bad;
-    snode *saved = calloc(nn ? nn : 1, sizeof(snode));
-    if (!saved) abort();
-    for (uint32_t i = 0; i < nn; i++) {
-        saved[i].seq = rd_u64(&r);
-        saved[i].valid = rd_u32(&r);
-        saved[i].total = rd_u32(&r);
-        saved[i].bytes = rd_u64(&r);
-        saved[i].master = rd_sid(&r);
-        saved[i].nmf = rd_u32(&r);
-        size_t ml;
-        const char *mf = rd_str(&r, &ml);
-        if (!mf || (long)saved[i].nmf != blob_fields_count(mf, ml)) {
-            r.bad = 1;
-            nn = i;
-            break;
-        }
-        saved[i].mfields = dupmem(mf, ml);
-        saved[i].mflen = (uint32_t)ml;
-    }
-    uint64_t ne = rd_u64(&r);
-    for (uint64_t i = 0; i < ne && !r.bad; i++) {
-        sid id = rd_sid(&r);
-        uint64_t node = rd_u64(&r);
-        size_t bl;
-        const char *b = rd_str(&r, &bl);
-        if (!b || entry_append(s, id, node, b, bl) != 0) r.bad = 1;
-    }
-    /* The nodes as they were (deleted entries counted). */
-    if (!r.bad && s->nnodes == nn) {
-        for (uint32_t i = 0; i < nn; i++) {
-            if (s->nodes[i].seq != saved[i].seq || s->nodes[i].valid != saved[i].valid) r.bad = 1;
-            s->nodes[i].total = saved[i].total;
-            s->nodes[i].bytes = saved[i].bytes;
-            s->nodes[i].master = saved[i].master;
-            s->nodes[i].nmf = saved[i].nmf;
-            s->nodes[i].mflen = saved[i].mflen;
-            free(s->nodes[i].mfields);
-            s->nodes[i].mfields = saved[i].mfields;
-            saved[i].mfields = NULL;
-        }
-    } else {
-        r.bad = 1;
-    }
-    for (uint32_t i = 0; i < nn; i++) free(saved[i].mfields);
-    free(saved);
-    if (next_node > s->next_node) s->next_node = next_node;
-    uint32_t ng = rd_u32(&r);
-    for (uint32_t i = 0; i < ng && !r.bad; i++) {
-        size_t nl;
-        const char *n = rd_str(&r, &nl);
-        sid last = rd_sid(&r);
-        long long er = (long long)rd_u64(&r);
-        sgroup *g = r.bad ? NULL : group_add(s, n, nl, last, er);
-        if (!g) { r.bad = 1; break; }
-        uint32_t nc = rd_u32(&r);
-        for (uint32_t j = 0; j < nc && !r.bad; j++) {
-            size_t cl;
-            const char *cn = rd_str(&r, &cl);
-            int64_t seen = (int64_t)rd_u64(&r);
-            if (!r.bad) cons_get(g, cn, cl, seen);
-        }
-        if (r.bad || g->ncons != nc) { r.bad = 1; break; }
-        uint64_t np = rd_u64(&r);
-        for (uint64_t j = 0; j < np && !r.bad; j++) {
-            sid id = rd_sid(&r);
-            uint32_t ci = rd_u32(&r);
-            int64_t t = (int64_t)rd_u64(&r);
-            uint64_t cnt = rd_u64(&r);
-            if (r.bad || ci >= g->ncons) { r.bad = 1; break; }
-            pel_set(g, g->cons[ci], id, t, cnt);
-        }
-    }
-    if (r.bad || r.pos != len) goto bad;
-    return s;
-bad:
-    stream_destroy(s);
-    return NULL;
-}
-
-static long long stream_size(const void *data) { return (long long)((const stream *)data)->len; }
-
-static const char *stream_encoding(const void *data) {
-    (void)data;
-    return "stream";
-}
-
-static size_t stream_memory(const void *data) {
-    const stream *s = data;
-    size_t m = sizeof(*s) + s->cap * sizeof(sentry) + s->capnodes * sizeof(snode) + s->bytes;
-    for (size_t i = 0; i < s->ngroups; i++) {
-        const sgroup *g = s->groups[i];
-        m += sizeof(*g) + g->nlen + g->cappel * sizeof(spel) + g->capcons * sizeof(void *);
-        for (size_t j = 0; j < g->ncons; j++) m += sizeof(sconsumer) + g->cons[j]->nlen;
-    }
-    return m;
-}
-
-/* Digest: each entry as (id, fields blob); the metadata and every group
- * as one element each (a tag byte keeps them apart from entry IDs). */
-static void stream_elements(const void *data, obj_elem_fn fn, void *arg) {
-    const stream *s = data;
-    rbuf b;
-    rbuf_init(&b);
-    for (size_t i = 0; i < s->n; i++) {
-        if (!s->e[i].blob) continue;
-        b.len = 0;
-        put_sid(&b, s->e[i].id);
-        fn(arg, b.buf, b.len, s->e[i].blob, s->e[i].blen);
-    }
-    b.len = 0;
-    put_sid(&b, s->last_id);
-    put_sid(&b, s->max_deleted);
-    put_u64(&b, s->entries_added);
-    fn(arg, "\xff" "meta", 5, b.buf, b.len);
-    for (size_t i = 0; i < s->ngroups; i++) {
-        const sgroup *g = s->groups[i];
-        b.len = 0;
-        put_sid(&b, g->last_id);
-        put_u64(&b, (uint64_t)g->entries_read);
-        for (size_t j = 0; j < g->ncons; j++) {
-            put_str(&b, g->cons[j]->name, g->cons[j]->nlen);
-            put_u64(&b, (uint64_t)g->cons[j]->seen);
-        }
-        for (size_t j = 0; j < g->npel; j++) {
-            put_sid(&b, g->pel[j].id);
-            put_str(&b, g->pel[j].owner->name, g->pel[j].owner->nlen);
-            put_u64(&b, (uint64_t)g->pel[j].time);
-            put_u64(&b, g->pel[j].count);
-        }
-        fn(arg, g->name, g->nlen, b.buf, b.len);
-    }
-    rbuf_free(&b);
-}
-
-static const obj_class stream_class = {
-    .name = "stream",
-    .create = stream_create,
-    .destroy = stream_destroy,
-    .apply = stream_apply,
-    .snapshot = stream_snapshot,
-    .load = stream_load,
-    .size = stream_size,
-    .encoding = stream_encoding,
-    .memory = stream_memory,
-    .elements = stream_elements,
-};
-
-void stream_register(void) { obj_register(OBJ_STREAM, &stream_class); }
 
 /* ---------------- DUMP (Redis's RDB stream, rdb.c) ---------------- */
 
@@ -1024,7 +108,7 @@ static void put_sid_be(rbuf *b, sid a) {
     rbuf_append(b, d, 16);
 }
 
-static void put_ms_time(rbuf *b, int64_t t) { put_u64(b, (uint64_t)t); }
+static void put_ms_time(rbuf *b, int64_t t) { stream_put_u64(b, (uint64_t)t); }
 
 /* Do an entry's field names equal its node's master fields? */
 static int same_fields(const snode *nd, const sentry *e) {
@@ -1086,7 +170,7 @@ static void node_listpack(const stream *s, const snode *nd, size_t *i, rbuf *lp)
 /* For the consumers' lists: pending entries by owner, then ID. */
 static int pel_owner_cmp(const void *a, const void *b) {
     const spel *x = *(const spel *const *)a, *y = *(const spel *const *)b;
-    int c = name_cmp(x->owner->name, x->owner->nlen, y->owner->name, y->owner->nlen);
+    int c = stream_name_cmp(x->owner->name, x->owner->nlen, y->owner->name, y->owner->nlen);
     return c ? c : sid_cmp(x->id, y->id);
 }
 
@@ -1108,7 +192,7 @@ void stream_rdb_save(const void *data, rbuf *out) {
         node_listpack(s, nd, &i, &b);
         rdb_put_string(out, b.buf, b.len);
     }
-    sid first = first_id(s);
+    sid first = stream_first_id(s);
     uint64_t ids[] = {s->len, s->last_id.ms, s->last_id.seq, first.ms, first.seq,
                       s->max_deleted.ms, s->max_deleted.seq, s->entries_added, s->ngroups};
     for (size_t k = 0; k < sizeof(ids) / sizeof(ids[0]); k++) rdb_put_len(out, ids[k]);
@@ -1188,11 +272,11 @@ static void reply_entry(client *c, const sentry *e) {
  * at most count (0 = all). Returns how many; *out malloc'd. */
 static size_t range_collect(const stream *s, sid start, sid end, long long count, int rev,
                             size_t **out) {
-    size_t lo = entry_lower(s, start), n = 0, cap = 16;
+    size_t lo = stream_entry_lower(s, start), n = 0, cap = 16;
     size_t *v = malloc(sizeof(size_t) * cap);
     if (!v) abort();
     if (sid_cmp(start, end) <= 0) {
-        size_t hi = entry_lower(s, end);
+        size_t hi = stream_entry_lower(s, end);
         if (hi < s->n && sid_cmp(s->e[hi].id, end) == 0) hi++;
         for (size_t k = 0; k < hi - lo; k++) {
             size_t i = rev ? hi - 1 - k : lo + k;
@@ -1345,7 +429,7 @@ static long long trim_ops(const stream *s, const trim_args *a, rbuf *ops, int ex
                 if (a->strategy == TRIM_MINID && sid_cmp(s->e[j].id, a->minid) >= 0) break;
             }
             arg.len = 0;
-            put_sid(&arg, s->e[j].id);
+            stream_put_sid(&arg, s->e[j].id);
             rbuf_append(&arg, &zero, 1);
             obj_op(ops, SOP_DEL, arg.buf, arg.len);
             length--;
@@ -1367,10 +451,10 @@ static long long trim_ops(const stream *s, const trim_args *a, rbuf *ops, int ex
 static void encode_add(rbuf *ops, sid id, int new_node, client *c, int first) {
     rbuf arg;
     rbuf_init(&arg);
-    put_sid(&arg, id);
+    stream_put_sid(&arg, id);
     unsigned char nn = (unsigned char)new_node;
     rbuf_append(&arg, &nn, 1);
-    for (int j = first; j < c->argc; j++) put_str(&arg, c->argv[j], c->argvlen[j]);
+    for (int j = first; j < c->argc; j++) obj_put_str(&arg, c->argv[j], c->argvlen[j]);
     obj_op(ops, SOP_ADD, arg.buf, arg.len);
     rbuf_free(&arg);
 }
@@ -1429,7 +513,7 @@ void xaddCommand(client *c) {
 
     uint64_t flen = 0;
     for (int j = field_pos; j < c->argc; j++) flen += c->argvlen[j];
-    int new_node = needs_new_node(cur, flen);
+    int new_node = stream_needs_new_node(cur, flen);
     rbuf ops;
     rbuf_init(&ops);
     encode_add(&ops, id, new_node, c, field_pos);
@@ -1442,7 +526,7 @@ void xaddCommand(client *c) {
             unsigned char zero = 0;
             rbuf arg;
             rbuf_init(&arg);
-            put_sid(&arg, id);
+            stream_put_sid(&arg, id);
             rbuf_append(&arg, &zero, 1);
             obj_op(&ops, SOP_DEL, arg.buf, arg.len);
             rbuf_free(&arg);
@@ -1552,9 +636,9 @@ void xdelCommand(client *c) {
     qsort(ids + 2, (size_t)c->argc - 2, sizeof(sid), sid_qcmp);
     for (int j = 2; j < c->argc; j++) {
         if (j > 2 && sid_cmp(ids[j - 1], ids[j]) == 0) continue;
-        if (!entry_find(s, ids[j])) continue;
+        if (!stream_entry_find(s, ids[j])) continue;
         arg.len = 0;
-        put_sid(&arg, ids[j]);
+        stream_put_sid(&arg, ids[j]);
         rbuf_append(&arg, &one, 1);
         obj_op(&ops, SOP_DEL, arg.buf, arg.len);
         deleted++;
@@ -1571,7 +655,7 @@ done:
 
 static int range_has_tombstones(const stream *s, sid start) {
     if (!s->len || sid_zero(s->max_deleted)) return 0;
-    if (sid_cmp(first_id(s), s->max_deleted) > 0) return 0;
+    if (sid_cmp(stream_first_id(s), s->max_deleted) > 0) return 0;
     return sid_cmp(start, s->max_deleted) <= 0;
 }
 
@@ -1581,7 +665,7 @@ static long long estimate_distance(const stream *s, sid id) {
     int cmp_last = sid_cmp(id, s->last_id);
     if (cmp_last == 0) return (long long)s->entries_added;
     if (cmp_last > 0) return SCG_INVALID_ENTRIES_READ;
-    sid first = first_id(s);
+    sid first = stream_first_id(s);
     int cmp_first = sid_cmp(id, first);
     if (sid_zero(s->max_deleted) || sid_cmp(s->max_deleted, first) < 0) {
         if (cmp_first < 0) return (long long)(s->entries_added - s->len);
@@ -1595,8 +679,8 @@ static long long estimate_distance(const stream *s, sid id) {
 static void op_group_id(rbuf *ops, uint8_t op, sid last, long long er, const char *g, size_t gl) {
     rbuf arg;
     rbuf_init(&arg);
-    put_sid(&arg, last);
-    put_u64(&arg, (uint64_t)er);
+    stream_put_sid(&arg, last);
+    stream_put_u64(&arg, (uint64_t)er);
     rbuf_append(&arg, g, gl);
     obj_op(ops, op, arg.buf, arg.len);
     rbuf_free(&arg);
@@ -1606,8 +690,8 @@ static void op_consumer(rbuf *ops, uint8_t op, int64_t seen, const char *g, size
                         const char *cn, size_t cl) {
     rbuf arg;
     rbuf_init(&arg);
-    if (op == SOP_CCREATE) put_u64(&arg, (uint64_t)seen);
-    put_str(&arg, g, gl);
+    if (op == SOP_CCREATE) stream_put_u64(&arg, (uint64_t)seen);
+    obj_put_str(&arg, g, gl);
     rbuf_append(&arg, cn, cl);
     obj_op(ops, op, arg.buf, arg.len);
     rbuf_free(&arg);
@@ -1616,13 +700,13 @@ static void op_consumer(rbuf *ops, uint8_t op, int64_t seen, const char *g, size
 /* A SOP_PELSET being built: start, add (id, time, count)..., end. */
 static void pelset_start(rbuf *arg, const char *g, size_t gl, const char *cn, size_t cl) {
     arg->len = 0;
-    put_str(arg, g, gl);
-    put_str(arg, cn, cl);
+    obj_put_str(arg, g, gl);
+    obj_put_str(arg, cn, cl);
 }
 static void pelset_add(rbuf *arg, sid id, int64_t time, uint64_t count) {
-    put_sid(arg, id);
-    put_u64(arg, (uint64_t)time);
-    put_u64(arg, count);
+    stream_put_sid(arg, id);
+    stream_put_u64(arg, (uint64_t)time);
+    stream_put_u64(arg, count);
 }
 
 /* ---------------- XREAD, XREADGROUP ---------------- */
@@ -1672,7 +756,7 @@ static void reply_served(client *c, served *sv, int nsv) {
         if (sv[i].hist) {
             resp_add_array(&c->out, (long long)sv[i].nhist);
             for (size_t k = 0; k < sv[i].nhist; k++) {
-                const sentry *e = entry_find(sv[i].s, sv[i].hist[k]);
+                const sentry *e = stream_entry_find(sv[i].s, sv[i].hist[k]);
                 if (e) {
                     reply_entry(c, e);
                 } else {
@@ -1791,11 +875,11 @@ static void xread_generic(client *c, int group_mode) {
         }
         if (lookup_stream(c, ki, 0, &ss[i]) < 0) goto done;
         if (group_mode) {
-            if (rerun && !group_find(ss[i], c->argv[gi], c->argvlen[gi])) {
+            if (rerun && !stream_group_find(ss[i], c->argv[gi], c->argvlen[gi])) {
                 resp_add_error(&c->out, "NOGROUP the consumer group this client was blocked on no longer exists");
                 goto done;
             }
-            if (!ss[i] || !(gs[i] = group_find(ss[i], c->argv[gi], c->argvlen[gi]))) {
+            if (!ss[i] || !(gs[i] = stream_group_find(ss[i], c->argv[gi], c->argvlen[gi]))) {
                 resp_add_errorf(&c->out, "NOGROUP No such key '%.*s' or consumer group '%.*s' in XREADGROUP with GROUP option",
                                 (int)c->argvlen[ki], c->argv[ki], (int)c->argvlen[gi], c->argv[gi]);
                 goto done;
@@ -1831,7 +915,7 @@ static void xread_generic(client *c, int group_mode) {
         sgroup *g = gs[i];
         int ki = streams_arg + i;
         if (!group_mode) {
-            const sentry *last = s ? last_live(s) : NULL;
+            const sentry *last = s ? stream_last_live(s) : NULL;
             if (!last || sid_cmp(last->id, ids[i]) <= 0) continue;
             sid start = ids[i];
             sid_incr(&start);
@@ -1847,11 +931,11 @@ static void xread_generic(client *c, int group_mode) {
         int again = batch && earlier_arg(c, streams_arg, ki);
         if (again) {
             lookup_stream(c, ki, 0, &s);
-            g = group_find(s, c->argv[gi], c->argvlen[gi]);
+            g = stream_group_find(s, c->argv[gi], c->argvlen[gi]);
         }
         const char *cn = c->argv[gi + 1];
         size_t cl = c->argvlen[gi + 1];
-        sconsumer *cons = cons_find(g, cn, cl);
+        sconsumer *cons = stream_cons_find(g, cn, cl);
         int history = !(ids[i].ms == UINT64_MAX && ids[i].seq == UINT64_MAX);
         rbuf ops, arg;
         rbuf_init(&ops);
@@ -1868,7 +952,7 @@ static void xread_generic(client *c, int group_mode) {
             if (!v->hist) abort();
             pelset_start(&arg, g->name, g->nlen, cn, cl);
             size_t base = arg.len;
-            for (size_t k = pel_lower(g, start); cons && k < g->npel; k++) {
+            for (size_t k = stream_pel_lower(g, start); cons && k < g->npel; k++) {
                 const spel *p = &g->pel[k];
                 if (p->owner != cons) continue;
                 if ((count && (long long)v->nhist >= count) || (long long)v->nhist >= budget) break;
@@ -1878,7 +962,7 @@ static void xread_generic(client *c, int group_mode) {
                     if (!v->hist) abort();
                 }
                 v->hist[v->nhist++] = p->id;
-                if (entry_find(s, p->id)) pelset_add(&arg, p->id, now, p->count + 1);
+                if (stream_entry_find(s, p->id)) pelset_add(&arg, p->id, now, p->count + 1);
             }
             op_consumer(&ops, SOP_CCREATE, now, g->name, g->nlen, cn, cl);
             if (arg.len > base) obj_op(&ops, SOP_PELSET, arg.buf, arg.len);
@@ -1886,7 +970,7 @@ static void xread_generic(client *c, int group_mode) {
             budget -= (long long)v->nhist;
             nsv++;
         } else {
-            const sentry *last = last_live(s);
+            const sentry *last = stream_last_live(s);
             if (last && sid_cmp(last->id, g->last_id) > 0) {
                 sid start = g->last_id;
                 sid_incr(&start);
@@ -1988,7 +1072,7 @@ static int xgroup_target(client *c, int need_group, int mkstream, stream **s, sg
         resp_add_error(&c->out, "ERR The XGROUP subcommand requires the key to exist. Note that for CREATE you may want to use the MKSTREAM option to create an empty stream automatically.");
         return -1;
     }
-    if (*s) *g = group_find(*s, c->argv[3], c->argvlen[3]);
+    if (*s) *g = stream_group_find(*s, c->argv[3], c->argvlen[3]);
     if (need_group && !*g) {
         resp_add_errorf(&c->out, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
                         (int)c->argvlen[3], c->argv[3], (int)c->argvlen[2], c->argv[2]);
@@ -2091,7 +1175,7 @@ static void xgroup_createconsumer(client *c) {
     stream *s;
     sgroup *g;
     if (xgroup_target(c, 1, 0, &s, &g) != 0) return;
-    if (cons_find(g, c->argv[4], c->argvlen[4])) {
+    if (stream_cons_find(g, c->argv[4], c->argvlen[4])) {
         resp_add_int(&c->out, 0);
         return;
     }
@@ -2107,7 +1191,7 @@ static void xgroup_delconsumer(client *c) {
     stream *s;
     sgroup *g;
     if (xgroup_target(c, 1, 0, &s, &g) != 0) return;
-    sconsumer *cn = cons_find(g, c->argv[4], c->argvlen[4]);
+    sconsumer *cn = stream_cons_find(g, c->argv[4], c->argvlen[4]);
     if (!cn) {
         resp_add_int(&c->out, 0);
         return;
@@ -2199,7 +1283,7 @@ void xsetidCommand(client *c) {
         return;
     }
     if (s->len > 0) {
-        if (sid_cmp(id, last_live(s)->id) < 0) {
+        if (sid_cmp(id, stream_last_live(s)->id) < 0) {
             resp_add_error(&c->out, "ERR The ID specified in XSETID is smaller than the target stream top item");
             return;
         }
@@ -2211,9 +1295,9 @@ void xsetidCommand(client *c) {
     rbuf ops, arg;
     rbuf_init(&ops);
     rbuf_init(&arg);
-    put_sid(&arg, id);
-    put_sid(&arg, sid_zero(maxdel) ? s->max_deleted : maxdel);
-    put_u64(&arg, added != -1 ? (uint64_t)added : s->entries_added);
+    stream_put_sid(&arg, id);
+    stream_put_sid(&arg, sid_zero(maxdel) ? s->max_deleted : maxdel);
+    stream_put_u64(&arg, added != -1 ? (uint64_t)added : s->entries_added);
     obj_op(&ops, SOP_META, arg.buf, arg.len);
     int r = write_ops(c, 1, &ops);
     rbuf_free(&ops);
@@ -2227,7 +1311,7 @@ void xackCommand(client *c) {
     stream *s;
     sgroup *g = NULL;
     if (lookup_stream(c, 1, 1, &s) < 0) return;
-    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (s) g = stream_group_find(s, c->argv[2], c->argvlen[2]);
     if (!g) {
         resp_add_int(&c->out, 0);
         return;
@@ -2241,12 +1325,12 @@ void xackCommand(client *c) {
     rbuf ops, arg;
     rbuf_init(&ops);
     rbuf_init(&arg);
-    put_str(&arg, g->name, g->nlen);
+    obj_put_str(&arg, g->name, g->nlen);
     long long acked = 0;
     for (int j = 0; j < n; j++) {
         if (j && sid_cmp(ids[j - 1], ids[j]) == 0) continue;
-        if (!pel_find(g, ids[j])) continue;
-        put_sid(&arg, ids[j]);
+        if (!stream_pel_find(g, ids[j])) continue;
+        stream_put_sid(&arg, ids[j]);
         acked++;
     }
     if (acked) obj_op(&ops, SOP_PELDEL, arg.buf, arg.len);
@@ -2303,7 +1387,7 @@ void xpendingCommand(client *c) {
         if (si + 3 < c->argc) ci = si + 3;
     }
     if (lookup_stream(c, 1, 0, &s) < 0) return;
-    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (s) g = stream_group_find(s, c->argv[2], c->argvlen[2]);
     if (!g) {
         reply_nogroup(c, 1, 2);
         return;
@@ -2331,12 +1415,12 @@ void xpendingCommand(client *c) {
         return;
     }
     sconsumer *cons = NULL;
-    if (ci && !(cons = cons_find(g, c->argv[ci], c->argvlen[ci]))) {
+    if (ci && !(cons = stream_cons_find(g, c->argv[ci], c->argvlen[ci]))) {
         resp_add_array(&c->out, 0);
         return;
     }
     int64_t now = mstime();
-    size_t first = pel_lower(g, start), n = 0;
+    size_t first = stream_pel_lower(g, start), n = 0;
     size_t k;
     for (k = first; count && k < g->npel && sid_cmp(g->pel[k].id, end) <= 0; k++) {
         const spel *p = &g->pel[k];
@@ -2381,7 +1465,7 @@ void xclaimCommand(client *c) {
     int force = 0, justid = 0, j;
     sid last = {0, 0};
     if (lookup_stream(c, 1, 1, &s) < 0) return;
-    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (s) g = stream_group_find(s, c->argv[2], c->argvlen[2]);
     if (!g) {
         reply_nogroup(c, 1, 2);
         return;
@@ -2436,7 +1520,7 @@ void xclaimCommand(client *c) {
     rbuf_init(&del);
     rbuf_init(&set);
     op_lastid(&ops, g, last);
-    put_str(&del, g->name, g->nlen);
+    obj_put_str(&del, g->name, g->nlen);
     size_t delbase = del.len;
     pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
     size_t setbase = set.len;
@@ -2454,9 +1538,9 @@ void xclaimCommand(client *c) {
         sid id = ids[order[i]];
         int e = i;
         while (e < nids && sid_cmp(ids[order[e]], id) == 0) e++;
-        const spel *p = pel_find(g, id);
-        if (!entry_find(s, id)) {
-            if (p) put_sid(&del, id);
+        const spel *p = stream_pel_find(g, id);
+        if (!stream_entry_find(s, id)) {
+            if (p) stream_put_sid(&del, id);
             i = e;
             continue;
         }
@@ -2491,7 +1575,7 @@ void xclaimCommand(client *c) {
         for (int i = 0; i < nids; i++) {
             if (!claimed[i]) continue;
             if (justid) reply_sid(c, ids[i]);
-            else reply_entry(c, entry_find(s, ids[i]));
+            else reply_entry(c, stream_entry_find(s, ids[i]));
         }
     }
     free(order);
@@ -2528,7 +1612,7 @@ void xautoclaimCommand(client *c) {
         }
     }
     if (lookup_stream(c, 1, 1, &s) < 0) return;
-    if (s) g = group_find(s, c->argv[2], c->argvlen[2]);
+    if (s) g = stream_group_find(s, c->argv[2], c->argvlen[2]);
     if (!g) {
         reply_nogroup(c, 1, 2);
         return;
@@ -2539,16 +1623,16 @@ void xautoclaimCommand(client *c) {
     rbuf_init(&ops);
     rbuf_init(&del);
     rbuf_init(&set);
-    put_str(&del, g->name, g->nlen);
+    obj_put_str(&del, g->name, g->nlen);
     size_t delbase = del.len;
     pelset_start(&set, g->name, g->nlen, c->argv[3], c->argvlen[3]);
     size_t setbase = set.len;
-    size_t k = pel_lower(g, start);
+    size_t k = stream_pel_lower(g, start);
     long long nclaimed = 0, ndeleted = 0;
     for (; attempts-- && count && k < g->npel; k++) {
         const spel *p = &g->pel[k];
-        if (!entry_find(s, p->id)) {
-            put_sid(&del, p->id);
+        if (!stream_entry_find(s, p->id)) {
+            stream_put_sid(&del, p->id);
             ndeleted++;
             count--;
             continue;
@@ -2570,12 +1654,12 @@ void xautoclaimCommand(client *c) {
         reply_sid(c, next);
         resp_add_array(&c->out, nclaimed);
         for (size_t off = setbase; off < set.len; off += 32) {
-            sid id = get_sid(set.buf + off);
+            sid id = stream_get_sid(set.buf + off);
             if (justid) reply_sid(c, id);
-            else reply_entry(c, entry_find(s, id));
+            else reply_entry(c, stream_entry_find(s, id));
         }
         resp_add_array(&c->out, ndeleted);
-        for (size_t off = delbase; off < del.len; off += 16) reply_sid(c, get_sid(del.buf + off));
+        for (size_t off = delbase; off < del.len; off += 16) reply_sid(c, stream_get_sid(del.buf + off));
     }
     rbuf_free(&ops);
     rbuf_free(&del);
@@ -2647,11 +1731,11 @@ static void xinfo_stream_cmd(client *c) {
     resp_add_bulkstr(&c->out, "entries-added");
     resp_add_int(&c->out, (long long)s->entries_added);
     resp_add_bulkstr(&c->out, "recorded-first-entry-id");
-    reply_sid(c, first_id(s));
+    reply_sid(c, stream_first_id(s));
     if (!full) {
         resp_add_bulkstr(&c->out, "groups");
         resp_add_int(&c->out, (long long)s->ngroups);
-        const sentry *f = first_live(s), *l = last_live(s);
+        const sentry *f = stream_first_live(s), *l = stream_last_live(s);
         resp_add_bulkstr(&c->out, "first-entry");
         if (f) reply_entry(c, f);
         else resp_add_null(&c->out);
@@ -2738,7 +1822,7 @@ static void xinfo_groups(client *c) {
 static void xinfo_consumers(client *c) {
     stream *s = xinfo_stream(c);
     if (!s) return;
-    sgroup *g = group_find(s, c->argv[3], c->argvlen[3]);
+    sgroup *g = stream_group_find(s, c->argv[3], c->argvlen[3]);
     if (!g) {
         resp_add_errorf(&c->out, "NOGROUP No such consumer group '%.*s' for key name '%.*s'",
                         (int)c->argvlen[3], c->argv[3], (int)c->argvlen[2], c->argv[2]);

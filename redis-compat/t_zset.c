@@ -1,35 +1,25 @@
-/* t_zset.c -- the sorted set type and its commands.
+/* t_zset.c -- the sorted set commands.
  *
- * A sorted set is a DRAM object (object.h) made of a dict (member -> score,
- * for ZSCORE and membership) and a skiplist with spans (zskiplist.c, for
- * order, ranks and ranges). Its durable history holds two element effects,
- * nothing else:
+ * The sorted set type itself (its dict and skiplist, effects, snapshot,
+ * encodings and class) is src/types/type_zset.c. Every command computes
+ * the effects of what it does against the current contents (seeing its own
+ * earlier effects, e.g. ZADD k 1 a 2 a), encodes them, and hands them to
+ * db_obj_write, which logs them and applies them through the class: the
+ * very code recovery replays them with. ZINCRBY logs the resulting score,
+ * ZPOPMIN the members that left, ZREMRANGEBY* each member removed. A
+ * command whose effects would empty the set deletes the key instead. The
+ * *STORE commands build their result as a private object and write it as
+ * one snapshot entry (db_set_copy), which replaces whatever the
+ * destination held and clears its TTL, as Redis's setKey does.
  *
- *   ZOP_SET  <8-byte score, little-endian IEEE bits><member>   member now has score
- *   ZOP_DEL  <member>                                          member removed
- *
- * Every command computes the effects of what it does against the current
- * contents (seeing its own earlier effects, e.g. ZADD k 1 a 2 a), encodes
- * them, and hands them to db_obj_write, which logs them and applies them
- * through zset_apply: the very function recovery replays them with. ZINCRBY
- * logs the resulting score, ZPOPMIN the members that left, ZREMRANGEBY* each
- * member removed. A command whose effects would empty the set deletes the
- * key instead. The *STORE commands build their result as a private object
- * and write it as one snapshot entry (db_set_copy), which replaces whatever
- * the destination held and clears its TTL, as Redis's setKey does.
- *
- * Encoding: Redis keeps small sets (<= 128 members, none longer than 64
- * bytes) as a listpack and converts them to a skiplist for good once either
- * limit is crossed. Rowan always uses the skiplist but reports the encoding
- * Redis would have ("listpack"/"skiplist") with the same one-way rule; the
- * flag is part of the snapshot. ZSCAN of a "listpack" set returns every
- * element in one call, as Redis does.
+ * ZSCAN of a "listpack" set returns every element in one call, as Redis
+ * does.
  *
  * ZUNION/ZINTER/ZDIFF (and STORE, ZINTERCARD) also take plain sets, every
  * member with score 1, as Redis does. A set's structure belongs to
- * t_set.c; its members are read through the set class's snapshot, whose
- * format is documented there and persisted in the log (u8 encoding, u32
- * count, then u32 length + bytes per member).
+ * src/types/type_set.c; its members are read through the set class's
+ * snapshot, whose format is documented there and persisted in the log (u8
+ * encoding, u32 count, then u32 length + bytes per member).
  *
  * Replies, errors and the order in which arguments are checked follow
  * Redis 7.2. */
@@ -43,233 +33,12 @@
 #include "commands.h"
 #include "notify.h"
 #include "dict.h"
-#include "le.h"
 #include "object.h"
 #include "server.h"
 #include "t_zset.h"
+#include "type_zset.h"
 #include "util.h"
 #include "zskiplist.h"
-
-#define ZOP_SET 1
-#define ZOP_DEL 2
-
-/* zset-max-listpack-entries / -value (CONFIG SET changes them for later writes) */
-#define ZSET_LISTPACK_ENTRIES ((size_t)server.cfg.zset_max_listpack_entries)
-#define ZSET_LISTPACK_VALUE   ((size_t)server.cfg.zset_max_listpack_value)
-
-#define ZSNAP_VERSION 1
-#define ZSNAP_BIG     1
-
-typedef struct zset {
-    dict *d;           /* member -> score (dict_entry.score) */
-    zskiplist *zsl;    /* (score, member) order */
-    int big;           /* Redis would have converted it to a skiplist */
-} zset;
-
-/* ---------------- the data structure ---------------- */
-
-static void put_double(char *p, double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    le_put_u64(p, u);
-}
-
-static double get_double(const char *p) {
-    uint64_t u = le_get_u64(p);
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
-static zset *zset_create(void) {
-    zset *z = malloc(sizeof(*z));
-    if (!z) abort();
-    z->d = dict_new();
-    z->zsl = zsl_new();
-    z->big = 0;
-    return z;
-}
-
-static zset *zset_create_result(void) {
-    zset *z = zset_create();
-    z->big = 1;
-    return z;
-}
-
-static void zset_destroy(void *data) {
-    zset *z = data;
-    if (!z) return;
-    dict_free(z->d);
-    zsl_free(z->zsl);
-    free(z);
-}
-
-static size_t zset_len(const zset *z) { return z->zsl->length; }
-
-/* member := score (added or moved). A listpack stores a score as text
- * that reads back -0 as 0, so a small set never holds -0. */
-static void zset_set(zset *z, const char *m, size_t mlen, double score) {
-    dict_entry *e = dict_find(z->d, m, mlen);
-    if (mlen > ZSET_LISTPACK_VALUE || (!e && zset_len(z) + 1 > ZSET_LISTPACK_ENTRIES)) z->big = 1;
-    if (!z->big && score == 0) score = 0.0;
-    if (e) {
-        if (e->score != score || signbit(e->score) != signbit(score)) {
-            zsl_update_score(z->zsl, e->score, m, mlen, score);
-            e->score = score;
-        }
-    } else {
-        dict_set(z->d, m, mlen, NULL, 0);
-        e = dict_find(z->d, m, mlen);
-        e->score = score;
-        zsl_insert(z->zsl, score, m, mlen);
-    }
-}
-
-/* A computed result (ZUNIONSTORE...) is built unconverted (big) and then
- * takes the encoding its final size calls for, as Redis converts it. */
-static void zset_finish_result(zset *z) {
-    z->big = 0;
-    for (zsl_node *n = zsl_first(z->zsl); n; n = zsl_next(n))
-        if (n->mlen > ZSET_LISTPACK_VALUE) z->big = 1;
-    if (zset_len(z) > ZSET_LISTPACK_ENTRIES) z->big = 1;
-    if (z->big) return;
-    for (zsl_node *n = zsl_first(z->zsl); n; n = zsl_next(n)) {
-        if (n->score == 0) {
-            n->score = 0.0;   /* same place in the order: -0 == 0 */
-            dict_find(z->d, n->member, n->mlen)->score = 0.0;
-        }
-    }
-}
-
-static int zset_remove(zset *z, const char *m, size_t mlen) {
-    dict_entry *e = dict_find(z->d, m, mlen);
-    if (!e) return 0;
-    zsl_delete(z->zsl, e->score, m, mlen);
-    dict_del(z->d, m, mlen);
-    return 1;
-}
-
-static int zset_score(const zset *z, const char *m, size_t mlen, double *score) {
-    dict_entry *e = dict_find(z->d, m, mlen);
-    if (!e) return 0;
-    *score = e->score;
-    return 1;
-}
-
-/* ---------------- the object class ---------------- */
-
-static void *zset_create_v(void) { return zset_create(); }
-
-/* Ops may come from a recovered log: check every length, refuse NaN. */
-static int zset_apply(void *data, uint8_t op, const char *arg, size_t len) {
-    zset *z = data;
-    switch (op) {
-    case ZOP_SET: {
-        if (len < 8) return -1;
-        double s = get_double(arg);
-        if (isnan(s)) return -1;
-        zset_set(z, arg + 8, len - 8, s);
-        return 0;
-    }
-    case ZOP_DEL:
-        zset_remove(z, arg, len);
-        return 0;
-    default:
-        return -1;
-    }
-}
-
-/* u8 version, u8 flags, u64 count, then count times
- * <8-byte score><u32 member length><member>, in set order. */
-static void zset_snapshot(const void *data, rbuf *out) {
-    const zset *z = data;
-    char hdr[10];
-    hdr[0] = ZSNAP_VERSION;
-    hdr[1] = z->big ? ZSNAP_BIG : 0;
-    le_put_u64(hdr + 2, zset_len(z));
-    rbuf_append(out, hdr, sizeof(hdr));
-    for (const zsl_node *n = zsl_first(z->zsl); n; n = zsl_next(n)) {
-        char el[12];
-        put_double(el, n->score);
-        el[8] = (char)(n->mlen & 0xff);
-        el[9] = (char)((n->mlen >> 8) & 0xff);
-        el[10] = (char)((n->mlen >> 16) & 0xff);
-        el[11] = (char)((n->mlen >> 24) & 0xff);
-        rbuf_append(out, el, sizeof(el));
-        rbuf_append(out, n->member, n->mlen);
-    }
-}
-
-static void *zset_load(const char *buf, size_t len) {
-    if (len < 10 || buf[0] != ZSNAP_VERSION || ((unsigned char)buf[1] & ~ZSNAP_BIG)) return NULL;
-    uint64_t count = le_get_u64(buf + 2);
-    size_t pos = 10;
-    if (count > (len - pos) / 12) return NULL;
-    zset *z = zset_create();
-    if (buf[1] & ZSNAP_BIG) z->big = 1;
-    for (uint64_t i = 0; i < count; i++) {
-        if (len - pos < 12) goto bad;
-        double s = get_double(buf + pos);
-        uint32_t mlen = obj_get_u32(buf + pos + 8);
-        pos += 12;
-        if (isnan(s) || mlen > len - pos) goto bad;
-        if (dict_find(z->d, buf + pos, mlen)) goto bad;   /* duplicate member */
-        zset_set(z, buf + pos, mlen, s);
-        pos += mlen;
-    }
-    if (pos != len) goto bad;
-    return z;
-bad:
-    zset_destroy(z);
-    return NULL;
-}
-
-static long long zset_size(const void *data) { return (long long)zset_len(data); }
-
-static const char *zset_encoding(const void *data) {
-    return ((const zset *)data)->big ? "skiplist" : "listpack";
-}
-
-static size_t zset_memory(const void *data) {
-    const zset *z = data;
-    return sizeof(*z) + z->zsl->mem + dict_mem_bytes(z->d);
-}
-
-/* Scores by value: -0 and 0 are the same score (a big set may hold -0
- * where a small one holds 0). */
-static void zset_elements(const void *data, obj_elem_fn fn, void *arg) {
-    const zset *z = data;
-    for (const zsl_node *n = zsl_first(z->zsl); n; n = zsl_next(n)) {
-        char s[8];
-        put_double(s, n->score == 0 ? 0.0 : n->score);
-        fn(arg, n->member, n->mlen, s, 8);
-    }
-}
-
-static const obj_class zset_class = {
-    .name = "zset",
-    .create = zset_create_v,
-    .destroy = zset_destroy,
-    .apply = zset_apply,
-    .snapshot = zset_snapshot,
-    .load = zset_load,
-    .size = zset_size,
-    .encoding = zset_encoding,
-    .memory = zset_memory,
-    .elements = zset_elements,
-};
-
-void zset_register(void) { obj_register(OBJ_ZSET, &zset_class); }
-
-/* ---------------- effects ---------------- */
-
-static void op_set(rbuf *ops, const char *m, size_t mlen, double score) {
-    char s[8];
-    put_double(s, score);
-    obj_op2(ops, ZOP_SET, s, 8, m, mlen);
-}
-
-static void op_del(rbuf *ops, const char *m, size_t mlen) { obj_op(ops, ZOP_DEL, m, mlen); }
 
 /* A command's view of the set while it computes several effects: what it
  * has already decided (pend) over what the set holds. pend maps a member to
@@ -664,14 +433,14 @@ static void zadd_generic(client *c, int flags) {
             processed = 1;
             newscore = score;
             if (score != cur) {
-                op_set(&ops, m, mlen, score);
+                zset_op_set(&ops, m, mlen, score);
                 zview_put(&view, m, mlen, score);
                 updated++;
             }
         } else if (!xx) {
             processed = 1;
             newscore = score;
-            op_set(&ops, m, mlen, score);
+            zset_op_set(&ops, m, mlen, score);
             zview_put(&view, m, mlen, score);
             added++;
         }
@@ -715,7 +484,7 @@ void zremCommand(client *c) {
     for (int j = 2; j < c->argc; j++) {
         double cur;
         if (!zview_get(&view, c->argv[j], c->argvlen[j], &cur)) continue;
-        op_del(&ops, c->argv[j], c->argvlen[j]);
+        zset_op_del(&ops, c->argv[j], c->argvlen[j]);
         zview_del(&view, c->argv[j], c->argvlen[j]);
         deleted++;
     }
@@ -947,7 +716,7 @@ static void remove_nodes(client *c, const zset *z, const nodevec *nv, const char
     } else {
         rbuf ops;
         rbuf_init(&ops);
-        for (size_t i = 0; i < nv->n; i++) op_del(&ops, nv->v[i]->member, nv->v[i]->mlen);
+        for (size_t i = 0; i < nv->n; i++) zset_op_del(&ops, nv->v[i]->member, nv->v[i]->mlen);
         r = zwrite(c, 1, &ops);
         rbuf_free(&ops);
     }
@@ -1061,7 +830,7 @@ static void zpop_generic(client *c, int first, int nkeys, int max, long long cou
     } else {
         rbuf ops;
         rbuf_init(&ops);
-        for (size_t i = 0; i < nv.n; i++) op_del(&ops, nv.v[i]->member, nv.v[i]->mlen);
+        for (size_t i = 0; i < nv.n; i++) zset_op_del(&ops, nv.v[i]->member, nv.v[i]->mlen);
         r = zwrite(c, keyi, &ops);
         rbuf_free(&ops);
     }
@@ -1474,7 +1243,7 @@ static void zscan_add(zscan_ctx *sc, const char *m, size_t mlen, double score) {
     hdr[1] = (char)((mlen >> 8) & 0xff);
     hdr[2] = (char)((mlen >> 16) & 0xff);
     hdr[3] = (char)((mlen >> 24) & 0xff);
-    put_double(hdr + 4, score);
+    zset_put_score(hdr + 4, score);
     rbuf_append(&sc->items, hdr, sizeof(hdr));
     rbuf_append(&sc->items, m, mlen);
     sc->n++;
@@ -1517,7 +1286,7 @@ void zscanCommand(client *c) {
     resp_add_array(&c->out, sc.n * 2);
     for (size_t pos = 0; pos < sc.items.len;) {
         uint32_t mlen = obj_get_u32(sc.items.buf + pos);
-        double s = get_double(sc.items.buf + pos + 4);
+        double s = zset_get_score(sc.items.buf + pos + 4);
         pos += 12;
         resp_add_bulk(&c->out, sc.items.buf + pos, mlen);
         pos += mlen;

@@ -44,6 +44,7 @@
 #include "pubsub.h"
 #include "server.h"
 #include "util.h"
+#include "edge_state.h"
 
 #define TRACKING_MAX_KEYS 1000000
 
@@ -61,12 +62,31 @@ typedef struct tracking_client {
     int nprefix;
 } tracking_client;
 
-static pthread_mutex_t trk_lock = PTHREAD_MUTEX_INITIALIZER;
-static dict *table;                 /* key -> uint64 ids */
-static client **tracking;           /* clients with tracking on */
-static int ntracking, captracking;
-static _Atomic int active;          /* ntracking, read without the lock */
-static long long table_items;       /* client ids in the table (INFO tracking_total_items) */
+/* This file's state, one per server (server.h). */
+struct tracking_state {
+    pthread_mutex_t trk_lock;
+    dict *table;   /* key -> uint64 ids */
+    client **tracking;   /* clients with tracking on */
+    int ntracking;
+    int captracking;
+    _Atomic int active;   /* ntracking, read without the lock */
+    long long table_items;   /* client ids in the table (INFO tracking_total_items) */
+};
+
+void tracking_state_new(void) {
+    struct tracking_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->trk_lock, NULL);
+    server.edge_state->trk = st;
+}
+
+#define trk_lock (server.edge_state->trk->trk_lock)
+#define table (server.edge_state->trk->table)   /* key -> uint64 ids */
+#define tracking (server.edge_state->trk->tracking)   /* clients with tracking on */
+#define ntracking (server.edge_state->trk->ntracking)
+#define captracking (server.edge_state->trk->captracking)
+#define active (server.edge_state->trk->active)   /* ntracking, read without the lock */
+#define table_items (server.edge_state->trk->table_items)   /* client ids in the table (INFO tracking_total_items) */
 static __thread client *current;    /* the client whose command runs (NOLOOP) */
 
 /* ---------------- state (trk_lock held) ---------------- */

@@ -38,10 +38,31 @@
  * server keeps replies for 256 per client); more wait in the library, in
  * order.
  *
- * Limits of this version: one context is for one thread; SUBSCRIBE and
- * MONITOR (unsolicited pushes) are not supported; in a cluster, commands
- * without a key go to the seed node (the next one once it stops answering)
- * and MULTI/EXEC must stay on one node.
+ * Pub/sub and MONITOR. The server pushes messages (and MONITOR lines) in
+ * datagrams of their own that are never retransmitted: delivery is BEST
+ * EFFORT. A message in a lost datagram is lost, one larger than a datagram
+ * (about 4 KB) is dropped, and a server restart or failover ends the
+ * subscriptions without notice. Use them for hints, not for data that must
+ * arrive. As in hiredis:
+ *   - blocking API: rowanCommand(c, "SUBSCRIBE a b") returns the first
+ *     confirmation; rowanGetReply returns the next ones, then each message
+ *     as it arrives (waiting up to the timeout; ROWAN_ERR_TIMEOUT when none
+ *     came). rowanGetReply hands out appended commands' replies and
+ *     messages in the order they arrived; rowanCommand returns its own
+ *     command's reply and leaves messages queued. Messages arrive only
+ *     while the library runs (inside rowanGetReply / rowanCommand).
+ *   - async API: the callback given with SUBSCRIBE / PSUBSCRIBE /
+ *     SSUBSCRIBE is called for each confirmation and each message of its
+ *     channels (patterns); UNSUBSCRIBE's confirmation is a channel's last
+ *     call. MONITOR's callback gets +OK and then every line.
+ * The server forgets a client it has not heard from in native-client-
+ * timeout (60 s by default): while subscribed or monitoring, the library
+ * sends a PING every keepalive interval (rowanSetKeepalive, 10 s).
+ *
+ * Limits of this version: one context is for one thread; in a cluster,
+ * commands without a key (SUBSCRIBE, PSUBSCRIBE, MONITOR among them) go to
+ * the seed node (the next one once it stops answering) and MULTI/EXEC must
+ * stay on one node.
  */
 #ifndef ROWAN_H
 #define ROWAN_H
@@ -103,6 +124,10 @@ int rowanAppendCommandArgv(rowanContext *c, int argc, const char **argv, const s
  * nothing was appended. */
 int rowanGetReply(rowanContext *c, void **reply);
 
+/* While subscribed or monitoring: a PING this often keeps the link known
+ * to the server (below its native-client-timeout; default 10 s). */
+int rowanSetKeepalive(rowanContext *c, const struct timeval tv);
+
 /* Read the configuration again now (it is refreshed by itself on a stale
  * term or -MOVED). */
 int rowanRefreshConfig(rowanContext *c);
@@ -135,6 +160,10 @@ int rowanvAsyncCommand(rowanAsyncContext *ac, rowanCallbackFn *fn, void *privdat
                        const char *format, va_list ap);
 int rowanAsyncCommandArgv(rowanAsyncContext *ac, rowanCallbackFn *fn, void *privdata,
                           int argc, const char **argv, const size_t *argvlen);
+/* Pushed output no SUBSCRIBE or MONITOR callback takes (tracking
+ * invalidations...), freed after the call; NULL: dropped. */
+void rowanAsyncSetPushCallback(rowanAsyncContext *ac, rowanCallbackFn *fn, void *privdata);
+int rowanAsyncSetKeepalive(rowanAsyncContext *ac, const struct timeval tv);
 /* Commands still waiting get their callback with a NULL reply. */
 void rowanAsyncFree(rowanAsyncContext *ac);
 

@@ -228,31 +228,83 @@ static void fail(rowanEngine *e, rw_req *q, int err, const char *fmt, ...) {
     complete(e, q);
 }
 
-/* Send the node's batch: one sendmmsg for the datagrams queued since the
- * last flush (the loop flushes before it waits, so a batch is what one
- * turn of the caller produced: a pipeline, or the callbacks of one read). */
+static uint64_t acked_of(const rw_node *n) {
+    return n->head ? n->head->id : n->next_id;
+}
+
+/* Can q's request go into the pack p? (Same term, a higher id, room.) */
+static int pack_fits(const dgram_pack *p, const rw_req *q, uint64_t term) {
+    return q->term == term && q->id > p->last && dgram_pack_room(p, q->dlen - DGRAM_HDR_LEN);
+}
+
+static void pack_add(dgram_pack *p, const rw_req *q) {
+    dgram_hdr h;
+    const char *why;
+    dgram_get_hdr(q->dg, q->dlen, &h, &why);   /* our own datagram: shard and frag */
+    dgram_entry en = {.req = q->id, .type = DGRAM_REQUEST, .shard = h.shard, .frag = h.frag,
+                      .len = (uint32_t)(q->dlen - DGRAM_HDR_LEN), .payload = q->dg + DGRAM_HDR_LEN};
+    dgram_pack_add(p, &en);
+}
+
+/* Send the node's batch: the requests queued since the last flush (the
+ * loop flushes before it waits, so a batch is what one turn of the caller
+ * produced: a pipeline, or the callbacks of one read), consecutive ones
+ * packed into as few datagrams as fit (dgram.h, "Packed frames"; a
+ * request alone goes as its own datagram), then one sendmmsg per
+ * RW_PACKBATCH datagrams. The fault hook drops or doubles whole
+ * datagrams here, so a lost pack loses all its requests at once. */
 static void flush_node(rowanEngine *e, rw_node *n) {
-    struct mmsghdr msgs[RW_OUTBATCH];
-    struct iovec iov[RW_OUTBATCH];
-    int k = n->nout;
-    for (int i = 0; i < k; i++) {
-        iov[i].iov_base = n->out[i]->dg;
-        iov[i].iov_len = n->out[i]->dlen;
-        memset(&msgs[i], 0, sizeof msgs[i]);
-        msgs[i].msg_hdr.msg_iov = &iov[i];
-        msgs[i].msg_hdr.msg_iovlen = 1;
+    struct mmsghdr msgs[RW_PACKBATCH];
+    struct iovec iov[RW_PACKBATCH];
+    int k = n->nout, i = 0;
+    while (i < k) {
+        int m = 0;
+        while (m < RW_PACKBATCH - 1 && i < k) {   /* room for a doubled one */
+            rw_req *q = n->out[i++];
+            dgram_pack p;
+            dgram_hdr h = {0};
+            h.client = n->client;
+            h.term = q->term;
+            h.acked = acked_of(n);
+            dgram_pack_begin(&p, e->txpk[m], &h, DGRAM_PACKED_REQUESTS);
+            pack_add(&p, q);
+            while (i < k && pack_fits(&p, n->out[i], q->term)) pack_add(&p, n->out[i++]);
+            if (p.h.nfrag == 1) {
+                iov[m].iov_base = q->dg;
+                iov[m].iov_len = q->dlen;
+            } else {
+                iov[m].iov_base = e->txpk[m];
+                iov[m].iov_len = (size_t)dgram_pack_end(&p);
+            }
+            if (e->drop_send > 0 && frand(e) < e->drop_send) {
+                e->st.dropped_send++;
+                continue;
+            }
+            int copies = 1;
+            if (e->dup_send > 0 && frand(e) < e->dup_send) {
+                copies = 2;
+                e->st.duplicated++;
+                iov[m + 1] = iov[m];
+            }
+            for (int c = 0; c < copies; c++, m++) {
+                memset(&msgs[m], 0, sizeof msgs[m]);
+                msgs[m].msg_hdr.msg_iov = &iov[m];
+                msgs[m].msg_hdr.msg_iovlen = 1;
+                e->st.sent++;
+            }
+        }
+        for (int done = 0; done < m;) {
+            int r = sendmmsg(n->fd, msgs + done, (unsigned)(m - done), MSG_NOSIGNAL);
+            if (r > 0) { done += r; continue; }
+            /* ECONNREFUSED reports an earlier datagram's ICMP (nothing listens):
+             * the node is handled as dead at the next turn of the loop (not
+             * here, in the middle of a send). Other errors (ENOBUFS) are loss
+             * that retransmission covers: skip that datagram. */
+            if (r < 0 && errno == ECONNREFUSED) n->refused = 1;
+            done++;
+        }
     }
-    for (int done = 0; done < k;) {
-        int r = sendmmsg(n->fd, msgs + done, (unsigned)(k - done), MSG_NOSIGNAL);
-        if (r > 0) { done += r; continue; }
-        /* ECONNREFUSED reports an earlier datagram's ICMP (nothing listens):
-         * the node is handled as dead at the next turn of the loop (not
-         * here, in the middle of a send). Other errors (ENOBUFS) are loss
-         * that retransmission covers: skip that datagram. */
-        if (r < 0 && errno == ECONNREFUSED) n->refused = 1;
-        done++;
-    }
-    for (int i = 0; i < k; i++) n->out[i]->outq = 0;
+    for (int j = 0; j < k; j++) n->out[j]->outq = 0;
     n->nout = 0;
 }
 
@@ -261,29 +313,14 @@ void rw_flush(rowanEngine *e) {
         if (e->nodes[i].nout) flush_node(e, &e->nodes[i]);
 }
 
-/* Queue q's datagram for the node's next flush (the fault hook may drop
- * it or queue it twice). */
+/* Queue q for the node's next flush (which packs it; the fault hook
+ * drops or doubles whole datagrams there). */
 static void xmit(rowanEngine *e, rw_node *n, rw_req *q) {
-    if (e->drop_send > 0 && frand(e) < e->drop_send) {
-        e->st.dropped_send++;
-        return;
-    }
-    int copies = 1;
-    if (e->dup_send > 0 && frand(e) < e->dup_send) {
-        copies = 2;
-        e->st.duplicated++;
-    }
-    for (int i = 0; i < copies; i++) {
-        if (n->nout == RW_OUTBATCH) flush_node(e, n);
-        e->st.sent++;
-        n->out[n->nout++] = q;
-        q->outq = 1;
-    }
+    if (n->nout == RW_OUTBATCH) flush_node(e, n);
+    n->out[n->nout++] = q;
+    q->outq = 1;
 }
 
-static uint64_t acked_of(const rw_node *n) {
-    return n->head ? n->head->id : n->next_id;
-}
 
 static void put_hdr(rowanEngine *e, rw_req *q) {
     rw_node *n = &e->nodes[q->node];
@@ -400,6 +437,14 @@ void rw_submit(rowanEngine *e, rw_req *q) {
     e->inflight++;
     q->t_deadline = rw_now() + e->timeout_ns;
     dispatch(e, q);
+}
+
+/* An internal request to one node, not routed (keepalives). */
+void rw_submit_to(rowanEngine *e, rw_req *q, int node) {
+    e->inflight++;
+    q->internal = 1;
+    q->t_deadline = rw_now() + e->timeout_ns;
+    send_new(e, q, node);
 }
 
 static void timeout_fail(rowanEngine *e, rw_req *q);
@@ -794,7 +839,7 @@ static int moved_target(rowanEngine *e, const redisReply *r, int from, int *slot
 
 /* The whole reply of q is here. */
 static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) {
-    redisReply *r = parse_resp_with(&e->reader, buf, len);
+    redisReply *r = rw_push_reply(e, q, buf, len);   /* values after the first: pushed */
     if (!r) {
         fail(e, q, ROWAN_ERR_PROTOCOL, "reply from %s:%d is not one RESP value",
              e->nodes[q->node].host, e->nodes[q->node].port);
@@ -824,17 +869,20 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
     }
     q->reply = r;
     complete(e, q);
+    rw_push_flush(e);         /* the reply's other values (SUBSCRIBE a b), after it */
 }
 
-static void on_datagram(rowanEngine *e, int node, const unsigned char *buf, size_t len) {
+/* One reply fragment or refusal (alone, or an entry of a packed frame). */
+static void on_message(rowanEngine *e, int node, const dgram_hdr *hp, const unsigned char *pl,
+                       size_t plen) {
     rw_node *n = &e->nodes[node];
-    dgram_hdr h;
-    const char *why;
-    if (dgram_get_hdr(buf, len, &h, &why) < 0 || h.client != n->client) return;
+    dgram_hdr h = *hp;
+    if (h.req == 0) {         /* pushed: pub/sub messages, MONITOR lines (never packed) */
+        rw_push_datagram(e, node, &h, pl, plen);
+        return;
+    }
     rw_req *q = flight_find(n, h.req);
     if (!q) return;           /* a late duplicate of something finished */
-    const unsigned char *pl = buf + DGRAM_HDR_LEN;
-    size_t plen = len - DGRAM_HDR_LEN;
     if (h.type == DGRAM_REFUSE) {
         if (h.term > e->term_seen) e->term_seen = h.term;
         switch (h.frag) {
@@ -885,6 +933,31 @@ static void on_datagram(rowanEngine *e, int node, const unsigned char *buf, size
     dgram_join_free(&q->join);
     reply_ready(e, q, (const char *)b, total);
     free(b);
+}
+
+static void on_datagram(rowanEngine *e, int node, const unsigned char *buf, size_t len) {
+    dgram_hdr h;
+    const char *why;
+    if (dgram_get_hdr(buf, len, &h, &why) < 0 || h.client != e->nodes[node].client) return;
+    const unsigned char *pl = buf + DGRAM_HDR_LEN;
+    size_t plen = len - DGRAM_HDR_LEN;
+    if (h.type != DGRAM_PACKED_REPLIES) {
+        on_message(e, node, &h, pl, plen);
+        return;
+    }
+    /* a packed frame: each entry is a whole reply, or a refusal (dgram.h) */
+    dgram_entry en;
+    size_t pos = 0;
+    while (dgram_pack_next(pl, plen, h.type, &pos, &en)) {
+        dgram_hdr eh = h;
+        eh.type = en.type;
+        eh.req = en.req;
+        eh.frag = en.frag;
+        eh.nfrag = en.type == DGRAM_REPLY ? 1 : 0;
+        eh.total = en.type == DGRAM_REPLY ? en.len : 0;
+        eh.off = 0;
+        on_message(e, node, &eh, en.payload, en.len);
+    }
 }
 
 /* The node refused our datagrams (nothing listens there): fail what is in
@@ -995,6 +1068,7 @@ void rw_on_timer(rowanEngine *e, uint64_t now) {
             next = e->parked;
         }
     }
+    rw_push_timer(e, now);
     pump(e);
 }
 
@@ -1011,7 +1085,9 @@ uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
         if (q->t_next && q->t_next < t) t = q->t_next;
         if (q->t_deadline < t) t = q->t_deadline;
     }
-    return t == UINT64_MAX ? t : t > now ? t - now : 0;
+    t = t == UINT64_MAX ? t : t > now ? t - now : 0;
+    uint64_t k = rw_push_next(e, now);
+    return k < t ? k : t;
 }
 
 /* One round of the blocking loop: wait for a datagram or the next timer. */
@@ -1033,6 +1109,8 @@ static void poll_once(rowanEngine *e) {
             if (pf[i].revents) rw_on_readable(e, map[i]);
     rw_on_timer(e, rw_now());
 }
+
+void rw_poll(rowanEngine *e) { poll_once(e); }
 
 void rw_wait(rowanEngine *e, rw_req *q) {
     while (q->state != RQ_DONE) poll_once(e);
@@ -1093,6 +1171,7 @@ void rw_engine_free(rowanEngine *e) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].fd >= 0) close(e->nodes[i].fd);
     free(e->cmds);
+    rw_push_free(e);
     if (e->reader) redisReaderFree(e->reader);
     free(e);
 }

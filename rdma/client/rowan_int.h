@@ -22,7 +22,8 @@
  * which would also let later requests run before the refused ones. */
 #define RW_WINDOW    128
 #define RW_RXBATCH   16            /* datagrams per recvmmsg */
-#define RW_OUTBATCH  64            /* datagrams per sendmmsg */
+#define RW_OUTBATCH  64            /* requests queued per node before a flush */
+#define RW_PACKBATCH 16            /* datagrams (packs) per sendmmsg */
 
 typedef struct rw_req rw_req;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
@@ -57,6 +58,8 @@ struct rw_req {
     redisReply *reply;
     rw_done_fn done;
     void *fn, *priv;               /* async: callback and its privdata */
+    int push;                      /* RW_PUSH_*: a pub/sub or MONITOR command (rowan_push.c) */
+    uint64_t seq;                  /* blocking API: order of its reply among pushed messages */
 };
 
 typedef struct rw_node {
@@ -110,8 +113,17 @@ struct rowanEngine {
     void (*on_socket)(rowanEngine *e, int node);
     void *owner;
     int inflight;                  /* requests in flight or parked */
+    /* pushed output (rowan_push.c): the owner's handler (takes the reply),
+     * the nodes where this context is subscribed or monitoring, and their
+     * keepalive */
+    void (*on_push)(rowanEngine *e, int node, redisReply *r);
+    uint64_t sub_nodes, mon_nodes;
+    uint64_t keepalive_ns, t_keepalive;
+    struct { redisReply *r; int node; } *later;   /* values pushed next (rw_push_flush) */
+    int nlater, caplater;
     redisReader *reader;
     unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];   /* one recvmmsg's datagrams */
+    unsigned char txpk[RW_PACKBATCH][DGRAM_MTU];    /* packed frames of one sendmmsg */
 };
 
 uint64_t rw_now(void);
@@ -125,6 +137,8 @@ rw_req *rw_req_new(rowanEngine *e, int argc, const char **argv, const size_t *ar
                    int *err, char *errstr, size_t errlen);
 /* Route and send it (or park it until the configuration is known). */
 void rw_submit(rowanEngine *e, rw_req *q);
+/* Send an internal request to node itself (not routed). */
+void rw_submit_to(rowanEngine *e, rw_req *q, int node);
 void rw_req_free(rw_req *q);
 /* Feed everything readable on node's socket. */
 void rw_on_readable(rowanEngine *e, int node);
@@ -144,5 +158,25 @@ int rw_format(const char *format, va_list ap, redisReply **holder, int *argc,
               const char ***argv, size_t **argvlen);
 void rw_set_faults(rowanEngine *e, double ds, double dr, double dup, uint64_t seed);
 void rw_refresh(rowanEngine *e, int node);
+/* One round of the blocking loop (a datagram or the next timer). */
+void rw_poll(rowanEngine *e);
+
+/* ---- pushed output (rowan_push.c) ---- */
+enum { RW_PUSH_NONE, RW_PUSH_SUB, RW_PUSH_UNSUB, RW_PUSH_MONITOR };
+/* Is argv[0] a subscribe, unsubscribe or MONITOR command? */
+int rw_push_kind(const char *name, size_t len);
+/* A reply's bytes: its first RESP value (NULL if the bytes are not whole
+ * values); the values after it (a SUBSCRIBE of several channels) are kept
+ * for rw_push_flush; subscriptions are noted. */
+redisReply *rw_push_reply(rowanEngine *e, rw_req *q, const char *buf, size_t len);
+/* Hand the values rw_push_reply kept back to on_push (after the reply). */
+void rw_push_flush(rowanEngine *e);
+void rw_push_free(rowanEngine *e);
+/* A datagram with request id 0: pushed output, best effort. */
+void rw_push_datagram(rowanEngine *e, int node, const dgram_hdr *h, const unsigned char *pl,
+                      size_t plen);
+/* Keepalives of subscribed links: send the due ones; ns until the next. */
+void rw_push_timer(rowanEngine *e, uint64_t now);
+uint64_t rw_push_next(const rowanEngine *e, uint64_t now);
 
 #endif

@@ -537,7 +537,7 @@ int bus_start(char *err, size_t errlen) {
     bus_register(BUS_PING, ping_handler);
     bus->running = 1;
     event_active(bus->wake, EV_READ, 0);   /* calls queued before the start */
-    pthread_create(&bus->thread, NULL, bus_main, bus);
+    rowan_thread_create(&bus->thread, NULL, bus_main, bus);
     return 0;
 }
 

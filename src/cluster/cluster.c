@@ -13,18 +13,23 @@
  *   term <n>
  *   replicas <k>
  *   shards <n>
- *   node <index> <name> <host> <resp-port> <repl-port> member|out
+ *   node <index> <name> <host> <resp-port> <repl-port> [native=<port>] member|out
  *   shard <id> <primary or -> <backups, comma-separated, or -> <learners or ->
  * Every shard has a line. The decoder checks everything (indexes in range,
  * a node not both primary and backup of a shard...), so a damaged znode
- * is refused instead of routing requests by it. */
+ * is refused instead of routing requests by it. A node's native port (the
+ * optional word, written only when the node registered one) sits before
+ * the last word so that a decoder that predates it, which reads six words
+ * and takes the status from the end, still accepts the line. */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cluster.h"
+#include "server.h"
 
-static struct {
+/* This file's state, one per server (server.h). */
+struct cluster_state {
     int enabled, managed;
     char self_name[CLUSTER_NAME_MAX + 1];
     cluster_node self_node;          /* our address (static and managed) */
@@ -39,7 +44,15 @@ static struct {
     _Atomic(cluster_config *) cur;
     cluster_config *retired[CLUSTER_KEEP];
     int next_retired;
-} cl = {.k = 1};
+};
+#define cl (*server.cluster_st)
+
+void cluster_state_new(void) {
+    struct cluster_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->k = 1;
+    server.cluster_st = st;
+}
 
 /* A 40-hex-digit node id from the name: stable across restarts and equal on
  * every node, like Redis's node ids are to its cluster. */
@@ -369,8 +382,11 @@ char *cluster_config_encode(const cluster_config *c, size_t *len) {
                   (unsigned long long)c->term, c->k, c->nshards);
     for (int i = 0; i < c->nnodes; i++) {
         const cluster_node *n = &c->nodes[i];
-        p += snprintf(p, (size_t)(end - p), "node %d %s %s %d %d %s\n", i, n->name, n->host,
-                      n->port, n->repl_port, cluster_mask_has(c->members, i) ? "member" : "out");
+        p += snprintf(p, (size_t)(end - p), "node %d %s %s %d %d", i, n->name, n->host,
+                      n->port, n->repl_port);
+        if (n->native_port > 0) p += snprintf(p, (size_t)(end - p), " native=%d", n->native_port);
+        p += snprintf(p, (size_t)(end - p), " %s\n",
+                      cluster_mask_has(c->members, i) ? "member" : "out");
     }
     for (int s = 0; s < c->nshards; s++) {
         if (c->primary[s] >= 0) p += snprintf(p, (size_t)(end - p), "shard %d %d", s, c->primary[s]);
@@ -409,8 +425,9 @@ cluster_config *cluster_config_decode(const char *text, size_t len, char *err, s
     char *save = NULL;
     for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         lineno++;
-        char w[6][300];
-        int n = sscanf(line, "%299s %299s %299s %299s %299s %299s", w[0], w[1], w[2], w[3], w[4], w[5]);
+        char w[8][300];
+        int n = sscanf(line, "%299s %299s %299s %299s %299s %299s %299s %299s", w[0], w[1], w[2],
+                       w[3], w[4], w[5], w[6], w[7]);
         if (n < 2) goto bad;
         if (!strcmp(w[0], "rowan-config")) version = atoi(w[1]);
         else if (!strcmp(w[0], "term")) term = atoll(w[1]);
@@ -420,14 +437,20 @@ cluster_config *cluster_config_decode(const char *text, size_t len, char *err, s
             if (nshards < 1 || nshards > 16384 || c) goto bad;
             c = cluster_config_new(nshards);
         } else if (!strcmp(w[0], "node")) {
-            if (!c || n != 6) goto bad;
+            if (!c || (n != 7 && n != 8)) goto bad;
             int i = atoi(w[1]);
             if (i != c->nnodes || i >= CLUSTER_MAX_NODES) goto bad;
             char e2[128];
             if (node_fill(&c->nodes[i], w[2], w[3], atoi(w[4]), atoi(w[5]), e2, sizeof(e2)) != 0)
                 goto bad;
+            if (n == 8) {
+                char *e;
+                long np = strncmp(w[6], "native=", 7) ? -1 : strtol(w[6] + 7, &e, 10);
+                if (np <= 0 || np > 65535 || *e) goto bad;
+                c->nodes[i].native_port = (int)np;
+            }
             c->nnodes++;
-            const char *st = strrchr(line, ' ') + 1;
+            const char *st = w[n - 1];
             if (!strcmp(st, "member")) c->members |= 1ULL << i;
             else if (strcmp(st, "out")) goto bad;
         } else if (!strcmp(w[0], "shard")) {

@@ -61,6 +61,7 @@ struct cm_state {
     _Atomic long long commits, failovers, joins, handovers;
     int64_t last_failover_us;      /* kill..commit, last failover: detect, write (INFO) */
     int64_t last_detect_us, last_write_us;
+    int64_t native_checked_us;     /* CM thread: registrations last read for native ports */
 };
 
 void cm_init(void) { server.cm = calloc(1, sizeof(struct cm_state)); }
@@ -367,6 +368,28 @@ static int rebalance(cluster_config *c) {
     return moved;
 }
 
+/* A node's registration: "<host> <resp-port> <repl-port> [<native-port>]"
+ * (nodes of older versions write no native port: 0). 0, or -1 if it does
+ * not read. */
+static int read_registration(const char *name, cluster_node *nd) {
+    char path[256], child[512], *data = NULL, host[256];
+    int port = 0, rport = 0, native = 0, rc = -1;
+    path_of(path, sizeof(path), "nodes");
+    snprintf(child, sizeof(child), "%s/%s", path, name);
+    if (zk_get(child, 0, &data, NULL, NULL) == ZK_OK &&
+        sscanf(data, "%255s %d %d %d", host, &port, &rport, &native) >= 3) {
+        memset(nd, 0, sizeof(*nd));
+        snprintf(nd->name, sizeof(nd->name), "%s", name);
+        snprintf(nd->host, sizeof(nd->host), "%s", host);
+        nd->port = port;
+        nd->repl_port = rport;
+        nd->native_port = native > 0 && native <= 65535 ? native : 0;
+        rc = 0;
+    }
+    free(data);
+    return rc;
+}
+
 /* Registered nodes missing from the table are added (out of the
  * membership: they join when they ask for a lease). */
 static int add_registered(cluster_config *c) {
@@ -378,23 +401,32 @@ static int add_registered(cluster_config *c) {
         int known = 0;
         for (int j = 0; j < c->nnodes; j++) known |= !strcmp(c->nodes[j].name, names[i]);
         if (known) continue;
-        char child[512], *data = NULL, host[256];
-        int port = 0, rport = 0;
-        snprintf(child, sizeof(child), "%s/%s", path, names[i]);
-        if (zk_get(child, 0, &data, NULL, NULL) == ZK_OK &&
-            sscanf(data, "%255s %d %d", host, &port, &rport) == 3) {
-            cluster_node nd;
-            memset(&nd, 0, sizeof(nd));
-            snprintf(nd.name, sizeof(nd.name), "%s", names[i]);
-            snprintf(nd.host, sizeof(nd.host), "%s", host);
-            nd.port = port;
-            nd.repl_port = rport;
-            if (cluster_config_node(c, &nd) >= 0) added++;
-        }
-        free(data);
+        cluster_node nd;
+        if (read_registration(names[i], &nd) == 0 && cluster_config_node(c, &nd) >= 0) added++;
     }
     zk_free_names(names, n);
     return added;
+}
+
+/* Known nodes whose registration names another native port than the
+ * table (a node restarted with a new native-port): the table follows, so
+ * CLUSTER SLOTS on every node shows each node's own port. Read at most
+ * once a second (a ZooKeeper read per node); the RESP and replication
+ * addresses of a known node are not changed here. The number changed. */
+static int update_native_ports(cluster_config *c, int64_t now) {
+    struct cm_state *cm = server.cm;
+    if (now - cm->native_checked_us < 1000000) return 0;
+    cm->native_checked_us = now;
+    int changed = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        cluster_node nd;
+        if (read_registration(c->nodes[i].name, &nd) != 0 ||
+            nd.native_port == c->nodes[i].native_port)
+            continue;
+        c->nodes[i].native_port = nd.native_port;
+        changed++;
+    }
+    return changed;
 }
 
 /* The first configuration: every registered node a member. */
@@ -494,6 +526,10 @@ static void tick(void) {
     /* 2. nodes that registered, and nodes that came back */
     if (add_registered(c)) {
         snprintf(why, sizeof(why), "new nodes registered");
+        changed = 1;
+    }
+    if (update_native_ports(c, now)) {
+        snprintf(why, sizeof(why), "nodes registered a new native port");
         changed = 1;
     }
     for (int i = 0; i < c->nnodes; i++) {
@@ -677,7 +713,7 @@ void cm_start(const char *root) {
     bus_register(BUS_CAUGHTUP, on_caughtup);
     bus_register(BUS_FAILOVER, on_failover);
     cm->running = 1;
-    pthread_create(&cm->thread, NULL, cm_main, cm);
+    rowan_thread_create(&cm->thread, NULL, cm_main, cm);
 }
 
 void cm_stop(void) {

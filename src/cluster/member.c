@@ -4,7 +4,9 @@
  *   config          the configuration (cluster.c's text form), written only
  *                   by the CM with compare-and-set on the znode's version;
  *   nodes/<name>    one persistent znode per node that ever registered:
- *                   "<host> <resp-port> <repl-port>";
+ *                   "<host> <resp-port> <repl-port> <native-port>" (0:
+ *                   none; rewritten at every start, so the CM carries a
+ *                   changed native port into the configuration);
  *   cm/n-<seq>      ephemeral sequential: the CM election (cm.c); the
  *                   lowest is the CM, its data is the node's name.
  *
@@ -385,7 +387,10 @@ static int register_node(char *err, size_t errlen) {
     const cluster_node *me = cluster_self_node();
     char path[512], data[400];
     snprintf(path, sizeof(path), "%s/nodes/%s", mb->root, me->name);
-    int n = snprintf(data, sizeof(data), "%s %d %d", me->host, me->port, me->repl_port);
+    /* our native port, as CLUSTER SLOTS shows it for ourselves (t_cluster.c):
+     * the one we listen on, else our cluster-node line's */
+    int native = server.cfg.native_port > 0 ? server.cfg.native_port : me->native_port;
+    int n = snprintf(data, sizeof(data), "%s %d %d %d", me->host, me->port, me->repl_port, native);
     int rc = zk_create(path, data, (size_t)n, 0, NULL, 0);
     if (rc == ZK_EXISTS) rc = zk_set(path, data, (size_t)n, -1, NULL);
     if (rc != ZK_OK) {
@@ -455,7 +460,7 @@ void member_start(void) {
     struct member_state *mb = server.member;
     if (!cluster_managed()) return;
     mb->running = 1;
-    pthread_create(&mb->thread, NULL, member_main, mb);
+    rowan_thread_create(&mb->thread, NULL, member_main, mb);
 }
 
 void member_stop(void) {

@@ -24,7 +24,8 @@
 #include "zk.h"
 #include "deadline.h"
 
-static struct {
+/* This file's state, one per server (server.h). */
+struct zk_state {
     /* The handle: every call holds hl shared while it uses zh; replacing
      * or closing it holds hl exclusive, so no call uses a closed handle.
      * Events have their own mutex (mu), which the ZooKeeper thread's
@@ -40,8 +41,17 @@ static struct {
     _Atomic int64_t alive_us;
     _Atomic int connected, expired;
     uint64_t events;             /* under mu */
-} zk = {.hl = PTHREAD_RWLOCK_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER,
-        .cv = PTHREAD_COND_INITIALIZER};
+};
+#define zk (*server.zk_st)
+
+void zk_state_new(void) {
+    struct zk_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_rwlock_init(&st->hl, NULL);
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    server.zk_st = st;
+}
 
 static void wake(void) {
     pthread_mutex_lock(&zk.mu);
@@ -51,7 +61,8 @@ static void wake(void) {
 }
 
 static void watcher(zhandle_t *zh, int type, int state, const char *path, void *ctx) {
-    (void)zh, (void)path, (void)ctx;
+    (void)zh, (void)path;
+    rowan_self = ctx;   /* the library's thread: the session's server (server.h) */
     if (type == ZOO_SESSION_EVENT) {
         if (state == ZOO_CONNECTED_STATE) {
             atomic_store(&zk.connected, 1);
@@ -69,7 +80,7 @@ static void watcher(zhandle_t *zh, int type, int state, const char *path, void *
 static zhandle_t *handle_new(void) {
     atomic_store(&zk.connected, 0);
     atomic_store(&zk.expired, 0);
-    zhandle_t *h = zookeeper_init(zk.hosts, watcher, zk.session_ms, NULL, NULL, 0);
+    zhandle_t *h = zookeeper_init(zk.hosts, watcher, zk.session_ms, NULL, rowan_self, 0);
     if (h) atomic_fetch_add(&zk.session_id, 1);
     return h;
 }

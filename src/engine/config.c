@@ -446,23 +446,47 @@ static const struct { const char *alias, *name; } aliases[] = {
 
 /* Values of the OPT_NOEFFECT options, by option index. Written like the
  * server.cfg fields (atomic stores, retired strings). */
-static union noeffect_value { int i; long long ll; char *s; } noeffect_values[NOPTIONS];
+union noeffect_value { int i; long long ll; char *s; };
+/* This file's state, one per server (server.h). */
+struct config_state {
+    union noeffect_value noeffect_values[NOPTIONS];
+    pthread_mutex_t config_mu;
+    char **retired;
+    size_t nretired;
+    size_t capretired;
+    struct rowan_config configured;
+    int configured_valid;
+    char **rename_from;
+    char **rename_to;
+    int nrenames;
+    int save_lines_seen;
+};
+
+void config_state_new(void) {
+    struct config_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->config_mu, NULL);
+    server.config_st = st;
+}
+
+#define noeffect_values (server.config_st->noeffect_values)
 
 /* A parsed but not yet stored value. */
 struct optval { long long n; char *s; };
 
-static pthread_mutex_t config_mu = PTHREAD_MUTEX_INITIALIZER;
+#define config_mu (server.config_st->config_mu)
 
 /* Old values of run-time-mutable strings: other threads may still read them. */
-static char **retired;
-static size_t nretired, capretired;
+#define retired (server.config_st->retired)
+#define nretired (server.config_st->nretired)
+#define capretired (server.config_st->capretired)
 
 /* Immutable options as the user configured them, taken when loading ends.
  * The server may adjust a live value after loading (workers 0 becomes the
  * CPU count); CONFIG GET and REWRITE must show the configured one, or a
  * rewritten file would pin this machine's CPU count. Strings are copies. */
-static struct rowan_config configured;
-static int configured_valid;
+#define configured (server.config_st->configured)
+#define configured_valid (server.config_st->configured_valid)
 
 static void *field_ptr(const struct option *o)
 {
@@ -1034,8 +1058,9 @@ arity:
 /* rename-command lines, in order (the command table applies them:
  * commands_rename). Like the cluster lines, CONFIG REWRITE keeps them as
  * they are. */
-static char **rename_from, **rename_to;
-static int nrenames;
+#define rename_from (server.config_st->rename_from)
+#define rename_to (server.config_st->rename_to)
+#define nrenames (server.config_st->nrenames)
 
 static int add_rename(const char *from, const char *to, char *err, size_t errlen)
 {
@@ -1062,7 +1087,7 @@ int config_renames(const char *const **from, const char *const **to)
 
 /* Startup "save" lines seen so far: as in Redis, the first one replaces the
  * default and the following ones add their pairs to it. */
-static int save_lines_seen;
+#define save_lines_seen (server.config_st->save_lines_seen)
 
 /* "user <name> <rule>..." lines may repeat: kept in order for the ACL
  * (redis-compat/acl.c), which checks them when it starts. CONFIG GET does

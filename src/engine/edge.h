@@ -46,6 +46,9 @@ typedef struct edge_ops {
     void (*cron)(struct worker *w);
     /* shutdown: free every session of w */
     void (*free_all)(struct worker *w);
+    /* a new server's edge state (server.h's edge_state), before its
+     * configuration is read */
+    struct edge_state *(*state_new)(void);
 } edge_ops;
 
 /* The installed ops (every one set). */

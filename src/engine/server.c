@@ -4,6 +4,7 @@
  * so operators' habits and log scrapers carry over. The role character is
  * 'M' (master) for the main thread and workers. */
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/time.h>
@@ -12,8 +13,54 @@
 #include <pthread.h>
 #include "server.h"
 
-struct rowan_server server;
+/* The process's first server object: rowan-server's (main.c) and the one
+ * every thread no server created sees (see server.h). */
+static struct rowan_server first_server;
+__thread struct rowan_server *rowan_self = &first_server;
+/* Process-wide: every server of the process appends to its log file under
+ * this one lock. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The state of the modules without threads (server.h), before anything
+ * (the configuration first) can use it. */
+void server_state_new(void) {
+    cluster_state_new();
+    zk_state_new();
+    coldread_state_new();
+    listen_state_new();
+    shard_state_new();
+    bigval_state_new();
+    evict_state_new();
+    db_state_new();
+    pauth_state_new();
+    tls_state_new();
+    config_state_new();
+    peer_tls_state_new();
+}
+
+/* The first object has its state before main, so the tools and unit tests
+ * that use the core without starting a server (rowan-check-pool) find it. */
+__attribute__((constructor)) static void first_server_state(void) { server_state_new(); }
+
+struct thread_start { struct rowan_server *self; void *(*fn)(void *); void *arg; };
+
+static void *thread_trampoline(void *p) {
+    struct thread_start ts = *(struct thread_start *)p;
+    free(p);
+    rowan_self = ts.self;
+    return ts.fn(ts.arg);
+}
+
+int rowan_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+    struct thread_start *ts = malloc(sizeof(*ts));
+    if (!ts) return -1;
+    ts->self = rowan_self;
+    ts->fn = fn;
+    ts->arg = arg;
+    int rc = pthread_create(t, attr, thread_trampoline, ts);
+    if (rc != 0) free(ts);
+    return rc;
+}
 
 int64_t ustime(void) {
     struct timeval tv;

@@ -1,13 +1,22 @@
-/* server.h -- the process-wide server state and configuration.
+/* server.h -- the server object: its state and configuration.
  *
- * One global `server` holds the configuration (filled by config.c from
- * defaults, rowan.conf and --options), the pool, the shards, the workers and
- * the statistics INFO reports. Fields that change at run time from several
- * threads are atomics; the rest are set before the workers start. */
+ * One `struct rowan_server` holds the configuration (filled by config.c from
+ * defaults, rowan.conf and --options), the pool, the shards, the workers, the
+ * statistics INFO reports and every module's state (issue 15: like LMDB's
+ * environment, all state hangs off one handle, so one process can run two
+ * servers: tests/unit/test-twoservers.c). Fields that change at run time from
+ * several threads are atomics; the rest are set before the workers start.
+ *
+ * `server` names the object the current thread is bound to (rowan_self, a
+ * thread-local pointer): every thread a server creates is bound to it by
+ * rowan_thread_create, so code keeps writing server.cfg.port. A thread no
+ * server created (the main thread before rowan_server_start, a library's
+ * own thread) sees the process's first server object. */
 #ifndef ROWAN_SERVER_H
 #define ROWAN_SERVER_H
 #include <stdatomic.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <time.h>
 #include "pool.h"
 
@@ -27,6 +36,8 @@ struct cm_state;
 struct blog_state;
 struct bus_state;
 struct reconcile_state;
+struct edge_state;
+struct core_state;
 
 enum { LL_DEBUG = 0, LL_VERBOSE, LL_NOTICE, LL_WARNING };
 
@@ -206,9 +217,51 @@ struct rowan_server {
     struct blog_state *blog;         /* blog.c (from blog_init) */
     struct bus_state *bus;           /* bus.c */
     struct reconcile_state *reconcile; /* reconcile.c */
+    /* The file-level state of the core's modules without threads
+     * (core_state.h), and the client edge's (opaque here: the edge defines
+     * it, redis-compat/edge_state.h; src/ never includes the edge). */
+    struct core_state *core;
+    struct edge_state *edge_state;
+    /* The file-level state of the modules without threads, each private
+     * to its file and allocated by its *_state_new (core_state_new, boot.c)
+     * before the configuration is read. */
+    struct cluster_state *cluster_st;     /* cluster.c */
+    struct zk_state *zk_st;               /* zk.c */
+    struct coldread_state *coldread_st;   /* coldread.c */
+    struct listen_state *listen_st;       /* worker.c: the listening sockets */
+    struct shard_state *shard_st;         /* shard.c */
+    struct bigval_state *bigval_st;       /* bigval.c */
+    struct evict_state *evict_st;         /* evict.c */
+    struct db_state *db_st;               /* db.c */
+    struct pauth_state *pauth_st;         /* peer_auth.c */
+    struct tls_state *tls_st;             /* tls.c */
+    struct config_state *config_st;       /* config.c */
+    struct peer_tls_state *peer_tls_st;   /* peer_tls.c */
+    int owns_process;                /* rowan-server's: signals, pidfile, supervisor (boot.c) */
 };
 
-extern struct rowan_server server;
+void cluster_state_new(void);
+void zk_state_new(void);
+void coldread_state_new(void);
+void listen_state_new(void);
+void shard_state_new(void);
+void bigval_state_new(void);
+void evict_state_new(void);
+void db_state_new(void);
+void pauth_state_new(void);
+void tls_state_new(void);
+void config_state_new(void);
+void peer_tls_state_new(void);
+
+/* Allocate them all for the calling thread's server (server.c). */
+void server_state_new(void);
+
+/* The server the calling thread works for (see the file comment). */
+extern __thread struct rowan_server *rowan_self;
+#define server (*rowan_self)
+/* pthread_create for a thread of this server: the new thread is bound to
+ * the caller's server before fn runs. */
+int rowan_thread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
 /* Logging like redis-server: "pid:M 22 Nov 2026 09:00:00.123 * message". */
 void serverLog(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

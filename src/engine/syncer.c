@@ -152,7 +152,7 @@ void syncer_start(int n) {
         q->ss = ss;
         pthread_mutex_init(&q->mu, NULL);
         pthread_cond_init(&q->cv, NULL);
-        pthread_create(&q->thread, NULL, syncer_main, q);
+        rowan_thread_create(&q->thread, NULL, syncer_main, q);
     }
 }
 

@@ -23,8 +23,21 @@
  * it: the pointer is read and swapped under ctx_mu. A connection holds its
  * own reference (SSL_new), so the old context lives until its last
  * connection is freed. */
-static SSL_CTX *server_ctx;
-static pthread_mutex_t ctx_mu = PTHREAD_MUTEX_INITIALIZER;
+/* This file's state, one per server (server.h). */
+struct tls_state {
+    SSL_CTX *server_ctx;
+    pthread_mutex_t ctx_mu;
+};
+
+void tls_state_new(void) {
+    struct tls_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    pthread_mutex_init(&st->ctx_mu, NULL);
+    server.tls_st = st;
+}
+
+#define server_ctx (server.tls_st->server_ctx)
+#define ctx_mu (server.tls_st->ctx_mu)
 
 SSL *tls_new_server_ssl(void) {
     pthread_mutex_lock(&ctx_mu);

@@ -9,8 +9,9 @@
  *
  * The loop is redis-server's: event_base_loop(EVLOOP_ONCE) runs every ready
  * event (reading and executing commands); a standalone worker about to
- * flush may then wait briefly for the clients its last replies released
- * (worker_gather), then before_sleep():
+ * flush then runs what arrived meanwhile (worker_drain) and may wait briefly
+ * for the clients its last replies released (worker_gather), then
+ * before_sleep():
  *   1. lands every batch whose flush completed: the shards it
  *      touched learn that this worker's versions in it are durable, which
  *      may move their watermarks (and seals the segments it filled),
@@ -58,6 +59,7 @@
 #include <event2/thread.h>
 #include "worker.h"
 #include "clean.h"
+#include "control.h"
 #include "listen.h"
 #include "server.h"
 #include "shard.h"
@@ -168,11 +170,22 @@ static int batch_land(worker *w, int slot) {
  * has acked (force: regardless of the local flush, after a sync of our own
  * at shutdown; never regardless of the replicas). Order does not matter:
  * see shard.h. */
+/* Is b's local flush done? If not, ask its flusher to wake us when it is
+ * (done 0 -> 2): a batch whose backups have acked waits only for that.
+ * The control thread's flushes (control_submit_flush) wake a worker only
+ * then: one that still waits for acks is woken by them, not by the flush
+ * as well (issue 14: one wake-up fewer per batch). */
+static int batch_flushed(struct batch *b) {
+    int d = 0;
+    if (atomic_compare_exchange_strong(&b->done, &d, 2)) return 0;
+    return d == 1;
+}
+
 static int worker_land(worker *w, int force) {
     int moved = 0;
     for (int i = 0; i < SHARD_SLOTS; i++) {
         struct batch *b = &w->slots[i];
-        if (b->syncing && (force || atomic_load(&b->done)) && repl_batch_replicated(w, b))
+        if (b->syncing && repl_batch_replicated(w, b) && (force || batch_flushed(b)))
             moved |= batch_land(w, i);
     }
     return moved;
@@ -183,6 +196,8 @@ static int worker_land(worker *w, int force) {
  * Otherwise (replicas, or a slow device) it goes to the syncer (or, on pmem,
  * only waits for the backups) and a free slot starts accumulating; with
  * every flight slot busy the batch keeps accumulating until one lands. */
+static void wake_worker_cb(void *w) { worker_wake(w); }
+
 static int worker_launch(worker *w) {
     struct batch *b = &w->slots[w->acc];
     /* A batch without versions still carries a segment handed to the
@@ -215,7 +230,8 @@ static int worker_launch(worker *w) {
     } else {
         log_writer_detach(&w->tlog, &b->flush);
         atomic_store(&b->done, 0);
-        syncer_submit(w, &b->done);
+        /* with replicas, the control thread's b-log flush covers it too */
+        if (control_submit_flush(&b->done, wake_worker_cb, w) != 0) syncer_submit(w, &b->done);
     }
     for (int i = 0; i < SHARD_SLOTS; i++) {
         if (!w->slots[i].syncing) {
@@ -339,6 +355,27 @@ static void worker_gather(worker *w) {
     w->nreleased = 0;
 }
 
+/* Drain: before an inline flush, run what arrived while the round ran,
+ * without sleeping: one epoll_wait with no timeout per pass, repeated while
+ * a pass executed commands (at most DRAIN_PASSES). The flush costs the same
+ * CPU and device time however much it carries, and on the shared 2-core VM
+ * the server is CPU-bound whenever the device is fast (BENCHMARKS.md, issue
+ * 14, third pass): at redis-benchmark -P 16 a worker's round carried about
+ * 14 of its 25 clients (230 SETs per flush); requests that landed during
+ * the round then waited in the sockets for a whole flush. Unlike gather it
+ * never waits for a client, so it cannot cost a scheduling delay. */
+#define DRAIN_PASSES 4
+
+static void worker_drain(worker *w) {
+    if (server_loading() || repl_active() || pool_is_pmem(server.pool) || !syncer_device_fast())
+        return;
+    for (int i = 0; i < DRAIN_PASSES && w->slots[w->acc].nshards; i++) {
+        long long before = w->round_numcommands;
+        event_base_loop(w->base, EVLOOP_NONBLOCK);
+        if (w->round_numcommands == before) break;
+    }
+}
+
 static void worker_before_sleep(worker *w) {
     /* pubsub: write messages other workers published to our clients. */
     edge->round_begin(w);
@@ -382,10 +419,25 @@ static void cron_cb(evutil_socket_t fd, short what, void *arg) {
 
 /* The client port's listening sockets, bound by workers_listen() before the
  * pool is opened; worker 0's loop accepts on them. */
-static int listen_fds[16];
-static int listen_tls[16];        /* the socket is a tls-port one */
-static int nlisten;
-static struct evconnlistener *listeners[16];
+/* This file's state, one per server (server.h). */
+struct listen_state {
+    int listen_fds[16];
+    int listen_tls[16];   /* the socket is a tls-port one */
+    int nlisten;
+    struct evconnlistener *listeners[16];
+    unsigned next_worker;   /* the worker the next accepted connection goes to */
+};
+
+void listen_state_new(void) {
+    struct listen_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.listen_st = st;
+}
+
+#define listen_fds (server.listen_st->listen_fds)
+#define listen_tls (server.listen_st->listen_tls)   /* the socket is a tls-port one */
+#define nlisten (server.listen_st->nlisten)
+#define listeners (server.listen_st->listeners)
 
 /* A connection accepted by worker 0 for another worker. */
 struct handoff {
@@ -426,9 +478,8 @@ static void handoff_push(worker *w, int fd, int tls, const struct sockaddr *sa, 
  * listener's index (which tells a tls-port socket). */
 static void accept_cb(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
                       int salen, void *arg) {
-    static unsigned next;
     int tls = listen_tls[(intptr_t)arg];
-    worker *w = server.workers[next++ % (unsigned)server.nworkers];
+    worker *w = server.workers[server.listen_st->next_worker++ % (unsigned)server.nworkers];
     if (w == server.workers[0]) edge->accept(w, fd, tls, sa, salen);
     else handoff_push(w, fd, tls, sa, salen);
 }
@@ -563,6 +614,7 @@ static void *worker_main(void *arg) {
     pthread_setname_np(pthread_self(), name);
     while (!atomic_load(&server.shutdown_asap)) {
         event_base_loop(w->base, EVLOOP_ONCE);
+        worker_drain(w);
         worker_gather(w);
         worker_before_sleep(w);
     }
@@ -589,7 +641,7 @@ static void *worker_main(void *arg) {
 void workers_start(void) {
     syncer_start(server.nworkers);
     for (int i = 0; i < server.nworkers; i++)
-        pthread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
+        rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
 }
 
 void workers_join(void) {

@@ -45,7 +45,7 @@ typedef struct worker {
         int nshards;
         uint64_t gen;             /* batch number, increasing per worker */
         int syncing;              /* submitted to the syncer, not landed yet */
-        _Atomic int done;         /* set by the syncer when its flush completed */
+        _Atomic int done;         /* 1: its flush completed; 2: not yet, wake the worker when it has */
         log_flush flush;          /* what its flush covers of the t-log */
         /* replication (repl.h): what each backup must ack before it lands */
         uint64_t peers;           /* mask of peers the batch's entries go to */

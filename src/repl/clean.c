@@ -427,7 +427,7 @@ void clean_start(void) {
     struct cleaner *cl = server.cleaner;
     log_writer_init(&cl->log, server.pool, OWNER_CLEAN, 0);
     cl->log.on_sealed = log_writer_commit_sealed;
-    pthread_create(&cl->thread, NULL, clean_main, cl);
+    rowan_thread_create(&cl->thread, NULL, clean_main, cl);
     cl->running = 1;
 }
 

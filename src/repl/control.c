@@ -95,11 +95,22 @@ typedef struct ctl_link {
     uint64_t landed, acked;   /* messages landed / acked (persisted) */
     uint64_t upto[CTL_FLIGHTS]; /* per flush in flight: the landed count it covers */
     int dirty;                /* landed since the last flush began */
+    int urgent;               /* ... and not only CommitVer markers */
 } ctl_link;
+
+/* A flush this node's worker asked for (control_submit_flush): its
+ * batch's t-log writes were made before it was queued. */
+typedef struct ctl_job {
+    _Atomic int *done;
+    void (*wake)(void *);
+    void *arg;
+} ctl_job;
 
 typedef struct ctl_flight {
     blog_flush st;
     _Atomic int done;
+    ctl_job *jobs;            /* the workers' flushes it covers */
+    int njobs, capjobs;
 } ctl_flight;
 
 /* The control thread's whole state: one per server (server.control),
@@ -111,6 +122,7 @@ struct control_state {
     int running;
     int verbs_on;             /* replication-transport verbs */
     ctl_link *links[CTL_MAX_LINKS];
+    int nslots;               /* links[nslots..] are all NULL: the loops of every round stop there */
     _Atomic long long st_msgs, st_refused, st_links;
     _Atomic long long st_flushes;   /* flushes begun: each covers every message landed before it */
     _Atomic uint64_t drop_mask;     /* nodes whose links control_drop_nodes asked to close */
@@ -120,7 +132,17 @@ struct control_state {
     int wake_fd;
     ctl_flight flights[CTL_FLIGHTS];
     int fl_head, fl_count;
+    /* Workers' t-log flushes (control_submit_flush), queued under jobs_mu;
+     * sleeping: the thread is (about to be) blocked in epoll_wait, so a
+     * submitter must write wake_fd. */
+    pthread_mutex_t jobs_mu;
+    ctl_job *jobs;
+    int njobs, capjobs;
+    _Atomic int njobs_pending;
+    _Atomic int sleeping;
+    _Atomic int jobs_open;    /* the thread runs and takes workers' flushes */
     int64_t next_expiry_us;   /* expire_handshakes' next check */
+    int64_t lazy_since_us;    /* first CommitVer marker landed since the last flush (0: none) */
     int busy;                 /* ctl_wait: the last round had events */
 };
 typedef struct control_state control_state;
@@ -128,6 +150,7 @@ typedef struct control_state control_state;
 void control_init(void) {
     control_state *cs = calloc(1, sizeof(*cs));
     cs->listen_fd = cs->ep = cs->wake_fd = -1;
+    pthread_mutex_init(&cs->jobs_mu, NULL);
     server.control = cs;
 }
 
@@ -139,8 +162,9 @@ static void link_close(control_state *cs, ctl_link *l, const char *why) {
         epoll_ctl(cs->ep, EPOLL_CTL_DEL, l->c.fd, NULL);
         conn_close(&l->c);
     }
-    for (int i = 0; i < CTL_MAX_LINKS; i++)
+    for (int i = 0; i < cs->nslots; i++)
         if (cs->links[i] == l) cs->links[i] = NULL;
+    while (cs->nslots > 0 && !cs->links[cs->nslots - 1]) cs->nslots--;
     free(l->buf);
     free(l);
     atomic_fetch_sub(&cs->st_links, 1);
@@ -294,6 +318,8 @@ static int land_frames(control_state *cs, ctl_link *l, char *why, size_t whylen)
         }
         l->landed++;
         l->dirty = 1;
+        if (p[4] != LOG_COMMITVER) l->urgent = 1;
+        else if (!cs->lazy_since_us) cs->lazy_since_us = monotonic_us();
         pos += (size_t)span;
         atomic_fetch_add(&cs->st_msgs, 1);
         if (p[4] == LOG_RESYNC) {
@@ -438,6 +464,7 @@ static void accept_all(control_state *cs) {
             continue;
         }
         cs->links[slot] = l;
+        if (slot >= cs->nslots) cs->nslots = slot + 1;
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
         epoll_ctl(cs->ep, EPOLL_CTL_ADD, fd, &ev);
         atomic_fetch_add(&cs->st_links, 1);
@@ -457,15 +484,21 @@ static void ctl_wake(void *arg) {
     if (write(cs->wake_fd, &one, sizeof(one)) < 0) { /* a wakeup is pending anyway */ }
 }
 
-/* Ack what each finished flush covered, oldest first. */
+/* Ack what each finished flush covered, oldest first, and tell the
+ * workers whose batches it covered. */
 static void flush_complete(control_state *cs) {
     while (cs->fl_count && atomic_load(&cs->flights[cs->fl_head].done)) {
-        blog_flush_end(&cs->flights[cs->fl_head].st);
-        for (int i = 0; i < CTL_MAX_LINKS; i++) {
+        ctl_flight *f = &cs->flights[cs->fl_head];
+        blog_flush_end(&f->st);
+        for (int i = 0; i < cs->nslots; i++) {
             ctl_link *l = cs->links[i];
             if (l && l->upto[cs->fl_head] > l->acked && send_ack(l, l->upto[cs->fl_head]) != 0)
                 link_close(cs, l, "peer went away");
         }
+        /* a worker still waiting for acks is woken by them (worker.c) */
+        for (int j = 0; j < f->njobs; j++)
+            if (atomic_exchange(f->jobs[j].done, 1) == 2) f->jobs[j].wake(f->jobs[j].arg);
+        f->njobs = 0;
         cs->fl_head = (cs->fl_head + 1) % CTL_FLIGHTS;
         cs->fl_count--;
     }
@@ -485,12 +518,26 @@ static void flush_complete(control_state *cs) {
  * stop the thread reading its links. */
 static void flush_start(control_state *cs) {
     int slot = (cs->fl_head + cs->fl_count) % CTL_FLIGHTS;
-    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+    ctl_flight *f = &cs->flights[slot];
+    /* the workers' flushes queued so far: their writes were made before */
+    pthread_mutex_lock(&cs->jobs_mu);
+    ctl_job *jobs = f->jobs;
+    int cap = f->capjobs;
+    f->jobs = cs->jobs;
+    f->capjobs = cs->capjobs;
+    f->njobs = cs->njobs;
+    cs->jobs = jobs;
+    cs->capjobs = cap;
+    cs->njobs = 0;
+    atomic_store(&cs->njobs_pending, 0);
+    pthread_mutex_unlock(&cs->jobs_mu);
+    for (int i = 0; i < cs->nslots; i++) {
         ctl_link *l = cs->links[i];
         if (!l) continue;
         l->upto[slot] = l->dirty ? l->landed : 0;
-        l->dirty = 0;
+        l->dirty = l->urgent = 0;
     }
+    cs->lazy_since_us = 0;
     blog_flush_begin(&cs->flights[slot].st);
     cs->fl_count++;
     atomic_fetch_add(&cs->st_flushes, 1);
@@ -510,7 +557,7 @@ static void expire_handshakes(control_state *cs) {
     int64_t now = monotonic_us();
     if (now < cs->next_expiry_us) return;
     cs->next_expiry_us = now + 100000;
-    for (int i = 0; i < CTL_MAX_LINKS; i++) {
+    for (int i = 0; i < cs->nslots; i++) {
         ctl_link *l = cs->links[i];
         if (!l || l->hello_ok || now < l->deadline_us) continue;
         char why[64];
@@ -537,9 +584,38 @@ static int ctl_wait(control_state *cs, struct epoll_event *evs, int max, int tim
             if (n) return n;
         } while (monotonic_us() < until);
     }
+    /* Announce the sleep BEFORE looking for queued worker flushes: a
+     * worker that queues one after our check sees the flag and writes
+     * wake_fd (control_submit_flush; seq_cst store/load pairs). */
+    atomic_store(&cs->sleeping, 1);
+    if (atomic_load(&cs->njobs_pending)) timeout_ms = 0;
     int n = epoll_wait(cs->ep, evs, max, timeout_ms);
+    atomic_store(&cs->sleeping, 0);
     cs->busy = n > 0;
     return n;
+}
+
+/* A worker's batch (its t-log writes made) needs a device flush: the next
+ * b-log flush of this thread covers it, so that a node does one fdatasync
+ * for both its logs instead of one each (issue 14: with k=3 every node is
+ * a primary and a backup at once). */
+int control_submit_flush(_Atomic int *done, void (*wake)(void *), void *arg) {
+    control_state *cs = server.control;
+    if (!cs || pool_is_pmem(server.pool) || !syncer_device_fast()) return -1;
+    pthread_mutex_lock(&cs->jobs_mu);
+    if (!atomic_load(&cs->jobs_open)) {
+        pthread_mutex_unlock(&cs->jobs_mu);
+        return -1;
+    }
+    if (cs->njobs == cs->capjobs) {
+        cs->capjobs = cs->capjobs ? cs->capjobs * 2 : 16;
+        cs->jobs = realloc(cs->jobs, sizeof(ctl_job) * (size_t)cs->capjobs);
+    }
+    cs->jobs[cs->njobs++] = (ctl_job){done, wake, arg};
+    atomic_store(&cs->njobs_pending, cs->njobs);
+    pthread_mutex_unlock(&cs->jobs_mu);
+    if (atomic_load(&cs->sleeping)) ctl_wake(cs);
+    return 0;
 }
 
 void control_drop_nodes(uint64_t nodes, int wait) {
@@ -555,7 +631,7 @@ void control_drop_nodes(uint64_t nodes, int wait) {
 static void drop_requested(control_state *cs) {
     uint64_t asked = atomic_load(&cs->drop_asked);
     uint64_t m = atomic_exchange(&cs->drop_mask, 0);
-    for (int i = 0; i < CTL_MAX_LINKS && m; i++) {
+    for (int i = 0; i < cs->nslots && m; i++) {
         ctl_link *l = cs->links[i];
         if (l && l->node >= 0 && ((m >> l->node) & 1)) link_close(cs, l, "dropped: its node left the "
                                                                       "configuration, or a re-sync "
@@ -564,16 +640,41 @@ static void drop_requested(control_state *cs) {
     atomic_store(&cs->drop_done, asked);
 }
 
+/* Does what landed need a flush now? Writes do, and so do the workers'
+ * batches (control_submit_flush). A round that landed only CommitVer
+ * markers (the replication manager's, every 15 ms from each primary) does
+ * not: nothing waits for their ack, the digest applies them once a flush
+ * published them, and recovery skips them. They ride on the next flush,
+ * or get one of their own after CTL_LAZY_US (issue 14: on block storage
+ * they otherwise cost a device flush, an ack and two wake-ups each). */
+#define CTL_LAZY_US 15000
+static int flush_wanted(control_state *cs) {
+    if (atomic_load(&cs->njobs_pending)) return 1;
+    if (atomic_load(&cs->stopping)) return 0;
+    int lazy = pool_is_pmem(server.pool) || (cs->lazy_since_us && monotonic_us() - cs->lazy_since_us >= CTL_LAZY_US);
+    for (int i = 0; i < cs->nslots; i++) {
+        ctl_link *l = cs->links[i];
+        if (l && l->dirty && (l->urgent || lazy)) return 1;
+    }
+    return 0;
+}
+
 static void *control_main(void *arg) {
     control_state *cs = arg;
     pthread_setname_np(pthread_self(), "rowan-control");
     struct epoll_event evs[64];
-    while (!atomic_load(&cs->stopping) || cs->fl_count) {
+    while (!atomic_load(&cs->stopping) || cs->fl_count || atomic_load(&cs->njobs_pending)) {
         /* With the verbs transport the same thread also drives the SRQ
          * (landing, persisting and acking what the NIC delivered); the TCP
          * side then only carries the managers' catch-up streams. */
         if (cs->verbs_on) verbs_receiver_poll(0);
-        int n = ctl_wait(cs, evs, 64, cs->verbs_on ? 1 : 100);
+        int timeout = cs->verbs_on ? 1 : 100;
+        if (cs->lazy_since_us) {   /* markers waiting for a flush: at most CTL_LAZY_US */
+            int64_t left = cs->lazy_since_us + CTL_LAZY_US - monotonic_us();
+            int ms = left <= 0 ? 0 : (int)((left + 999) / 1000);
+            if (ms < timeout) timeout = ms;
+        }
+        int n = ctl_wait(cs, evs, 64, timeout);
         for (int i = 0; i < n; i++) {
             if (evs[i].data.ptr == NULL) accept_all(cs);
             else if (evs[i].data.ptr == &cs->wake_fd) {
@@ -584,13 +685,8 @@ static void *control_main(void *arg) {
         flush_complete(cs);
         drop_requested(cs);
         expire_handshakes(cs);
-        if (cs->fl_count == CTL_FLIGHTS || atomic_load(&cs->stopping)) continue;
-        for (int i = 0; i < CTL_MAX_LINKS; i++) {
-            if (cs->links[i] && cs->links[i]->dirty) {
-                flush_start(cs);
-                break;
-            }
-        }
+        if (cs->fl_count == CTL_FLIGHTS) continue;
+        if (flush_wanted(cs)) flush_start(cs);
     }
     return NULL;
 }
@@ -689,7 +785,8 @@ int control_start(char *err, size_t errlen) {
         cs->verbs_on = 1;
     }
     cs->running = 1;
-    pthread_create(&cs->thread, NULL, control_main, cs);
+    atomic_store(&cs->jobs_open, 1);
+    rowan_thread_create(&cs->thread, NULL, control_main, cs);
     serverLog(LL_NOTICE, "Replication: control thread listening on %s:%d (b-log, mode %s, peers "
               "authenticate with: %s%s)", me->host, me->repl_port,
               server.cfg.replication_mode ? "rpc" : "rowan", pauth_secret_source(),
@@ -700,10 +797,14 @@ int control_start(char *err, size_t errlen) {
 void control_stop(void) {
     control_state *cs = server.control;
     if (!cs->running) return;
+    /* no worker flush is taken from now on; the thread covers those queued */
+    pthread_mutex_lock(&cs->jobs_mu);
+    atomic_store(&cs->jobs_open, 0);
+    pthread_mutex_unlock(&cs->jobs_mu);
     atomic_store(&cs->stopping, 1);
     pthread_join(cs->thread, NULL);
     if (cs->verbs_on) verbs_receiver_stop();
-    for (int i = 0; i < CTL_MAX_LINKS; i++)
+    for (int i = 0; i < cs->nslots; i++)
         if (cs->links[i]) link_close(cs, cs->links[i], NULL);
     close(cs->listen_fd);
     cs->listen_fd = -1;

@@ -75,8 +75,20 @@ static const char M_OLD_HELLO[8] = {'R', 'O', 'W', 'N', 'R', 'P', 'L', '1'};
 /* Reasons a server gives in a refusal (diagnostics for the client's log). */
 enum { REFUSE_MALFORMED = 1, REFUSE_MAC, REFUSE_PEER_UNKEYED, REFUSE_PEER_KEYED };
 
-static _Atomic int open_without_secret;
-static _Atomic long long failures;
+/* This file's state, one per server (server.h). */
+struct pauth_state {
+    _Atomic int open_without_secret;
+    _Atomic long long failures;
+};
+
+void pauth_state_new(void) {
+    struct pauth_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.pauth_st = st;
+}
+
+#define open_without_secret (server.pauth_st->open_without_secret)
+#define failures (server.pauth_st->failures)
 
 /* ---------------- the secret ---------------- */
 

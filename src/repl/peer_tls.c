@@ -38,7 +38,20 @@
 #include "tls.h"
 #include "transport.h"
 
-static SSL_CTX *server_ctx, *client_ctx;
+/* This file's state, one per server (server.h). */
+struct peer_tls_state {
+    SSL_CTX *server_ctx;
+    SSL_CTX *client_ctx;
+};
+
+void peer_tls_state_new(void) {
+    struct peer_tls_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.peer_tls_st = st;
+}
+
+#define server_ctx (server.peer_tls_st->server_ctx)
+#define client_ctx (server.peer_tls_st->client_ctx)
 
 int peer_tls_on(void) { return server_ctx != NULL; }
 

@@ -191,7 +191,7 @@ static void fetch_run(void *arg) {
     fetch_job *j = arg;
     digest_apply_all(j->sid);
     pthread_t t;
-    if (pthread_create(&t, NULL, fetch_send_main, j) != 0) {
+    if (rowan_thread_create(&t, NULL, fetch_send_main, j) != 0) {
         bus_reply_error(j->req, "cannot start a thread");
         free(j);
         return;

@@ -807,7 +807,7 @@ int repl_start(char *err, size_t errlen) {
         rs->peers[p].commit_sent = calloc((size_t)server.nshards, sizeof(uint64_t));
     rs->resync_need = calloc((size_t)server.nshards, sizeof(*rs->resync_need));
     rs->mgr_running = 1;
-    pthread_create(&rs->mgr_thread, NULL, mgr_main, rs);
+    rowan_thread_create(&rs->mgr_thread, NULL, mgr_main, rs);
     return 0;
 }
 

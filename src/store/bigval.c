@@ -135,8 +135,20 @@ typedef struct bv_pend {
     int pool_order;        /* entries come in pool order (bigval_pool_order) */
 } bv_pend;
 
-static bv_pend *pend;      /* [nshards], each under its shard's lock */
-static int npend;
+/* This file's state, one per server (server.h). */
+struct bigval_state {
+    bv_pend *pend;   /* [nshards], each under its shard's lock */
+    int npend;
+};
+
+void bigval_state_new(void) {
+    struct bigval_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.bigval_st = st;
+}
+
+#define pend (server.bigval_st->pend)   /* [nshards], each under its shard's lock */
+#define npend (server.bigval_st->npend)
 
 /* ---------------- sizes ---------------- */
 

@@ -54,7 +54,8 @@ struct inbox {
     char pad[64];
 };
 
-static struct {
+/* This file's state, one per server (server.h). */
+struct coldread_state {
     pthread_once_t once;
     pthread_mutex_t mu;
     pthread_cond_t cv;           /* a page was queued, or stopping */
@@ -65,11 +66,23 @@ static struct {
     size_t head, len, cap;
     struct inbox *inbox;         /* [server.nworkers] */
     int started;
-} cr = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER,
-         .cv = PTHREAD_COND_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER };
+    _Atomic int force;
+    _Atomic long long stat_requests, stat_pages;
+};
+#define cr (*server.coldread_st)
+#define force (cr.force)
+#define stat_requests (cr.stat_requests)
+#define stat_pages (cr.stat_pages)
 
-static _Atomic int force;
-static _Atomic long long stat_requests, stat_pages;
+void coldread_state_new(void) {
+    struct coldread_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    pthread_cond_init(&st->idle, NULL);
+    server.coldread_st = st;
+}
 
 int coldread_enabled(void) {
     return server.cfg.cold_read_threads > 0 && server.pool && !pool_is_pmem(server.pool);
@@ -159,7 +172,7 @@ static void start(void) {
         pthread_attr_init(&a);
         pthread_attr_setstacksize(&a, 64 << 10);
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&t, &a, reader_main, NULL) == 0) cr.started++;
+        if (rowan_thread_create(&t, &a, reader_main, NULL) == 0) cr.started++;
         pthread_attr_destroy(&a);
     }
 }

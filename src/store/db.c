@@ -62,7 +62,19 @@ static const char *no_room_error =
     OOM_TEXT ": the value needs more log space than the pool has free";
 
 /* Why the last pool-full refusal happened, for INFO. */
-static _Atomic int last_refusal = DB_REFUSED_NONE;
+/* This file's state, one per server (server.h). */
+struct db_state {
+    _Atomic int last_refusal;
+};
+
+void db_state_new(void) {
+    struct db_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->last_refusal = DB_REFUSED_NONE;
+    server.db_st = st;
+}
+
+#define last_refusal (server.db_st->last_refusal)
 
 const char *db_refusal_name(int why) {
     static const char *names[] = {"none", "too_big", "reclaiming", "live_data", "no_room",
@@ -518,7 +530,7 @@ static uint64_t hist_add_run(robj *o, const bigval_run *run) {
     uint64_t sum = 0;
     for (uint32_t i = 0; run && i < run->n; i++) {
         int64_t b = ref_bytes(run->refs[i]);
-        obj_hist_add(o, run->refs[i], (uint64_t)b);
+        obj_hist_add(o, run->refs[i], (uint64_t)b, 1);
         live_add(run->refs[i], b);
         sum += (uint64_t)b;
     }
@@ -546,7 +558,7 @@ static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e, const bigval
     set_obj_expire(s, o, h, e->expire_ms);
     uint64_t own = log_entry_len(e->klen, run ? BIGVAL_DESC_LEN : e->vlen);
     uint64_t pieces = hist_add_run(o, run);
-    obj_hist_add(o, ref, own);
+    obj_hist_add(o, ref, own, 0);
     if (e->type == LOG_SNAPSHOT) o->snap_bytes = own + pieces;
     live_add(ref, (int64_t)own);
     o->ver = e->ver;
@@ -572,7 +584,7 @@ static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
             s->dbexpires[e->db]++;
         }
         hist_add_run(o, &run);
-        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen));
+        obj_hist_add(o, ref, log_entry_len(e->klen, e->vlen), 0);
         live_add(ref, (int64_t)log_entry_len(e->klen, e->vlen));
     } else {
         log_entry j = *e;

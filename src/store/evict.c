@@ -87,14 +87,27 @@ long long evict_used_memory(void)
 #define SLOT_MARK  (1ULL << 62)   /* evict_mark's bit */
 #define CLOCK_MIN_SLOTS 1024
 
-struct clocks {
+struct clock_ring {
     uint64_t *slot;
     uint64_t mask;        /* slots - 1 (a power of two minus one); 0: none yet */
     uint32_t touches;     /* growth is checked every 1024 touches */
 };
 
-static struct clocks *clocks;   /* one per shard, under the shard's lock */
-static pthread_once_t clocks_once = PTHREAD_ONCE_INIT;
+/* This file's state, one per server (server.h). */
+struct evict_state {
+    struct clock_ring *clocks;   /* one per shard, under the shard's lock */
+    pthread_once_t clocks_once;
+};
+
+void evict_state_new(void) {
+    struct evict_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    st->clocks_once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    server.evict_st = st;
+}
+
+#define clocks (server.evict_st->clocks)   /* one per shard, under the shard's lock */
+#define clocks_once (server.evict_st->clocks_once)
 
 static void clocks_alloc(void)
 {
@@ -157,10 +170,10 @@ static long long shard_keys(int sid)
 }
 
 /* The shard's table, allocated or doubled as needed. */
-static struct clocks *clocks_of(int sid)
+static struct clock_ring *clocks_of(int sid)
 {
     pthread_once(&clocks_once, clocks_alloc);
-    struct clocks *c = &clocks[sid];
+    struct clock_ring *c = &clocks[sid];
     if (c->mask && (++c->touches & 1023)) return c;
     long long want = shard_keys(sid) * 2;
     if (c->mask && (uint64_t)want <= (c->mask + 1) * 2) return c;
@@ -178,8 +191,14 @@ static struct clocks *clocks_of(int sid)
 
 static uint64_t *slot_of(int sid, uint64_t hash)
 {
-    struct clocks *c = clocks_of(sid);
+    struct clock_ring *c = clocks_of(sid);
     return c ? &c->slot[hash & c->mask] : NULL;
+}
+
+static int policy_lfu(void)
+{
+    int p = server.cfg.maxmemory_policy;
+    return p == MAXMEMORY_ALLKEYS_LFU || p == MAXMEMORY_VOLATILE_LFU;
 }
 
 void evict_touch(int sid, uint64_t hash, int is_write)
@@ -187,6 +206,16 @@ void evict_touch(int sid, uint64_t hash, int is_write)
     uint64_t *s = slot_of(sid, hash);
     if (!s) return;
     uint32_t now = now_seconds();
+    /* A write under a policy that does not count accesses (not *-lfu) only
+     * stores: reading the slot first was a cache miss per SET that stalled
+     * the worker (7% of the server's CPU at SET -P 16, perf), and there only
+     * the access time is read back (OBJECT FREQ answers under an LFU policy
+     * only; Redis, too, starts a new value's counter afresh unless the
+     * policy is LFU, and its counters take time to adjust after a switch). */
+    if (is_write && !policy_lfu()) {
+        *s = slot_pack(now, LFU_INIT_VAL);
+        return;
+    }
     /* A key written into a fresh slot starts at LFU_INIT_VAL, as a new key
      * does in Redis; any other access counts. */
     unsigned counter = (*s & SLOT_VALID) ? lfu_log_incr(lfu_decayed(*s, now))

@@ -71,6 +71,22 @@ void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, siz
 
 uint32_t obj_get_u32(const char *p) { return le_get_u32(p); }
 
+void obj_put_str(rbuf *b, const char *s, size_t len) {
+    obj_put_u32(b, (uint32_t)len);
+    rbuf_append(b, s, len);
+}
+
+int obj_get_str(const char *buf, size_t len, size_t *pos, const char **s, size_t *slen) {
+    if (len - *pos < 4) return -1;
+    uint32_t l = obj_get_u32(buf + *pos);
+    *pos += 4;
+    if (l > len - *pos) return -1;
+    *s = buf + *pos;
+    *slen = l;
+    *pos += l;
+    return 0;
+}
+
 int obj_apply_payload(robj *o, const char *payload, size_t len) {
     const obj_class *t = obj_class_of(o->type);
     if (!t || len < 1 || (uint8_t)payload[0] != o->type) return -1;
@@ -104,7 +120,7 @@ void obj_encode_snapshot(const robj *o, rbuf *out) {
 
 /* ---------------- history ---------------- */
 
-void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes) {
+void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes, int chunk) {
     if (o->nhist == o->caphist) {
         o->caphist = o->caphist ? o->caphist * 2 : 4;
         o->hist = realloc(o->hist, sizeof(uint64_t) * o->caphist);
@@ -112,10 +128,12 @@ void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes) {
     }
     o->hist[o->nhist++] = ref;
     o->hist_bytes += bytes;
+    if (!chunk) o->nwrites++;
 }
 
 void obj_hist_clear(robj *o) {
     o->nhist = 0;
+    o->nwrites = 0;
     o->hist_bytes = 0;
     o->snap_bytes = 0;
 }
@@ -135,6 +153,10 @@ int obj_hist_find(const robj *o, uint64_t ref) {
  * entries" rule, made large collections compact almost continuously.) */
 int obj_wants_snapshot(const robj *o) {
     if (!obj_class_of(o->type)) return 0;   /* large strings (bigval.h): no ops */
+    /* The collection's one write so far (with its chunks, if large) holds
+     * no dead copy: a snapshot would log the same bytes again (a hash
+     * created with one 20 MB field was written twice). */
+    if (o->nwrites == 1 && !o->snap_bytes) return 0;
     /* Fewer than 64 entries wait, unless they hold more than a segment:
      * overwriting a large element (bigval.h) would otherwise keep every old
      * copy live for 64 writes. */

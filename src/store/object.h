@@ -9,10 +9,10 @@
  *
  * An effect entry's payload is: u8 object type, then ops, each
  *   u8 opcode, u32 length (little endian), <length bytes of arguments>,
- * whose meaning the type module defines (t_hash.c etc.). Its header carries
- * the object's expiry after the entry (so EXPIRE/PERSIST on a collection is
- * an effect entry with no ops). A snapshot's payload is u8 type then the
- * type module's serialization.
+ * whose meaning the type module defines (src/types/type_hash.c etc.). Its
+ * header carries the object's expiry after the entry (so EXPIRE/PERSIST on
+ * a collection is an effect entry with no ops). A snapshot's payload is u8
+ * type then the type module's serialization.
  *
  * One rule keeps recovery exact: the live path and recovery apply effects
  * through the same function (obj_apply). A command first encodes the
@@ -45,6 +45,7 @@ typedef struct robj {
     uint64_t hist_bytes;    /* log_entry_len summed over hist */
     uint64_t snap_bytes;    /* size of the snapshot entry heading hist, 0 if none */
     uint32_t compact_failed_at; /* nhist when a snapshot last did not fit, 0 = never */
+    uint32_t nwrites;       /* entries in hist other than large values' chunks */
     void *data;             /* the type module's structure */
     char key[];             /* klen bytes */
 } robj;
@@ -55,7 +56,8 @@ typedef struct robj {
  * 0); list (element, NULL 0). */
 typedef void (*obj_elem_fn)(void *arg, const char *a, size_t alen, const char *b, size_t blen);
 
-/* What each collection type provides (registered by its t_*.c file). */
+/* What each collection type provides (src/types/type_*.c; the core
+ * registers them, types_init in types.h). */
 typedef struct obj_class {
     const char *name;       /* TYPE's answer: "hash", "list", "set", "zset" */
     void *(*create)(void);
@@ -97,6 +99,12 @@ void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, siz
  * lengths in their snapshots and op arguments. */
 void obj_put_u32(rbuf *b, uint32_t v);
 uint32_t obj_get_u32(const char *p);
+/* A string as the type modules write one: u32 length, then the bytes. */
+void obj_put_str(rbuf *b, const char *s, size_t len);
+/* Read such a string at *pos of buf (len bytes): 0 with *s, *slen set and
+ * *pos past it, or -1 if it overruns buf (the bytes may come from a
+ * damaged log). */
+int obj_get_str(const char *buf, size_t len, size_t *pos, const char **s, size_t *slen);
 
 /* Apply an effect payload (u8 type + ops) to o. -1 if malformed. */
 int obj_apply_payload(robj *o, const char *payload, size_t len);
@@ -106,7 +114,7 @@ int obj_load_snapshot(robj *o, const char *payload, size_t len);
 void obj_encode_snapshot(const robj *o, rbuf *out);
 
 /* History bookkeeping (db.c and the cleaner). */
-void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes);
+void obj_hist_add(robj *o, uint64_t ref, uint64_t bytes, int chunk);
 /* Forget every history entry (returns nothing; the caller subtracts live
  * bytes first with obj_hist_foreach). */
 void obj_hist_clear(robj *o);

@@ -13,9 +13,21 @@
 #include "hash.h"
 #include "server.h"
 
-static int shard_nworkers;
+/* This file's state, one per server (server.h). */
+struct shard_state {
+    int shard_nworkers;
+    uint16_t slot_shard[HASH_SLOTS];
+};
+
+void shard_state_new(void) {
+    struct shard_state *st = calloc(1, sizeof(*st));
+    if (!st) abort();
+    server.shard_st = st;
+}
+
+#define shard_nworkers (server.shard_st->shard_nworkers)
 /* slot -> shard id, so routing a key is one table read after its CRC16. */
-static uint16_t slot_shard[HASH_SLOTS];
+#define slot_shard (server.shard_st->slot_shard)
 
 static void shard_init_one(shard *s, int id, int nshards, int nworkers, int databases) {
     memset(s, 0, sizeof(*s));

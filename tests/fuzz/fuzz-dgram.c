@@ -7,13 +7,18 @@
  *     and what succeeds is canonical: re-encoding the decoded header and
  *     payload with the encoder gives back the input byte for byte (requests
  *     through dgram_put_request, reply fragments through dgram_put_reply,
- *     refusals through dgram_put_refuse). A decoder that accepted
+ *     refusals through dgram_put_refuse, packed frames entry by entry
+ *     through dgram_pack_add). A decoder that accepted
  *     something the encoder cannot produce (a slack length, a field it
  *     ignores) fails here. Every decoded argument lies inside the payload.
  *  2. Encoding round trip: the input also drives a generator of argument
  *     vectors (counts up to DGRAM_MAX_ARGS, empty and binary arguments,
  *     sizes up to the MTU); an encoded request must decode to the same
  *     vector, and encoding must fail exactly when the vector does not fit.
+ *  2b. Packs: entries generated from the input (ids, shards, refusal
+ *     codes, payload sizes up to what fits) are packed until the encoder
+ *     says no room; the pack must decode to exactly those entries, and
+ *     the encoder must stop exactly when the next entry would pass the MTU.
  *  3. Fragments: the input taken as a reply body is cut into fragments
  *     that are decoded and joined in an input-chosen order with
  *     duplicates; the join must complete exactly at the last new fragment
@@ -100,6 +105,21 @@ static void check_decode(const uint8_t *data, size_t size) {
         free(body);
         /* the encoder writes acked 0 in replies; the decoder need not care */
         if (n == (long)size) memcpy(out + 32, data + 32, 8);
+    } else if (h.type == DGRAM_PACKED_REQUESTS || h.type == DGRAM_PACKED_REPLIES) {
+        ENSURE(h.version == DGRAM_VERSION, "pack accepted in version 1");
+        dgram_pack p;
+        dgram_pack_begin(&p, out, &h, h.type);
+        size_t pos = 0;
+        dgram_entry e;
+        unsigned count = 0;
+        while (dgram_pack_next(payload, plen, h.type, &pos, &e)) {
+            ENSURE(e.payload >= payload && e.len <= plen - (size_t)(e.payload - payload),
+                   "entry outside the payload");
+            ENSURE(dgram_pack_add(&p, &e) == 0, "an accepted entry does not re-encode");
+            count++;
+        }
+        ENSURE(count == h.nfrag && pos == plen, "entries do not span the payload");
+        n = dgram_pack_end(&p);
     } else {
         ENSURE(h.type == DGRAM_REFUSE, "accepted an unknown type");
         if (memchr(payload, 0, plen) != NULL) {   /* the message is a C string */
@@ -178,6 +198,70 @@ static void check_encode(void) {
     free(dg);
 }
 
+/* 2b. generated packs */
+static void check_pack(void) {
+    static unsigned char pool[DGRAM_MTU];
+    for (size_t i = 0; i < sizeof(pool); i++) pool[i] = (unsigned char)rnd();
+    int type = rnd_below(2) ? DGRAM_PACKED_REQUESTS : DGRAM_PACKED_REPLIES;
+    dgram_hdr h = {0};
+    h.client = rnd();
+    h.term = rnd();
+    h.acked = type == DGRAM_PACKED_REQUESTS ? rnd() : 0;
+    dgram_entry want[DGRAM_MTU / DGRAM_ENTRY_HDR_LEN];
+    unsigned char *dg = malloc(DGRAM_MTU);
+    dgram_pack p;
+    dgram_pack_begin(&p, dg, &h, type);
+    unsigned n = 0;
+    uint64_t id = 1 + rnd_below(1000);
+    for (;;) {
+        dgram_entry e = {0};
+        e.req = id;
+        id += 1 + rnd_below(3);
+        size_t big = rnd_below(4) == 0 ? DGRAM_ENTRY_MAX + 2 : 300;
+        e.len = (uint32_t)rnd_below(big);
+        e.payload = pool + rnd_below(sizeof(pool) - (e.len < sizeof(pool) ? e.len : 0) + 1);
+        if (e.len > sizeof(pool)) e.payload = pool, e.len = sizeof(pool);
+        if (type == DGRAM_PACKED_REQUESTS) {
+            e.type = DGRAM_REQUEST;
+            e.shard = (uint16_t)rnd();
+            e.frag = (uint16_t)rnd_below(DGRAM_MAX_FRAGS);
+        } else if (rnd_below(4) == 0) {
+            e.type = DGRAM_REFUSE;
+            e.frag = (uint16_t)(DGRAM_R_STALE + rnd_below(DGRAM_R_LOADING));
+        } else {
+            e.type = DGRAM_REPLY;
+        }
+        int fits = p.len + DGRAM_ENTRY_HDR_LEN + e.len <= DGRAM_MTU;
+        ENSURE(dgram_pack_room(&p, e.len) == fits, "pack room decision");
+        int r = dgram_pack_add(&p, &e);
+        ENSURE((r == 0) == fits, "pack add decision");
+        if (r != 0) break;
+        want[n++] = e;
+    }
+    long len = dgram_pack_end(&p);
+    ENSURE((len < 0) == (n == 0), "empty pack");
+    if (len > 0) {
+        dgram_hdr g;
+        const char *why;
+        ENSURE(dgram_get_hdr(dg, (size_t)len, &g, &why) == 0, "own pack refused");
+        ENSURE(g.nfrag == n && g.client == h.client && g.term == h.term && g.acked == h.acked,
+               "pack header round trip");
+        size_t pos = 0;
+        dgram_entry e;
+        for (unsigned i = 0; i < n; i++) {
+            ENSURE(dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)len - DGRAM_HDR_LEN, g.type, &pos,
+                                   &e) == 1, "entry missing");
+            ENSURE(e.req == want[i].req && e.type == want[i].type && e.frag == want[i].frag &&
+                   e.shard == want[i].shard && e.len == want[i].len &&
+                   (e.len == 0 || memcmp(e.payload, want[i].payload, e.len) == 0),
+                   "entry round trip");
+        }
+        ENSURE(dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)len - DGRAM_HDR_LEN, g.type, &pos,
+                               &e) == 0, "extra entry");
+    }
+    free(dg);
+}
+
 /* 3. fragments joined in a shuffled order with duplicates */
 static void check_join(const uint8_t *data, size_t size) {
     size_t total = size;
@@ -232,6 +316,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(copy);
     rnd_state = seed_of(data, size);
     check_encode();
+    check_pack();
     check_join(data, size);
     return 0;
 }
@@ -256,6 +341,26 @@ static void builtin_seeds(void) {
     fuzz_pool_add(dg, (size_t)dgram_put_reply(dg, &h, body, 0, 0));
     fuzz_pool_add(dg, (size_t)dgram_put_refuse(dg, &h, DGRAM_R_STALE, "STALE term"));
     fuzz_pool_add(dg, (size_t)dgram_put_refuse(dg, &h, DGRAM_R_BUSY, ""));
+    /* packed frames: three requests; a reply, a refusal and an empty reply */
+    unsigned char one[DGRAM_MTU];
+    long rn = dgram_put_request(one, &h, 3, argv, argvlen);
+    dgram_pack p;
+    dgram_pack_begin(&p, dg, &h, DGRAM_PACKED_REQUESTS);
+    for (uint64_t id = 3; id <= 5; id++) {
+        dgram_entry e = {.req = id, .type = DGRAM_REQUEST, .shard = (uint16_t)id,
+                         .len = (uint32_t)(rn - DGRAM_HDR_LEN), .payload = one + DGRAM_HDR_LEN};
+        dgram_pack_add(&p, &e);
+    }
+    fuzz_pool_add(dg, (size_t)dgram_pack_end(&p));
+    dgram_pack_begin(&p, dg, &h, DGRAM_PACKED_REPLIES);
+    dgram_entry r1 = {.req = 3, .type = DGRAM_REPLY, .len = 5, .payload = (const unsigned char *)"+OK\r\n"};
+    dgram_entry r2 = {.req = 4, .type = DGRAM_REFUSE, .frag = DGRAM_R_STALE, .len = 5,
+                      .payload = (const unsigned char *)"STALE"};
+    dgram_entry r3 = {.req = 5, .type = DGRAM_REPLY, .len = 0};
+    dgram_pack_add(&p, &r1);
+    dgram_pack_add(&p, &r2);
+    dgram_pack_add(&p, &r3);
+    fuzz_pool_add(dg, (size_t)dgram_pack_end(&p));
 }
 
 /* Field offsets and widths of the header, for field-aware mutations. */

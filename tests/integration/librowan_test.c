@@ -302,6 +302,208 @@ static int mode_async(const char *host, int port, const char *key, int n) {
     return A.bad ? 1 : 0;
 }
 
+/* ---- pub/sub and MONITOR (the Python side publishes with redis-py) ----
+ *
+ * sub / asub (blocking / async API) [KEEPALIVE_MS]: SUBSCRIBE lr:ch1 lr:ch2
+ * (one command, two confirmations) and PSUBSCRIBE lr:p:*, print ready=1,
+ * then print each message as msg=KIND|PATTERN|CHANNEL|PAYLOAD. Payload
+ * "unsub" unsubscribes lr:ch1 (unsubscribed=COUNT), "punsub" the pattern
+ * (punsubscribed=COUNT), "quit" ends (done=1). monitor / amonitor: MONITOR,
+ * ready=1, then line=TEXT per line until one names lr:mon:quit. */
+static void print_message(const redisReply *r) {
+    if (r->type == REDIS_REPLY_STATUS) {
+        printf("line=%s\n", r->str);
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
+        printf("other=%d\n", r->type);
+        return;
+    }
+    const char *kind = r->element[0]->str;
+    if (!strcmp(kind, "pmessage") && r->elements == 4)
+        printf("msg=pmessage|%s|%s|%s\n", r->element[1]->str, r->element[2]->str,
+               r->element[3]->str);
+    else if (!strcmp(kind, "message"))
+        printf("msg=message||%s|%s\n", r->element[1]->str, r->element[2]->str);
+    else if (r->element[2]->type == REDIS_REPLY_INTEGER)
+        printf("%s=%s|%lld\n", kind, r->element[1]->str ? r->element[1]->str : "",
+               r->element[2]->integer);
+}
+
+static const char *payload_of(const redisReply *r) {
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) return "";
+    if (!strcmp(r->element[0]->str, "message")) return r->element[2]->str;
+    if (!strcmp(r->element[0]->str, "pmessage") && r->elements == 4) return r->element[3]->str;
+    return "";
+}
+
+static int mode_sub(const char *host, int port, int keepalive_ms) {
+    rowanContext *c = connect_or_die(host, port);
+    struct timeval tv = {20, 0};
+    rowanSetTimeout(c, tv);
+    if (keepalive_ms > 0) {
+        struct timeval ka = {keepalive_ms / 1000, (keepalive_ms % 1000) * 1000};
+        CHECK(rowanSetKeepalive(c, ka) == ROWAN_OK, "keepalive");
+    }
+    void *v = NULL;
+    CHECK(rowanGetReply(c, &v) == ROWAN_ERR && c->err == ROWAN_ERR_OTHER,
+          "GetReply with nothing appended and no subscription");
+    redisReply *r = cmd_ok(c, rowanCommand(c, "SUBSCRIBE lr:ch1 lr:ch2"), "SUBSCRIBE");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3 && !strcmp(r->element[1]->str, "lr:ch1") &&
+          r->element[2]->integer == 1, "first confirmation");
+    freeReplyObject(r);
+    CHECK(rowanGetReply(c, &v) == ROWAN_OK, "second confirmation: %s", c->errstr);
+    r = v;
+    CHECK(r->type == REDIS_REPLY_ARRAY && !strcmp(r->element[1]->str, "lr:ch2") &&
+          r->element[2]->integer == 2, "second confirmation");
+    freeReplyObject(r);
+    r = cmd_ok(c, rowanCommand(c, "PSUBSCRIBE lr:p:*"), "PSUBSCRIBE");
+    CHECK(r->type == REDIS_REPLY_ARRAY && r->element[2]->integer == 3, "pattern confirmation");
+    freeReplyObject(r);
+    printf("ready=1\n");
+    for (;;) {
+        if (rowanGetReply(c, &v) != ROWAN_OK) {
+            printf("error=%d %s\n", c->err, c->errstr);
+            rowanFree(c);
+            return 1;
+        }
+        r = v;
+        print_message(r);
+        const char *p = payload_of(r);
+        int quit = !strcmp(p, "quit"), unsub = !strcmp(p, "unsub"), punsub = !strcmp(p, "punsub");
+        freeReplyObject(r);
+        if (quit) break;
+        if (unsub || punsub) {
+            r = cmd_ok(c, unsub ? rowanCommand(c, "UNSUBSCRIBE lr:ch1")
+                                : rowanCommand(c, "PUNSUBSCRIBE lr:p:*"), "UNSUBSCRIBE");
+            printf("%s=%lld\n", unsub ? "unsubscribed" : "punsubscribed", r->element[2]->integer);
+            freeReplyObject(r);
+        }
+    }
+    printf("done=1\n");
+    rowanFree(c);
+    return 0;
+}
+
+static struct { struct event_base *base; rowanAsyncContext *ac; int confirmations, quit; } S;
+
+static void on_unsub(rowanAsyncContext *ac, void *reply, void *priv) {
+    redisReply *r = reply;
+    (void)ac;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 3)
+        printf("%s=%lld\n", (const char *)priv, r->element[2]->integer);
+}
+
+static void on_message(rowanAsyncContext *ac, void *reply, void *priv) {
+    redisReply *r = reply;
+    if (!r) {
+        printf("error=%d %s\n", ac->err, ac->errstr);
+        event_base_loopbreak(S.base);
+        return;
+    }
+    print_message(r);
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[2]->type == REDIS_REPLY_INTEGER) {
+        if (++S.confirmations == 3) printf("ready=1\n");   /* lr:ch1, lr:ch2, lr:p:* */
+        return;
+    }
+    const char *p = payload_of(r);
+    printf("priv=%s\n", (const char *)priv);
+    if (!strcmp(p, "quit")) {
+        S.quit = 1;
+        event_base_loopbreak(S.base);
+    } else if (!strcmp(p, "unsub")) {
+        CHECK(rowanAsyncCommand(ac, on_unsub, "ignored", "UNSUBSCRIBE lr:ch1") == ROWAN_OK, "unsub");
+    } else if (!strcmp(p, "punsub")) {
+        CHECK(rowanAsyncCommand(ac, NULL, NULL, "PUNSUBSCRIBE lr:p:*") == ROWAN_OK, "punsub");
+    }
+}
+
+static int mode_asub(const char *host, int port, int keepalive_ms) {
+    S.base = event_base_new();
+    rowanAsyncContext *ac = rowanAsyncConnect(host, port);
+    CHECK(ac && !ac->err, "async connect: %s", ac ? ac->errstr : "oom");
+    if (keepalive_ms > 0) {
+        struct timeval ka = {keepalive_ms / 1000, (keepalive_ms % 1000) * 1000};
+        CHECK(rowanAsyncSetKeepalive(ac, ka) == ROWAN_OK, "keepalive");
+    }
+    CHECK(rowanLibeventAttach(ac, S.base) == ROWAN_OK, "attach");
+    CHECK(rowanAsyncCommand(ac, on_message, "chan", "SUBSCRIBE lr:ch1 lr:ch2") == ROWAN_OK, "sub");
+    CHECK(rowanAsyncCommand(ac, on_message, "pat", "PSUBSCRIBE lr:p:*") == ROWAN_OK, "psub");
+    event_base_dispatch(S.base);
+    printf("done=%d\n", S.quit);
+    rowanAsyncFree(ac);
+    event_base_free(S.base);
+    return S.quit ? 0 : 1;
+}
+
+static int is_quit_line(const redisReply *r) {
+    return r->type == REDIS_REPLY_STATUS && strstr(r->str, "lr:mon:quit") != NULL;
+}
+
+static int mode_monitor(const char *host, int port) {
+    rowanContext *c = connect_or_die(host, port);
+    struct timeval tv = {20, 0};
+    rowanSetTimeout(c, tv);
+    redisReply *r = cmd_ok(c, rowanCommand(c, "MONITOR"), "MONITOR");
+    printf("reply=%d %s\n", r->type, r->str ? r->str : "");
+    int ok = r->type == REDIS_REPLY_STATUS;
+    freeReplyObject(r);
+    if (!ok) {
+        rowanFree(c);
+        return 0;
+    }
+    printf("ready=1\n");
+    for (;;) {
+        void *v;
+        if (rowanGetReply(c, &v) != ROWAN_OK) {
+            printf("error=%d %s\n", c->err, c->errstr);
+            rowanFree(c);
+            return 1;
+        }
+        r = v;
+        print_message(r);
+        int quit = is_quit_line(r);
+        freeReplyObject(r);
+        if (quit) break;
+    }
+    printf("done=1\n");
+    rowanFree(c);
+    return 0;
+}
+
+static void on_monitor(rowanAsyncContext *ac, void *reply, void *priv) {
+    redisReply *r = reply;
+    (void)priv;
+    if (!r) {
+        printf("error=%d %s\n", ac->err, ac->errstr);
+        event_base_loopbreak(S.base);
+        return;
+    }
+    if (r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK")) {
+        printf("ready=1\n");
+        return;
+    }
+    print_message(r);
+    if (is_quit_line(r)) {
+        S.quit = 1;
+        event_base_loopbreak(S.base);
+    }
+}
+
+static int mode_amonitor(const char *host, int port) {
+    S.base = event_base_new();
+    rowanAsyncContext *ac = rowanAsyncConnect(host, port);
+    CHECK(ac && !ac->err, "async connect: %s", ac ? ac->errstr : "oom");
+    CHECK(rowanLibeventAttach(ac, S.base) == ROWAN_OK, "attach");
+    CHECK(rowanAsyncCommand(ac, on_monitor, NULL, "MONITOR") == ROWAN_OK, "monitor");
+    event_base_dispatch(S.base);
+    printf("done=%d\n", S.quit);
+    rowanAsyncFree(ac);
+    event_base_free(S.base);
+    return S.quit ? 0 : 1;
+}
+
 /* Connect to something that is not a live server: prints err and the time
  * it took. */
 static int mode_unreachable(const char *host, int port, double seconds) {
@@ -331,6 +533,10 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "steady") && argc > 6)
         return mode_steady(host, port, argv[4], atof(argv[5]), atoi(argv[6]));
     if (!strcmp(mode, "async") && argc > 5) return mode_async(host, port, argv[4], atoi(argv[5]));
+    if (!strcmp(mode, "sub")) return mode_sub(host, port, argc > 4 ? atoi(argv[4]) : 0);
+    if (!strcmp(mode, "asub")) return mode_asub(host, port, argc > 4 ? atoi(argv[4]) : 0);
+    if (!strcmp(mode, "monitor")) return mode_monitor(host, port);
+    if (!strcmp(mode, "amonitor")) return mode_amonitor(host, port);
     if (!strcmp(mode, "unreachable"))
         return mode_unreachable(host, port, argc > 4 ? atof(argv[4]) : 1);
     fprintf(stderr, "unknown mode %s\n", mode);

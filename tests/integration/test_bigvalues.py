@@ -491,20 +491,41 @@ def test_migrate_moves_a_large_value(server_factory):
     assert sha(rb.get("big")) == sha(v) and sha(rb.hget("h", "f")) == sha(v[::-1])
 
 
+def test_hash_with_one_large_field_is_written_once(server_factory):
+    """HSET creating a hash with a 40 MB field logs the field once (about
+    ten 4 MiB segments), not its entry and then at once a snapshot of the
+    same bytes (twenty)."""
+    srv = server_factory({"pool-size": "256mb"})
+    r = client(srv)
+    before = int(rowan_info(r)["pool_segments_free"])
+    v = value(40 * MB, 61)
+    assert r.hset("h", "f", v) == 1
+    used = before - int(rowan_info(r)["pool_segments_free"])
+    assert used <= (40 * MB) // (4 * MB) + 2, used
+    assert sha(r.hget("h", "f")) == sha(v)
+    srv.kill9()
+    srv.start()
+    assert sha(client(srv).hget("h", "f")) == sha(v)
+
+
 def test_compaction_snapshot_cut_short_keeps_the_new_value(server_factory):
-    """HSET of a large field logs its entry, then at once a compaction
+    """Overwriting a large field of a hash leaves a dead copy in its
+    history, so the HSET's entry is followed at once by a compaction
     snapshot of the hash (db.c, maybe_compact), in pieces too. A crash in
     the snapshot's run leaves pieces no final entry claims, yet the HSET
     itself is complete: the field has its new value and recovery says the
     pieces belonged to a write or a compaction snapshot, not that the key
-    kept its previous value. The field's size makes the HSET's own entry
+    kept its previous value. The field's size makes each HSET's own entry
     exactly 20 chunks and the snapshot 21; DEBUG CHUNK-CRASH n fires after
     the n-th chunk of one write, before the entry that commits them, so 21
-    fires in the snapshot only."""
+    fires in the snapshot only. The first HSET alone takes no snapshot: a
+    history of one entry has nothing dead to drop."""
     chunk = (4 * MB) // 4 - 64          # bigval_chunk_len for a 1-byte key
+    v0 = value(20 * chunk - 12, 59)
     v = value(20 * chunk - 12, 60)
     srv = server_factory({"pool-size": "256mb"})
     r = client(srv)
+    assert r.hset("k", "f", v0) == 1
     assert r.execute_command("DEBUG", "CHUNK-CRASH", 21) in (True, b"OK")
     s = _send(srv.port, b"HSET", b"k", b"f", v)
     assert wait_for(lambda: srv.proc.poll() is not None, timeout=30), "DEBUG CHUNK-CRASH did not fire"

@@ -5,7 +5,9 @@ librowan_test.c, built by `make` next to the server named by ROWAN_SERVER):
 each mode checks what it sees through the library and prints key=value
 lines; this side checks the server's state over RESP afterwards. Covered:
 basic commands and errors (a reply in many fragments, a request too large
-for a datagram), pipelining, the libevent API, loss and duplication
+for a datagram), pipelining (requests and replies travel in packed
+frames: the server's INFO counts them), the libevent API, loss and
+duplication
 injected by the library's fault hook (nothing applied twice, nothing
 acknowledged lost), a dead or silent server, routing to every primary of a
 static cluster, and a planned failover of a managed cluster (a new term:
@@ -40,6 +42,12 @@ def run(*args, env_extra=None, timeout=180, check=True):
     return out, r
 
 
+def packed_counts(srv):
+    """(packed request frames in, packed reply frames out) of the server."""
+    info = srv.info("native")["native"]
+    return int(info["native_packed_datagrams_in"]), int(info["native_packed_datagrams_out"])
+
+
 @pytest.fixture
 def nsrv(server_factory):
     """A standalone server whose native (UDP) port has its RESP port's number."""
@@ -59,16 +67,28 @@ def test_basic_commands_and_errors(nsrv):
 
 
 def test_pipelining_keeps_order(nsrv):
+    before = packed_counts(nsrv)
     out, _ = run("127.0.0.1", nsrv.port, "pipeline", 400)   # 800 requests in flight
     assert out["ok"] == "1"
+    after = packed_counts(nsrv)
+    # 800 requests: a few dozen packs each way, not hundreds of datagrams
+    assert after[0] - before[0] >= 5 and after[1] - before[1] >= 5, (before, after)
+    assert int(out["sent"]) < 200, out
     r = nsrv.client()
     assert [int(v) for v in r.mget(["lr:p:%d" % i for i in range(400)])] == \
         [i + 1 for i in range(400)]
 
 
 def test_async_api_on_libevent(nsrv):
+    before = packed_counts(nsrv)
     out, _ = run("127.0.0.1", nsrv.port, "async", "lr:async", 1000)
     assert out["done"] == "1000" and out["bad"] == "0" and out["max"] == "1000"
+    after = packed_counts(nsrv)
+    assert after[0] > before[0] and after[1] > before[1], (before, after)
+    # the 1000 commands issued before the loop runs leave packed at its first
+    # turn, the rest from the reply callbacks of each turn: far fewer
+    # datagrams than commands
+    assert int(out["sent"]) < 60, out       # 17 here; 143 when each left at once
     assert nsrv.client().get("lr:async") == b"1000"
 
 

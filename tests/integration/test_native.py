@@ -16,6 +16,13 @@ and of librowan).
   with the server's term (managed cluster, where terms move).
 - Large replies come back in fragments that join; a reply over 1 MB is an
   error telling the client to use TCP.
+- Packed frames (version 2): several requests in one datagram run as
+  requests of their own (own ids, cache records, refusals), their replies
+  come back packed, large ones alone in fragments after what was packed
+  before them; a duplicated pack is answered from the cache and applied
+  once; version 1 clients never see a packed or version 2 datagram; and
+  through the lossy relay, packs dropped, duplicated and reordered both
+  ways apply every request exactly once and lose nothing acknowledged.
 - Durability: native writes acknowledged before a kill -9 are present
   after the restart; in a k=2 cluster a native write is replicated, and its
   reply is held while the backup is stopped (the same gate as RESP)."""
@@ -30,9 +37,10 @@ import pytest
 
 from conftest import RespClient, free_port, key_slot, request_failover, stop_process, wait_for
 from test_replication import owner_map
-from native_client import (HDR, HDR_LEN, MAGIC, MTU, PAYLOAD_MAX, R_BUSY, R_MALFORMED, R_STALE,
-                           REFUSE, REPLY, REQUEST, VERSION, NativeClient, Refused, RespError,
-                           decode, encode_request, parse_resp)
+from native_client import (ENTRY, HDR, HDR_LEN, MAGIC, MTU, PACKED_REPLIES, PAYLOAD_MAX, R_BUSY,
+                           R_MALFORMED, R_STALE, REFUSE, REPLY, REQUEST, VERSION, VERSION2,
+                           NativeClient, Refused, RespError, decode, encode_pack,
+                           encode_request, messages, parse_resp)
 
 pytestmark = pytest.mark.rowan_only("the native datagram edge is Rowan's")
 
@@ -269,8 +277,9 @@ def malformed_datagrams(cid):
         for k, v in kw.items():
             f[names.index(k)] = v
         return HDR.pack(*f) + good[HDR_LEN:]
-    dropped = [b"", b"x", good[:HDR_LEN - 1], with_hdr(magic=0x12345678), with_hdr(version=2),
-               with_hdr(type=2), with_hdr(type=9), with_hdr(req=0), with_hdr(nfrag=1),
+    dropped = [b"", b"x", good[:HDR_LEN - 1], with_hdr(magic=0x12345678), with_hdr(version=3),
+               with_hdr(type=2), with_hdr(type=4), with_hdr(type=5), with_hdr(type=9),
+               with_hdr(req=0), with_hdr(nfrag=1),
                with_hdr(off=7), os.urandom(MTU), os.urandom(100)]
     answered = [
         hdr_only,                                              # no argc
@@ -545,6 +554,26 @@ def test_pubsub_messages_come_with_request_id_0(nsrv):
     c.close()
 
 
+def test_pubsub_version2_unsolicited_stays_single(nsrv):
+    """For a client that reads packs, unsolicited output (request id 0) is
+    never packed: it leaves as a plain version 2 reply, after the replies
+    packed before it."""
+    c = nclient(nsrv, version=VERSION2)
+    q1, q2 = c.new_req(), c.new_req()
+    c.send_pack([(q1, ["SUBSCRIBE", "news2"]), (q2, ["PING"])])
+    assert parse_resp(c.recv_for(q1, 2.0))[0] == [b"subscribe", b"news2", 1]
+    assert parse_resp(c.recv_for(q2, 2.0))[0] == [b"pong", b""]
+    c.finish(q1)
+    c.finish(q2)
+    assert nsrv.client().publish("news2", "hi") == 1
+    dg = c.recv_dgram(3.0)
+    assert dg is not None
+    h, payload = decode(dg)
+    assert (h["version"], h["type"], h["req"]) == (VERSION2, REPLY, 0), h
+    assert parse_resp(payload)[0] == [b"message", b"news2", b"hi"]
+    c.close()
+
+
 def test_idle_clients_forgotten(server_factory):
     port = free_port()
     srv = server_factory(extra={"native-port": port, "native-client-timeout": 1})
@@ -678,6 +707,157 @@ def test_loss_duplicates_reordering_exactly_once(nsrv):
     info = native_info(nsrv)
     assert int(info["native_duplicates_answered_from_cache"]) > 0
     assert proxy.stats["dropped"] > 30 and proxy.stats["duplicated"] > 10, proxy.stats
+    for c in clients:
+        c.close()
+    proxy.close()
+
+
+def test_packed_requests_and_replies(nsrv):
+    """One datagram of 30 requests: each runs once under its own id, and
+    the replies come back packed (far fewer datagrams than replies); a
+    reply too large for one entry leaves alone, in fragments, after the
+    replies packed before it; a malformed entry is refused on its own."""
+    r = nsrv.client()
+    big = os.urandom(20000)
+    r.set("pbig", big)
+    c = nclient(nsrv, version=VERSION2)
+    before = native_info(nsrv)
+    cmds = [["INCR", "pk"] for _ in range(10)] + [["SET", "ps%d" % i, "v%d" % i] for i in range(10)]
+    cmds += [["GET", "ps%d" % i] for i in range(5)] + [["GET", "pbig"]] + [["INCR", "pk"]] * 4
+    got = c.pipeline(cmds)
+    assert got[:10] == list(range(1, 11))
+    assert got[10:20] == [b"OK"] * 10
+    assert got[20:25] == [b"v%d" % i for i in range(5)]
+    assert got[25] == big
+    assert got[26:] == [11, 12, 13, 14]
+    after = native_info(nsrv)
+    assert int(after["native_requests"]) - int(before["native_requests"]) == len(cmds)
+    assert int(after["native_packed_datagrams_in"]) - int(before["native_packed_datagrams_in"]) == 1
+    packs = int(after["native_packed_datagrams_out"]) - int(before["native_packed_datagrams_out"])
+    out = int(after["native_datagrams_out"]) - int(before["native_datagrams_out"])
+    assert packs >= 1 and c.stats["packed"] == packs, (packs, c.stats)
+    assert out < len(cmds), out          # 5 fragments of pbig + a few packs, not 30 + 4
+    assert r.get("pk") == b"14"
+
+    # the order on the wire: what was packed before the large reply arrives before it
+    reqs = [c.new_req() for _ in range(4)]
+    c.send_pack([(reqs[0], ["INCR", "ord"]), (reqs[1], ["INCR", "ord"]), (reqs[2], ["GET", "pbig"]),
+                 (reqs[3], ["INCR", "ord"])])
+    seen = []
+    while len(seen) < 4:
+        dg = c.recv_dgram(5.0)
+        assert dg is not None, seen
+        for h, payload in messages(dg):
+            if h["req"] not in seen and (h["nfrag"] == 1 or h["frag"] == h["nfrag"] - 1):
+                seen.append(h["req"])
+    assert seen == reqs, seen
+    for q in reqs:
+        c.finish(q)
+
+    # a malformed entry (argc 0) is refused alone; its neighbours run
+    q1, q2, q3 = c.new_req(), c.new_req(), c.new_req()
+    c.send_pack([(q1, ["INCR", "mal"]), (q2, struct.pack("<H", 0)), (q3, ["INCR", "mal"])])
+    assert c.recv_for(q1, 2.0) == b":1\r\n"
+    with pytest.raises(Refused) as e:
+        c.recv_for(q2, 2.0)
+    assert e.value.code == R_MALFORMED
+    assert c.recv_for(q3, 2.0) == b":2\r\n"
+    for q in (q1, q2, q3):
+        c.finish(q)
+    c.close()
+
+
+def test_packed_duplicates_applied_once(nsrv):
+    """A pack sent twice, and a pack overlapping an earlier one: the repeated
+    ids are answered from the reply cache (the original replies) and run
+    once; a pack mixing a repeated and a new id runs only the new one."""
+    c = nclient(nsrv, version=VERSION2)
+    ids = [c.new_req() for _ in range(8)]
+    pack = [(q, ["INCR", "dupk"]) for q in ids]
+    first = []
+    for attempt in range(2):
+        c.send_pack(pack)
+        first.append([c.recv_for(q, 2.0) for q in ids])
+    assert first[0] == first[1] == [b":%d\r\n" % i for i in range(1, 9)]
+    more = [c.new_req() for _ in range(4)]
+    c.send_pack([(q, ["INCR", "dupk"]) for q in ids[5:] + more])   # 3 old ids, 4 new
+    assert [c.recv_for(q, 2.0) for q in ids[5:]] == first[0][5:]
+    assert [c.recv_for(q, 2.0) for q in more] == [b":%d\r\n" % i for i in range(9, 13)]
+    for q in ids + more:
+        c.finish(q)
+    assert nsrv.client().get("dupk") == b"12"
+    assert int(native_info(nsrv)["native_duplicates_answered_from_cache"]) == 8 + 3
+    # acked in a pack frees the records below it: an old id sent after it is dropped
+    q = c.new_req()
+    c.send_pack([(q, ["INCR", "dupk"])])
+    assert c.recv_for(q, 2.0) == b":13\r\n"
+    c.send_pack([(ids[0], ["INCR", "dupk"])])
+    assert c.recv_for(ids[0], 0.3) is None
+    c.finish(q)
+    assert int(native_info(nsrv)["native_duplicates_dropped_acked"]) >= 1
+    c.close()
+
+
+def test_version1_clients_never_get_packs(nsrv):
+    """A version 1 client's burst is answered by version 1 single
+    datagrams; the same burst from a version 2 client comes back packed."""
+    for version in (VERSION, VERSION2):
+        c = nclient(nsrv, version=version)
+        reqs = [c.new_req() for _ in range(30)]
+        for q in reqs:
+            c.send(q, "INCR", "v%d" % version)
+        got = {}
+        datagrams = []
+        while len(got) < len(reqs):
+            dg = c.recv_dgram(5.0)
+            assert dg is not None, got
+            h, _ = decode(dg)
+            datagrams.append((h["version"], h["type"]))
+            for m, payload in messages(dg):
+                got[m["req"]] = parse_resp(payload)[0]
+        assert [got[q] for q in reqs] == list(range(1, 31))
+        if version == VERSION:
+            assert set(datagrams) == {(VERSION, REPLY)}, datagrams
+        else:
+            assert all(v == VERSION2 for v, _ in datagrams), datagrams
+        c.close()
+
+
+def test_packed_through_loss_exactly_once(nsrv):
+    """Through the lossy relay, which drops, duplicates and reorders whole
+    datagrams -- here packs of requests and packs of replies -- both ways:
+    pipelines of INCRs and SETs, retransmitted (packed again) until every
+    reply is in. Every INCR is applied exactly once (the replies are
+    exactly 1..N, the counter ends at N) and every acknowledged SET is
+    there."""
+    proxy = LossyProxy(nsrv.native_port, seed=23)
+    clients = [NativeClient(proxy.port, timeout=0.05, version=VERSION2) for _ in range(3)]
+    seen = []
+    rounds, width = 20, 8
+    for i in range(rounds):
+        for j, c in enumerate(clients):
+            cmds = []
+            for k in range(width):
+                cmds.append(["INCR", "plossy"])
+                cmds.append(["SET", "pack:%d:%d:%d" % (j, i, k), "%d" % k])
+            got = c.pipeline(cmds, retries=2000)
+            seen += got[0::2]
+            assert got[1::2] == [b"OK"] * width
+    n = rounds * len(clients) * width
+    assert sorted(seen) == list(range(1, n + 1))
+    r = nsrv.client()
+    assert r.get("plossy") == str(n).encode()
+    for j in range(len(clients)):
+        for i in range(rounds):
+            for k in range(width):
+                assert r.get("pack:%d:%d:%d" % (j, i, k)) == str(k).encode()
+    info = native_info(nsrv)
+    assert int(info["native_duplicates_answered_from_cache"]) > 0
+    assert int(info["native_packed_datagrams_in"]) > 0 and int(info["native_packed_datagrams_out"]) > 0
+    assert sum(c.stats["packed"] for c in clients) > 0
+    # ~2 datagrams per pipeline each way plus retransmissions: the relay's
+    # 25% loss and 20% duplication must have hit packs many times
+    assert proxy.stats["dropped"] >= 15 and proxy.stats["duplicated"] >= 8, proxy.stats
     for c in clients:
         c.close()
     proxy.close()

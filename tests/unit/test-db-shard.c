@@ -24,8 +24,8 @@
  *      members, keys reversed, and straight into the logical dbs instead of
  *      through SWAPDB) give the same digest.
  *
- * The collection effects are encoded here with the type modules' opcodes
- * (t_hash.c, t_set.c, t_zset.c, t_list.c), which are private to them. */
+ * The collection effects are encoded here with the types' opcodes
+ * (src/types/type_*.h). */
 #include "commands.h"
 #include "config.h"
 #include "db.h"
@@ -36,6 +36,11 @@
 #include "pool.h"
 #include "server.h"
 #include "shard.h"
+#include "type_hash.h"
+#include "type_list.h"
+#include "type_set.h"
+#include "type_zset.h"
+#include "types.h"
 #include "unit.h"
 #include "worker.h"
 
@@ -48,14 +53,6 @@
 #define NDBS      16
 #define POOL_SEGS 24
 #define SID       2      /* the shard under test */
-
-/* the type modules' opcodes */
-#define HASH_OP_SET    1
-#define SET_OP_ADD     1
-#define SET_OP_REM     2
-#define ZOP_SET        1
-#define LOP_PUSH_TAIL  3
-#define LOP_POP_HEAD   4
 
 static char pool_path[256], log_path[256];
 static worker *wk;
@@ -87,7 +84,7 @@ static void setup(void) {
     server.nworkers = 1;
     shard_init_all(NSHARDS, 1, NDBS);
     db_init_indexes();
-    types_register();
+    types_init();
     wk = calloc(1, sizeof(*wk));
     log_writer_init(&wk->tlog, server.pool, OWNER_WORKER, 0);
     for (int i = 0; i < SHARD_SLOTS; i++) {

@@ -51,7 +51,7 @@ static int get_args_copy(const unsigned char *dg, size_t len, const char **why) 
 
 static void test_header_layout(void) {
     unsigned char b[DGRAM_HDR_LEN];
-    dgram_hdr h = {DGRAM_MAGIC, DGRAM_VERSION, DGRAM_REPLY, 0x0102, 0x1112131415161718ull,
+    dgram_hdr h = {DGRAM_MAGIC, DGRAM_VERSION_1, DGRAM_REPLY, 0x0102, 0x1112131415161718ull,
                    0x2122232425262728ull, 0x3132333435363738ull, 0x4142434445464748ull,
                    0x5152, 0x6162, 0x71727374, 0x81828384};
     dgram_put_hdr(b, &h);
@@ -174,8 +174,15 @@ static void test_request_malformed(void) {
     bad[0] ^= 1;
     expect_hdr_fail(bad, n, "bad magic");
     memcpy(bad, dg, n);
-    bad[4] = 2;
+    bad[4] = 3;
     expect_hdr_fail(bad, n, "unsupported version");
+    memcpy(bad, dg, n);
+    bad[4] = DGRAM_VERSION;                   /* a single request reads the same in version 2 */
+    {
+        dgram_hdr v2;
+        CHECK_EQ_LL(get_hdr_copy(bad, n, &v2, NULL), 0);
+        CHECK_EQ_LL(v2.version, DGRAM_VERSION);
+    }
     memcpy(bad, dg, n);
     bad[4] = 0;
     expect_hdr_fail(bad, n, "unsupported version");
@@ -378,6 +385,163 @@ static void test_refuse(void) {
     free(msg);
 }
 
+/* Packed frames (version 2): requests and replies round trip entry by
+ * entry; the encoder keeps request ids increasing and stops at the MTU;
+ * the decoder refuses every structural fault. */
+static void test_packs(void) {
+    unsigned char dg[DGRAM_MTU + 8], bad[DGRAM_MTU + 8], args[64];
+    dgram_hdr h = req_hdr(0xabc, 0), g;
+    h.acked = 10;
+    dgram_pack p;
+    /* requests: GET k<i> with ids 10.. */
+    dgram_pack_begin(&p, dg, &h, DGRAM_PACKED_REQUESTS);
+    CHECK_EQ_LL(dgram_pack_end(&p), -1);                     /* empty */
+    int added = 0;
+    for (uint64_t id = 10;; id++) {
+        char key[16];
+        int kl = snprintf(key, sizeof key, "k%llu", (unsigned long long)id);
+        const char *argv[] = {"GET", key};
+        size_t argvlen[] = {3, (size_t)kl};
+        unsigned char tmp[DGRAM_MTU];
+        long rn = dgram_put_request(tmp, &h, 2, argv, argvlen);
+        dgram_entry e = {.req = id, .type = DGRAM_REQUEST, .shard = (uint16_t)id, .frag = 0,
+                         .len = (uint32_t)(rn - DGRAM_HDR_LEN), .payload = tmp + DGRAM_HDR_LEN};
+        if (!dgram_pack_room(&p, e.len)) {
+            CHECK_EQ_LL(dgram_pack_add(&p, &e), -1);
+            break;
+        }
+        CHECK_EQ_LL(dgram_pack_add(&p, &e), 0);
+        CHECK_EQ_LL(dgram_pack_add(&p, &e), -1);             /* the same id again: out of order */
+        added++;
+    }
+    long n = dgram_pack_end(&p);
+    CHECK(n > DGRAM_MTU - 40 && n <= DGRAM_MTU);
+    CHECK(added > 100);
+    CHECK_EQ_LL(get_hdr_copy(dg, (size_t)n, &g, NULL), 0);
+    CHECK(g.type == DGRAM_PACKED_REQUESTS && g.version == DGRAM_VERSION && g.nfrag == added &&
+          g.client == 0xabc && g.acked == 10 && g.term == 7 && g.req == 0);
+    size_t pos = 0;
+    dgram_entry e;
+    int seen = 0;
+    while (dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, g.type, &pos, &e)) {
+        const char *av[4];
+        size_t al[4];
+        CHECK_EQ_LL(e.req, 10 + (uint64_t)seen);
+        CHECK_EQ_LL(e.shard, 10 + seen);
+        CHECK_EQ_LL(dgram_get_args(e.payload, e.len, av, al, 4, NULL), 2);
+        CHECK(al[0] == 3 && memcmp(av[0], "GET", 3) == 0);
+        seen++;
+    }
+    CHECK_EQ_LL(seen, added);
+    for (size_t cut = DGRAM_HDR_LEN; cut < (size_t)n; cut += 7) {
+        const char *why = NULL;
+        CHECK_EQ_LL(get_hdr_copy(dg, cut, &g, &why), -1);
+        CHECK(why != NULL);
+    }
+
+    /* replies: a reply, a refusal, an empty reply; ids in any order */
+    dgram_hdr r = {0};
+    r.client = 0xabc;
+    r.term = 3;
+    r.acked = 99;                                             /* not carried by reply packs */
+    dgram_pack_begin(&p, dg, &r, DGRAM_PACKED_REPLIES);
+    dgram_entry e1 = {.req = 12, .type = DGRAM_REPLY, .len = 5, .payload = (const unsigned char *)"+OK\r\n"};
+    dgram_entry e2 = {.req = 11, .type = DGRAM_REFUSE, .frag = DGRAM_R_BUSY, .len = 4,
+                      .payload = (const unsigned char *)"BUSY"};
+    dgram_entry e3 = {.req = 13, .type = DGRAM_REPLY, .len = 0, .payload = NULL};
+    dgram_entry ebad = {.req = 14, .type = DGRAM_REPLY, .frag = 1, .len = 0};
+    CHECK_EQ_LL(dgram_pack_add(&p, &e1), 0);
+    CHECK_EQ_LL(dgram_pack_add(&p, &e2), 0);
+    CHECK_EQ_LL(dgram_pack_add(&p, &e3), 0);
+    CHECK_EQ_LL(dgram_pack_add(&p, &ebad), -1);
+    ebad.type = DGRAM_REQUEST;
+    ebad.frag = 0;
+    CHECK_EQ_LL(dgram_pack_add(&p, &ebad), -1);
+    n = dgram_pack_end(&p);
+    CHECK_EQ_LL(n, DGRAM_HDR_LEN + 3 * DGRAM_ENTRY_HDR_LEN + 9);
+    CHECK_EQ_LL(get_hdr_copy(dg, (size_t)n, &g, NULL), 0);
+    CHECK(g.type == DGRAM_PACKED_REPLIES && g.nfrag == 3 && g.acked == 0 && g.term == 3);
+    pos = 0;
+    CHECK_EQ_LL(dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, g.type, &pos, &e), 1);
+    CHECK(e.req == 12 && e.type == DGRAM_REPLY && e.len == 5 && memcmp(e.payload, "+OK\r\n", 5) == 0);
+    CHECK_EQ_LL(dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, g.type, &pos, &e), 1);
+    CHECK(e.req == 11 && e.type == DGRAM_REFUSE && e.frag == DGRAM_R_BUSY && e.len == 4);
+    CHECK_EQ_LL(dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, g.type, &pos, &e), 1);
+    CHECK(e.req == 13 && e.len == 0);
+    CHECK_EQ_LL(dgram_pack_next(dg + DGRAM_HDR_LEN, (size_t)n - DGRAM_HDR_LEN, g.type, &pos, &e), 0);
+
+    /* structural faults */
+    size_t en = (size_t)n;
+    memcpy(bad, dg, en);
+    bad[4] = DGRAM_VERSION_1;
+    expect_hdr_fail(bad, en, "bad type");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + 42, 0);
+    expect_hdr_fail(bad, en, "empty packed frame");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + 42, 2);
+    expect_hdr_fail(bad, en, "trailing bytes");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + 42, 4);
+    expect_hdr_fail(bad, en, "truncated entry header");
+    int unused[] = {6, 16, 32, 40, 44, 48};
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        memcpy(bad, dg, en);
+        bad[unused[i]] = 1;
+        expect_hdr_fail(bad, en, "nonzero unused field");
+    }
+    size_t e0 = DGRAM_HDR_LEN;                              /* the first entry's header */
+    memcpy(bad, dg, en);
+    le_put_u64(bad + e0, 0);
+    expect_hdr_fail(bad, en, "request id 0");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + e0 + 8, DGRAM_REQUEST);
+    expect_hdr_fail(bad, en, "bad entry type");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + e0 + 8, 0x102);                        /* type above a byte */
+    expect_hdr_fail(bad, en, "bad entry type");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + e0 + 10, 1);
+    expect_hdr_fail(bad, en, "nonzero unused field");
+    memcpy(bad, dg, en);
+    le_put_u32(bad + e0 + 12, 6);
+    expect_hdr_fail(bad, en, "entry past the end");         /* the next entry read shifted */
+    memcpy(bad, dg, en);
+    le_put_u32(bad + e0 + 12, 0xffffffffu);
+    expect_hdr_fail(bad, en, "entry past the end");
+    size_t e1at = e0 + DGRAM_ENTRY_HDR_LEN + 5;
+    memcpy(bad, dg, en);
+    le_put_u16(bad + e1at + 10, DGRAM_R_LOADING + 1);
+    expect_hdr_fail(bad, en, "unknown refusal code");
+
+    /* request packs: ids must increase, frag in range, acked is carried */
+    dgram_pack_begin(&p, dg, &h, DGRAM_PACKED_REQUESTS);
+    const char *argv[] = {"PING"};
+    size_t argvlen[] = {4};
+    long an = dgram_put_request(args, &h, 1, argv, argvlen);
+    dgram_entry q = {.req = 5, .type = DGRAM_REQUEST, .len = (uint32_t)(an - DGRAM_HDR_LEN),
+                     .payload = args + DGRAM_HDR_LEN};
+    CHECK_EQ_LL(dgram_pack_add(&p, &q), 0);
+    q.req = 6;
+    q.frag = DGRAM_MAX_FRAGS;
+    CHECK_EQ_LL(dgram_pack_add(&p, &q), -1);
+    q.frag = 3;
+    CHECK_EQ_LL(dgram_pack_add(&p, &q), 0);
+    n = dgram_pack_end(&p);
+    en = (size_t)n;
+    CHECK_EQ_LL(get_hdr_copy(dg, en, &g, NULL), 0);
+    size_t q1 = DGRAM_HDR_LEN + DGRAM_ENTRY_HDR_LEN + q.len;
+    memcpy(bad, dg, en);
+    le_put_u64(bad + q1, 5);
+    expect_hdr_fail(bad, en, "request ids not increasing");
+    memcpy(bad, dg, en);
+    le_put_u16(bad + q1 + 10, DGRAM_MAX_FRAGS);
+    expect_hdr_fail(bad, en, "fragment index out of range");
+    memcpy(bad, dg, en);
+    bad[en] = 0;
+    expect_hdr_fail(bad, en + 1, "trailing bytes");
+}
+
 int main(void) {
     test_header_layout();
     test_request_roundtrip();
@@ -385,5 +549,6 @@ int main(void) {
     test_reply_roundtrip();
     test_reply_malformed();
     test_refuse();
+    test_packs();
     return UNIT_DONE("test-dgram");
 }

@@ -1,5 +1,5 @@
-/* test-hashset.c -- the hash and set classes (redis-compat/t_hash.c,
- * t_set.c) as recovery uses them: apply and load on recovered bytes.
+/* test-hashset.c -- the hash and set classes (src/types/type_hash.c,
+ * type_set.c) as recovery uses them: apply and load on recovered bytes.
  *
  *  - effects applied op by op, snapshot, load: the same contents and the
  *    same encoding;
@@ -15,6 +15,7 @@
 #include "db.h"
 #include "dict.h"
 #include "object.h"
+#include "types.h"
 
 static uint64_t rs = 0x2545F4914F6CDD1DULL;
 static uint64_t rnd(void) {
@@ -157,7 +158,7 @@ static void test_encodings(void) {
 
 int main(void) {
     config_init_defaults();   /* the encoding limits (set-max-intset-entries...) */
-    types_register();
+    types_init();
     test_roundtrip(OBJ_HASH);
     test_roundtrip(OBJ_SET);
     test_encodings();

@@ -10,6 +10,7 @@
 #include "le.h"
 #include "object.h"
 #include "rdb.h"
+#include "types.h"
 
 static uint64_t rs = 0x9E3779B97F4A7C15ULL;
 static uint64_t rnd(void) {
@@ -166,7 +167,7 @@ static void test_strings(void) {
 }
 
 int main(void) {
-    types_register();
+    types_init();
     CHECK(rdb_crc64(0, "123456789", 9) == 0xe9c6d914c4b8d9caULL);
     test_strings();
     for (int type = OBJ_LIST; type <= OBJ_HASH; type++) {

@@ -1,4 +1,4 @@
-/* test-stream.c -- the stream class (redis-compat/t_stream.c) as recovery
+/* test-stream.c -- the stream class (src/types/type_stream.c) as recovery
  * uses it: effects applied op by op, snapshot, load.
  *
  *  - a stream with deleted entries, several nodes, groups, consumers and
@@ -16,24 +16,11 @@
 #include "db.h"
 #include "le.h"
 #include "object.h"
+#include "type_stream.h"
+#include "types.h"
 
-/* The effect opcodes (t_stream.c's header comment). */
-enum { SOP_ADD = 1, SOP_DEL, SOP_META, SOP_GCREATE, SOP_GSETID, SOP_GDESTROY,
-       SOP_CCREATE, SOP_CDEL, SOP_PELSET, SOP_PELDEL };
-
-static void put_u64(rbuf *b, uint64_t v) {
-    unsigned char le[8];
-    le_put_u64(le, v);
-    rbuf_append(b, le, 8);
-}
-static void put_id(rbuf *b, uint64_t ms, uint64_t seq) {
-    put_u64(b, ms);
-    put_u64(b, seq);
-}
-static void put_str(rbuf *b, const char *s) {
-    obj_put_u32(b, (uint32_t)strlen(s));
-    rbuf_append(b, s, strlen(s));
-}
+static void put_id(rbuf *b, uint64_t ms, uint64_t seq) { stream_put_sid(b, (sid){ms, seq}); }
+static void put_str(rbuf *b, const char *s) { obj_put_str(b, s, strlen(s)); }
 
 static int apply(const obj_class *k, void *d, uint8_t op, const rbuf *arg) {
     return k->apply(d, op, arg->buf, arg->len);
@@ -83,17 +70,17 @@ static void build(const obj_class *k, void *d) {
     CHECK_EQ_LL(add(k, d, 250, 0, "f", "v"), -1);                            /* not above */
     /* groups */
     put_id(&a, 140, 1);
-    put_u64(&a, (uint64_t)-1);
+    stream_put_u64(&a, (uint64_t)-1);
     rbuf_append(&a, "grp", 3);
     CHECK_EQ_LL(apply(k, d, SOP_GCREATE, &a), 0);
     CHECK_EQ_LL(apply(k, d, SOP_GCREATE, &a), -1);                           /* exists */
     a.len = 0;
     put_id(&a, 0, 0);
-    put_u64(&a, 3);
+    stream_put_u64(&a, 3);
     rbuf_append(&a, "other", 5);
     CHECK_EQ_LL(apply(k, d, SOP_GCREATE, &a), 0);
     a.len = 0;
-    put_u64(&a, 1234567);
+    stream_put_u64(&a, 1234567);
     put_str(&a, "grp");
     rbuf_append(&a, "alice", 5);
     CHECK_EQ_LL(apply(k, d, SOP_CCREATE, &a), 0);
@@ -101,16 +88,16 @@ static void build(const obj_class *k, void *d) {
     put_str(&a, "grp");
     put_str(&a, "bob");
     put_id(&a, 141, 1);
-    put_u64(&a, 99);
-    put_u64(&a, 1);
+    stream_put_u64(&a, 99);
+    stream_put_u64(&a, 1);
     CHECK_EQ_LL(apply(k, d, SOP_PELSET, &a), -1);                            /* no bob */
     a.len = 0;
     put_str(&a, "grp");
     put_str(&a, "alice");
     for (uint64_t i = 141; i <= 150; i++) {
         put_id(&a, i, 1);
-        put_u64(&a, 1000 + i);
-        put_u64(&a, i % 3 + 1);
+        stream_put_u64(&a, 1000 + i);
+        stream_put_u64(&a, i % 3 + 1);
     }
     CHECK_EQ_LL(apply(k, d, SOP_PELSET, &a), 0);
     a.len = 0;
@@ -121,7 +108,7 @@ static void build(const obj_class *k, void *d) {
     a.len = 0;
     put_id(&a, 300, 0);
     put_id(&a, 130, 1);
-    put_u64(&a, 400);
+    stream_put_u64(&a, 400);
     CHECK_EQ_LL(apply(k, d, SOP_META, &a), 0);
     CHECK_EQ_LL(apply(k, d, 77, &a), -1);                                    /* unknown op */
     rbuf_free(&a);
@@ -181,7 +168,7 @@ static void test_roundtrip(void) {
 }
 
 int main(void) {
-    types_register();
+    types_init();
     test_roundtrip();
     return UNIT_DONE("test-stream");
 }

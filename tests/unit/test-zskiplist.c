@@ -1,5 +1,6 @@
 /* test-zskiplist.c -- the sorted-set skiplist against a sorted reference,
- * and the zset object class (t_zset.c) on good and damaged input.
+ * and the zset object class (src/types/type_zset.c) on good and damaged
+ * input.
  *
  * Random inserts, deletes and score updates (with many equal scores, so the
  * member order matters), checked after every step against a sorted array:
@@ -13,10 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "commands.h"
 #include "config.h"
 #include "db.h"
 #include "object.h"
+#include "type_zset.h"
 #include "unit.h"
 #include "zskiplist.h"
 

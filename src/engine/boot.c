@@ -1,0 +1,323 @@
+/* boot.c -- one server's life: configure, listen, load, serve, stop.
+ *
+ * rowan_server_start(argc, argv) starts a server from rowan-server's
+ * arguments ([rowan.conf] [--option value ...]) and returns once it serves;
+ * rowan_server_wait waits for its shutdown and tears it down. rowan-server
+ * (src/main.c) runs the process's one server with them; a test may run
+ * several in one process (tests/unit/test-twoservers.c), each its own
+ * object (server.h) with its own ports and pool.
+ *
+ * Startup order matters:
+ *   1. configuration, checked whole (cluster lines included);
+ *   2. supervised / daemonize: fork() only works before any thread exists;
+ *   3. the listening sockets (client port, replication port): a port in use
+ *      or a bad `bind` address stops startup before the pool is touched,
+ *      whatever the `dir`; then the pidfile;
+ *   4. the pool, shards and workers; the workers start serving at once, in
+ *      loading mode: every command that would read the data set is answered
+ *      -LOADING (Redis's reply while it loads), INFO shows the progress;
+ *   5. recovery rebuilds the data set; loading ends when it returns, so no
+ *      client can observe a partial state; connections accepted meanwhile
+ *      simply go on;
+ *   6. the cleaner (it relies on the live byte counts recovery computes) and
+ *      replication start; the server is ready (READY=1 under systemd).
+ * Signals are handled by a dedicated thread with sigwait, since a signal
+ * handler may not touch libevent; the signals, daemonizing, the pidfile and
+ * the supervisor belong to the process, so only the process's server
+ * (ROWAN_START_PROCESS) has them. A bad configuration or a failed step ends
+ * the process (die), embedded or not. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "bus.h"
+#include "clean.h"
+#include "coldread.h"
+#include "cluster.h"
+#include "cm.h"
+#include "config.h"
+#include "control.h"
+#include "daemon.h"
+#include "db.h"
+#include "delta.h"
+#include "digest.h"
+#include "edge.h"
+#include "member.h"
+#include "pool.h"
+#include "reconcile.h"
+#include "recovery.h"
+#include "repl.h"
+#include "server.h"
+#include "shard.h"
+#include "syncer.h"
+#include "tls.h"
+#include "strutil.h"
+#include "types.h"
+#include "worker.h"
+#include "native.h"
+#include "boot.h"
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    serverLog(LL_WARNING, "%s", msg);
+    fprintf(stderr, "%s\n", msg);
+    exit(1);
+}
+
+/* mkdir -p; 0, or -1 with errno set. */
+static int mkdir_p(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(tmp, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
+}
+
+static void configure(int argc, char **argv) {
+    char err[512];
+    config_init_defaults();
+    int start = 1;
+    if (argc > 1 && strncmp(argv[1], "--", 2) != 0) {
+        char *abs = realpath(argv[1], NULL);
+        if (!abs) die("Can't open the config file '%s': %s", argv[1], strerror(errno));
+        server.cfg.conf_file = abs;
+        if (config_load_file(abs, err, sizeof(err)) != 0) die("Bad config file: %s", err);
+        start = 2;
+    }
+    if (config_parse_argv(argc, argv, start, err, sizeof(err)) != 0) die("Bad arguments: %s", err);
+    if (edge->configure(err, sizeof(err)) != 0) die("Bad config file: %s", err);
+    if (server.cfg.workers <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        server.cfg.workers = n > 0 ? (int)n : 1;
+    }
+    if (server.cfg.databases > SHARD_MAX_DBS) die("databases must be at most %d", SHARD_MAX_DBS);
+    shard_init_all(server.cfg.shards, server.cfg.workers, server.cfg.databases);
+    if (cluster_set_zookeeper(server.cfg.zookeeper, err, sizeof(err)) != 0 ||
+        cluster_set_name(server.cfg.cluster_name, err, sizeof(err)) != 0 ||
+        cluster_setup(server.cfg.shards, server.cfg.replicas, err, sizeof(err)) != 0)
+        die("Bad cluster configuration: %s", err);
+}
+
+/* Bind every port this server listens on (see the file comment, step 3). */
+static void open_listeners(void) {
+    char err[512];
+    /* TLS first: a bad certificate or key stops the server with its reason. */
+    if (server.cfg.tls_port > 0 && tls_configure(err, sizeof(err)) != 0)
+        die("Failed to configure TLS: %s", err);
+    if (workers_listen(err, sizeof(err)) != 0) {
+        serverLog(LL_WARNING, "Warning: %s", err);
+        fprintf(stderr, "%s\n", err);
+        die("Failed listening on port %d (tcp), aborting.", server.cfg.port);
+    }
+    if (cluster_enabled() && control_listen(err, sizeof(err)) != 0) die("%s", err);
+    if (native_listen(err, sizeof(err)) != 0) die("%s", err);   /* native-port (rdma/native.c) */
+}
+
+static void open_pool(void) {
+    char err[512], path[4096];
+    snprintf(path, sizeof(path), "%s/%s", server.cfg.dir, server.cfg.pool_file);
+    /* The one rule for the pool's size (db_min_pool_size): checked on
+     * pool-size before a new pool (or its dir) is created, on an existing
+     * pool's own size once it is open (it may come from a run with fewer
+     * workers). */
+    uint64_t need = db_min_pool_size(server.cfg.workers);
+    struct stat st;
+    if (stat(path, &st) != 0 && (uint64_t)server.cfg.pool_size < need)
+        die("pool-size %lld is too small: with %d workers a pool needs at least %llu bytes "
+            "(%llumb)", server.cfg.pool_size, server.cfg.workers, (unsigned long long)need,
+            (unsigned long long)(need >> 20));
+    if (mkdir_p(server.cfg.dir) != 0) die("Can't create dir '%s': %s", server.cfg.dir, strerror(errno));
+    /* A truncated pool is opened for salvage: recovery decides what to do. */
+    server.pool = pool_open(path, (uint64_t)server.cfg.pool_size, POOL_OPEN_SALVAGE, err,
+                            sizeof(err));
+    if (!server.pool) die("Can't open the pool: %s", err);
+    if (pool_size(server.pool) < need)
+        die("The pool %s has %llu bytes: with %d workers a pool needs at least %llu bytes "
+            "(%llumb); start with fewer workers", path,
+            (unsigned long long)pool_size(server.pool), server.cfg.workers,
+            (unsigned long long)need, (unsigned long long)(need >> 20));
+    serverLog(LL_NOTICE, "Pool %s: %llu bytes, %u segments, %s", path,
+              (unsigned long long)pool_size(server.pool), pool_nsegs(server.pool),
+              pool_is_pmem(server.pool) ? "persistent memory (pmem_persist)"
+                                        : "not pmem (fdatasync group commit)");
+}
+
+static void make_run_id(void) {
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 40; i++) server.run_id[i] = hex[rnd64() & 15];
+    server.run_id[40] = 0;
+}
+
+static void *signal_main(void *arg) {
+    sigset_t *set = arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(set, &sig) != 0) continue;
+        serverLog(LL_WARNING, "Received %s scheduling shutdown...", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        server_request_shutdown();
+    }
+    return NULL;
+}
+
+static void start_signal_thread(void) {
+    static sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t t;
+    pthread_create(&t, NULL, signal_main, &set);
+    pthread_detach(t);
+}
+
+/* Step 5, the loading phase: from loading_begin the workers serve, in
+ * loading mode (-LOADING), until loading_end. Recovery runs in between. */
+static void loading_begin(void) {
+    server.loading_start_time = time(NULL);
+    atomic_store(&server.loading, 1);
+    workers_start();
+}
+
+static void loading_end(void) {
+    /* Release: a worker that sees loading 0 sees the whole data set. */
+    atomic_store_explicit(&server.loading, 0, memory_order_release);
+}
+
+/* A fresh server object: the process's first one for rowan-server (so the
+ * threads libraries create see it, server.h), a new one for each other. */
+static struct rowan_server *server_object(int flags) {
+    static _Atomic int first_taken;
+    if ((flags & ROWAN_START_PROCESS) && !atomic_exchange(&first_taken, 1)) return rowan_self;
+    struct rowan_server *s = calloc(1, sizeof(*s));
+    if (!s) die("Out of memory");
+    return s;
+}
+
+struct rowan_server *rowan_server_start(int argc, char **argv, int flags) {
+    struct rowan_server *caller = rowan_self;
+    rowan_self = server_object(flags);
+    struct rowan_server *self = rowan_self;
+    server.owns_process = (flags & ROWAN_START_PROCESS) != 0;
+    resp_edge_install();   /* the client edge the core calls (edge.h) */
+    if (!server.cluster_st) server_state_new();   /* the first object has it (server.c) */
+    if (!server.edge_state) server.edge_state = edge->state_new();
+    configure(argc, argv);
+    /* The state the server object owns for the modules with threads
+     * (server.h), before anything can use it. */
+    digest_init();
+    control_init();
+    syncer_init();
+    clean_init();
+    member_init();
+    cm_init();
+    bus_init();
+    reconcile_alloc();
+    if (flags & ROWAN_START_PROCESS) {
+        int supervised = daemon_supervise();
+        if (server.cfg.daemonize && !supervised) daemon_detach();
+        start_signal_thread();
+    }
+    server.start_time = time(NULL);
+    server.start_ms = mstime();
+    if (!realpath("/proc/self/exe", server.executable)) server.executable[0] = 0;
+    make_run_id();
+    serverLog(LL_NOTICE, "Rowan %s starting, pid=%d, %d workers, %d shards", ROWAN_VERSION,
+              (int)getpid(), server.cfg.workers, server.cfg.shards);
+    config_warn_no_effect();
+    open_listeners();
+    if (flags & ROWAN_START_PROCESS) daemon_pidfile_write();
+    open_pool();
+    server.nworkers = server.cfg.workers;
+    db_init_indexes();
+    repl_init();
+    types_init();     /* the collection classes recovery applies effects with */
+    char err[2048];   /* recovery names each damaged region */
+    if (edge->start(err, sizeof(err)) != 0) die("%s", err);
+    if (workers_create(server.cfg.workers, err, sizeof(err)) != 0) die("%s", err);
+    native_attach();
+    if (flags & ROWAN_START_PROCESS) daemon_started();
+    loading_begin();
+    int rc = recovery_run(err, sizeof(err));
+    if (rc < 0) die("Recovery failed: %s", err);
+    if (rc == 0) {
+        /* Before anything is served: the cluster membership (managed mode),
+         * the shards that must first be checked against their replicas
+         * (they answer -TRYAGAIN, reconcile.h), the cleaner (it relies on
+         * the live byte counts recovery computed). */
+        if (cluster_managed() && member_join(err, sizeof(err)) != 0) die("Cluster: %s", err);
+        reconcile_init();
+        delta_init();
+        clean_start();
+    }
+    if (rc == 1) {
+        loading_end();
+        serverLog(LL_WARNING, "Recovery interrupted by the shutdown request; nothing was served");
+    } else {
+        /* Replication and the membership run before loading ends: a write
+         * served earlier would be acknowledged by a node whose links to its
+         * backups do not exist yet. */
+        if (repl_start(err, sizeof(err)) != 0) die("%s", err);
+        member_start();
+        loading_end();
+        serverLog(LL_NOTICE, "Server initialized");
+        if (server.cfg.port > 0)
+            serverLog(LL_NOTICE, "Ready to accept connections tcp on %s:%d", server.cfg.bind,
+                      server.cfg.port);
+        if (server.cfg.tls_port > 0)
+            serverLog(LL_NOTICE, "Ready to accept connections tls on %s:%d", server.cfg.bind,
+                      server.cfg.tls_port);
+        if (flags & ROWAN_START_PROCESS) {
+            daemon_notify("STATUS=Ready to accept connections\n");
+            daemon_notify("READY=1\n");
+        }
+    }
+    rowan_self = caller;
+    return self;
+}
+
+void rowan_server_wait(struct rowan_server *s) {
+    struct rowan_server *caller = rowan_self;
+    rowan_self = s;
+    workers_join();
+    native_stop();
+    if (server.owns_process) daemon_notify("STOPPING=1\n");
+    member_stop();
+    repl_stop();
+    syncer_stop();
+    clean_stop();
+    coldread_stop();   /* no reader touches the mapping from now on */
+    db_free_all();
+    pool_close(server.pool);
+    if (server.owns_process) daemon_pidfile_remove();
+    serverLog(LL_WARNING, "Rowan is now ready to exit, bye bye...");
+    rowan_self = caller;
+}
+
+void rowan_server_stop(struct rowan_server *s) {
+    struct rowan_server *caller = rowan_self;
+    rowan_self = s;
+    server_request_shutdown();
+    rowan_self = caller;
+    rowan_server_wait(s);
+}

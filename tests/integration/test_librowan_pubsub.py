@@ -1,0 +1,194 @@
+"""librowan's SUBSCRIBE / PSUBSCRIBE / MONITOR (rdma/client/rowan_push.c)
+through a real rowan-server: librowan-test (tests/integration/
+librowan_test.c) subscribes with the blocking API (rowanGetReply returns
+confirmations, then messages) or the async one (the SUBSCRIBE callback gets
+each message of its channels), prints what it receives, and this side
+publishes with redis-py.
+
+Covered: a SUBSCRIBE of two channels (two confirmations: the reply, then
+rowanGetReply), channel and pattern messages with binary-safe payloads in
+order, UNSUBSCRIBE / PUNSUBSCRIBE stopping delivery (the server counts no
+receiver, the library prints nothing more for it), the keepalive that keeps
+a subscribed client known to a server that forgets idle native clients
+(and, without it, the subscription being forgotten: delivery is best
+effort), and MONITOR lines for commands of other clients."""
+import os
+import queue
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import free_port
+from test_librowan import LIBROWAN_TEST
+
+pytestmark = pytest.mark.rowan_only("the native datagram path (issue 15)")
+
+
+class Proc:
+    """librowan-test running in the background; its stdout lines in a queue."""
+
+    def __init__(self, *args):
+        assert os.access(LIBROWAN_TEST, os.X_OK), "no %s: build it with `make`" % LIBROWAN_TEST
+        self.p = subprocess.Popen([LIBROWAN_TEST] + [str(a) for a in args], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.lines = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, prefix, timeout=10.0):
+        """The next line starting with prefix (earlier lines are kept in seen)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, "no %r line; saw %r" % (prefix, self.seen[-10:])
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            assert line is not None, "exited (rc %s) before %r; saw %r; stderr %s" % (
+                self.p.wait(), prefix, self.seen[-10:], self.p.stderr.read()[-2000:])
+            self.seen.append(line)
+            if line.startswith(prefix):
+                return line[len(prefix):]
+
+    def finish(self, timeout=15.0):
+        rc = self.p.wait(timeout)
+        while True:
+            line = self.lines.get(timeout=5)
+            if line is None:
+                break
+            self.seen.append(line)
+        return rc, self.seen, self.p.stderr.read()
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.fixture
+def nsrv(server_factory):
+    port = free_port()
+    return server_factory(extra={"native-port": port}, port=port)
+
+
+@pytest.fixture
+def procs():
+    made = []
+    yield lambda *a: made.append(Proc(*a)) or made[-1]
+    for p in made:
+        p.kill()
+
+
+def publish_until_heard(r, proc, channel, payload, line, timeout=10.0):
+    """Publish (again, as delivery is best effort) until proc prints line."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert r.publish(channel, payload) == 1
+        try:
+            return proc.expect(line, timeout=1.0)
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+
+
+@pytest.mark.parametrize("mode", ["sub", "asub"])
+def test_subscribe_messages_and_unsubscribe(nsrv, procs, mode):
+    p = procs("127.0.0.1", nsrv.port, mode)
+    p.expect("ready=")
+    r = nsrv.client()
+    assert r.pubsub_numsub("lr:ch1", "lr:ch2") == [(b"lr:ch1", 1), (b"lr:ch2", 1)]
+    assert r.pubsub_numpat() == 1
+    # channel messages, in order, over both channels
+    sent = []
+    for i in range(20):
+        ch = "lr:ch%d" % (1 + i % 2)
+        assert r.publish(ch, "m%d" % i) == 1
+        sent.append("msg=message||%s|m%d" % (ch, i))
+    got = [p.expect("msg=") for _ in sent]
+    assert ["msg=" + g for g in got] == sent       # loopback: nothing lost here
+    # a pipelined burst: the server packs several messages into one
+    # datagram's payload; they come out one by one, in order
+    pipe = r.pipeline(transaction=False)
+    sent = []
+    for i in range(100):
+        pipe.publish("lr:ch1", "b%d" % i)
+        sent.append("message||lr:ch1|b%d" % i)
+    assert pipe.execute() == [1] * 100
+    assert [p.expect("msg=") for _ in sent] == sent
+    # a pattern message
+    assert r.publish("lr:p:x", "pat-payload") == 1
+    assert p.expect("msg=") == "pmessage|lr:p:*|lr:p:x|pat-payload"
+    # UNSUBSCRIBE lr:ch1: the server has no receiver for it any more
+    assert r.publish("lr:ch2", "unsub") == 1
+    p.expect("msg=")
+    if mode == "sub":
+        assert p.expect("unsubscribed=") == "2"    # lr:ch2 and the pattern are left
+    else:
+        assert p.expect("unsubscribe=") == "lr:ch1|2"   # the channel's own callback, last call
+    assert r.publish("lr:ch1", "after") == 0
+    assert r.pubsub_numsub("lr:ch1") == [(b"lr:ch1", 0)]
+    # PUNSUBSCRIBE: pattern messages stop
+    assert r.publish("lr:p:y", "punsub") == 1
+    p.expect("msg=")
+    if mode == "sub":
+        assert p.expect("punsubscribed=") == "1"
+    else:
+        assert p.expect("punsubscribe=") == "lr:p:*|1"
+    assert r.publish("lr:p:z", "after") == 0
+    assert r.publish("lr:ch2", "quit") == 1
+    rc, seen, err = p.finish()
+    assert rc == 0, err
+    assert "done=1" in seen
+    assert not any("after" in line for line in seen), seen
+    if mode == "asub":
+        # the callbacks ran with the privdata given with their SUBSCRIBE
+        assert "priv=chan" in seen and "priv=pat" in seen
+
+
+@pytest.mark.parametrize("mode", ["sub", "asub"])
+def test_keepalive_keeps_subscription(server_factory, procs, mode):
+    """The server forgets native clients idle for native-client-timeout (1 s
+    here). A subscribed librowan context sends keepalives (300 ms here), so
+    its subscription outlives the timeout several times over; with the
+    keepalive longer than the timeout, the server forgets it and the
+    message never comes (best effort: nothing tells the client)."""
+    port = free_port()
+    srv = server_factory(extra={"native-port": port, "native-client-timeout": 1}, port=port)
+    r = srv.client()
+    kept = procs("127.0.0.1", port, mode, 300)
+    kept.expect("ready=")
+    lost = procs("127.0.0.1", port, "sub", 30000)
+    lost.expect("ready=")
+    time.sleep(4.0)
+    assert r.publish("lr:ch1", "still-here") == 1    # only the kept one is subscribed
+    assert kept.expect("msg=") == "message||lr:ch1|still-here"
+    with pytest.raises(AssertionError):
+        lost.expect("msg=", timeout=1.5)
+    assert r.publish("lr:ch2", "quit") == 1
+    rc, seen, err = kept.finish()
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("mode", ["monitor", "amonitor"])
+def test_monitor_lines(nsrv, procs, mode):
+    p = procs("127.0.0.1", nsrv.port, mode)
+    p.expect("ready=")
+    r = nsrv.client()
+    r.set("lr:mon:a", "v1")
+    r.get("lr:mon:a")
+    line = p.expect("line=")
+    assert '"set" "lr:mon:a" "v1"' in line.lower(), line
+    line = p.expect("line=")
+    assert '"get" "lr:mon:a"' in line.lower(), line
+    r.set("lr:mon:quit", "1")
+    rc, seen, err = p.finish()
+    assert rc == 0, err
+    assert "done=1" in seen
