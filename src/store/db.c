@@ -63,8 +63,12 @@ static const char *no_room_error =
 
 /* Why the last pool-full refusal happened, for INFO. */
 /* This file's state, one per server (server.h). */
+#define INFLIGHT_MAX 1024
 struct db_state {
     _Atomic int last_refusal;
+    /* per worker: 1 + the first t-log segment seq a write in progress may
+     * use, 0 when none (db_seg_in_flight) */
+    _Atomic uint64_t inflight[INFLIGHT_MAX];
 };
 
 void db_state_new(void) {
@@ -757,24 +761,23 @@ typedef struct chunk_run {
 static __thread uint32_t chunks_this_write;
 
 /* In flight: see "Batches larger than one group" below. */
-#define INFLIGHT_MAX 1024
-static _Atomic uint64_t inflight[INFLIGHT_MAX]; /* per worker: first seq in flight + 1, 0 none */
 
 static void inflight_begin(db_ctx *x) {
     log_writer *l = &x->w->tlog;
     uint64_t seq = l->seg >= 0 ? pool_seg_meta(server.pool, (uint32_t)l->seg).seq
                                : pool_seq_now(server.pool);
-    if (x->wid >= 0 && x->wid < INFLIGHT_MAX) atomic_store(&inflight[x->wid], seq + 1);
+    if (x->wid >= 0 && x->wid < INFLIGHT_MAX)
+        atomic_store(&server.db_st->inflight[x->wid], seq + 1);
 }
 
 static void inflight_end(db_ctx *x) {
-    if (x->wid >= 0 && x->wid < INFLIGHT_MAX) atomic_store(&inflight[x->wid], 0);
+    if (x->wid >= 0 && x->wid < INFLIGHT_MAX) atomic_store(&server.db_st->inflight[x->wid], 0);
 }
 
 int db_seg_in_flight(uint32_t seg) {
     struct seg_meta m = pool_seg_meta(server.pool, seg);
     if (m.owner != OWNER_WORKER || m.owner_id >= INFLIGHT_MAX) return 0;
-    uint64_t from = atomic_load(&inflight[m.owner_id]);
+    uint64_t from = atomic_load(&server.db_st->inflight[m.owner_id]);
     return from && m.seq + 1 >= from;
 }
 
