@@ -5,6 +5,9 @@
  *              (allocated when the first effect lands in it);
  *   cursor     (index into segs, byte position) of the next entry to read;
  *   frontier   (index, position) persisted by the control thread;
+ *   held       effects of batches' pieces (db.c), until their commit is
+ *              read: only then are they pending (a promotion takes in what
+ *              is pending, and must not take half a batch);
  *   per shard: pending effects (version, pool offset), `applied` (every
  *              version <= applied is reflected in the index, or was covered
  *              by a catch-up), `commitver` (the primary's last CommitVer).
