@@ -64,6 +64,7 @@
 #include <unistd.h>
 #include "clean.h"
 #include "db.h"
+#include "le.h"
 #include "log.h"
 #include "pool.h"
 #include "recovery.h"
@@ -81,6 +82,7 @@ struct cleaner {
     _Atomic int state;          /* enum clean_state */
     _Atomic int refused;        /* a write was refused since the cleaner looked */
     _Atomic uint64_t handover_gen;
+    _Atomic uint32_t want_free;  /* free segments a refused large write needs */
     /* Only for sleeping: never held together with mutex or a shard lock
      * by the cleaner, so a worker may signal it with its shard locks held. */
     pthread_mutex_t wake_mutex;
@@ -106,6 +108,7 @@ typedef struct clean_job {
     uint64_t oldest_other;     /* smallest seq of any other non-free segment */
     int failed;
     uint64_t copied;
+    int piece_unsynced;        /* in a batch's piece, no pool sync yet (clean_visit) */
 } clean_job;
 
 static uint64_t oldest_other_seq(uint32_t except) {
@@ -139,6 +142,29 @@ static int live_resync_end(const log_entry *e, uint64_t ref) {
     return live;
 }
 
+/* Copy a record that is not indexed but must stay (a deletion, a batch's
+ * commit). A kept record counts as live in its new segment, or a segment
+ * of nothing but records would be picked again at once and copied forever. */
+static void keep_record(clean_job *job, const log_entry *e) {
+    uint64_t off = copy_entry(job->cl, e);
+    if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
+                           (int64_t)log_entry_len(e->klen, e->vlen));
+    else job->failed = 1;
+}
+
+/* The commit of a batch's pieces (db.c) stays while a segment older than
+ * it exists: one may hold its pieces (the rule of deletion records). */
+static void keep_commit(clean_job *job, const log_entry *e) {
+    if (e->vlen != LOG_COMMIT_LEN) return;
+    if (!job->foreign && job->oldest_other >= le_get_u64(e->val)) return;
+    char desc[LOG_COMMIT_LEN];
+    memcpy(desc, e->val, LOG_COMMIT_LEN);
+    if (job->foreign) le_put_u64(desc, pool_seq_now(server.pool));
+    log_entry copy = *e;
+    copy.val = desc;
+    keep_record(job, &copy);
+}
+
 static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
     if (job->failed) return;
     if ((e->type == LOG_DEL || e->type == LOG_FLUSHDB) && !live_resync_end(e, ref)) {
@@ -148,10 +174,7 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
         if (job->foreign || job->oldest_other < e->aux) {
             log_entry copy = *e;
             if (job->foreign) copy.aux = pool_seq_now(server.pool);
-            uint64_t off = copy_entry(job->cl, &copy);
-            if (off) pool_live_add(server.pool, pool_seg_of(server.pool, off),
-                                   (int64_t)log_entry_len(e->klen, e->vlen));
-            else job->failed = 1;
+            keep_record(job, &copy);
         }
         return;
     }
@@ -162,6 +185,12 @@ static void clean_one(clean_job *job, uint64_t ref, const log_entry *e) {
     shard *s = &server.shards[e->shard];
     shard_lock(s);
     if (db_ref_is_live(s, ref, e)) {
+        /* a piece's effect is live once its commit is applied, which may
+         * not be durable yet: it must be before the copy can be */
+        if (job->piece_unsynced) {
+            pool_sync_all(server.pool);
+            job->piece_unsynced = 0;
+        }
         uint64_t off = copy_entry(job->cl, e);
         if (off) {
             db_relocate(s, ref, off, e);
@@ -179,6 +208,11 @@ static void clean_visit(void *arg, uint64_t off, const log_entry *e) {
         clean_one(job, off, e);
         return;
     }
+    if (log_is_piece_commit(e)) {
+        keep_commit(job, e);
+        return;
+    }
+    job->piece_unsynced = log_is_piece(e);
     size_t pos = 0, sub_off;
     log_entry sub;
     while (log_group_next(e, &pos, &sub, &sub_off)) clean_one(job, off + sub_off, &sub);
@@ -235,6 +269,7 @@ static void scan_segments(clean_scan *sc) {
     sc->reclaimable = 0;
     for (uint32_t s = 0; s < pool_nsegs(server.pool); s++) {
         if (pool_seg_meta(server.pool, s).state != SEG_COMMITTED) continue;
+        if (db_seg_in_flight(s)) continue; /* a write's pieces, not applied yet */
         int64_t live = pool_live_get(server.pool, s);
         if ((int64_t)POOL_SEG_SIZE - live >= CLEAN_MIN_GAIN)
             sc->reclaimable += (int64_t)POOL_SEG_SIZE - live;
@@ -309,6 +344,15 @@ void clean_note_refusal(void) {
     clean_wake(cl);
 }
 
+void clean_want_free(uint32_t segs) {
+    struct cleaner *cl = server.cleaner;
+    if (!cl) return;
+    uint32_t cur = atomic_load(&cl->want_free);
+    while (segs > cur && !atomic_compare_exchange_weak(&cl->want_free, &cur, segs)) {
+    }
+    clean_note_refusal();
+}
+
 uint64_t clean_handover_gen(void) {
     return server.cleaner ? atomic_load(&server.cleaner->handover_gen) : 0;
 }
@@ -348,7 +392,9 @@ static void *clean_main(void *arg) {
     while (!atomic_load(&cl->stopping)) {
         if (atomic_exchange(&cl->refused, 0)) reclaim = 1;
         if (!db_space_low()) reclaim = 0;
-        if (!reclaim && pool_free_count(server.pool) >= clean_target()) {
+        uint32_t target = clean_target(), want = atomic_load(&cl->want_free);
+        if (!reclaim && pool_free_count(server.pool) >= (want > target ? want : target)) {
+            atomic_store(&cl->want_free, 0);
             atomic_store(&cl->state, CLEAN_IDLE);
             clean_sleep(cl, 5);
             continue;
@@ -356,6 +402,7 @@ static void *clean_main(void *arg) {
         int64_t victim = pick_victim(cl, reclaim);
         if (victim < 0) {
             if (reclaim && seal_own_dead_segment(cl)) continue;
+            atomic_store(&cl->want_free, 0);   /* nothing left to gain */
             atomic_store(&cl->state, reclaim ? CLEAN_FULL : CLEAN_WAITING);
             clean_sleep(cl, 20);
             continue;

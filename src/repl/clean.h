@@ -33,6 +33,10 @@ void clean_wait_for_space(int timeout_ms);
  * threshold until space is no longer low, and ask log writers to hand over
  * their current segments (clean_handover_gen). Safe with shard locks held. */
 void clean_note_refusal(void);
+/* The same for a write that needs segs free segments at once (a large
+ * value, a batch in pieces: db.c): clean until that many are free, even
+ * when the pool is not low on space by the usual measure. */
+void clean_want_free(uint32_t segs);
 /* Changes whenever writers should hand over their current segment: a writer
  * remembers the last value it acted on. */
 uint64_t clean_handover_gen(void);

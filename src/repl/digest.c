@@ -5,6 +5,9 @@
  *              (allocated when the first effect lands in it);
  *   cursor     (index into segs, byte position) of the next entry to read;
  *   frontier   (index, position) persisted by the control thread;
+ *   held       effects of batches' pieces (db.c), until their commit is
+ *              read: only then are they pending (a promotion takes in what
+ *              is pending, and must not take half a batch);
  *   per shard: pending effects (version, pool offset), `applied` (every
  *              version <= applied is reflected in the index, or was covered
  *              by a catch-up), `commitver` (the primary's last CommitVer).
@@ -87,6 +90,9 @@ struct digest_state {
     size_t cur_idx;
     uint32_t cur_pos;
     dg_shard *sh;
+    /* effects of batches' pieces (db.c) waiting for their commit */
+    struct dg_held { int64_t id; uint64_t ref; } *held;
+    size_t nheld, capheld;
     /* Serialises on_entry: the digest thread (rowan mode) or backup workers
      * (rpc mode) feed it. */
     pthread_mutex_t apply_mu;
@@ -216,6 +222,14 @@ static int takes_shard(int sid, int resync) {
     return cluster_is_backup(sid) || (resync && atomic_load(&server.shards[sid].fetching));
 }
 
+/* The segment g holds an effect not applied yet: it is committable once
+ * its shard's applied version reaches it. */
+static void seg_note(dg_seg *g, const log_entry *e) {
+    if (!g) return;
+    if (!g->maxver) g->maxver = calloc((size_t)server.nshards, sizeof(uint64_t));
+    if (e->ver > g->maxver[e->shard]) g->maxver[e->shard] = e->ver;
+}
+
 static void on_effect(digest_state *ds, const log_entry *e, uint64_t ref, dg_seg *g) {
     if (!takes_shard(e->shard, (e->flags & LOG_F_RESYNC) != 0)) {
         atomic_fetch_add(&ds->st_dropped, 1);
@@ -253,9 +267,38 @@ static void on_effect(digest_state *ds, const log_entry *e, uint64_t ref, dg_seg
     }
     if (d->n == 0) d->progress_us = monotonic_us();
     pend_push(ds, d, e->ver, ref);
-    if (!g) return;
-    if (!g->maxver) g->maxver = calloc((size_t)server.nshards, sizeof(uint64_t));
-    if (e->ver > g->maxver[e->shard]) g->maxver[e->shard] = e->ver;
+    seg_note(g, e);
+}
+
+/* An effect of a batch's piece (db.c): it waits for the batch's commit,
+ * which a crash of the primary may never send; its segment waits for it
+ * (seg_committable) so that it is still there then. */
+static void hold_piece(digest_state *ds, const log_entry *e, uint64_t ref, dg_seg *g, int64_t id) {
+    if (!takes_shard(e->shard, 0)) {
+        atomic_fetch_add(&ds->st_dropped, 1);
+        return;
+    }
+    seg_note(g, e);
+    if (ds->nheld == ds->capheld) {
+        ds->capheld = ds->capheld ? ds->capheld * 2 : 1024;
+        ds->held = realloc(ds->held, ds->capheld * sizeof(*ds->held));
+    }
+    ds->held[ds->nheld++] = (struct dg_held){id, ref};
+}
+
+/* The commit of batch id: its pieces' effects go on as any effect. */
+static void commit_pieces(digest_state *ds, int64_t id) {
+    size_t keep = 0;
+    for (size_t i = 0; i < ds->nheld; i++) {
+        if (ds->held[i].id != id) {
+            ds->held[keep++] = ds->held[i];
+            continue;
+        }
+        log_entry e;
+        log_entry_decode(pool_ptr(server.pool, ds->held[i].ref), &e);
+        on_effect(ds, &e, ds->held[i].ref, NULL);
+    }
+    ds->nheld = keep;
 }
 
 /* The primary's CommitVer went backwards: its versions no longer extend
@@ -304,9 +347,16 @@ static void on_entry(digest_state *ds, const log_entry *e, uint64_t off, dg_seg 
         on_resync_begin(ds, e);
         break;
     case LOG_GROUP: {
+        if (log_is_piece_commit(e)) {
+            commit_pieces(ds, e->expire_ms);
+            break;
+        }
         size_t pos = 0, sub_off;
         log_entry sub;
-        while (log_group_next(e, &pos, &sub, &sub_off)) on_effect(ds, &sub, off + sub_off, g);
+        while (log_group_next(e, &pos, &sub, &sub_off)) {
+            if (log_is_piece(e)) hold_piece(ds, &sub, off + sub_off, g, e->expire_ms);
+            else on_effect(ds, &sub, off + sub_off, g);
+        }
         break;
     }
     default:

@@ -19,8 +19,9 @@
  *    changed: the acknowledged entries in it are gone, and serving what is
  *    left would answer with older values. A cluster node goes on and marks
  *    the shards that lost entries (shard.h), to be fetched from replicas.
- * 4. Collect (shard, version, reference) of every effect, unpacking groups,
- *    and apply them through the same db_apply_entry the write path uses, in
+ * 4. Collect (shard, version, reference) of every effect, unpacking groups
+ *    (a batch's pieces only when their commit is in the pool: db.c), and
+ *    apply them through the same db_apply_entry the write path uses, in
  *    an order that keeps each key's versions, and each shard's barriers
  *    (FLUSHDB, db map, re-syncs), in version order but otherwise follows the
  *    pool (order_replay): so the replay reads the pool sequentially, and a
@@ -103,6 +104,7 @@ static int entry_shards(const log_entry *e, uint8_t *mark) {
         break;
     case LOG_GROUP: {
         if (e->shard != LOG_SHARD_NONE) return 0;
+        if (log_is_piece_commit(e)) return e->vlen == LOG_COMMIT_LEN;
         size_t pos = 0;
         uint64_t n = 0;
         log_entry sub;
@@ -450,6 +452,14 @@ typedef struct rec_state {
     rec_progress *pr;          /* startup only: progress, and stop on shutdown */
     int interrupted;           /* a shutdown request stopped the scan */
     uint64_t *resync_end;      /* [shard]: version of its latest re-sync end */
+    /* batches in pieces (db.c): the pieces' effects wait in held, with
+     * their batch's id, until the scan is done; then those whose commit
+     * was found join items, the others are forgotten */
+    rec_item *held;
+    int64_t *held_id;
+    size_t nheld, capheld;
+    int64_t *commits;
+    size_t ncommits, capcommits;
 } rec_state;
 
 /* An effect on one key, ordered only against the same key's effects; every
@@ -463,15 +473,70 @@ static int rec_keyed(const rec_item *it) {
             it->type == LOG_SNAPSHOT || it->type == LOG_CHUNK);
 }
 
-static void rec_push(rec_state *st, const log_entry *e, uint64_t ref) {
-    if (!st->collect) return;
-    if (st->n == st->cap) {
-        st->cap = st->cap ? st->cap * 2 : 4096;
-        st->items = realloc(st->items, st->cap * sizeof(rec_item));
+static void items_add(rec_item **v, size_t *n, size_t *cap, const rec_item *it) {
+    if (*n == *cap) {
+        *cap = *cap ? *cap * 2 : 4096;
+        *v = realloc(*v, *cap * sizeof(rec_item));
     }
+    (*v)[(*n)++] = *it;
+}
+
+static rec_item rec_item_of(const log_entry *e, uint64_t ref) {
     rec_item it = {.ver = e->ver, .ref = ref, .shard = e->shard, .type = e->type, .flags = e->flags};
     if (rec_keyed(&it)) it.khash = (uint32_t)hash_key(e->db, e->key, e->klen);
-    st->items[st->n++] = it;
+    return it;
+}
+
+static void rec_push(rec_state *st, const log_entry *e, uint64_t ref) {
+    if (!st->collect) return;
+    rec_item it = rec_item_of(e, ref);
+    items_add(&st->items, &st->n, &st->cap, &it);
+}
+
+/* An effect of a batch's piece: held until its commit is known. */
+static void rec_hold(rec_state *st, const log_entry *e, uint64_t ref, int64_t id) {
+    if (!st->collect) return;
+    rec_item it = rec_item_of(e, ref);
+    size_t cap = st->capheld;
+    items_add(&st->held, &st->nheld, &st->capheld, &it);
+    if (st->capheld != cap) st->held_id = realloc(st->held_id, st->capheld * sizeof(int64_t));
+    st->held_id[st->nheld - 1] = id;
+}
+
+static void rec_commit(rec_state *st, int64_t id) {
+    if (!st->collect) return;
+    if (st->ncommits == st->capcommits) {
+        st->capcommits = st->capcommits ? st->capcommits * 2 : 64;
+        st->commits = realloc(st->commits, st->capcommits * sizeof(int64_t));
+    }
+    st->commits[st->ncommits++] = id;
+}
+
+static int cmp_id(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The scan is done: effects of committed pieces join the replay; those of
+ * batches whose commit was never written (a crash before it was durable;
+ * never acknowledged) are forgotten. */
+static void resolve_pieces(rec_state *st) {
+    size_t dropped = 0;
+    qsort(st->commits, st->ncommits, sizeof(int64_t), cmp_id);
+    for (size_t i = 0; i < st->nheld; i++) {
+        if (st->ncommits && bsearch(&st->held_id[i], st->commits, st->ncommits, sizeof(int64_t),
+                                    cmp_id))
+            items_add(&st->items, &st->n, &st->cap, &st->held[i]);
+        else
+            dropped++;
+    }
+    if (dropped && st->pr)
+        serverLog(LL_NOTICE, "Recovery: %zu effects of batches larger than one group whose "
+                  "commit was never written (a crash cut them short; never acknowledged) "
+                  "ignored", dropped);
+    free(st->held), free(st->held_id), free(st->commits);
+    st->held = NULL, st->held_id = NULL, st->commits = NULL;
+    st->nheld = st->capheld = st->ncommits = st->capcommits = 0;
 }
 
 /* Is this effect in the shard the current configuration maps its key to? */
@@ -511,10 +576,18 @@ static void rec_collect(void *arg, uint64_t off, const log_entry *e) {
         if (shard_ok(st, e)) rec_push(st, e, off);
         return;
     }
+    if (log_is_piece_commit(e)) {
+        rec_commit(st, e->expire_ms);
+        return;
+    }
+    int piece = log_is_piece(e);
     size_t pos = 0, sub_off;
     log_entry sub;
-    while (log_group_next(e, &pos, &sub, &sub_off))
-        if (shard_ok(st, &sub)) rec_push(st, &sub, off + sub_off);
+    while (log_group_next(e, &pos, &sub, &sub_off)) {
+        if (!shard_ok(st, &sub)) continue;
+        if (piece) rec_hold(st, &sub, off + sub_off, e->expire_ms);
+        else rec_push(st, &sub, off + sub_off);
+    }
 }
 
 static void rec_damage(void *arg, const seg_damage *d) {
@@ -530,7 +603,7 @@ static void scan_all(rec_state *st) {
         if (pool_seg_meta(server.pool, seg).state == SEG_FREE) continue;
         if (st->pr && interrupted()) {
             st->interrupted = 1;
-            return;
+            break;
         }
         seg_scan_report r = {.on_damage = rec_damage, .damage_arg = st};
         seg_scan(seg, rec_collect, st, &r);
@@ -544,6 +617,7 @@ static void scan_all(rec_state *st) {
             st->hooks->dropped(st->hooks->arg, seg, &r);
         if (st->pr) progress(st->pr, 0, ++scanned, used, "segments scanned:");
     }
+    resolve_pieces(st);
 }
 
 int recovery_check(const recovery_hooks *h, recovery_totals *t, char *err, size_t errlen) {

@@ -253,9 +253,11 @@ static uint64_t shard_peers(int sid) {
     return sid < server.nshards ? cluster_backups_of(sid) | cluster_learners_of(sid) : 0;
 }
 
-/* Peers of an entry: its shard's, or a group's shards'. */
+/* Peers of an entry: its shard's, or a group's shards'; the commit of a
+ * batch's pieces (db.c) goes to every peer, as its pieces went to any. */
 static uint64_t entry_peers(const log_entry *e) {
     if (e->type != LOG_GROUP) return shard_peers(e->shard);
+    if (log_is_piece_commit(e)) return atomic_load(&server.repl->peers_mask);
     uint64_t m = 0;
     size_t pos = 0, sub_off;
     log_entry sub;

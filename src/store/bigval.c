@@ -96,10 +96,11 @@
  * a run's chunks are noted pending only when its final entry is applied
  * (apply_run), so the pending table sees each run then its final, in the
  * same order as a replay. The room check covers all the runs and the group
- * before anything is written. Still refused: a batch whose keys alone
- * cannot fit one group entry (about 64 bytes of header each: "too many
- * keys in one atomic write"), and a key longer than BIGVAL_MAX_KEY with a
- * value that does not fit one entry with it ("key too large").
+ * before anything is written. A batch whose other entries still do not fit
+ * one group (many keys) goes in pieces committed by one small entry (db.c,
+ * "Batches larger than one group"). Still refused: a key longer than
+ * BIGVAL_MAX_KEY with a value that does not fit one entry with it ("key
+ * too large").
  *
  * Memory of a batch: the batch buffer (db.c) holds its values until the
  * group is logged, so a large value in a batch costs one more copy while

@@ -29,8 +29,10 @@
  * chunks and a final entry (write_chunked) and held as an OBJ_STRING robj; a
  * batch too large for one group entry writes its largest entries as chunk
  * runs before the group, which carries their final entries (db_batch_end);
- * see bigval.c for the design. */
+ * see bigval.c for the design. A batch of too many entries for one group
+ * is written as pieces and a commit ("Batches larger than one group"). */
 #include <signal.h>
+#include <sys/random.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
@@ -40,6 +42,7 @@
 #include "evict.h"
 #include "db_shard.h"
 #include "hash.h"
+#include "le.h"
 #include "log.h"
 #include "member.h"
 #include "object.h"
@@ -55,16 +58,17 @@ const char *db_too_big_error =
     "ERR value too large: this entry must fit one 4 MiB log segment";
 const char *db_key_too_big_error =
     "ERR key too large: a key longer than 1 MiB must fit one 4 MiB log segment with its value";
-static const char *group_too_big_error =
-    "ERR too many keys in one atomic write: the keys of a MULTI/EXEC, script or multi-key "
-    "command (with 64 bytes each) must fit one 4 MiB log segment";
 static const char *no_room_error =
     OOM_TEXT ": the value needs more log space than the pool has free";
 
 /* Why the last pool-full refusal happened, for INFO. */
 /* This file's state, one per server (server.h). */
+#define INFLIGHT_MAX 1024
 struct db_state {
     _Atomic int last_refusal;
+    /* per worker: 1 + the first t-log segment seq a write in progress may
+     * use, 0 when none (db_seg_in_flight) */
+    _Atomic uint64_t inflight[INFLIGHT_MAX];
 };
 
 void db_state_new(void) {
@@ -93,8 +97,6 @@ const char *db_error_text(const db_ctx *x) {
         return db_too_big_error;
     case DB_REFUSED_KEY_TOO_BIG:
         return db_key_too_big_error;
-    case DB_REFUSED_GROUP_TOO_BIG:
-        return group_too_big_error;
     case DB_REFUSED_LIVE_DATA:
         return OOM_TEXT ": live data fills it; delete keys or use a larger pool-size";
     case DB_REFUSED_NO_ROOM:
@@ -151,9 +153,21 @@ static uint32_t keep_free_for(uint8_t type) {
 
 /* Room for a large value: its segments beyond what its writes leave free,
  * and a margin. */
+static uint64_t big_need(size_t klen, uint64_t vlen) {
+    return (uint64_t)bigval_segments(klen, vlen) + keep_free_for(LOG_CHUNK) + 1;
+}
+
 static int big_fits(size_t klen, uint64_t vlen) {
-    uint64_t need = (uint64_t)bigval_segments(klen, vlen) + keep_free_for(LOG_CHUNK) + 1;
-    return pool_free_count(server.pool) >= need;
+    return pool_free_count(server.pool) >= big_need(klen, vlen);
+}
+
+/* A large write that needs `need` free segments was refused: counted and
+ * reported like any pool-full refusal (INFO); the cleaner is asked for
+ * that much room, for the next try. */
+static void no_room(uint64_t need) {
+    atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
+    atomic_fetch_add(&server.stat.oom_refused, 1);
+    clean_want_free(need > UINT32_MAX ? UINT32_MAX : (uint32_t)need);
 }
 
 const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
@@ -162,11 +176,7 @@ const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
     if (klen > BIGVAL_MAX_KEY) return db_key_too_big_error;
     if (vlen > BIGVAL_MAX_LEN) return db_too_big_error;
     if (big_fits(klen, vlen)) return NULL;
-    /* counted and reported like any pool-full refusal (INFO); the cleaner
-     * may find room for the next try */
-    atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
-    atomic_fetch_add(&server.stat.oom_refused, 1);
-    clean_note_refusal();
+    no_room(big_need(klen, vlen));
     return no_room_error;
 }
 
@@ -188,6 +198,7 @@ void db_ctx_free(db_ctx *x) {
     batch_drop_clones(x);
     free(x->clones);
     free(x->deps);
+    free(x->bidx);
     rbuf_free(&x->batch);
     memset(x, 0, sizeof(*x));
 }
@@ -656,6 +667,60 @@ static int append_one(db_ctx *x, shard *s, log_entry *e) {
     return DB_OK;
 }
 
+/* Lookups in a large batch (batch_find): a hash table of each key's
+ * latest sub-entry (its offset in x->batch, plus one), built at the first
+ * lookup in a batch of BIDX_MIN sub-entries and kept up to date by
+ * batch_add. Reading the whole batch per lookup made a DEL of n keys
+ * quadratic (minutes for 100k keys). */
+#define BIDX_MIN 64
+
+static int same_key(const log_entry *a, const log_entry *b) {
+    return a->db == b->db && a->klen == b->klen && memcmp(a->key, b->key, a->klen) == 0;
+}
+
+/* The slot of e's key: its entry, or the empty slot where it goes. */
+static size_t bidx_slot(const db_ctx *x, const log_entry *e) {
+    size_t mask = x->bidx_cap - 1, i = hash_key(e->db, e->key, e->klen) & mask;
+    for (; x->bidx[i]; i = (i + 1) & mask) {
+        log_entry o;
+        log_entry_decode(x->batch.buf + x->bidx[i] - 1, &o);
+        if (same_key(&o, e)) break;
+    }
+    return i;
+}
+
+static void bidx_build(db_ctx *x, size_t cap);
+static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at);
+
+/* Sub-entries that name a key's value (the table holds only those). */
+static int keyed_type(uint8_t type) {
+    return type == LOG_SET || type == LOG_DEL || type == LOG_COLL_OP || type == LOG_SNAPSHOT;
+}
+
+static void bidx_put(db_ctx *x, size_t at) {
+    if ((x->bidx_n + 1) * 2 > x->bidx_cap) bidx_build(x, x->bidx_cap * 2);
+    log_entry e;
+    log_entry_decode(x->batch.buf + at, &e);
+    size_t i = bidx_slot(x, &e);
+    if (!x->bidx[i]) x->bidx_n++;
+    x->bidx[i] = at + 1;
+}
+
+/* (Re)build the table with cap slots (a power of two) over the batch. */
+static void bidx_build(db_ctx *x, size_t cap) {
+    while (cap < 2 * (size_t)x->nbatch + 2) cap *= 2;
+    free(x->bidx);
+    x->bidx = calloc(cap, sizeof(uint64_t));
+    if (!x->bidx) abort();
+    x->bidx_cap = cap;
+    x->bidx_n = 0;
+    x->bidx_on = 1;
+    size_t pos = 0, at;
+    log_entry e;
+    while (batch_next(x, &pos, &e, &at))
+        if (keyed_type(e.type)) bidx_put(x, at);
+}
+
 /* Queue a sub-entry into the current batch; its version is assigned at
  * db_batch_end. If the value lives inside the batch buffer itself (a value
  * read back from the batch), it is copied first because appending may move
@@ -677,6 +742,8 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     log_entry_encode(x->batch.buf + start, e, 0);
     x->batch.len = start + len;
     x->nbatch++;
+    if (e->type == LOG_FLUSHDB) x->batch_flushes++;
+    else if (x->bidx_on && keyed_type(e->type)) bidx_put(x, start);
     free(tmp);
 }
 
@@ -692,6 +759,38 @@ typedef struct chunk_run {
 
 /* Chunks written by the current write (DEBUG CHUNK-CRASH counts them). */
 static __thread uint32_t chunks_this_write;
+
+/* In flight: see "Batches larger than one group" below. */
+
+static void inflight_begin(db_ctx *x) {
+    log_writer *l = &x->w->tlog;
+    uint64_t seq = l->seg >= 0 ? pool_seg_meta(server.pool, (uint32_t)l->seg).seq
+                               : pool_seq_now(server.pool);
+    if (x->wid >= 0 && x->wid < INFLIGHT_MAX)
+        atomic_store(&server.db_st->inflight[x->wid], seq + 1);
+}
+
+static void inflight_end(db_ctx *x) {
+    if (x->wid >= 0 && x->wid < INFLIGHT_MAX) atomic_store(&server.db_st->inflight[x->wid], 0);
+}
+
+int db_seg_in_flight(uint32_t seg) {
+    struct seg_meta m = pool_seg_meta(server.pool, seg);
+    if (m.owner != OWNER_WORKER || m.owner_id >= INFLIGHT_MAX) return 0;
+    uint64_t from = atomic_load(&server.db_st->inflight[m.owner_id]);
+    return from && m.seq + 1 >= from;
+}
+
+/* Chunks and pieces written by the current write: DEBUG CHUNK-CRASH n
+ * kills the process after the n-th, before the entry that commits them. */
+static void piece_written(void) {
+    if (atomic_load(&server.debug_chunk_crash) == (int)++chunks_this_write) {
+        serverLog(LL_WARNING, "DEBUG CHUNK-CRASH: killing this process after %u chunks, "
+                  "before the entry that commits them", chunks_this_write);
+        raise(SIGKILL);
+    }
+}
+
 
 /* Why a large entry (key klen, payload vlen) cannot be written now: 0, or
  * the refusal (DB_REFUSED_*). */
@@ -727,11 +826,7 @@ static int write_run(db_ctx *x, shard *s, const log_entry *e, chunk_run *run) {
         }
         if (i == 0) run->first = c.ver;
         run->refs[run->n++] = off;
-        if (atomic_load(&server.debug_chunk_crash) == (int)++chunks_this_write) {
-            serverLog(LL_WARNING, "DEBUG CHUNK-CRASH: killing this process after %u chunks, "
-                      "before the entry that commits them", chunks_this_write);
-            raise(SIGKILL);
-        }
+        piece_written();
     }
     return DB_OK;
 }
@@ -759,17 +854,23 @@ static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
     }
     chunks_this_write = 0;
     chunk_run run;
-    if (write_run(x, s, e, &run) != DB_OK) return DB_OOM;
+    inflight_begin(x);
+    if (write_run(x, s, e, &run) != DB_OK) {
+        inflight_end(x);
+        return DB_OOM;
+    }
     char desc[BIGVAL_DESC_LEN];
     log_entry f;
     bigval_final(e, run.n, run.first, desc, &f);
     uint64_t off = log_one(x, s, &f);
     if (!off) {
+        inflight_end(x);
         free(run.refs);
         return refuse(x, log_entry_len(f.klen, f.vlen));
     }
     apply_run(s, &run);
     apply_logged(s, off, &f);
+    inflight_end(x);
     return DB_OK;
 }
 
@@ -792,6 +893,8 @@ void db_batch_begin(db_ctx *x) {
     if (x->batching++ > 0) return;
     x->batch.len = 0;
     x->nbatch = 0;
+    x->batch_flushes = 0;
+    x->bidx_on = 0;
 }
 
 /* Walk the batch's sub-entries: pos is a byte offset into x->batch. */
@@ -823,6 +926,56 @@ static void batch_version(db_ctx *x, char *buf, size_t at, log_entry *e) {
 
 static size_t sub_span(size_t len) { return (len + LOG_SUB_ALIGN - 1) & ~(size_t)(LOG_SUB_ALIGN - 1); }
 
+/* ---- batches larger than one group ----
+ * A group entry must fit one segment. A batch whose group would not is
+ * written, under the locks it holds for all its keys, as:
+ *   chunk runs  for its largest entries (bigval.c), as many as it takes for
+ *               the rest to fit one group; when that is not enough (many
+ *               keys), every entry of PIECE_RUN_MIN bytes or more;
+ *   pieces      when the rest still does not fit one group: groups flagged
+ *               LOG_F_PIECE, each filled up to one segment with sub-entries
+ *               in batch order (an entry's run just before the piece that
+ *               holds its final entry), all carrying one random id;
+ *   the commit  a small group flagged LOG_F_PIECE with that id and no
+ *               sub-entries (log.h), after every piece.
+ * Sub-entries take their versions in batch order as in one group, and are
+ * applied (and indexed where they lie, in their piece) only once the commit
+ * is written. Pieces are inert without their commit: recovery and DEBUG
+ * RELOAD (recovery.c) apply a piece's sub-entries only when its commit is
+ * in the pool, a backup's digest (digest.c) holds them until the commit
+ * arrives, so a crash (or a primary lost) before the commit is durable
+ * leaves nothing of the batch: all or nothing, as with one group. A piece
+ * travels to backups like any group (the peers of its shards); the commit
+ * goes to every peer. The cleaner (clean.c) keeps a commit while segments
+ * older than it exist (the rule of deletion records: its pieces may be in
+ * them), and makes the pool durable before it copies a sub-entry out of a
+ * piece (the commit that made it live may not be durable yet).
+ * Chosen over one group written as a chunk run: the index points at
+ * sub-entries in the pool, which a run split at arbitrary bytes and joined
+ * in DRAM would not allow without copying every value of the batch.
+ * Memory: the pieces are built one at a time in a buffer of at most one
+ * segment; the batch buffer (the batch's effects, as for any batch) is
+ * all the rest.
+ *
+ * While a batch (or a single large value) is being written, the segments of
+ * the worker's t-log it may use are "in flight" (db_seg_in_flight): a piece
+ * or chunk in a segment sealed and committed before its commit or final
+ * entry is written is not live yet, and the cleaner must not free it. */
+#define PIECE_ROOM (LOG_MAX_ENTRY - LOG_HDR_SIZE)
+#define PIECE_RUN_MIN (64 * 1024)
+
+/* Log a top-level entry that takes no version (a group, a piece, a
+ * commit) in the worker's t-log; its offset, or 0 when there is no room. */
+static uint64_t log_unversioned(db_ctx *x, const log_entry *e, uint32_t keep) {
+    worker *w = x->w;
+    size_t len = log_entry_len(e->klen, e->vlen);
+    uint64_t off = log_writer_reserve(&w->tlog, len, keep);
+    if (!off) return 0;
+    log_entry_encode(log_writer_dst(&w->tlog, off, len), e, 1);
+    log_writer_wrote(&w->tlog, off, len);
+    return off;
+}
+
 /* A sub-entry of a batch that could go in a chunk run: its index, length
  * and what the group saves when it does. */
 typedef struct sub_size { size_t at, len, save; } sub_size;
@@ -835,25 +988,21 @@ static int by_len_desc(const void *a, const void *b) {
 
 /* A batch whose group entry would not fit one segment: its largest
  * strings and collection entries go in chunk runs (bigval.c), the group
- * carrying their final entries, until it fits. Sets big[i] for the i-th
- * sub-entry so chosen and returns how many, or -1 (refusal in x) when the
- * group cannot fit even so (too many keys, or a key over BIGVAL_MAX_KEY
- * with a value too large for one entry), or the pool has no room for the
- * runs. */
-static int plan_runs(db_ctx *x, uint8_t *big) {
+ * carrying their final entries, until it fits; when it cannot, the batch
+ * goes in pieces (*pieces set; above). Sets big[i] for the i-th sub-entry
+ * so chosen and returns how many, or -1 (refusal in x) when a sub-entry
+ * cannot fit a piece even so (a key over BIGVAL_MAX_KEY with a value too
+ * large for one entry), or the pool has no room for it all. */
+static int plan_runs(db_ctx *x, uint8_t *big, int *pieces, uint32_t keep) {
     size_t glen = LOG_HDR_SIZE, pos = 0, at;
-    int n = 0, nbig = 0, long_key = 0;
+    int n = 0, nbig = 0;
     log_entry e;
     sub_size *c = malloc(sizeof(sub_size) * (size_t)x->nbatch);
     if (!c) abort();
     while (batch_next(x, &pos, &e, &at)) {
         size_t len = log_entry_len(e.klen, e.vlen), fin = log_entry_len(e.klen, BIGVAL_DESC_LEN);
         int can = (e.type == LOG_SET || e.type == LOG_COLL_OP || e.type == LOG_SNAPSHOT) &&
-                  sub_span(len) > sub_span(fin);
-        if (can && e.klen > BIGVAL_MAX_KEY) {
-            can = 0;
-            long_key |= len > LOG_MAX_ENTRY - LOG_HDR_SIZE;
-        }
+                  sub_span(len) > sub_span(fin) && e.klen <= BIGVAL_MAX_KEY;
         glen += sub_span(len);
         big[n] = 0;
         c[n] = can ? (sub_size){(size_t)n, len, sub_span(len) - sub_span(fin)}
@@ -861,70 +1010,190 @@ static int plan_runs(db_ctx *x, uint8_t *big) {
         n++;
     }
     qsort(c, (size_t)n, sizeof(sub_size), by_len_desc);
-    uint64_t bytes = 0;
     for (int i = 0; i < n && glen > LOG_MAX_ENTRY && c[i].len; i++) {
+        if (c[i].len < PIECE_RUN_MIN) break;
         big[c[i].at] = 1;
         nbig++;
         glen -= c[i].save;
     }
     free(c);
-    if (glen > LOG_MAX_ENTRY) {
-        x->refused = long_key ? DB_REFUSED_KEY_TOO_BIG : DB_REFUSED_GROUP_TOO_BIG;
-        return -1;
-    }
+    *pieces = glen > LOG_MAX_ENTRY;
+    /* what is left must fit a piece, entry by entry; count the pieces */
+    uint64_t bytes = 0, npieces = 1, cur = 0;
     pos = 0;
     n = 0;
-    while (batch_next(x, &pos, &e, &at))
+    while (batch_next(x, &pos, &e, &at)) {
+        size_t s = sub_span(log_entry_len(e.klen, big[n] ? BIGVAL_DESC_LEN : e.vlen));
         if (big[n++]) bytes += bigval_run_bytes(e.klen, e.vlen);
+        if (s > PIECE_ROOM) {
+            x->refused = e.klen > BIGVAL_MAX_KEY ? DB_REFUSED_KEY_TOO_BIG : DB_REFUSED_TOO_BIG;
+            return -1;
+        }
+        if (cur + s > PIECE_ROOM) {
+            npieces++;
+            cur = 0;
+        }
+        cur += s;
+    }
     /* The runs and the group follow each other in one log, so they share
-     * segments: one more for the segment being written when they start. */
-    uint64_t segs = (bytes + glen + POOL_SEG_SIZE - 1) / POOL_SEG_SIZE + 1;
-    if (pool_free_count(server.pool) < segs + keep_free_for(LOG_CHUNK) + 1) {
-        /* counted and reported like any pool-full refusal (db_check_string) */
+     * segments: one more for the segment being written when they start.
+     * Pieces: each may leave the rest of a segment unused, and so may
+     * chunks (a quarter segment at most, for each segment they fill). */
+    uint64_t segs = !*pieces ? (bytes + glen + POOL_SEG_SIZE - 1) / POOL_SEG_SIZE + 1
+                             : (bytes + glen) * 4 / 3 / POOL_SEG_SIZE + npieces + 2;
+    if (pool_free_count(server.pool) < segs + keep + 1) {
         x->refused = DB_REFUSED_NO_ROOM;
-        atomic_store(&last_refusal, DB_REFUSED_NO_ROOM);
-        atomic_fetch_add(&server.stat.oom_refused, 1);
-        clean_note_refusal();
+        no_room(segs + keep + 1);
         return -1;
     }
     return nbig;
 }
 
-/* The group of a batch with chunk runs: in batch order, each sub-entry
- * takes its shard's next version, a chosen one (big) after its run's
- * chunks are logged, so that each run is immediately followed, in its
+/* The pieces of a batch being written (NULL when it fits one group). */
+typedef struct piece_log {
+    int64_t id;
+    uint64_t *offs;        /* the pieces written */
+    uint32_t n, cap;
+    uint64_t nsub;         /* sub-entries in the payload being built */
+    uint32_t keep;
+} piece_log;
+
+/* Write the payload built in out as the next piece; empties out. */
+static int flush_piece(db_ctx *x, rbuf *out, piece_log *pl) {
+    log_entry p = {.type = LOG_GROUP, .flags = LOG_F_PIECE, .shard = LOG_SHARD_NONE,
+                   .expire_ms = pl->id, .aux = pl->nsub, .val = out->buf,
+                   .vlen = (uint32_t)out->len};
+    uint64_t off = log_unversioned(x, &p, pl->keep);
+    if (!off) return refuse(x, log_entry_len(0, out->len));
+    if (pl->n == pl->cap) {
+        pl->cap = pl->cap ? pl->cap * 2 : 16;
+        pl->offs = realloc(pl->offs, sizeof(uint64_t) * pl->cap);
+        if (!pl->offs) abort();
+    }
+    pl->offs[pl->n++] = off;
+    out->len = 0;
+    pl->nsub = 0;
+    piece_written();
+    return DB_OK;
+}
+
+/* The group of a batch with chunk runs or pieces: in batch order, each
+ * sub-entry takes its shard's next version, a chosen one (big) after its
+ * run's chunks are logged, so that each run is immediately followed, in its
  * shard's versions, by its final entry (bigval.c). The group's payload,
- * with the final entries in place of the chosen ones, goes to out; the
- * runs to runs[i]. DB_OK or DB_OOM (log space ran out: what was logged is
- * dead, no run is left allocated). */
-static int write_batch_runs(db_ctx *x, const uint8_t *big, rbuf *out, chunk_run *runs) {
+ * with the final entries in place of the chosen ones, goes to out, or with
+ * pl, is written as pieces whenever the next sub-entry would not fit (the
+ * last one is left in out); the runs to runs[i]. DB_OK or DB_OOM (log space
+ * ran out: what was logged is dead, no run is left allocated). */
+static int write_batch_runs(db_ctx *x, const uint8_t *big, rbuf *out, chunk_run *runs,
+                            piece_log *pl) {
     size_t pos = 0, at;
     int i = 0;
     log_entry e;
     chunks_this_write = 0;
     while (batch_next(x, &pos, &e, &at)) {
+        size_t need = log_entry_len(e.klen, big[i] ? BIGVAL_DESC_LEN : e.vlen);
+        if (pl && pl->nsub && sub_span(out->len) + need > PIECE_ROOM &&
+            flush_piece(x, out, pl) != DB_OK)
+            goto fail;
+        if (big[i] && write_run(x, &server.shards[e.shard], &e, &runs[i]) != DB_OK) goto fail;
         size_t start = sub_span(out->len);
-        rbuf_reserve(out, start - out->len + log_entry_len(e.klen, e.vlen));
+        rbuf_reserve(out, start - out->len + need);
         memset(out->buf + out->len, 0, start - out->len);
-        size_t len;
         if (big[i]) {
-            if (write_run(x, &server.shards[e.shard], &e, &runs[i]) != DB_OK) {
-                for (int j = 0; j < i; j++) free(runs[j].refs);
-                return DB_OOM;
-            }
             char desc[BIGVAL_DESC_LEN];
             log_entry f;
             bigval_final(&e, runs[i].n, runs[i].first, desc, &f);
-            len = log_entry_encode(out->buf + start, &f, 0);
+            log_entry_encode(out->buf + start, &f, 0);
         } else {
-            len = log_entry_len(e.klen, e.vlen);
-            memcpy(out->buf + start, x->batch.buf + at, len);
+            memcpy(out->buf + start, x->batch.buf + at, need);
         }
-        out->len = start + len;
+        out->len = start + need;
         batch_version(x, out->buf, start, &e);
+        if (pl) pl->nsub++;
         i++;
     }
     return DB_OK;
+fail:
+    for (int j = 0; j < i; j++) free(runs[j].refs);
+    return DB_OOM;
+}
+
+/* Apply the sub-entries of the group (or piece) g logged at off; *i counts
+ * the batch's sub-entries, whose runs (big) are noted pending first. */
+static void apply_group(uint64_t off, const log_entry *g, const uint8_t *big, chunk_run *runs,
+                        int *i) {
+    size_t gpos = 0, at;
+    log_entry e;
+    while (log_group_next(g, &gpos, &e, &at)) {
+        uint64_t ref = off + at;
+        shard *s = &server.shards[e.shard];
+        log_entry_decode(pool_ptr(server.pool, ref), &e);
+        if (big && big[*i]) apply_run(s, &runs[*i]);
+        if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
+        (*i)++;
+    }
+}
+
+/* A random id for a batch's pieces: they must not be taken for another
+ * batch's, from this pool or (in a backup's log) another node's. */
+static int64_t piece_id(void) {
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        id = (uint64_t)monotonic_us() * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(uintptr_t)&id;
+    return (int64_t)(id | 1);
+}
+
+/* Write and apply a batch too large for one group (above). */
+static int batch_end_big(db_ctx *x, uint32_t keep) {
+    uint8_t *big = malloc((size_t)x->nbatch);
+    int pieces;
+    if (!big) abort();
+    if (plan_runs(x, big, &pieces, keep) < 0) {
+        free(big);
+        return DB_OOM;
+    }
+    chunk_run *runs = calloc((size_t)x->nbatch, sizeof(chunk_run));
+    piece_log pl = {.id = piece_id(), .keep = keep};
+    rbuf payload;
+    rbuf_init(&payload);
+    inflight_begin(x);
+    int r = write_batch_runs(x, big, &payload, runs, pieces ? &pl : NULL);
+    uint64_t off = 0;
+    if (r == DB_OK && pieces && flush_piece(x, &payload, &pl) != DB_OK) {
+        for (int i = 0; i < x->nbatch; i++) free(runs[i].refs);
+        r = DB_OOM;
+    }
+    if (r == DB_OK) {
+        char desc[LOG_COMMIT_LEN] = {0};
+        log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
+                       .val = payload.buf, .vlen = (uint32_t)payload.len};
+        if (pieces) {
+            le_put_u64(desc, pool_seq_now(server.pool));
+            le_put_u32(desc + 8, pl.n);
+            g = (log_entry){.type = LOG_GROUP, .flags = LOG_F_PIECE, .shard = LOG_SHARD_NONE,
+                            .expire_ms = pl.id, .val = desc, .vlen = LOG_COMMIT_LEN};
+        }
+        off = log_unversioned(x, &g, keep);
+        if (!off) {
+            for (int i = 0; i < x->nbatch; i++) free(runs[i].refs);
+            r = refuse(x, log_entry_len(g.klen, g.vlen));
+        } else {
+            int i = 0;
+            if (!pieces) apply_group(off, &g, big, runs, &i);
+            for (uint32_t p = 0; p < pl.n; p++) {
+                log_entry pe;
+                log_entry_decode(pool_ptr(server.pool, pl.offs[p]), &pe);
+                apply_group(pl.offs[p], &pe, big, runs, &i);
+            }
+        }
+    }
+    inflight_end(x);
+    free(big);
+    free(runs);
+    free(pl.offs);
+    rbuf_free(&payload);
+    return r;
 }
 
 int db_batch_end(db_ctx *x) {
@@ -935,70 +1204,36 @@ int db_batch_end(db_ctx *x) {
     x->batching = 0;
     batch_drop_clones(x);
     if (x->nbatch == 0) return DB_OK;
-    worker *w = x->w;
     size_t len = LOG_HDR_SIZE + x->batch.len;
     uint32_t keep = DB_RESERVE_DEL;
     size_t pos = 0, at;
     log_entry e;
     while (batch_next(x, &pos, &e, &at))
         if (keep_free_for(e.type) > keep) keep = keep_free_for(e.type);
-    /* Too large for one group entry: large values go in chunk runs first
-     * (bigval.c), logged before the group under the locks the caller holds
-     * for every key; the group, which commits them, is all or nothing. */
-    uint8_t *big = NULL;
-    chunk_run *runs = NULL;
-    rbuf payload = {0};
-    const char *gbuf = x->batch.buf;
+    /* Too large for one group entry: chunk runs and pieces (above), logged
+     * under the locks the caller holds for every key, committed by the last
+     * entry: all or nothing. */
     if (len > LOG_MAX_ENTRY) {
-        big = malloc((size_t)x->nbatch);
-        int nbig = plan_runs(x, big);
-        if (nbig < 0) {
-            free(big);
-            x->nbatch = 0;
-            return DB_OOM;
-        }
-        runs = calloc((size_t)x->nbatch, sizeof(chunk_run));
-        rbuf_init(&payload);
-        if (write_batch_runs(x, big, &payload, runs) != DB_OK) {
-            free(big);
-            free(runs);
-            rbuf_free(&payload);
-            x->nbatch = 0;
-            return DB_OOM;
-        }
-        gbuf = payload.buf;
-        len = LOG_HDR_SIZE + payload.len;
+        int r = batch_end_big(x, keep);
+        x->nbatch = 0;
+        return r;
     }
+    log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
+                   .val = x->batch.buf, .vlen = (uint32_t)(len - LOG_HDR_SIZE)};
+    worker *w = x->w;
     uint64_t off = log_writer_reserve(&w->tlog, len, keep);
     if (!off) {
-        for (int i = 0; runs && i < x->nbatch; i++) free(runs[i].refs);
-        free(big);
-        free(runs);
-        rbuf_free(&payload);
         x->nbatch = 0;
         return refuse(x, len);
     }
     /* Versions are handed out now, in batch order, under the locks the
-     * caller holds for every key in the batch (write_batch_runs did). */
+     * caller holds for every key in the batch. */
     pos = 0;
-    while (!big && batch_next(x, &pos, &e, &at)) batch_version(x, x->batch.buf, at, &e);
-    log_entry g = {.type = LOG_GROUP, .shard = LOG_SHARD_NONE, .aux = (uint64_t)x->nbatch,
-                   .val = gbuf, .vlen = (uint32_t)(len - LOG_HDR_SIZE)};
+    while (batch_next(x, &pos, &e, &at)) batch_version(x, x->batch.buf, at, &e);
     log_entry_encode(log_writer_dst(&w->tlog, off, len), &g, 1);
     log_writer_wrote(&w->tlog, off, len);
-    size_t gpos = 0;
     int i = 0;
-    while (log_group_next(&g, &gpos, &e, &at)) {
-        uint64_t ref = off + at;
-        shard *s = &server.shards[e.shard];
-        log_entry_decode(pool_ptr(server.pool, ref), &e);
-        if (big && big[i]) apply_run(s, &runs[i]);
-        if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
-        i++;
-    }
-    free(big);
-    free(runs);
-    rbuf_free(&payload);
+    apply_group(off, &g, NULL, NULL, &i);
     x->nbatch = 0;
     return DB_OK;
 }
@@ -1015,11 +1250,22 @@ static robj *batch_clone(const db_ctx *x, unsigned pdb, const char *key, size_t 
 /* What the open batch says key (pdb, key) is: -1 nothing (look at the
  * index), 0 deleted, 1 a string (*out), 2 a collection (*obj, the batch's
  * private copy). The newest sub-entry for the key decides. */
-static int batch_find(const db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out,
+static int batch_find(db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out,
                       robj **obj) {
     size_t pos = 0, at;
     log_entry e;
     int found = -1;
+    if (!x->batch_flushes && x->nbatch >= BIDX_MIN) {
+        if (!x->bidx_on) bidx_build(x, 256);
+        log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
+        size_t i = bidx_slot(x, &k);
+        if (!x->bidx[i]) return -1;
+        log_entry_decode(x->batch.buf + x->bidx[i] - 1, &e);
+        found = e.type == LOG_SET ? 1 : e.type == LOG_DEL ? 0 : 2;
+        if (found == 1) *out = e;
+        if (found == 2) *obj = batch_clone(x, pdb, key, klen);
+        return found == 2 && !*obj ? -1 : found;
+    }
     while (batch_next(x, &pos, &e, &at)) {
         if (e.type == LOG_FLUSHDB && (e.db == pdb || e.db == 0xffff)) found = 0;
         if (e.db != pdb || e.klen != klen || memcmp(e.key, key, klen) != 0) continue;

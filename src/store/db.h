@@ -27,10 +27,10 @@
  * Refused writes: a write that cannot get log space (pool full) returns
  * DB_OOM and changes nothing; the command replies with db_error_text(x).
  * A value too large for one log segment, alone or in a batch, is logged in
- * pieces (bigval.h), or refused when the pool has no room for it; what
- * cannot be logged at all is a batch whose keys alone do not fit one
- * segment, and a key over 1 MiB with a value that does not fit one entry
- * with it. Deletions may use a small reserve of segments, so DEL works
+ * pieces (bigval.h), or refused when the pool has no room for it; so is a
+ * batch too large for one group entry, whatever its number of keys (db.c,
+ * "Batches larger than one group"); what cannot be logged at all is a key
+ * over 1 MiB with a value that does not fit one entry with it. Deletions may use a small reserve of segments, so DEL works
  * when SET no longer does. */
 #ifndef ROWAN_DB_H
 #define ROWAN_DB_H
@@ -49,7 +49,7 @@ enum db_refusal {
     DB_REFUSED_LIVE_DATA,    /* pool full and nothing to reclaim */
     DB_REFUSED_NO_ROOM,      /* a large value needs more log space than is free */
     DB_REFUSED_KEY_TOO_BIG,  /* a key over BIGVAL_MAX_KEY with a value too large for one entry */
-    DB_REFUSED_GROUP_TOO_BIG,/* a batch whose keys alone cannot fit one group entry */
+    DB_REFUSED_GROUP_TOO_BIG,/* unused: a batch of any size is logged (db.c, pieces) */
 };
 const char *db_refusal_name(int why);
 /* Why the last pool-full refusal happened (DB_REFUSED_NONE if none yet). */
@@ -111,6 +111,10 @@ typedef struct db_ctx {
     struct robj **clones;  /* collections as the batch has changed them */
     int nclones, capclones;
     uint16_t batch_shards[64]; int nbatch_shards; /* informational */
+    int batch_flushes;     /* FLUSHDB sub-entries in the batch */
+    uint64_t *bidx;        /* a large batch's lookup table (db.c, batch_find) */
+    size_t bidx_cap, bidx_n;
+    int bidx_on;
 } db_ctx;
 
 /* Error reply text for the last DB_OOM returned to this context. */
@@ -236,6 +240,11 @@ int db_evict_key(db_ctx *x, struct shard *s, unsigned pdb, const char *key, size
 void db_key_clock(db_ctx *x, int db, const char *key, size_t klen, int *sid, uint64_t *hash);
 /* Pool bytes held by live entries: the data set as stored. */
 long long db_live_bytes(void);
+
+/* Is seg a t-log segment that a write in progress (a batch's pieces, a
+ * large value's chunks: db.c) may hold entries of that are not applied
+ * yet? The cleaner must leave it alone until the write ends. */
+int db_seg_in_flight(uint32_t seg);
 
 /* Segments ordinary writes leave free, and whether the pool is down to them
  * (writes are then refused unless the cleaner makes room). */

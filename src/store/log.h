@@ -48,6 +48,14 @@
  *   LOG_CHUNK    one piece of a large value (bigval.h): payload is the piece,
  *                aux its byte offset in the value. Applies nothing alone;
  *                an entry flagged LOG_F_CHUNKED completes the sequence.
+ *                A batch too large for one group is logged as pieces: groups
+ *                flagged LOG_F_PIECE, expire_ms = the batch's random id,
+ *                applied only with their commit, a group flagged LOG_F_PIECE
+ *                with the same id, no sub-entries (aux 0), and payload
+ *                LOG_COMMIT_LEN bytes: u64 pool_seq_now() when written (the
+ *                cleaner keeps it as long as older segments, which may hold
+ *                its pieces, exist: as for LOG_DEL), u32 number of pieces,
+ *                u32 0. Design: db.c, "Batches larger than one group".
  *   LOG_LOSS     a damaged region whose loss was accepted (rowan-check-pool
  *                --fix): it spans exactly the damaged bytes, so the log parses
  *                through it; its payload says what was lost (recovery.h).
@@ -84,6 +92,8 @@
 /* Entry flags (the header's flags byte). */
 #define LOG_F_RESYNC    0x01  /* a catch-up copy of current state (repl.c), not a new effect */
 #define LOG_F_CHUNKED   0x02  /* payload describes a value held by LOG_CHUNK entries (bigval.h) */
+#define LOG_F_PIECE     0x04  /* LOG_GROUP: a piece of a batch too large for one group, or
+                               * (no sub-entries) the commit of its pieces (below) */
 /* Largest entry a log accepts: fits one segment. */
 #define LOG_MAX_ENTRY   (POOL_SEG_SIZE)
 
@@ -119,6 +129,15 @@ typedef struct log_entry {
     const char *key; uint32_t klen;
     const char *val; uint32_t vlen;
 } log_entry;
+
+#define LOG_COMMIT_LEN 16
+/* A piece of a batch (LOG_F_PIECE), and the entry that commits its pieces. */
+static inline int log_is_piece(const log_entry *e) {
+    return e->type == LOG_GROUP && (e->flags & LOG_F_PIECE) && e->aux;
+}
+static inline int log_is_piece_commit(const log_entry *e) {
+    return e->type == LOG_GROUP && (e->flags & LOG_F_PIECE) && !e->aux;
+}
 
 /* Header bytes + key + payload (unpadded). */
 static inline size_t log_entry_len(size_t klen, size_t vlen) { return LOG_HDR_SIZE + klen + vlen; }
