@@ -98,10 +98,17 @@
 /* Datagrams taken per readiness event before the loop serves others. */
 #define NATIVE_RECV_BATCH 64
 
+/* Replies up to this size are cached in their client's arena (below);
+ * larger ones (fragmented anyway) get an allocation of their own. */
+#define NATIVE_ARENA_REPLY_MAX 4096
+/* An arena this large is given back once it holds no reply. */
+#define NATIVE_ARENA_KEEP (64 * 1024)
+
 typedef struct nreq {
     uint64_t id;
     int done;
-    char *reply;                  /* DONE: the RESP reply, len bytes */
+    char *big;                    /* DONE, over NATIVE_ARENA_REPLY_MAX: the reply */
+    size_t off;                   /* DONE, otherwise: the reply at the arena's off */
     size_t len;
 } nreq;
 
@@ -121,6 +128,13 @@ typedef struct nclient {
     nreq *reqs;
     int nreqs, capreqs, running;
     size_t cached;
+    /* The arena: the cached replies one after the other, in completion
+     * order (which is request order but for refusals and edge answers),
+     * so acks free a prefix of it. No allocation per request: it is
+     * compacted when its freed prefix outgrows what is live, and emptied
+     * when nothing is cached. */
+    char *arena;
+    size_t arena_len, arena_cap;
     int64_t last_us;
     struct nclient *hnext;        /* hash chain */
     struct nclient *prev, *next;  /* recency list, most recent first */
@@ -146,6 +160,7 @@ typedef struct nworker {
     unsigned char *spare[8];      /* pack buffers to reuse */
     int nspare;
     struct native_stats st;
+    int64_t now_us;               /* monotonic_us() at this batch of datagrams */
     unsigned char rx[DGRAM_MTU + 1];
     unsigned char tx[DGRAM_MTU];
     const char *argv[DGRAM_MAX_ARGS];
@@ -240,7 +255,58 @@ static void req_free(nworker *nw, nclient *c, nreq *r) {
         nw->cached -= r->len;
         stat_add(&nw->st.cached_bytes, -(long long)r->len);
     }
-    free(r->reply);
+    free(r->big);
+    r->big = NULL;
+}
+
+static const char *reply_of(const nclient *c, const nreq *r) {
+    return r->big ? r->big : c->arena + r->off;
+}
+
+/* Keep a copy of r's reply (its bytes are the session's). */
+static void cache_put(nclient *c, nreq *r, const char *resp, size_t len) {
+    r->len = len;
+    if (len > NATIVE_ARENA_REPLY_MAX) {
+        r->big = malloc(len);
+        memcpy(r->big, resp, len);
+        return;
+    }
+    if (c->arena_len + len > c->arena_cap) {
+        size_t cap = c->arena_cap ? c->arena_cap : 4096;
+        while (cap < c->arena_len + len) cap *= 2;
+        c->arena = realloc(c->arena, cap);
+        c->arena_cap = cap;
+    }
+    memcpy(c->arena + c->arena_len, resp, len);
+    r->off = c->arena_len;
+    c->arena_len += len;
+}
+
+/* After records were freed: the arena's live bytes start at the lowest
+ * offset of a cached reply. Nothing live: empty it (and give a large one
+ * back). A freed prefix larger than what follows it: move the rest down. */
+static void arena_compact(nclient *c) {
+    size_t low = c->arena_len;
+    for (int i = 0; i < c->nreqs; i++) {
+        const nreq *r = &c->reqs[i];
+        if (r->done && !r->big && r->len && r->off < low) low = r->off;
+    }
+    if (low == c->arena_len) {
+        c->arena_len = 0;
+        if (c->arena_cap > NATIVE_ARENA_KEEP) {
+            free(c->arena);
+            c->arena = NULL;
+            c->arena_cap = 0;
+        }
+        return;
+    }
+    if (low < 1024 || low < c->arena_len - low) return;
+    memmove(c->arena, c->arena + low, c->arena_len - low);
+    c->arena_len -= low;
+    for (int i = 0; i < c->nreqs; i++) {
+        nreq *r = &c->reqs[i];
+        if (r->done && !r->big && r->len) r->off -= low;
+    }
 }
 
 /* Forget c entirely (idle, or replaced in a full table). */
@@ -254,6 +320,7 @@ static void client_free(nworker *nw, nclient *c) {
     if (c->s) session_close(c->s);   /* calls on_close, which clears c->s */
     for (int i = 0; i < c->nreqs; i++) req_free(nw, c, &c->reqs[i]);
     free(c->reqs);
+    free(c->arena);
     nw->nclients--;
     stat_add(&nw->st.clients, -1);
     free(c);
@@ -276,7 +343,9 @@ static void client_ack(nworker *nw, nclient *c, uint64_t acked) {
         if (r->done && r->id < acked) req_free(nw, c, r);
         else c->reqs[n++] = *r;
     }
+    if (n == c->nreqs) return;
     c->nreqs = n;
+    arena_compact(c);
 }
 
 /* ---------------- sending ---------------- */
@@ -424,15 +493,13 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
         len = sizeof(too_large) - 1;
         stat_add(&nw->st.too_large, 1);
     }
-    r->reply = malloc(len ? len : 1);
-    memcpy(r->reply, resp, len);
-    r->len = len;
+    cache_put(c, r, resp, len);
     r->done = 1;
     c->running--;
     c->cached += len;
     nw->cached += len;
     stat_add(&nw->st.cached_bytes, (long long)len);
-    send_reply(nw, c, c->id, r->id, c->version, &c->addr, r->reply, r->len, 0);
+    send_reply(nw, c, c->id, r->id, c->version, &c->addr, reply_of(c, r), r->len, 0);
 }
 
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
@@ -487,7 +554,7 @@ static int make_room(nworker *nw) {
     if (nw->nclients < cap) return 0;
     nclient *old = nw->oldest;
     if (old && old->running == 0 &&
-        monotonic_us() - old->last_us >= (int64_t)NATIVE_EVICT_IDLE_S * 1000000) {
+        nw->now_us - old->last_us >= (int64_t)NATIVE_EVICT_IDLE_S * 1000000) {
         client_free(nw, old);
         stat_add(&nw->st.evicted, 1);
         return 0;
@@ -518,7 +585,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     if (c) {
         c->addr = *from;
         c->version = h->version;
-        c->last_us = monotonic_us();
+        c->last_us = nw->now_us;
         recency_unlink(nw, c);
         recency_front(nw, c);
         client_ack(nw, c, acked);
@@ -530,7 +597,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         if (r) {
             if (r->done) {
                 stat_add(&nw->st.dup_cached, 1);
-                send_reply(nw, c, c->id, r->id, c->version, from, r->reply, r->len, h->frag);
+                send_reply(nw, c, c->id, r->id, c->version, from, reply_of(c, r), r->len, h->frag);
             } else {
                 stat_add(&nw->st.dup_running, 1);
             }
@@ -549,7 +616,8 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         send_refusal(nw, c, h, from, DGRAM_R_STALE, "STALE configuration term; refresh and retry");
         return;
     }
-    if (server.cfg.protected_mode && acl_default_nopass() && !backend->is_local(nw->ep, from)) {
+    /* is_local first: acl_default_nopass takes the ACL lock */
+    if (server.cfg.protected_mode && !backend->is_local(nw->ep, from) && acl_default_nopass()) {
         static const char denied[] =
             "-DENIED Rowan is running in protected mode because protected mode is enabled and no "
             "password is set for the default user. In this mode connections are only accepted "
@@ -568,7 +636,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     if (!c) {
         c = client_new(nw, h->client);
         c->addr = *from;
-        c->last_us = monotonic_us();
+        c->last_us = nw->now_us;
         c->acked = acked;
         c->version = h->version;
     }
@@ -644,6 +712,7 @@ static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
 
 static void readable_cb(evutil_socket_t fd, short what, void *arg) {
     nworker *nw = arg;
+    nw->now_us = monotonic_us();   /* one clock read per batch: last_us is for idle timeouts */
     for (int i = 0; i < NATIVE_RECV_BATCH; i++) {
         native_addr from;
         ssize_t n = backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
@@ -728,8 +797,9 @@ void native_stop(void) {
             for (nclient *c = nw->buckets[k], *next; c; c = next) {
                 next = c->hnext;
                 /* the workers freed every session already (on_close ran) */
-                for (int j = 0; j < c->nreqs; j++) free(c->reqs[j].reply);
+                for (int j = 0; j < c->nreqs; j++) free(c->reqs[j].big);
                 free(c->reqs);
+                free(c->arena);
                 free(c);
             }
         }
