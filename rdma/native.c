@@ -121,6 +121,7 @@ typedef struct nclient {
     client *s;                    /* its session; NULL before its first request, or after it ended */
     int closing;                  /* the edge is forgetting it: its session's close is expected */
     uint64_t acked;
+    uint64_t maxreq;              /* the highest id with a record: above it, nothing to find */
     uint8_t version;              /* of its latest request: 2 reads packed replies */
     int packing;                  /* pk is open (the client is on nw->packing) */
     dgram_pack pk;                /* replies of this round not yet sent */
@@ -184,8 +185,11 @@ void native_state_new(void) {
 #define nws (server.edge_state->native->nws)
 #define nnws (server.edge_state->native->nnws)
 
+/* Only the worker owning the counters writes them (INFO reads them from
+ * another thread): a relaxed load and store, no locked add per request. */
 static void stat_add(_Atomic long long *c, long long v) {
-    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
 }
 
 /* ---------------- the client table ---------------- */
@@ -593,7 +597,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
             stat_add(&nw->st.dup_old, 1);
             return;
         }
-        nreq *r = req_find(c, h->req);
+        nreq *r = h->req > c->maxreq ? NULL : req_find(c, h->req);
         if (r) {
             if (r->done) {
                 stat_add(&nw->st.dup_cached, 1);
@@ -647,6 +651,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     nreq *r = &c->reqs[c->nreqs++];
     memset(r, 0, sizeof(*r));
     r->id = h->req;
+    if (h->req > c->maxreq) c->maxreq = h->req;
     c->running++;
     stat_add(&nw->st.requests, 1);
     const char *answer = edge_answer(argc, nw->argv, nw->argvlen);
