@@ -158,8 +158,12 @@ typedef struct nworker {
     nclient *recent, *oldest;
     size_t cached;
     nclient *packing;             /* clients with an open reply pack */
-    unsigned char *spare[8];      /* pack buffers to reuse */
+    unsigned char *spare[64];     /* pack buffers to reuse */
     int nspare;
+    /* Packs handed to the backend by reference (send_ref): theirs until
+     * its flush, then spare again. */
+    unsigned char **sent;
+    int nsent, capsent;
     struct native_stats st;
     int64_t now_us;               /* monotonic_us() at this batch of datagrams */
     unsigned char rx[DGRAM_MTU + 1];
@@ -252,6 +256,7 @@ static nclient *client_new(nworker *nw, uint64_t id) {
 }
 
 static void pack_close(nworker *nw, nclient *c);
+static void pack_recycle(nworker *nw, unsigned char *buf);
 
 static void req_free(nworker *nw, nclient *c, nreq *r) {
     if (r->done) {
@@ -364,6 +369,30 @@ static void send_dgram(nworker *nw, const native_addr *to, const unsigned char *
     stat_add(&nw->st.bytes_out, (long long)len);
 }
 
+/* Does the backend send from our buffers (send_ref, until its flush)? */
+static int by_ref(void) { return backend->send_ref && backend->flush; }
+
+static unsigned char *pack_buffer(nworker *nw) {
+    return nw->nspare ? nw->spare[--nw->nspare] : malloc(DGRAM_MTU);
+}
+
+/* Send buf (a pack buffer) without copying it: it waits in nw->sent for
+ * the backend's flush, then becomes spare again (round_end). */
+static void send_kept(nworker *nw, const native_addr *to, unsigned char *buf, size_t len) {
+    if (backend->send_ref(nw->ep, buf, len, to) != 0) {
+        stat_add(&nw->st.send_errors, 1);
+        pack_recycle(nw, buf);
+        return;
+    }
+    stat_add(&nw->st.out, 1);
+    stat_add(&nw->st.bytes_out, (long long)len);
+    if (nw->nsent == nw->capsent) {
+        nw->capsent = nw->capsent ? nw->capsent * 2 : 16;
+        nw->sent = realloc(nw->sent, sizeof(*nw->sent) * (size_t)nw->capsent);
+    }
+    nw->sent[nw->nsent++] = buf;
+}
+
 /* Send c's open reply pack (one entry: as a plain datagram) and close it. */
 static void pack_close(nworker *nw, nclient *c) {
     if (!c->packing) return;
@@ -385,23 +414,33 @@ static void pack_close(nworker *nw, nclient *c) {
         h.term = p->h.term;
         h.shard = 0xffff;
         long n;
+        unsigned char *out = by_ref() ? pack_buffer(nw) : nw->tx;
         if (e.type == DGRAM_REPLY) {
-            n = dgram_put_reply(nw->tx, &h, (const char *)e.payload, e.len, 0);
+            n = dgram_put_reply(out, &h, (const char *)e.payload, e.len, 0);
         } else {
             char msg[DGRAM_ENTRY_MAX + 1];   /* the refusal's text, as the C string it was */
             memcpy(msg, e.payload, e.len);
             msg[e.len] = '\0';
-            n = dgram_put_refuse(nw->tx, &h, e.frag, msg);
+            n = dgram_put_refuse(out, &h, e.frag, msg);
         }
-        send_dgram(nw, &c->addr, nw->tx, (size_t)n);
+        if (out != nw->tx) send_kept(nw, &c->addr, out, (size_t)n);
+        else send_dgram(nw, &c->addr, out, (size_t)n);
+        pack_recycle(nw, p->buf);
     } else {
         long n = dgram_pack_end(p);
-        send_dgram(nw, &c->addr, p->buf, (size_t)n);
         stat_add(&nw->st.packs_out, 1);
+        if (by_ref()) send_kept(nw, &c->addr, p->buf, (size_t)n);
+        else {
+            send_dgram(nw, &c->addr, p->buf, (size_t)n);
+            pack_recycle(nw, p->buf);
+        }
     }
-    if (nw->nspare < (int)(sizeof(nw->spare) / sizeof(nw->spare[0]))) nw->spare[nw->nspare++] = p->buf;
-    else free(p->buf);
     p->buf = NULL;
+}
+
+static void pack_recycle(nworker *nw, unsigned char *buf) {
+    if (nw->nspare < (int)(sizeof(nw->spare) / sizeof(nw->spare[0]))) nw->spare[nw->nspare++] = buf;
+    else free(buf);
 }
 
 /* Put one whole reply or refusal into c's reply pack (opened if need be;
@@ -409,7 +448,7 @@ static void pack_close(nworker *nw, nclient *c) {
 static void pack_put(nworker *nw, nclient *c, const dgram_entry *e) {
     if (c->packing && !dgram_pack_room(&c->pk, e->len)) pack_close(nw, c);
     if (!c->packing) {
-        unsigned char *buf = nw->nspare ? nw->spare[--nw->nspare] : malloc(DGRAM_MTU);
+        unsigned char *buf = pack_buffer(nw);
         dgram_hdr h = {0};
         h.client = c->id;
         dgram_pack_begin(&c->pk, buf, &h, DGRAM_PACKED_REPLIES);
@@ -478,6 +517,7 @@ static void round_end(void *arg) {
     size_t bytes = 0;
     long long calls = 0;
     int lost = backend->flush(nw->ep, &bytes, &calls);
+    while (nw->nsent) pack_recycle(nw, nw->sent[--nw->nsent]);   /* sent: the backend is done with them */
     if (calls) stat_add(&nw->st.send_calls, calls);
     if (lost > 0) {
         stat_add(&nw->st.send_errors, lost);
@@ -674,7 +714,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     session_run(c->s, h->req, argc, nw->argv, nw->argvlen);
 }
 
-static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
+static void on_datagram(nworker *nw, const unsigned char *rx, size_t n, const native_addr *from) {
     dgram_hdr h;
     const char *why = NULL;
     stat_add(&nw->st.in, 1);
@@ -684,17 +724,17 @@ static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
          * librowan, which refuses it before sending): if its header reads
          * as a request, say why, so it is not retransmitted for ever. */
         stat_add(&nw->st.malformed, 1);
-        if (dgram_get_hdr(nw->rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
+        if (dgram_get_hdr(rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
             send_refusal(nw, NULL, &h, from, DGRAM_R_MALFORMED, "request larger than one datagram "
                          "(4096 bytes): use TCP");
         return;
     }
-    if (dgram_get_hdr(nw->rx, n, &h, &why) != 0 ||
+    if (dgram_get_hdr(rx, n, &h, &why) != 0 ||
         (h.type != DGRAM_REQUEST && h.type != DGRAM_PACKED_REQUESTS)) {
         stat_add(&nw->st.malformed, 1);
         return;
     }
-    const unsigned char *payload = nw->rx + DGRAM_HDR_LEN;
+    const unsigned char *payload = rx + DGRAM_HDR_LEN;
     size_t plen = n - DGRAM_HDR_LEN;
     if (h.type == DGRAM_REQUEST) {
         handle_request(nw, &h, from, payload, plen);
@@ -720,9 +760,11 @@ static void readable_cb(evutil_socket_t fd, short what, void *arg) {
     nw->now_us = monotonic_us();   /* one clock read per batch: last_us is for idle timeouts */
     for (int i = 0; i < NATIVE_RECV_BATCH; i++) {
         native_addr from;
-        ssize_t n = backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
+        const unsigned char *rx = nw->rx;   /* recv_ref: the backend's buffer, no copy */
+        ssize_t n = backend->recv_ref ? backend->recv_ref(nw->ep, &rx, &from)
+                                      : backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
         if (n < 0) return;
-        on_datagram(nw, (size_t)n, &from);
+        on_datagram(nw, rx, (size_t)n, &from);
     }
     /* more may be waiting: come back after the others had their turn */
     event_active(nw->ev, EV_READ, 0);
@@ -810,7 +852,8 @@ void native_stop(void) {
         }
         free(nw->buckets);
         round_end(nw);
-        while (nw->nspare) free(nw->spare[--nw->nspare]);   /* replies of sessions freed after the workers stopped */
+        while (nw->nspare) free(nw->spare[--nw->nspare]);
+        free(nw->sent);   /* replies of sessions freed after the workers stopped */
         backend->close(nw->ep);
         free(nw);
     }
