@@ -269,12 +269,14 @@ static void req_free(nworker *nw, nclient *c, nreq *r) {
 }
 
 static const char *reply_of(const nclient *c, const nreq *r) {
+    if (!r->len) return "";   /* no bytes, and maybe no arena */
     return r->big ? r->big : c->arena + r->off;
 }
 
 /* Keep a copy of r's reply (its bytes are the session's). */
 static void cache_put(nclient *c, nreq *r, const char *resp, size_t len) {
     r->len = len;
+    if (len == 0) return;
     if (len > NATIVE_ARENA_REPLY_MAX) {
         r->big = malloc(len);
         memcpy(r->big, resp, len);
