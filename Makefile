@@ -62,19 +62,22 @@ BENCH_BIN := $(BUILD)/rowan-bench
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 CHECK_POOL := $(BUILD)/rowan-check-pool
+BENCH_TRANSPORT := $(BUILD)/bench-transport
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
 .PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
         bench-unit clean layering
-all: deps $(SERVER) $(CHECK_POOL) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
+all: deps $(SERVER) $(CHECK_POOL) $(BENCH_TRANSPORT) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
-all: src/rowan-server utils/rowan-check-pool $(if $(BENCH_SRC),utils/rowan-bench)
+all: src/rowan-server utils/rowan-check-pool utils/bench-transport $(if $(BENCH_SRC),utils/rowan-bench)
 src/rowan-server: $(SERVER)
 	ln -sf ../$(SERVER) $@
 utils/rowan-check-pool: $(CHECK_POOL)
 	ln -sf ../$(CHECK_POOL) $@
 utils/rowan-bench: $(BENCH_BIN)
 	ln -sf ../$(BENCH_BIN) $@
+utils/bench-transport: $(BENCH_TRANSPORT)
+	ln -sf ../$(BENCH_TRANSPORT) $@
 endif
 
 # Install missing Debian packages (no-op when everything is there).
@@ -90,6 +93,11 @@ $(BUILD)/librowan.a: $(CORE_OBJ)
 
 $(SERVER): $(MAIN_OBJ) $(BUILD)/librowan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# bench-transport: the kernel's bound for the native edge, an echo over
+# UDP/TCP (utils/bench-transport.c, BENCHMARKS.md); standalone, no librowan.
+$(BENCH_TRANSPORT): $(BUILD)/utils/bench-transport.o
+	$(CC) $(LDFLAGS) -pthread -o $@ $^
 
 # rowan-check-pool: recovery's own scan over a pool file (utils/rowan-check-pool.c).
 $(CHECK_POOL): $(BUILD)/utils/rowan-check-pool.o $(BUILD)/librowan.a
@@ -245,7 +253,7 @@ bench-capacity: all
 	  /usr/bin/python3 utils/bench-capacity
 
 clean:
-	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool
+	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool utils/bench-transport
 
 -include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d \
          $(BUILD)/utils/rowan-check-pool.d

@@ -98,10 +98,17 @@
 /* Datagrams taken per readiness event before the loop serves others. */
 #define NATIVE_RECV_BATCH 64
 
+/* Replies up to this size are cached in their client's arena (below);
+ * larger ones (fragmented anyway) get an allocation of their own. */
+#define NATIVE_ARENA_REPLY_MAX 4096
+/* An arena this large is given back once it holds no reply. */
+#define NATIVE_ARENA_KEEP (64 * 1024)
+
 typedef struct nreq {
     uint64_t id;
     int done;
-    char *reply;                  /* DONE: the RESP reply, len bytes */
+    char *big;                    /* DONE, over NATIVE_ARENA_REPLY_MAX: the reply */
+    size_t off;                   /* DONE, otherwise: the reply at the arena's off */
     size_t len;
 } nreq;
 
@@ -114,6 +121,7 @@ typedef struct nclient {
     client *s;                    /* its session; NULL before its first request, or after it ended */
     int closing;                  /* the edge is forgetting it: its session's close is expected */
     uint64_t acked;
+    uint64_t maxreq;              /* the highest id with a record: above it, nothing to find */
     uint8_t version;              /* of its latest request: 2 reads packed replies */
     int packing;                  /* pk is open (the client is on nw->packing) */
     dgram_pack pk;                /* replies of this round not yet sent */
@@ -121,6 +129,13 @@ typedef struct nclient {
     nreq *reqs;
     int nreqs, capreqs, running;
     size_t cached;
+    /* The arena: the cached replies one after the other, in completion
+     * order (which is request order but for refusals and edge answers),
+     * so acks free a prefix of it. No allocation per request: it is
+     * compacted when its freed prefix outgrows what is live, and emptied
+     * when nothing is cached. */
+    char *arena;
+    size_t arena_len, arena_cap;
     int64_t last_us;
     struct nclient *hnext;        /* hash chain */
     struct nclient *prev, *next;  /* recency list, most recent first */
@@ -143,9 +158,14 @@ typedef struct nworker {
     nclient *recent, *oldest;
     size_t cached;
     nclient *packing;             /* clients with an open reply pack */
-    unsigned char *spare[8];      /* pack buffers to reuse */
+    unsigned char *spare[64];     /* pack buffers to reuse */
     int nspare;
+    /* Packs handed to the backend by reference (send_ref): theirs until
+     * its flush, then spare again. */
+    unsigned char **sent;
+    int nsent, capsent;
     struct native_stats st;
+    int64_t now_us;               /* monotonic_us() at this batch of datagrams */
     unsigned char rx[DGRAM_MTU + 1];
     unsigned char tx[DGRAM_MTU];
     const char *argv[DGRAM_MAX_ARGS];
@@ -169,8 +189,11 @@ void native_state_new(void) {
 #define nws (server.edge_state->native->nws)
 #define nnws (server.edge_state->native->nnws)
 
+/* Only the worker owning the counters writes them (INFO reads them from
+ * another thread): a relaxed load and store, no locked add per request. */
 static void stat_add(_Atomic long long *c, long long v) {
-    atomic_fetch_add_explicit(c, v, memory_order_relaxed);
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          memory_order_relaxed);
 }
 
 /* ---------------- the client table ---------------- */
@@ -233,6 +256,7 @@ static nclient *client_new(nworker *nw, uint64_t id) {
 }
 
 static void pack_close(nworker *nw, nclient *c);
+static void pack_recycle(nworker *nw, unsigned char *buf);
 
 static void req_free(nworker *nw, nclient *c, nreq *r) {
     if (r->done) {
@@ -240,7 +264,60 @@ static void req_free(nworker *nw, nclient *c, nreq *r) {
         nw->cached -= r->len;
         stat_add(&nw->st.cached_bytes, -(long long)r->len);
     }
-    free(r->reply);
+    free(r->big);
+    r->big = NULL;
+}
+
+static const char *reply_of(const nclient *c, const nreq *r) {
+    if (!r->len) return "";   /* no bytes, and maybe no arena */
+    return r->big ? r->big : c->arena + r->off;
+}
+
+/* Keep a copy of r's reply (its bytes are the session's). */
+static void cache_put(nclient *c, nreq *r, const char *resp, size_t len) {
+    r->len = len;
+    if (len == 0) return;
+    if (len > NATIVE_ARENA_REPLY_MAX) {
+        r->big = malloc(len);
+        memcpy(r->big, resp, len);
+        return;
+    }
+    if (c->arena_len + len > c->arena_cap) {
+        size_t cap = c->arena_cap ? c->arena_cap : 4096;
+        while (cap < c->arena_len + len) cap *= 2;
+        c->arena = realloc(c->arena, cap);
+        c->arena_cap = cap;
+    }
+    memcpy(c->arena + c->arena_len, resp, len);
+    r->off = c->arena_len;
+    c->arena_len += len;
+}
+
+/* After records were freed: the arena's live bytes start at the lowest
+ * offset of a cached reply. Nothing live: empty it (and give a large one
+ * back). A freed prefix larger than what follows it: move the rest down. */
+static void arena_compact(nclient *c) {
+    size_t low = c->arena_len;
+    for (int i = 0; i < c->nreqs; i++) {
+        const nreq *r = &c->reqs[i];
+        if (r->done && !r->big && r->len && r->off < low) low = r->off;
+    }
+    if (low == c->arena_len) {
+        c->arena_len = 0;
+        if (c->arena_cap > NATIVE_ARENA_KEEP) {
+            free(c->arena);
+            c->arena = NULL;
+            c->arena_cap = 0;
+        }
+        return;
+    }
+    if (low < 1024 || low < c->arena_len - low) return;
+    memmove(c->arena, c->arena + low, c->arena_len - low);
+    c->arena_len -= low;
+    for (int i = 0; i < c->nreqs; i++) {
+        nreq *r = &c->reqs[i];
+        if (r->done && !r->big && r->len) r->off -= low;
+    }
 }
 
 /* Forget c entirely (idle, or replaced in a full table). */
@@ -254,6 +331,7 @@ static void client_free(nworker *nw, nclient *c) {
     if (c->s) session_close(c->s);   /* calls on_close, which clears c->s */
     for (int i = 0; i < c->nreqs; i++) req_free(nw, c, &c->reqs[i]);
     free(c->reqs);
+    free(c->arena);
     nw->nclients--;
     stat_add(&nw->st.clients, -1);
     free(c);
@@ -276,7 +354,9 @@ static void client_ack(nworker *nw, nclient *c, uint64_t acked) {
         if (r->done && r->id < acked) req_free(nw, c, r);
         else c->reqs[n++] = *r;
     }
+    if (n == c->nreqs) return;
     c->nreqs = n;
+    arena_compact(c);
 }
 
 /* ---------------- sending ---------------- */
@@ -289,6 +369,30 @@ static void send_dgram(nworker *nw, const native_addr *to, const unsigned char *
     if (!backend->flush) stat_add(&nw->st.send_calls, 1);   /* sent now, one call each */
     stat_add(&nw->st.out, 1);
     stat_add(&nw->st.bytes_out, (long long)len);
+}
+
+/* Does the backend send from our buffers (send_ref, until its flush)? */
+static int by_ref(void) { return backend->send_ref && backend->flush; }
+
+static unsigned char *pack_buffer(nworker *nw) {
+    return nw->nspare ? nw->spare[--nw->nspare] : malloc(DGRAM_MTU);
+}
+
+/* Send buf (a pack buffer) without copying it: it waits in nw->sent for
+ * the backend's flush, then becomes spare again (round_end). */
+static void send_kept(nworker *nw, const native_addr *to, unsigned char *buf, size_t len) {
+    if (backend->send_ref(nw->ep, buf, len, to) != 0) {
+        stat_add(&nw->st.send_errors, 1);
+        pack_recycle(nw, buf);
+        return;
+    }
+    stat_add(&nw->st.out, 1);
+    stat_add(&nw->st.bytes_out, (long long)len);
+    if (nw->nsent == nw->capsent) {
+        nw->capsent = nw->capsent ? nw->capsent * 2 : 16;
+        nw->sent = realloc(nw->sent, sizeof(*nw->sent) * (size_t)nw->capsent);
+    }
+    nw->sent[nw->nsent++] = buf;
 }
 
 /* Send c's open reply pack (one entry: as a plain datagram) and close it. */
@@ -312,23 +416,33 @@ static void pack_close(nworker *nw, nclient *c) {
         h.term = p->h.term;
         h.shard = 0xffff;
         long n;
+        unsigned char *out = by_ref() ? pack_buffer(nw) : nw->tx;
         if (e.type == DGRAM_REPLY) {
-            n = dgram_put_reply(nw->tx, &h, (const char *)e.payload, e.len, 0);
+            n = dgram_put_reply(out, &h, (const char *)e.payload, e.len, 0);
         } else {
             char msg[DGRAM_ENTRY_MAX + 1];   /* the refusal's text, as the C string it was */
             memcpy(msg, e.payload, e.len);
             msg[e.len] = '\0';
-            n = dgram_put_refuse(nw->tx, &h, e.frag, msg);
+            n = dgram_put_refuse(out, &h, e.frag, msg);
         }
-        send_dgram(nw, &c->addr, nw->tx, (size_t)n);
+        if (out != nw->tx) send_kept(nw, &c->addr, out, (size_t)n);
+        else send_dgram(nw, &c->addr, out, (size_t)n);
+        pack_recycle(nw, p->buf);
     } else {
         long n = dgram_pack_end(p);
-        send_dgram(nw, &c->addr, p->buf, (size_t)n);
         stat_add(&nw->st.packs_out, 1);
+        if (by_ref()) send_kept(nw, &c->addr, p->buf, (size_t)n);
+        else {
+            send_dgram(nw, &c->addr, p->buf, (size_t)n);
+            pack_recycle(nw, p->buf);
+        }
     }
-    if (nw->nspare < (int)(sizeof(nw->spare) / sizeof(nw->spare[0]))) nw->spare[nw->nspare++] = p->buf;
-    else free(p->buf);
     p->buf = NULL;
+}
+
+static void pack_recycle(nworker *nw, unsigned char *buf) {
+    if (nw->nspare < (int)(sizeof(nw->spare) / sizeof(nw->spare[0]))) nw->spare[nw->nspare++] = buf;
+    else free(buf);
 }
 
 /* Put one whole reply or refusal into c's reply pack (opened if need be;
@@ -336,7 +450,7 @@ static void pack_close(nworker *nw, nclient *c) {
 static void pack_put(nworker *nw, nclient *c, const dgram_entry *e) {
     if (c->packing && !dgram_pack_room(&c->pk, e->len)) pack_close(nw, c);
     if (!c->packing) {
-        unsigned char *buf = nw->nspare ? nw->spare[--nw->nspare] : malloc(DGRAM_MTU);
+        unsigned char *buf = pack_buffer(nw);
         dgram_hdr h = {0};
         h.client = c->id;
         dgram_pack_begin(&c->pk, buf, &h, DGRAM_PACKED_REPLIES);
@@ -405,6 +519,7 @@ static void round_end(void *arg) {
     size_t bytes = 0;
     long long calls = 0;
     int lost = backend->flush(nw->ep, &bytes, &calls);
+    while (nw->nsent) pack_recycle(nw, nw->sent[--nw->nsent]);   /* sent: the backend is done with them */
     if (calls) stat_add(&nw->st.send_calls, calls);
     if (lost > 0) {
         stat_add(&nw->st.send_errors, lost);
@@ -424,15 +539,13 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
         len = sizeof(too_large) - 1;
         stat_add(&nw->st.too_large, 1);
     }
-    r->reply = malloc(len ? len : 1);
-    memcpy(r->reply, resp, len);
-    r->len = len;
+    cache_put(c, r, resp, len);
     r->done = 1;
     c->running--;
     c->cached += len;
     nw->cached += len;
     stat_add(&nw->st.cached_bytes, (long long)len);
-    send_reply(nw, c, c->id, r->id, c->version, &c->addr, r->reply, r->len, 0);
+    send_reply(nw, c, c->id, r->id, c->version, &c->addr, reply_of(c, r), r->len, 0);
 }
 
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
@@ -487,7 +600,7 @@ static int make_room(nworker *nw) {
     if (nw->nclients < cap) return 0;
     nclient *old = nw->oldest;
     if (old && old->running == 0 &&
-        monotonic_us() - old->last_us >= (int64_t)NATIVE_EVICT_IDLE_S * 1000000) {
+        nw->now_us - old->last_us >= (int64_t)NATIVE_EVICT_IDLE_S * 1000000) {
         client_free(nw, old);
         stat_add(&nw->st.evicted, 1);
         return 0;
@@ -518,7 +631,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     if (c) {
         c->addr = *from;
         c->version = h->version;
-        c->last_us = monotonic_us();
+        c->last_us = nw->now_us;
         recency_unlink(nw, c);
         recency_front(nw, c);
         client_ack(nw, c, acked);
@@ -526,11 +639,11 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
             stat_add(&nw->st.dup_old, 1);
             return;
         }
-        nreq *r = req_find(c, h->req);
+        nreq *r = h->req > c->maxreq ? NULL : req_find(c, h->req);
         if (r) {
             if (r->done) {
                 stat_add(&nw->st.dup_cached, 1);
-                send_reply(nw, c, c->id, r->id, c->version, from, r->reply, r->len, h->frag);
+                send_reply(nw, c, c->id, r->id, c->version, from, reply_of(c, r), r->len, h->frag);
             } else {
                 stat_add(&nw->st.dup_running, 1);
             }
@@ -549,7 +662,8 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         send_refusal(nw, c, h, from, DGRAM_R_STALE, "STALE configuration term; refresh and retry");
         return;
     }
-    if (server.cfg.protected_mode && acl_default_nopass() && !backend->is_local(nw->ep, from)) {
+    /* is_local first: acl_default_nopass takes the ACL lock */
+    if (server.cfg.protected_mode && !backend->is_local(nw->ep, from) && acl_default_nopass()) {
         static const char denied[] =
             "-DENIED Rowan is running in protected mode because protected mode is enabled and no "
             "password is set for the default user. In this mode connections are only accepted "
@@ -568,7 +682,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     if (!c) {
         c = client_new(nw, h->client);
         c->addr = *from;
-        c->last_us = monotonic_us();
+        c->last_us = nw->now_us;
         c->acked = acked;
         c->version = h->version;
     }
@@ -579,6 +693,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     nreq *r = &c->reqs[c->nreqs++];
     memset(r, 0, sizeof(*r));
     r->id = h->req;
+    if (h->req > c->maxreq) c->maxreq = h->req;
     c->running++;
     stat_add(&nw->st.requests, 1);
     const char *answer = edge_answer(argc, nw->argv, nw->argvlen);
@@ -601,7 +716,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
     session_run(c->s, h->req, argc, nw->argv, nw->argvlen);
 }
 
-static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
+static void on_datagram(nworker *nw, const unsigned char *rx, size_t n, const native_addr *from) {
     dgram_hdr h;
     const char *why = NULL;
     stat_add(&nw->st.in, 1);
@@ -611,17 +726,17 @@ static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
          * librowan, which refuses it before sending): if its header reads
          * as a request, say why, so it is not retransmitted for ever. */
         stat_add(&nw->st.malformed, 1);
-        if (dgram_get_hdr(nw->rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
+        if (dgram_get_hdr(rx, DGRAM_HDR_LEN, &h, &why) == 0 && h.type == DGRAM_REQUEST)
             send_refusal(nw, NULL, &h, from, DGRAM_R_MALFORMED, "request larger than one datagram "
                          "(4096 bytes): use TCP");
         return;
     }
-    if (dgram_get_hdr(nw->rx, n, &h, &why) != 0 ||
+    if (dgram_get_hdr(rx, n, &h, &why) != 0 ||
         (h.type != DGRAM_REQUEST && h.type != DGRAM_PACKED_REQUESTS)) {
         stat_add(&nw->st.malformed, 1);
         return;
     }
-    const unsigned char *payload = nw->rx + DGRAM_HDR_LEN;
+    const unsigned char *payload = rx + DGRAM_HDR_LEN;
     size_t plen = n - DGRAM_HDR_LEN;
     if (h.type == DGRAM_REQUEST) {
         handle_request(nw, &h, from, payload, plen);
@@ -644,11 +759,14 @@ static void on_datagram(nworker *nw, size_t n, const native_addr *from) {
 
 static void readable_cb(evutil_socket_t fd, short what, void *arg) {
     nworker *nw = arg;
+    nw->now_us = monotonic_us();   /* one clock read per batch: last_us is for idle timeouts */
     for (int i = 0; i < NATIVE_RECV_BATCH; i++) {
         native_addr from;
-        ssize_t n = backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
+        const unsigned char *rx = nw->rx;   /* recv_ref: the backend's buffer, no copy */
+        ssize_t n = backend->recv_ref ? backend->recv_ref(nw->ep, &rx, &from)
+                                      : backend->recv(nw->ep, nw->rx, sizeof(nw->rx), &from);
         if (n < 0) return;
-        on_datagram(nw, (size_t)n, &from);
+        on_datagram(nw, rx, (size_t)n, &from);
     }
     /* more may be waiting: come back after the others had their turn */
     event_active(nw->ev, EV_READ, 0);
@@ -728,14 +846,16 @@ void native_stop(void) {
             for (nclient *c = nw->buckets[k], *next; c; c = next) {
                 next = c->hnext;
                 /* the workers freed every session already (on_close ran) */
-                for (int j = 0; j < c->nreqs; j++) free(c->reqs[j].reply);
+                for (int j = 0; j < c->nreqs; j++) free(c->reqs[j].big);
                 free(c->reqs);
+                free(c->arena);
                 free(c);
             }
         }
         free(nw->buckets);
         round_end(nw);
-        while (nw->nspare) free(nw->spare[--nw->nspare]);   /* replies of sessions freed after the workers stopped */
+        while (nw->nspare) free(nw->spare[--nw->nspare]);
+        free(nw->sent);   /* replies of sessions freed after the workers stopped */
         backend->close(nw->ep);
         free(nw);
     }

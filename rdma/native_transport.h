@@ -54,9 +54,17 @@ typedef struct native_backend {
      * datagram; above cap when it was cut), or -1 when none is waiting
      * (call again after the next readiness) or on an error. */
     ssize_t (*recv)(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from);
+    /* Optional: as recv, without the copy: *buf points into the backend's
+     * own buffer (room for DGRAM_MTU + 1 bytes), valid until the next call
+     * of recv or recv_ref. */
+    ssize_t (*recv_ref)(native_endpoint *e, const unsigned char **buf, native_addr *from);
     /* Send one datagram (fire and forget: a datagram that cannot be sent is
      * lost like any other, and the client retransmits). 0 or -1. */
     int (*send)(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to);
+    /* Optional (backends with flush): as send, without the copy: buf must
+     * stay as it is until the next flush returns. */
+    int (*send_ref)(native_endpoint *e, const unsigned char *buf, size_t len,
+                    const native_addr *to);
     /* A backend may queue what send takes (UDP: for one sendmmsg) until
      * flush, which the worker calls before it sleeps; the queue keeps send
      * order. flush returns how many queued datagrams could not be sent

@@ -193,7 +193,8 @@ static int udp_fill(native_endpoint *e) {
     return e->count;
 }
 
-static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from) {
+/* The next datagram of the batch: its index, or -1. */
+static int udp_next(native_endpoint *e) {
     if (e->next == e->count) {
         /* A short batch emptied the queue: report "none" without another
          * recvmmsg that would only hear EAGAIN (one system call per wake-up
@@ -205,15 +206,33 @@ static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, nati
         }
         if (udp_fill(e) == 0) return -1;
     }
-    int i = e->next++;
+    return e->next++;
+}
+
+/* Datagram i's length (a datagram longer than the buffer: a length above
+ * it, cut) and sender. */
+static size_t udp_took(native_endpoint *e, int i, native_addr *from) {
     struct msghdr *m = &e->msgs[i].msg_hdr;
-    /* a datagram longer than the buffer: report a length above it (cut) */
-    size_t got = e->msgs[i].msg_len;
-    memcpy(buf, e->buf[i], got < cap ? got : cap);
-    size_t n = (m->msg_flags & MSG_TRUNC) ? sizeof(e->buf[i]) + 1 : got;
     memcpy(&from->u.ss, &e->from[i], m->msg_namelen);
     from->len = m->msg_namelen;
-    return (ssize_t)n;
+    return (m->msg_flags & MSG_TRUNC) ? sizeof(e->buf[i]) + 1 : e->msgs[i].msg_len;
+}
+
+static ssize_t udp_recv(native_endpoint *e, unsigned char *buf, size_t cap, native_addr *from) {
+    int i = udp_next(e);
+    if (i < 0) return -1;
+    size_t got = e->msgs[i].msg_len;
+    memcpy(buf, e->buf[i], got < cap ? got : cap);
+    return (ssize_t)udp_took(e, i, from);
+}
+
+/* The batch's buffers stay put until the next udp_fill, which only the
+ * next call can make. */
+static ssize_t udp_recv_ref(native_endpoint *e, const unsigned char **buf, native_addr *from) {
+    int i = udp_next(e);
+    if (i < 0) return -1;
+    *buf = e->buf[i];
+    return (ssize_t)udp_took(e, i, from);
 }
 
 /* Send the queue. A datagram the kernel refuses (ENOBUFS, EAGAIN with a
@@ -235,13 +254,16 @@ static void udp_push(native_endpoint *e) {
     e->ntx = 0;
 }
 
-static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to) {
+/* Queue buf (copied into the queue unless ref: then it is sent from
+ * where it is, and must stay until the queue is pushed). */
+static int udp_queue(native_endpoint *e, const unsigned char *buf, size_t len,
+                     const native_addr *to, int ref) {
     if (len > DGRAM_MTU || to->len == 0 || to->len > sizeof(e->to[0])) return -1;
     if (e->ntx == UDP_TX_BATCH) udp_push(e);
     int i = e->ntx++;
-    memcpy(e->txbuf[i], buf, len);
+    if (!ref) memcpy(e->txbuf[i], buf, len);
     memcpy(&e->to[i], &to->u.ss, to->len);
-    e->txiov[i].iov_base = e->txbuf[i];
+    e->txiov[i].iov_base = ref ? (void *)buf : e->txbuf[i];
     e->txiov[i].iov_len = len;
     memset(&e->txmsgs[i], 0, sizeof(e->txmsgs[i]));
     e->txmsgs[i].msg_hdr.msg_iov = &e->txiov[i];
@@ -249,6 +271,15 @@ static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, co
     e->txmsgs[i].msg_hdr.msg_name = &e->to[i];
     e->txmsgs[i].msg_hdr.msg_namelen = to->len;
     return 0;
+}
+
+static int udp_send(native_endpoint *e, const unsigned char *buf, size_t len, const native_addr *to) {
+    return udp_queue(e, buf, len, to, 0);
+}
+
+static int udp_send_ref(native_endpoint *e, const unsigned char *buf, size_t len,
+                        const native_addr *to) {
+    return udp_queue(e, buf, len, to, 1);
 }
 
 static int udp_flush(native_endpoint *e, size_t *lost_bytes, long long *calls) {
@@ -286,8 +317,8 @@ static void udp_close(native_endpoint *e) {
 }
 
 const native_backend native_udp_backend = {
-    .name = "udp", .open = udp_open, .fd = udp_fd, .recv = udp_recv, .send = udp_send,
-    .flush = udp_flush,
+    .name = "udp", .open = udp_open, .fd = udp_fd, .recv = udp_recv, .recv_ref = udp_recv_ref,
+    .send = udp_send, .send_ref = udp_send_ref, .flush = udp_flush,
     .describe = udp_describe, .is_local = udp_is_local, .close = udp_close,
 };
 

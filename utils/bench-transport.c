@@ -33,10 +33,13 @@
  * each mode's ratio to tcp.
  *
  * Build and run (not part of `make`; nothing but libc):
+ *   make (builds utils/bench-transport), or by hand:
  *   cc -O2 -pthread -o /tmp/bench-transport utils/bench-transport.c
- *   /tmp/bench-transport [-m udp,packed,tcp] [-c 50] [-P 1] [-s 64]
+ *   utils/bench-transport [-m udp,packed,tcp] [-c 50] [-P 1] [-s 64]
  *                        [-w 2] [-t 2] [-d 5] [-r 3] */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>

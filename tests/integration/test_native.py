@@ -908,3 +908,35 @@ def test_protected_mode(server_factory):
     assert lo.call("AUTH", "pw") == b"OK"
     c.close()
     lo.close()
+
+
+def test_reply_cache_arena_acks_and_compaction(nsrv):
+    """Cached replies live in one arena per client, freed by acks and
+    compacted: every reply still unacknowledged must come back byte for
+    byte from the cache (not re-run) after any prefix is acknowledged,
+    including replies over one entry (cached apart) among them."""
+    rng = random.Random(15)
+    r = nsrv.client()
+    n = 120
+    old = {}
+    for i in range(1, n + 1):
+        size = 5000 if i % 40 == 7 else rng.randint(20, 1500)
+        old[i] = bytes(rng.randrange(256) for _ in range(size))
+        r.set("ar%d" % i, old[i])
+    c = nclient(nsrv)
+    got = {}
+    for i in range(1, n + 1):
+        # SET ... GET answers the old value; a re-run would answer "new"
+        c.send(i, "SET", "ar%d" % i, "new", "GET", acked=1)
+        got[i] = c.recv_for(i, 2.0)
+        assert got[i] is not None
+        assert parse_resp(got[i])[0] == old[i]
+    for step in (2, 30, 31, 70, 100, n):
+        for i in range(step, n + 1):
+            c.send(i, "SET", "ar%d" % i, "new", "GET", acked=step)
+            assert c.recv_for(i, 2.0) == got[i], (step, i)
+    info = native_info(nsrv)
+    assert int(info["native_requests"]) == n
+    assert int(info["native_duplicates_answered_from_cache"]) > 0
+    assert int(info["native_reply_cache_bytes"]) == len(got[n])
+    c.close()
