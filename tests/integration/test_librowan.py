@@ -279,20 +279,14 @@ def test_cluster_through_loss(native_cluster):
     assert rc.get("lr:s:123") == b"v123"
 
 
-def test_failover_new_term_refreshes(native_cluster):
-    """A planned failover (CLUSTER FAILOVER) of a managed cluster: a new
-    term. The library's requests under the old term are refused as stale,
-    it re-reads the configuration and goes on; the counter shows every
-    acknowledged INCR once."""
-    from test_failover import OPTS, rowan, wait_healthy
-    cl = native_cluster(3, 3, options=OPTS, zookeeper=True)
-    wait_healthy(cl)
-    term0 = int(rowan(cl.nodes[0])["cluster_term"])
+def steady_through_failovers(cl, seed_port, prefix):
+    """librowan_test's steady INCR load through the seed at seed_port while
+    every node but the first asks for a planned handover (CLUSTER FAILOVER),
+    two seconds apart; the load's report, once it exited cleanly."""
     res = {}
 
     def go():
-        res["out"], res["r"] = run("127.0.0.1", cl.nodes[0].port, "steady", "lr:fo", 8, 2,
-                                   check=False)
+        res["out"], res["r"] = run("127.0.0.1", seed_port, "steady", prefix, 8, 2, check=False)
     t = threading.Thread(target=go)
     t.start()
     time.sleep(2.0)
@@ -302,6 +296,19 @@ def test_failover_new_term_refreshes(native_cluster):
     t.join(60)
     out, r = res["out"], res["r"]
     assert r.returncode == 0, r.stderr
+    return out
+
+
+def test_failover_new_term_refreshes(native_cluster):
+    """A planned failover (CLUSTER FAILOVER) of a managed cluster: a new
+    term. The library's requests under the old term are refused as stale,
+    it re-reads the configuration and goes on; the counter shows every
+    acknowledged INCR once."""
+    from test_failover import OPTS, rowan, wait_healthy
+    cl = native_cluster(3, 3, options=OPTS, zookeeper=True)
+    wait_healthy(cl)
+    term0 = int(rowan(cl.nodes[0])["cluster_term"])
+    out = steady_through_failovers(cl, cl.nodes[0].port, "lr:fo")
     assert int(out["term"]) > int(out["term0"]) >= term0, out
     assert int(out["refreshes"]) >= 2, out
     assert int(out["acked_new_term"]) > 100, out

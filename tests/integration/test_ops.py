@@ -399,6 +399,9 @@ def test_new_pool_size_and_zeroes(server_factory):
 # ------------------------------------------------------------ item 13: loading
 NKEYS = 4000000
 BATCH = 1000
+# Recovering NKEYS keys takes seconds on a quiet machine, and was seen to take
+# over 30 on a loaded one: a start that waits for it waits this long.
+RECOVERY_TIMEOUT = 180
 
 
 def value_of(i):
@@ -522,8 +525,8 @@ def test_sigterm_during_loading(big_pool):
         # recovery won the race with the signal: then it was served normally
         assert "Ready to accept connections" in log
     # the pool is intact either way
-    srv.start()
     try:
+        srv.start(timeout=RECOVERY_TIMEOUT)
         assert srv.client().dbsize() == NKEYS
     finally:
         srv.stop()

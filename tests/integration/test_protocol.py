@@ -227,7 +227,16 @@ def test_client_query_buffer_limit(server_factory):
 
 def test_maxclients(server_factory):
     srv = server_factory(extra={"maxclients": "5"})
-    conns = [RawConn(srv.port) for _ in range(5)]
+    # The fixture's own connections are closed, but the server may not have
+    # seen them go yet: the first client waits until it is the only one.
+    first = RawConn(srv.port)
+
+    def alone():
+        info = first.call("INFO", "clients").decode()
+        return "connected_clients:1\r\n" in info
+    from conftest import wait_for
+    assert wait_for(alone, timeout=10)
+    conns = [first] + [RawConn(srv.port) for _ in range(4)]
     for cn in conns:
         assert cn.call("PING") == "PONG"
     extra = RawConn(srv.port)
@@ -247,7 +256,6 @@ def test_maxclients(server_factory):
         finally:
             cn.close()
 
-    from conftest import wait_for
     assert wait_for(can_connect, timeout=10)
     for cn in conns:
         assert cn.call("PING") == "PONG"
