@@ -9,7 +9,8 @@ is gone), and records every operation with its invocation and completion
 times and its outcome:
 
 - ok: the write was acknowledged, or the read returned this value;
-- fail: refused before it ran (-MOVED, -TRYAGAIN, -CLUSTERDOWN, -LOADING);
+- fail: refused before it ran (-MOVED, -TRYAGAIN, -CLUSTERDOWN, -LOADING,
+  min-replicas-to-write's -NOREPLICAS);
 - unknown: anything else (connection lost, -NOREPLICAS after the
   replication timeout): the write may or may not have happened.
 
@@ -41,6 +42,10 @@ OPTS = {"cluster-lease-ms": LEASE_MS, "zookeeper-session-timeout": 1000, "pool-s
         "replication-timeout": 3000}
 CONN_ERRORS = (OSError, ConnectionClosed)
 NOT_RUN = ("MOVED", "TRYAGAIN", "CLUSTERDOWN", "LOADING")
+# min-replicas-to-write refuses a write before it runs when its shard has no
+# backup left (say, a member failed while another was already down); the
+# other NOREPLICAS, a held reply past replication-timeout, is "unknown"
+REFUSED_NO_BACKUP = "NOREPLICAS Not enough good replicas to write."
 
 
 # --------------------------------------------------------------------------
@@ -183,7 +188,7 @@ class Router:
                     slot, addr = rep.msg.split()[1:3]
                     self.owner[int(slot)] = int(addr.rsplit(":", 1)[1])
                     continue
-                if rep.msg.startswith(NOT_RUN):
+                if rep.msg.startswith(NOT_RUN) or rep.msg == REFUSED_NO_BACKUP:
                     self.refresh()
                     return "fail", rep
                 return "unknown", rep
