@@ -274,20 +274,27 @@ class Checker:
         if errs:
             raise errs[0]
 
-    def final_reads(self):
+    def final_reads(self, timeout=30.0):
+        """A read of every key once the cluster serves again (a liveness
+        bound: under load a member's lease can lapse right after the cluster
+        looked healthy, and its shards are refused until it rejoins)."""
+        wait_healthy(self.cl, n=len(alive_nodes(self.cl)))
         r = Router(self.cl)
         try:
             for k in self.keys:
-                for _ in range(50):
+                deadline = time.monotonic() + timeout
+                while True:
                     t0 = time.monotonic()
                     out, rep = r.call(k, "GET", k)
                     if out == "ok":
                         self.hist.append(("r", k, rep.decode() if rep is not None else None, t0,
                                           time.monotonic(), "final"))
                         break
+                    if time.monotonic() > deadline:
+                        raise AssertionError("final read of %s never succeeded in %.0f s: %s %r;"
+                                             " %s" % (k, timeout, out, rep, [
+                                                 _brief(nd) for nd in self.cl.nodes]))
                     time.sleep(0.1)
-                else:
-                    raise AssertionError("final read of %s never succeeded" % k)
         finally:
             r.close()
 
