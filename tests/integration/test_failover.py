@@ -421,21 +421,36 @@ def test_manual_failover_hands_over(mcl):
     ch.start()
     ch.wait_acks(150)
     nd = cl.nodes[1]
-    before = sum(1 for p in slot_map(cl) if p == nd.port)
-    term0 = int(rowan(nd)["cluster_term"])
-    c = RespClient(nd.port)
-    try:
-        assert c.call("CLUSTER", "FAILOVER") == "OK"
-        assert c.call("CLUSTER", "FAILOVER", "BOGUS") == RespError("ERR syntax error")
-    finally:
-        c.close()
-    assert wait_for(lambda: int(rowan(nd)["cluster_term"]) > term0, timeout=20.0)
-    wait_healthy(cl, n=3)
-    after = sum(1 for p in slot_map(cl) if p == nd.port)
-    assert after > before, (before, after)
-    ch.wait_acks(150, timeout=30.0)
-    time.sleep(1.0)   # CM ticks: a rebalance would show here
-    assert sum(1 for p in slot_map(cl) if p == nd.port) == after
+    # A member that fails meanwhile (a lease that lapses on a loaded
+    # machine) rightly has its primaries moved and, once it rejoins, the
+    # placement rebalanced, which may undo the handover: such a round proves
+    # nothing either way and is done again; a round with no failure must
+    # show the handover, kept.
+    for _ in range(3):
+        for x in cl.nodes:
+            x.mark_log()
+        before = sum(1 for p in slot_map(cl) if p == nd.port)
+        term0 = int(rowan(nd)["cluster_term"])
+        c = RespClient(nd.port)
+        try:
+            assert c.call("CLUSTER", "FAILOVER") == "OK"
+            assert c.call("CLUSTER", "FAILOVER", "BOGUS") == RespError("ERR syntax error")
+        finally:
+            c.close()
+        assert wait_for(lambda: int(rowan(nd)["cluster_term"]) > term0, timeout=20.0)
+        wait_healthy(cl, n=3)
+        after = sum(1 for p in slot_map(cl) if p == nd.port)
+        ch.wait_acks(150, timeout=30.0)
+        time.sleep(1.0)   # CM ticks: a rebalance would show here
+        kept = sum(1 for p in slot_map(cl) if p == nd.port)
+        log = "".join(x.log_since_mark() for x in cl.nodes)
+        if "failed; " in log:
+            continue
+        assert after > before, (before, after)
+        assert kept == after, (before, after, kept)
+        break
+    else:
+        raise AssertionError("a member failed during each of 3 manual failovers")
     ch.stop()
     ch.verify()
     wait_digests_agree(cl.nodes)
