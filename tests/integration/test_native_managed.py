@@ -61,6 +61,10 @@ def all_announce(cl, by_resp, every=True):
     return True
 
 
+RETRIED = ("TRYAGAIN", "NOREPLICAS", "CLUSTERDOWN",
+           "ERR native session closed before this request's reply")
+
+
 class Router:
     """The python native client, routing: the slot map and every node's
     native port read over the native path (CLUSTER SLOTS through a seed),
@@ -86,11 +90,13 @@ class Router:
 
     def call(self, key, *args):
         # TRYAGAIN (a shard still being checked), NOREPLICAS (a backup still
-        # catching up): the cluster is settling; the commands used here are
-        # idempotent, so they are simply sent again
+        # catching up), a lease that lapsed for a moment on a loaded machine
+        # (CLUSTERDOWN, or the node closed the session: outcome unknown):
+        # the cluster is settling; the commands used here are idempotent, so
+        # they are simply sent again (a -MOVED is returned: never expected)
         for _ in range(150):
             r = self.link(self.slots[key_slot(key)]).call(*args)
-            if not (isinstance(r, RespError) and str(r).startswith(("TRYAGAIN", "NOREPLICAS"))):
+            if not (isinstance(r, RespError) and str(r).startswith(RETRIED)):
                 return r
             time.sleep(0.1)
         return r
