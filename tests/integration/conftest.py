@@ -24,6 +24,7 @@ Fixtures:
 """
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -1053,11 +1054,26 @@ class Cluster:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
+def _ephemeral_low():
+    """The lowest port the kernel hands out to outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_base_port(n):
     """A base port with base+i and base+i+10000 (replication) free for
-    every node i."""
+    every node i. Below the kernel's ephemeral range when it leaves room:
+    a port found free is only bound when its node starts (after ZooKeeper's
+    start, a second or more later), and meanwhile any outgoing connection
+    on the machine could be given a port of the ephemeral range (a cluster
+    start failed with 'Address already in use' on its replication port)."""
+    top = _ephemeral_low() - 10000 - n
+    pick = random.SystemRandom()
     for _ in range(200):
-        base = free_port()
+        base = pick.randrange(10000, top) if top > 11000 else free_port()
         if base + n + 10000 > 65535:
             continue
         ok = True

@@ -237,8 +237,9 @@ static int mode_steady(const char *host, int port, const char *key, double secon
     struct timeval tv = {1, 0};
     rowanSetTimeout(c, tv);
     double end = now_s() + seconds;
-    int acked = 0, failed = 0, acked_new_term = 0;
+    int acked = 0, failed = 0, acked_new_term = 0, logged = 0;
     long long last = 0;
+    char lastmsg[256] = "";
     unsigned long long term0 = rowanTerm(c);
     while (now_s() < end) {
         redisReply *r = rowanCommand(c, "INCR %s", key);
@@ -249,7 +250,12 @@ static int mode_steady(const char *host, int port, const char *key, double secon
             acked_new_term += rowanTerm(c) > term0;
         } else {
             failed++;
-            if (failed <= 5) fprintf(stderr, "INCR: %s\n", r ? r->str : c->errstr);
+            /* the first few, then each change of cause (a false failover
+             * under load must not hide the errors of a later kill) */
+            const char *msg = r ? r->str : c->errstr;
+            if ((failed <= 5 || strcmp(msg, lastmsg)) && logged++ < 40)
+                fprintf(stderr, "INCR: %s\n", msg);
+            snprintf(lastmsg, sizeof(lastmsg), "%s", msg);
         }
         if (r) freeReplyObject(r);
         struct timespec ts = {0, ms * 1000000L};

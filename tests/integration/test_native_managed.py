@@ -62,6 +62,10 @@ def all_announce(cl, by_resp, every=True):
     return True
 
 
+RETRIED = ("TRYAGAIN", "NOREPLICAS", "CLUSTERDOWN",
+           "ERR native session closed before this request's reply")
+
+
 class Router:
     """The python native client, routing: the slot map and every node's
     native port read over the native path (CLUSTER SLOTS through a seed),
@@ -93,8 +97,10 @@ class Router:
 
     def call(self, key, *args):
         # TRYAGAIN (a shard still being checked), NOREPLICAS (a backup still
-        # catching up): the cluster is settling; the commands used here are
-        # idempotent, so they are simply sent again
+        # catching up), a lease that lapsed for a moment on a loaded machine
+        # (CLUSTERDOWN, or the node closed the session: outcome unknown):
+        # the cluster is settling; the commands used here are idempotent, so
+        # they are simply sent again.
         # MOVED: only after the configuration moved on since it was read (a
         # term after the last one a wait saw settled: learners becoming
         # backups, or a lease lost on this loaded machine); then it is read
@@ -107,7 +113,7 @@ class Router:
                     return r
                 self.read_config(self.seed)
                 continue
-            if not (isinstance(r, RespError) and str(r).startswith(("TRYAGAIN", "NOREPLICAS"))):
+            if not (isinstance(r, RespError) and str(r).startswith(RETRIED)):
                 return r
             time.sleep(0.1)
         return r
