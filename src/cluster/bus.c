@@ -46,7 +46,6 @@
 #include "transport.h"
 
 #define BUS_MAX_IN      256
-#define BUS_TICK_MS     10
 #define BUS_STALL_MS    2000
 
 typedef struct bus_pending {
@@ -102,6 +101,7 @@ struct bus_state {
     pthread_t thread;
     int running;
     struct event *wake, *tick;
+    int64_t tick_at;    /* when tick fires (monotonic us), 0: not armed */
     pthread_mutex_t mu;
     bus_job *jobs, **jobs_tail;
     bus_conn *out[CLUSTER_MAX_NODES];
@@ -343,6 +343,20 @@ static void push_job(bus_job *j) {
     if (bus->wake) event_active(bus->wake, EV_READ, 0);
 }
 
+/* The tick fails calls whose deadline passed. It is armed only for the
+ * earliest deadline of a call still pending (bus thread only), so an idle
+ * bus does not wake up; a call answered in time leaves at most one spare
+ * wake-up behind. */
+static void arm_tick(int64_t deadline_us) {
+    struct bus_state *bus = server.bus;
+    if (bus->tick_at && bus->tick_at <= deadline_us) return;
+    int64_t d = deadline_us - monotonic_us();
+    if (d < 0) d = 0;
+    struct timeval tv = {(time_t)(d / 1000000), (suseconds_t)(d % 1000000)};
+    bus->tick_at = deadline_us;
+    event_add(bus->tick, &tv);
+}
+
 static void run_call(bus_job *j) {
     struct bus_state *bus = server.bus;
     bus_conn *c = bus->running ? out_conn(j->node) : NULL;
@@ -357,6 +371,7 @@ static void run_call(bus_job *j) {
     pe->arg = j->arg;
     pe->next = c->pend;
     c->pend = pe;
+    arm_tick(pe->deadline_us);
     frame_write(c, j->type, 0, pe->id, j->payload, j->n);
 }
 
@@ -411,7 +426,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg) {
 static void on_tick(evutil_socket_t fd, short what, void *arg) {
     struct bus_state *bus = server.bus;
     (void)fd, (void)what, (void)arg;
-    int64_t now = monotonic_us();
+    bus->tick_at = 0;
+    int64_t now = monotonic_us(), next = 0;
     for (int node = 0; node < CLUSTER_MAX_NODES; node++) {
         bus_conn *c = bus->out[node];
         if (!c) continue;
@@ -419,6 +435,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
         while (*pp) {
             bus_pending *pe = *pp;
             if (pe->deadline_us > now) {
+                if (!next || pe->deadline_us < next) next = pe->deadline_us;
                 pp = &pe->next;
                 continue;
             }
@@ -427,6 +444,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg) {
             free(pe);
         }
     }
+    if (next) arm_tick(next);
 }
 
 static bus_job *job_with(job_kind kind, const void *p, size_t n) {
@@ -514,7 +532,8 @@ int bus_call_sync(int node, int type, const void *p, size_t n, int timeout_ms, u
 static void *bus_main(void *arg) {
     struct bus_state *bus = arg;
     pthread_setname_np(pthread_self(), "rowan-bus");
-    event_base_dispatch(bus->base);
+    /* No timer is always armed (arm_tick): stay in the loop while idle. */
+    event_base_loop(bus->base, EVLOOP_NO_EXIT_ON_EMPTY);
     return NULL;
 }
 
@@ -531,9 +550,8 @@ int bus_start(char *err, size_t errlen) {
         return -1;
     }
     bus->wake = event_new(bus->base, -1, EV_PERSIST, on_wake, NULL);
-    bus->tick = event_new(bus->base, -1, EV_PERSIST, on_tick, NULL);
-    struct timeval tv = {0, BUS_TICK_MS * 1000};
-    event_add(bus->tick, &tv);
+    bus->tick = event_new(bus->base, -1, 0, on_tick, NULL);
+    bus->tick_at = 0;
     bus_register(BUS_PING, ping_handler);
     bus->running = 1;
     event_active(bus->wake, EV_READ, 0);   /* calls queued before the start */

@@ -83,6 +83,7 @@ struct cleaner {
     _Atomic int refused;        /* a write was refused since the cleaner looked */
     _Atomic uint64_t handover_gen;
     _Atomic uint32_t want_free;  /* free segments a refused large write needs */
+    _Atomic int low;             /* an allocation went below the low water mark */
     /* Only for sleeping: never held together with mutex or a shard lock
      * by the cleaner, so a worker may signal it with its shard locks held. */
     pthread_mutex_t wake_mutex;
@@ -321,7 +322,8 @@ static void clean_wake(struct cleaner *cl) {
     pthread_mutex_unlock(&cl->wake_mutex);
 }
 
-/* Sleep ms, or less if a refusal (or clean_stop) comes in meanwhile. */
+/* Sleep ms, or less if a refusal, an allocation below the low water mark
+ * (clean_note_low) or clean_stop comes in meanwhile. */
 static void clean_sleep(struct cleaner *cl, int ms) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -329,9 +331,18 @@ static void clean_sleep(struct cleaner *cl, int ms) {
     ts.tv_sec += ts.tv_nsec / 1000000000L;
     ts.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&cl->wake_mutex);
-    if (!atomic_load(&cl->refused) && !atomic_load(&cl->stopping))
+    if (!atomic_load(&cl->refused) && !atomic_load(&cl->stopping) && !atomic_load(&cl->low))
         pthread_cond_timedwait(&cl->wake_cond, &cl->wake_mutex, &ts);
     pthread_mutex_unlock(&cl->wake_mutex);
+}
+
+/* pool_set_low_water's callback: an allocation left fewer free segments
+ * than the cleaner wants (called with shard locks possibly held). */
+static void clean_note_low(void) {
+    struct cleaner *cl = server.cleaner;
+    if (!cl) return;
+    atomic_store(&cl->low, 1);
+    clean_wake(cl);
 }
 
 /* Without server.cleaner (a tool such as rowan-check-pool, a unit test)
@@ -385,18 +396,35 @@ static int seal_own_dead_segment(struct cleaner *cl) {
     return 1;
 }
 
+/* Idle (enough free segments), the cleaner sleeps until an allocation goes
+ * below its target (pool_set_low_water) or a write is refused; the timeout
+ * only catches a change of its target (configuration). Below its target
+ * with nothing worth cleaning, it looks again after 20 ms, doubling up to
+ * 320 ms, and at every new segment allocated. */
+#define CLEAN_IDLE_MS     1000
+#define CLEAN_WAIT_MIN_MS 20
+#define CLEAN_WAIT_MAX_MS 320
+
 static void *clean_main(void *arg) {
     struct cleaner *cl = arg;
     pthread_setname_np(pthread_self(), "rowan-clean");
-    int reclaim = 0;
+    int reclaim = 0, wait_ms = CLEAN_WAIT_MIN_MS;
+    uint32_t water = 0;
     while (!atomic_load(&cl->stopping)) {
+        atomic_store(&cl->low, 0);   /* before the free count is read below */
         if (atomic_exchange(&cl->refused, 0)) reclaim = 1;
         if (!db_space_low()) reclaim = 0;
         uint32_t target = clean_target(), want = atomic_load(&cl->want_free);
-        if (!reclaim && pool_free_count(server.pool) >= (want > target ? want : target)) {
+        uint32_t level = want > target ? want : target;
+        if (level != water) {   /* set before the count: no allocation is missed */
+            pool_set_low_water(server.pool, level, clean_note_low);
+            water = level;
+        }
+        if (!reclaim && pool_free_count(server.pool) >= level) {
             atomic_store(&cl->want_free, 0);
             atomic_store(&cl->state, CLEAN_IDLE);
-            clean_sleep(cl, 5);
+            wait_ms = CLEAN_WAIT_MIN_MS;
+            clean_sleep(cl, CLEAN_IDLE_MS);
             continue;
         }
         int64_t victim = pick_victim(cl, reclaim);
@@ -404,9 +432,13 @@ static void *clean_main(void *arg) {
             if (reclaim && seal_own_dead_segment(cl)) continue;
             atomic_store(&cl->want_free, 0);   /* nothing left to gain */
             atomic_store(&cl->state, reclaim ? CLEAN_FULL : CLEAN_WAITING);
-            clean_sleep(cl, 20);
+            /* Segments get sparser only as writes go on, and every new
+             * segment they take wakes us (the low water mark): back off. */
+            clean_sleep(cl, wait_ms);
+            if (wait_ms < CLEAN_WAIT_MAX_MS) wait_ms *= 2;
             continue;
         }
+        wait_ms = CLEAN_WAIT_MIN_MS;
         atomic_store(&cl->state, reclaim ? CLEAN_RECLAIMING : CLEAN_CLEANING);
         if (clean_segment((uint32_t)victim) != 0) clean_sleep(cl, 20);
     }
@@ -438,5 +470,6 @@ void clean_stop(void) {
     atomic_store(&cl->stopping, 1);
     clean_wake(cl);
     pthread_join(cl->thread, NULL);
+    pool_set_low_water(server.pool, 0, NULL);
     log_writer_sync(&cl->log);
 }

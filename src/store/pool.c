@@ -143,6 +143,10 @@ struct pool {
     int64_t zeroing;        /* segment the zero thread is filling, or -1 */
     int zstop, zrunning;
     pthread_cond_t zwork;   /* an allocation moved the free stack */
+    /* pool_set_low_water: called after an allocation leaves fewer than
+     * low_water segments free (the cleaner sleeps until then). */
+    _Atomic uint32_t low_water;
+    void (*on_low)(void);
     pthread_cond_t zdone;   /* the zero thread finished a segment */
     pthread_t zthread;
     uint8_t *zbuf;          /* POOL_ZERO_CHUNK zero bytes */
@@ -825,7 +829,10 @@ int pool_seg_alloc(pool *p, enum seg_owner owner, uint16_t owner_id, uint32_t ke
     meta_store_seq(p, seg, take_seq(p));
     meta_store_state(p, seg, state_word(SEG_USING, owner, owner_id, 0));
     atomic_store(&p->live[seg], 0);
+    int low = p->on_low && p->nfree < atomic_load(&p->low_water);
     pthread_mutex_unlock(&p->mu);
+    if (low)
+        p->on_low();
     /* Outside the mutex: the segment is ours and nobody reads it yet. */
     if (raw)
         zero_fill(p, seg, 0);
@@ -896,6 +903,13 @@ void pool_seg_free(pool *p, uint32_t seg) {
     meta_store_seq(p, seg, 0);
     atomic_store(&p->live[seg], 0);
     p->free_stack[p->nfree++] = seg;
+    pthread_mutex_unlock(&p->mu);
+}
+
+void pool_set_low_water(pool *p, uint32_t level, void (*fn)(void)) {
+    pthread_mutex_lock(&p->mu);
+    p->on_low = fn;
+    atomic_store(&p->low_water, level);
     pthread_mutex_unlock(&p->mu);
 }
 

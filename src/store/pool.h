@@ -112,6 +112,11 @@ void pool_seg_set_end(pool *p, uint32_t seg, uint32_t end);
 void pool_seg_free(pool *p, uint32_t seg);
 struct seg_meta pool_seg_meta(const pool *p, uint32_t seg);
 uint32_t pool_free_count(const pool *p);
+/* Call fn (outside the pool's lock, from the allocating thread, which may
+ * hold shard locks) after any allocation that leaves fewer than level
+ * segments free; level 0 turns it off. The cleaner uses it to sleep until
+ * its free-space target is threatened instead of polling. */
+void pool_set_low_water(pool *p, uint32_t level, void (*fn)(void));
 /* Current value of the global segment sequence counter (next seq to hand out). */
 uint64_t pool_seq_now(const pool *p);
 
