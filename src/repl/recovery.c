@@ -522,7 +522,8 @@ static int cmp_id(const void *a, const void *b) {
  * never acknowledged) are forgotten. */
 static void resolve_pieces(rec_state *st) {
     size_t dropped = 0;
-    qsort(st->commits, st->ncommits, sizeof(int64_t), cmp_id);
+    if (st->ncommits) /* qsort's base must not be NULL, even for no elements */
+        qsort(st->commits, st->ncommits, sizeof(int64_t), cmp_id);
     for (size_t i = 0; i < st->nheld; i++) {
         if (st->ncommits && bsearch(&st->held_id[i], st->commits, st->ncommits, sizeof(int64_t),
                                     cmp_id))

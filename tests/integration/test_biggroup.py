@@ -115,7 +115,8 @@ def test_huge_batches_against_redis(pair2):
     assert c.call("DEBUG", "RELOAD") == "OK"
     assert state(c) == want
     srv.kill9()
-    srv.start()
+    # recovery replays ~1M entries: well over the default 10 s under ASan
+    srv.start(timeout=120)
     c = srv.resp()
     c.sock.settimeout(600)
     assert state(c) == want

@@ -130,7 +130,12 @@ static void die(const char *what) {
     abort();
 }
 
-__attribute__((constructor)) static void shim_init(void) {
+/* The real functions are looked up at the first call into the shim, not in
+ * its constructor: a sanitizer runtime (ASan, UBSan) initialises from the
+ * executable's .preinit_array, before any library constructor runs, and
+ * already calls mmap then (ASan's symbolizer allocates with it), which the
+ * preload routes here. Racing first calls store the same values. */
+static void resolve(void) {
     real_open = dlsym(RTLD_NEXT, "open");
     real_open64 = dlsym(RTLD_NEXT, "open64");
     real_openat = dlsym(RTLD_NEXT, "openat");
@@ -144,6 +149,12 @@ __attribute__((constructor)) static void shim_init(void) {
     real_mmap = dlsym(RTLD_NEXT, "mmap");
     real_mmap64 = dlsym(RTLD_NEXT, "mmap64");
     real_munmap = dlsym(RTLD_NEXT, "munmap");
+}
+
+#define REAL(f) (real_##f ? real_##f : (resolve(), real_##f))
+
+__attribute__((constructor)) static void shim_init(void) {
+    resolve();
     pool_path = getenv("ROWAN_SHIM_POOL");
     image_path = getenv("ROWAN_SHIM_IMAGE");
     active = pool_path && image_path;
@@ -175,7 +186,7 @@ static void full_pread(int fd, void *buf, size_t len, uint64_t off) {
 static void full_pwrite(int fd, const void *buf, size_t len, uint64_t off) {
     const uint8_t *b = buf;
     while (len) {
-        ssize_t n = real_pwrite(fd, b, len, (off_t)off);
+        ssize_t n = REAL(pwrite)(fd, b, len, (off_t)off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) die("write of the image");
         b += n, off += (uint64_t)n, len -= (size_t)n;
@@ -218,8 +229,8 @@ static void make_image(int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0) die("fstat of the pool");
     pool_size = (uint64_t)st.st_size;
-    read_fd = real_open(pool_path, O_RDONLY | O_CLOEXEC);
-    image_fd = real_open(image_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    read_fd = REAL(open)(pool_path, O_RDONLY | O_CLOEXEC);
+    image_fd = REAL(open)(image_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (read_fd < 0 || image_fd < 0) die("opening the pool or the image");
     size_t chunk = 1 << 20;
     uint8_t *buf = malloc(chunk);
@@ -267,7 +278,7 @@ static int pool_fd(int fd) { return ready && fd >= 0 && fd < MAX_FD && is_pool_f
 int open(const char *path, int flags, ...) {
     int mode = 0;
     OPEN_MODE(flags, mode);
-    int fd = real_open(path, flags, mode);
+    int fd = REAL(open)(path, flags, mode);
     track(fd);
     return fd;
 }
@@ -275,7 +286,7 @@ int open(const char *path, int flags, ...) {
 int open64(const char *path, int flags, ...) {
     int mode = 0;
     OPEN_MODE(flags, mode);
-    int fd = (real_open64 ? real_open64 : real_open)(path, flags, mode);
+    int fd = (REAL(open64) ? REAL(open64) : REAL(open))(path, flags, mode);
     track(fd);
     return fd;
 }
@@ -283,14 +294,14 @@ int open64(const char *path, int flags, ...) {
 int openat(int dirfd, const char *path, int flags, ...) {
     int mode = 0;
     OPEN_MODE(flags, mode);
-    int fd = real_openat(dirfd, path, flags, mode);
+    int fd = REAL(openat)(dirfd, path, flags, mode);
     track(fd);
     return fd;
 }
 
 int close(int fd) {
     if (fd >= 0 && fd < MAX_FD) is_pool_fd[fd] = 0;
-    return real_close(fd);
+    return REAL(close)(fd);
 }
 
 /* A store to a write-protected page of the pool's mapping: let it through
@@ -327,13 +338,13 @@ static void note_map(void *addr, size_t len, int prot, int flags, int fd, off_t 
 }
 
 void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    void *p = real_mmap(addr, len, prot, flags, fd, off);
+    void *p = REAL(mmap)(addr, len, prot, flags, fd, off);
     note_map(p, len, prot, flags, fd, off);
     return p;
 }
 
 void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off) {
-    void *p = (real_mmap64 ? real_mmap64 : real_mmap)(addr, len, prot, flags, fd, off);
+    void *p = (REAL(mmap64) ? REAL(mmap64) : REAL(mmap))(addr, len, prot, flags, fd, off);
     note_map(p, len, prot, flags, fd, off);
     return p;
 }
@@ -344,7 +355,7 @@ int munmap(void *addr, size_t len) {
     uintptr_t a = (uintptr_t)addr;
     if (map_base && a < map_hi && a + len > map_lo) map_base = map_lo = map_hi = 0;
     pthread_mutex_unlock(&mu);
-    return real_munmap(addr, len);
+    return REAL(munmap)(addr, len);
 }
 
 /* ---------------- writes ---------------- */
@@ -378,19 +389,19 @@ static void wrote(uint64_t off, uint64_t len) {
 }
 
 ssize_t pwrite(int fd, const void *buf, size_t len, off_t off) {
-    ssize_t n = real_pwrite(fd, buf, len, off);
+    ssize_t n = REAL(pwrite)(fd, buf, len, off);
     if (n > 0 && pool_fd(fd)) wrote((uint64_t)off, (uint64_t)n);
     return n;
 }
 
 ssize_t pwrite64(int fd, const void *buf, size_t len, off_t off) {
-    ssize_t n = (real_pwrite64 ? real_pwrite64 : real_pwrite)(fd, buf, len, off);
+    ssize_t n = (REAL(pwrite64) ? REAL(pwrite64) : REAL(pwrite))(fd, buf, len, off);
     if (n > 0 && pool_fd(fd)) wrote((uint64_t)off, (uint64_t)n);
     return n;
 }
 
 ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off) {
-    ssize_t n = real_pwritev(fd, iov, cnt, off);
+    ssize_t n = REAL(pwritev)(fd, iov, cnt, off);
     if (n > 0 && pool_fd(fd)) wrote((uint64_t)off, (uint64_t)n);
     return n;
 }
@@ -516,13 +527,13 @@ static int sync_fd(int fd, int (*real)(int)) {
     return rc;
 }
 
-int fdatasync(int fd) { return sync_fd(fd, real_fdatasync); }
-int fsync(int fd) { return sync_fd(fd, real_fsync); }
+int fdatasync(int fd) { return sync_fd(fd, REAL(fdatasync)); }
+int fsync(int fd) { return sync_fd(fd, REAL(fsync)); }
 
 int msync(void *addr, size_t len, int flags) {
     uintptr_t a = (uintptr_t)addr;
     if (!ready || !map_base || !(flags & MS_SYNC) || a < map_base || a - map_base >= pool_size)
-        return real_msync(addr, len, flags);
+        return REAL(msync)(addr, len, flags);
     if (skip_sync) return 0;
     uint64_t off = a - map_base;
     if (off + len > pool_size) len = pool_size - off;
@@ -530,7 +541,7 @@ int msync(void *addr, size_t len, int flags) {
     pthread_mutex_lock(&mu);
     snap_take(&s, off, len);
     pthread_mutex_unlock(&mu);
-    int rc = real_msync(addr, len, flags);
+    int rc = REAL(msync)(addr, len, flags);
     snap_done(&s, rc == 0);
     return rc;
 }
