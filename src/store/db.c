@@ -82,8 +82,8 @@ void db_state_new(void) {
 
 const char *db_refusal_name(int why) {
     static const char *names[] = {"none", "too_big", "reclaiming", "live_data", "no_room",
-                                  "key_too_big", "group_too_big"};
-    return why >= 0 && why <= DB_REFUSED_GROUP_TOO_BIG ? names[why] : "?";
+                                  "key_too_big"};
+    return why >= 0 && why <= DB_REFUSED_KEY_TOO_BIG ? names[why] : "?";
 }
 
 int db_last_refusal(void) { return atomic_load(&last_refusal); }

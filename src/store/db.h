@@ -49,7 +49,6 @@ enum db_refusal {
     DB_REFUSED_LIVE_DATA,    /* pool full and nothing to reclaim */
     DB_REFUSED_NO_ROOM,      /* a large value needs more log space than is free */
     DB_REFUSED_KEY_TOO_BIG,  /* a key over BIGVAL_MAX_KEY with a value too large for one entry */
-    DB_REFUSED_GROUP_TOO_BIG,/* unused: a batch of any size is logged (db.c, pieces) */
 };
 const char *db_refusal_name(int why);
 /* Why the last pool-full refusal happened (DB_REFUSED_NONE if none yet). */
