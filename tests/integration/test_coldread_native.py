@@ -19,6 +19,7 @@ import pytest
 
 from conftest import RespClient, free_port
 from native_client import NativeClient, parse_resp, decode, REPLY, PAYLOAD_MAX
+from test_coldread import cold_burst, stats
 
 pytestmark = pytest.mark.rowan_only("cold reads and the native edge are Rowan's")
 
@@ -29,12 +30,6 @@ def srv(server_factory):
     s = server_factory(extra={"pool-size": "256mb", "native-port": port})
     s.native_port = port
     return s
-
-
-def stats(cl):
-    r = cl.call("DEBUG", "COLDREAD", "STATS")
-    d = dict(zip(r[0::2], r[1::2]))
-    return d[b"requests"], d[b"pages"]
 
 
 def load(cl, n=200, prefix="c:"):
@@ -151,24 +146,15 @@ def test_native_burst_reads_queued_keys_along(srv):
     the one that waits have their keys read with the next wait (up to 32),
     so the readers get far fewer requests than there are GETs."""
     c = RespClient(srv.port)
-    vals = {"p:%d" % i: (("%d:" % i) + "y" * 3000).encode() for i in range(240)}   # under the 256-id window
-    for k, v in vals.items():
-        c.call("SET", k, v)
-    keys = list(vals)
-    random.Random(5).shuffle(keys)
-    for attempt in range(5):
-        time.sleep(0.5)   # pages written back are clean: DROP evicts them
-        c.call("DEBUG", "COLDREAD", "DROP")
-        r0, p0 = stats(c)
+
+    def send(cmds):
         nc = NativeClient(srv.native_port)
-        got = burst(nc, [("GET", k) for k in keys])
-        nc.close()
-        assert got == [vals[k] for k in keys]
-        r1, p1 = stats(c)
-        if p1 - p0 >= 120:
-            break
-    assert p1 - p0 >= 120, "DROP left the pages resident: %d read" % (p1 - p0)
-    assert r1 - r0 <= 80, "%d requests for %d pages" % (r1 - r0, p1 - p0)
+        try:
+            return burst(nc, cmds)
+        finally:
+            nc.close()
+    reqs, pages = cold_burst(c, 240, send)     # 240 keys: under the 256-id window
+    assert reqs <= 80, "%d requests for %d pages" % (reqs, pages)
 
 
 def test_native_multi_exec_waits_for_queued_keys(srv):
