@@ -8,6 +8,7 @@ import pytest
 import redis
 
 from conftest import ConnectionClosed, RawConn, RespClient, RespError, encode_command
+from test_bigvalues import until_room
 
 CONN_ERRORS = (redis.ConnectionError, redis.TimeoutError, ConnectionError, OSError)
 EXECABORT = "EXECABORT Transaction discarded because of previous errors."
@@ -476,17 +477,14 @@ def test_exec_larger_than_one_log_entry(c):
     EXEC runs them all, as Redis does."""
     def transaction(*cmds):
         """MULTI, cmds, EXEC: the EXEC's reply. The server is shared by every
-        test file, so its 64 MB pool may hold much dead data; while the
-        cleaner makes room a write is refused -OOM, which says retry."""
-        for _ in range(600):
+        test file, so its 64 MB pool may hold much dead data: until_room
+        retries an EXEC refused -OOM while the cleaner makes room."""
+        def once():
             assert c.call("MULTI") == "OK"
             for cmd in cmds:
                 assert c.call(*cmd) == "QUEUED"
-            rep = c.call("EXEC")
-            if not (isinstance(rep, RespError) and rep.msg.startswith("OOM")):
-                return rep
-            time.sleep(0.05)
-        pytest.fail("the pool never had room for the transaction")
+            return c.call("EXEC")
+        return until_room(once, "the transaction")
 
     big = b"x" * (3 * 1024 * 1024)
     c.ok("SET", "keep", "old")
