@@ -181,6 +181,11 @@ static int send_ack(ctl_link *l, uint64_t count) {
 
 /* Check a hello; 0 ok, or -1 with the reason. */
 static int hello_check(ctl_link *l, const repl_hello *h, char *why, size_t n) {
+    if (h->magic == REPL_HELLO_MAGIC_V1) {
+        snprintf(why, n, "the sender speaks replication protocol 1 (an older rowan-server), this "
+                 "node protocol 2: run the same rowan-server version on every node");
+        return -1;
+    }
     if (h->magic != REPL_HELLO_MAGIC) {
         snprintf(why, n, "not a Rowan replication hello");
         return -1;

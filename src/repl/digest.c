@@ -27,6 +27,7 @@
 #include "db_shard.h"
 #include "digest.h"
 #include "deadline.h"
+#include "le.h"
 #include "log.h"
 #include "pool.h"
 #include "server.h"
@@ -315,19 +316,32 @@ static void on_diverged(digest_state *ds, int sid, uint64_t got) {
     if (p >= 0) control_drop_nodes(1ULL << p, 0);
 }
 
-static void on_commitver(digest_state *ds, const log_entry *e) {
-    if (e->shard >= server.nshards) return;
-    dg_shard *d = &ds->sh[e->shard];
+static void on_commitver(digest_state *ds, int sid, uint64_t ver) {
+    if (sid >= server.nshards) return;
+    dg_shard *d = &ds->sh[sid];
     if (d->resync_ver) return;            /* the re-sync's end sets it */
-    if (e->ver < d->commitver) {
-        on_diverged(ds, e->shard, e->ver);
+    if (ver < d->commitver) {
+        on_diverged(ds, sid, ver);
         return;
     }
-    if (e->ver == d->commitver) return;
-    d->commitver = e->ver;
+    if (ver == d->commitver) return;
+    d->commitver = ver;
     d->progress_us = monotonic_us();
     d->stall_logged = 0;
-    apply_upto(ds, e->shard, e->ver);
+    apply_upto(ds, sid, ver);
+}
+
+/* A CommitVer marker: of its shard, or (LOG_SHARD_NONE) of each shard its
+ * payload names (log.h). */
+static void on_commitvers(digest_state *ds, const log_entry *e) {
+    if (e->shard != LOG_SHARD_NONE) {
+        on_commitver(ds, e->shard, e->ver);
+        return;
+    }
+    for (uint32_t i = 0; i + 8 <= e->vlen; i += 8) {
+        uint64_t w = le_get_u64(e->val + i);
+        on_commitver(ds, (int)(w >> 48), w & LOG_VER_MASK);
+    }
 }
 
 static void on_resync_begin(digest_state *ds, const log_entry *e) {
@@ -341,7 +355,7 @@ static void on_resync_begin(digest_state *ds, const log_entry *e) {
 static void on_entry(digest_state *ds, const log_entry *e, uint64_t off, dg_seg *g) {
     switch (e->type) {
     case LOG_COMMITVER:
-        on_commitver(ds, e);
+        on_commitvers(ds, e);
         break;
     case LOG_RESYNC:
         on_resync_begin(ds, e);

@@ -202,7 +202,7 @@ static long server_refuse(pauth *a, int reason, uint8_t *out, size_t *outlen) {
 static long server_feed(pauth *a, const uint8_t *in, size_t len, uint8_t *out, size_t *outlen,
                         char *why, size_t whylen) {
     if (len >= 8 && memcmp(in, M_RESPONSE, 8) != 0) {
-        if (memcmp(in, M_OLD_HELLO, 8) == 0)
+        if (memcmp(in, M_OLD_HELLO, 7) == 0)   /* "ROWNRPL" and any protocol version */
             snprintf(why, whylen, "a hello without the authentication handshake (a forged "
                      "hello, or a peer running an older Rowan)");
         else

@@ -99,7 +99,12 @@ static int entry_shards(const log_entry *e, uint8_t *mark) {
     case LOG_SET: case LOG_DEL: case LOG_COLL_OP: case LOG_SNAPSHOT: case LOG_CHUNK:
         if (e->shard >= server.nshards || shard_of_key(e->key, e->klen)->id != e->shard) return 0;
         break;
-    case LOG_FLUSHDB: case LOG_DBMAP: case LOG_COMMITVER: case LOG_RESYNC: case LOG_FUNCS:
+    case LOG_COMMITVER:
+        /* one marker of several shards (log.h): it holds no data of any */
+        if (e->shard == LOG_SHARD_NONE) return e->vlen > 0 && e->vlen % 8 == 0 && e->klen == 0;
+        if (e->shard >= server.nshards) return 0;
+        break;
+    case LOG_FLUSHDB: case LOG_DBMAP: case LOG_RESYNC: case LOG_FUNCS:
         if (e->shard >= server.nshards) return 0;
         break;
     case LOG_GROUP: {

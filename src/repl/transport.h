@@ -37,7 +37,11 @@
 
 struct event_base;
 
-#define REPL_HELLO_MAGIC  0x314c50524e574f52ULL  /* "ROWNRPL1" */
+/* The protocol's version is the magic's last character. 2: CommitVer
+ * markers carry every shard that moved in one message (log.h); a node of
+ * version 1 would read them as a marker of no shard and never apply. */
+#define REPL_HELLO_MAGIC  0x324c50524e574f52ULL  /* "ROWNRPL2" */
+#define REPL_HELLO_MAGIC_V1 0x314c50524e574f52ULL /* "ROWNRPL1": refused with a clear reason */
 #define REPL_LINK_MANAGER 0xffff                 /* sender id of the catch-up stream */
 #define REPL_LINK_BUS     0xfffe                 /* sender id of a cluster bus link (bus.h) */
 

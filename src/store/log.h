@@ -103,7 +103,9 @@ enum log_type {
     LOG_FLUSHDB = 3,
     LOG_DBMAP = 4,
     LOG_GROUP = 5,
-    LOG_COMMITVER = 6,   /* replication marker: CommitVer of `shard` is `ver` */
+    LOG_COMMITVER = 6,   /* replication marker: CommitVer of `shard` is `ver`;
+                          * or (shard LOG_SHARD_NONE) of several shards, the
+                          * payload being log_commitver_pair()s */
     LOG_COLL_OP = 7,
     LOG_SNAPSHOT = 8,
     LOG_RESYNC = 9,      /* replication marker: catch-up of `shard` at version
@@ -117,6 +119,13 @@ enum log_type {
 /* Replication markers (LOG_COMMITVER, LOG_RESYNC) only ever travel to and
  * live in b-logs; they describe other entries and are never indexed. */
 static inline int log_type_is_marker(int type) { return type == LOG_COMMITVER || type == LOG_RESYNC; }
+
+/* One <shard, CommitVer> of a multi-shard LOG_COMMITVER's payload: a u64
+ * (little endian on the wire), shard in the top 16 bits, the version in
+ * the 48 below. */
+static inline uint64_t log_commitver_pair(uint16_t shard, uint64_t ver) {
+    return (uint64_t)shard << 48 | (ver & ((1ULL << 48) - 1));
+}
 
 /* Decoded view of an entry. key/val point into the bytes it was decoded from. */
 typedef struct log_entry {

@@ -32,7 +32,8 @@ from conftest import DEFAULT_BINARY, key_slot, tmp_root, wait_for
 
 pytestmark = pytest.mark.rowan_only("Rowan's replication port")
 
-HELLO_MAGIC = 0x314C50524E574F52  # "ROWNRPL1"
+HELLO_MAGIC = 0x324C50524E574F52  # "ROWNRPL2" (protocol 2)
+HELLO_MAGIC_V1 = 0x314C50524E574F52  # "ROWNRPL1": an older rowan-server
 FNV_OFFSET, FNV_PRIME = 1469598103934665603, 1099511628211
 LOG_SET, LOG_COMMITVER = 1, 6
 SECRET = "correct horse battery staple"
@@ -224,6 +225,11 @@ def test_garbage_and_bad_frames_on_the_replication_port(cluster_factory):
     # 4. a stale term
     s, _, _, reply = handshake(target, hello(1, digest, term=0))
     assert closed_by_peer(s)
+    # 4b. a node of an older replication protocol (its CommitVer markers
+    #     differ): refused, and the log says why
+    s, _, _, reply = handshake(target, hello(1, digest, magic=HELLO_MAGIC_V1))
+    assert reply[:8] == PROOF
+    assert closed_by_peer(s)
     # 5. a good hello is accepted (ack 0), then an impossible header closes it
     s, _, _, reply = handshake(target, hello(1, digest))
     assert reply[:8] == PROOF
@@ -257,6 +263,7 @@ def test_garbage_and_bad_frames_on_the_replication_port(cluster_factory):
     assert "Peer port: refused" in text and "not a Rowan peer handshake" in text
     assert "not a Rowan replication hello" in text
     assert "stale or different configuration" in text
+    assert "speaks replication protocol 1" in text and "same rowan-server version" in text
     assert "malformed message header" in text
 
     # The node still serves and still replicates; replicas agree.
