@@ -82,6 +82,13 @@ def set_entry(shard, ver, key, val, good_crc=True):
     return entry(LOG_SET, shard, ver, key, val, good_crc)
 
 
+def commitvers(vers):
+    """One CommitVer marker for several shards (protocol 2): shard 0xFFFF,
+    payload a u64 (shard << 48 | version) per shard."""
+    return entry(LOG_COMMITVER, 0xFFFF, 0,
+                 val=b"".join(struct.pack("<Q", sh << 48 | v) for sh, v in vers.items()))
+
+
 def forged_write(shard, key=b"forged"):
     """What the intruder of issue 10 sent: a SET at version 10^9 and the
     CommitVer that makes a backup apply it."""
@@ -360,6 +367,25 @@ def test_forged_and_replayed_hellos_are_refused(cluster_factory):
     s.close()
     assert wait_for(lambda: int(shard_info(r, shard)["keys"]) == keys_before + 21, timeout=20)
     assert not replicas_agree(cl)
+
+    # The same through one CommitVer marker for two shards (protocol 2,
+    # log.h): each entry is applied once the marker names its version --
+    # and only up to it (shard2's second entry stays pending).
+    shard2 = next(sh for sh in range(nshards) if sh != shard and
+                  shard_info(r, sh)["role"] == b"backup" and
+                  int(shard_info(r, sh)["primary"][len("node"):]) == primary)
+    keys2 = int(shard_info(r, shard2)["keys"])
+    s, _, _, reply = handshake(target, good_hello, SECRET)
+    assert recv_exact(s, 8) == b"\0" * 8
+    s.sendall(set_entry(shard, 10 ** 9 + 1, b"forged2", b"y") +
+              set_entry(shard2, 10 ** 9, b"forged3", b"z") +
+              set_entry(shard2, 10 ** 9 + 5, b"forged4", b"w") +
+              commitvers({shard: 10 ** 9 + 1, shard2: 10 ** 9}))
+    assert struct.unpack("<Q", recv_exact(s, 8))[0] == 4
+    s.close()
+    assert wait_for(lambda: int(shard_info(r, shard)["keys"]) == keys_before + 22 and
+                    int(shard_info(r, shard2)["keys"]) == keys2 + 1, timeout=20)
+    assert int(rowan_info(target)["digest_pending"]) >= 1
 
 
 class FakeReceiver:
