@@ -144,9 +144,6 @@ struct control_state {
     int64_t next_expiry_us;   /* expire_handshakes' next check */
     int64_t lazy_since_us;    /* first CommitVer marker landed since the last flush (0: none) */
     int busy;                 /* ctl_wait: the last round had events */
-    int backlog;              /* ctl_wait: events were waiting, it did not sleep */
-    int64_t last_flush_us;    /* when the last flush began (pace) */
-    int paced;                /* pace slept: the next ctl_wait must not */
 };
 typedef struct control_state control_state;
 
@@ -584,7 +581,6 @@ static void expire_handshakes(control_state *cs) {
  * that, and polling only takes CPU from the workers (measured: disk pools
  * lost ~15% with it). */
 #define CTL_SPIN_US 50
-#define CTL_BACKLOG_US 10   /* an epoll_wait that returns sooner did not sleep */
 static int ctl_wait(control_state *cs, struct epoll_event *evs, int max, int timeout_ms) {
     if (cs->busy && pool_is_pmem(server.pool)) {
         int64_t until = monotonic_us() + CTL_SPIN_US;
@@ -595,17 +591,11 @@ static int ctl_wait(control_state *cs, struct epoll_event *evs, int max, int tim
     }
     /* Announce the sleep BEFORE looking for queued worker flushes: a
      * worker that queues one after our check sees the flag and writes
-     * wake_fd (control_submit_flush; seq_cst store/load pairs). After
-     * pace slept, what is there is taken without sleeping. */
+     * wake_fd (control_submit_flush; seq_cst store/load pairs). */
     atomic_store(&cs->sleeping, 1);
-    if (atomic_load(&cs->njobs_pending) || cs->paced) timeout_ms = 0;
-    cs->paced = 0;
-    int64_t t0 = monotonic_us();
+    if (atomic_load(&cs->njobs_pending)) timeout_ms = 0;
     int n = epoll_wait(cs->ep, evs, max, timeout_ms);
     atomic_store(&cs->sleeping, 0);
-    /* Events that were waiting (no time to sleep and be woken): messages
-     * arrive faster than we flush (pace). */
-    cs->backlog = n > 0 && monotonic_us() - t0 < CTL_BACKLOG_US;
     cs->busy = n > 0;
     return n;
 }
@@ -674,34 +664,6 @@ static int flush_wanted(control_state *cs) {
     return 0;
 }
 
-/* Pacing. On block storage every flush costs the same CPU however little
- * it carries (an fdatasync of the pool: writeback of each dirty region,
- * the inode, the device's cache flush, and the sleeps in between; ~80 us
- * of CPU each in this VM, a quarter of a k=3 node's CPU, issue 14), and
- * the control thread, flushing as soon as anything landed, flushed every
- * 0.3-0.5 ms under load, often for one or two messages: 0.23 fdatasyncs
- * per replicated SET over three nodes where redis's three processes did
- * 0.12. So while messages keep arriving faster than it flushes (the round
- * found events waiting: it did not sleep) a flush begins at least
- * CTL_PACE_US after the last one did: the thread sleeps out the rest
- * (not in epoll, so arrivals do not wake it), then takes everything that
- * arrived meanwhile into one flush. A thread that had to wait for its
- * events flushes at once, so a lone or light writer waits for nothing. */
-#ifndef CTL_PACE_US
-#define CTL_PACE_US 2000
-#endif
-static int pace(control_state *cs) {
-    if (!CTL_PACE_US || !cs->backlog || pool_is_pmem(server.pool) || !syncer_device_fast() ||
-        atomic_load(&cs->stopping))
-        return 0;
-    int64_t wait = cs->last_flush_us + CTL_PACE_US - monotonic_us();
-    if (wait <= 0) return 0;
-    usleep((useconds_t)wait);
-    cs->backlog = 0;
-    cs->paced = 1;   /* the next round collects without sleeping */
-    return 1;
-}
-
 static void *control_main(void *arg) {
     control_state *cs = arg;
     pthread_setname_np(pthread_self(), "rowan-control");
@@ -729,11 +691,7 @@ static void *control_main(void *arg) {
         drop_requested(cs);
         expire_handshakes(cs);
         if (cs->fl_count == CTL_FLIGHTS) continue;
-        if (flush_wanted(cs)) {
-            if (pace(cs)) continue;
-            cs->last_flush_us = monotonic_us();
-            flush_start(cs);
-        }
+        if (flush_wanted(cs)) flush_start(cs);
     }
     return NULL;
 }
