@@ -128,7 +128,9 @@ static void worker_fold_stats(worker *w) {
 }
 
 void server_wake_workers(void) {
-    for (int i = 0; i < server.nworkers; i++) worker_wake(server.workers[i]);
+    /* a start that failed may have made fewer workers than nworkers, or none */
+    for (int i = 0; server.workers && i < server.nworkers; i++)
+        if (server.workers[i]) worker_wake(server.workers[i]);
 }
 
 void server_request_shutdown(void) {
@@ -641,18 +643,28 @@ static void *worker_main(void *arg) {
 void workers_start(void) {
     syncer_start(server.nworkers);
     for (int i = 0; i < server.nworkers; i++)
-        rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
+        server.workers[i]->running =
+            rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]) == 0;
 }
 
 void workers_join(void) {
     /* the syncer outlives the workers: the control thread may still flush
-     * (main stops it after replication) */
-    for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
-    for (int l = 0; l < nlisten; l++)
-        if (listeners[l]) evconnlistener_free(listeners[l]);
+     * (main stops it after replication); a start that failed may have made
+     * fewer workers, or started none */
+    for (int i = 0; server.workers && i < server.nworkers; i++)
+        if (server.workers[i] && server.workers[i]->running) {
+            pthread_join(server.workers[i]->thread, NULL);
+            server.workers[i]->running = 0;
+        }
+    for (int l = 0; l < nlisten; l++) {
+        if (listeners[l]) evconnlistener_free(listeners[l]);   /* closes the socket */
+        else close(listen_fds[l]);
+        listeners[l] = NULL;
+    }
     nlisten = 0;
-    for (int i = 0; i < server.nworkers; i++) {
+    for (int i = 0; server.workers && i < server.nworkers; i++) {
         worker *w = server.workers[i];
+        if (!w) continue;
         for (int h = 0; h < w->nhandoffs; h++) close(w->handoffs[h].fd); /* never served */
         free(w->handoffs);
         w->handoffs = NULL;

@@ -28,6 +28,7 @@ struct handoff;
 typedef struct worker {
     int id;
     pthread_t thread;
+    int running;                  /* thread started, not joined yet */
     struct event_base *base;
     struct event *wake_ev;        /* activated from other threads */
     struct event *handoff_ev;     /* worker 0 accepted connections for us */

@@ -796,7 +796,11 @@ int control_start(char *err, size_t errlen) {
 
 void control_stop(void) {
     control_state *cs = server.control;
-    if (!cs->running) return;
+    if (!cs->running) {   /* never started: only the socket control_listen bound */
+        if (cs->listen_fd >= 0) close(cs->listen_fd);
+        cs->listen_fd = -1;
+        return;
+    }
     /* no worker flush is taken from now on; the thread covers those queued */
     pthread_mutex_lock(&cs->jobs_mu);
     atomic_store(&cs->jobs_open, 0);

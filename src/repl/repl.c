@@ -812,8 +812,8 @@ int repl_start(char *err, size_t errlen) {
 }
 
 void repl_stop(void) {
-    repl_state *rs = server.repl;
-    if (rs->mgr_running) {
+    repl_state *rs = server.repl;   /* NULL: a start that failed before repl_init */
+    if (rs && rs->mgr_running) {
         atomic_store(&rs->mgr_stopping, 1);
         pthread_join(rs->mgr_thread, NULL);
         rs->mgr_running = 0;

@@ -306,6 +306,7 @@ static int free_obj_ref(void *ctx, uint64_t ref) {
 void db_free_all(void) {
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
+        if (!s->idx) continue;   /* a start that failed before the indexes */
         index_foreach(s->idx, free_obj_ref, NULL);
         index_free(s->idx);
         index_free(s->vidx);

@@ -51,7 +51,9 @@ static void start(node *n) {
                     "--pool-size", "64mb", "--workers", "2", "--shards", "4",
                     "--logfile", n->log, "--save", "",
                     "--rename-command", (char *)n->rename_from, (char *)n->rename_to, NULL};
-    n->s = rowan_server_start((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, 0);
+    char err[512];
+    n->s = rowan_server_start((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, 0, err, sizeof(err));
+    if (!n->s) fprintf(stderr, "start on %s: %s\n", n->port, err);
     CHECK(n->s != NULL && n->s != rowan_self);
     n->c = redisConnect("127.0.0.1", atoi(n->port));
     if (!n->c || n->c->err) {

@@ -1,0 +1,129 @@
+/* test-serverlife.c -- an embedded server's life in a process that goes on
+ * (issue 15): a start that fails returns its reason instead of ending the
+ * process, and a server that stopped gives back what it held.
+ *
+ * Failed starts: the client port taken by another socket, a pool directory
+ * that cannot be created (below a regular file: refused even to root), a
+ * bad option, a rename-command of an unknown command. Each returns NULL with
+ * its reason, and the process then starts a good server on the same port
+ * and serves through hiredis. The failures and the good run leave the
+ * number of open descriptors (/proc/self/fd) as it was. Under the ASan
+ * build (make VARIANT=asan), LeakSanitizer checks at exit that nothing any
+ * of these starts allocated is left. */
+#include "boot.h"
+#include "server.h"
+#include "unit.h"
+
+#include <dirent.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static char dir[64] = "/tmp/rowan-serverlife-XXXXXX";
+static char logpath[128];
+
+/* Open descriptors of this process. */
+static int count_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n - 1;   /* opendir's own */
+}
+
+/* A listening socket on a port of the kernel's choice: the port stays
+ * taken while it is open. */
+static int busy_socket(int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(fd, 1) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("busy_socket");
+        exit(1);
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Start with the usual test options plus extra ones; NULL and err on failure. */
+static struct rowan_server *start(int port, const char *pooldir, const char **extra, char *err,
+                                  size_t errlen) {
+    char portbuf[16];
+    snprintf(portbuf, sizeof(portbuf), "%d", port);
+    const char *argv[40] = {"rowan-server", "--port", portbuf, "--bind", "127.0.0.1",
+                            "--dir", pooldir, "--pool-size", "64mb", "--workers", "2",
+                            "--shards", "4", "--logfile", logpath};
+    int argc = 15;
+    for (int i = 0; extra && extra[i]; i++) argv[argc++] = extra[i];
+    argv[argc] = NULL;
+    err[0] = 0;
+    return rowan_server_start(argc, (char **)argv, 0, err, errlen);
+}
+
+static void expect_failure(int port, const char *pooldir, const char **extra, const char *want) {
+    char err[1024];
+    struct rowan_server *s = start(port, pooldir, extra, err, sizeof(err));
+    CHECK(s == NULL);
+    if (!strstr(err, want)) fprintf(stderr, "expected '%s' in: %s\n", want, err);
+    CHECK(strstr(err, want) != NULL);
+    if (s) rowan_server_stop(s);
+}
+
+/* A good server on port: serves a write and a read, then stops. */
+static void serve_once(int port, int round) {
+    char err[1024];
+    struct rowan_server *s = start(port, dir, NULL, err, sizeof(err));
+    if (!s) fprintf(stderr, "good start failed: %s\n", err);
+    CHECK(s != NULL);
+    if (!s) return;
+    redisContext *c = redisConnect("127.0.0.1", port);
+    CHECK(c && !c->err);
+    if (c && !c->err) {
+        redisReply *r = redisCommand(c, "INCR rounds");
+        CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == round + 1);
+        freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    rowan_server_stop(s);
+}
+
+int main(void) {
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(logpath, sizeof(logpath), "%s/log", dir);
+    char file[128], below[160];
+    snprintf(file, sizeof(file), "%s/a-file", dir);
+    snprintf(below, sizeof(below), "%s/a-file/pool", dir);
+    FILE *f = fopen(file, "w");
+    if (f) fclose(f);
+    int fds0 = count_fds();
+
+    /* the client port is taken */
+    int port;
+    int busy = busy_socket(&port);
+    expect_failure(port, dir, NULL, "Address already in use");
+    /* the pool's directory cannot be created */
+    close(busy);
+    expect_failure(port, below, NULL, "Can't create dir");
+    /* bad configuration */
+    const char *bad_opt[] = {"--no-such-option", "1", NULL};
+    expect_failure(port, dir, bad_opt, "Bad arguments");
+    const char *bad_rename[] = {"--rename-command", "NOSUCHCOMMAND", "X", NULL};
+    expect_failure(port, dir, bad_rename, "No such command");
+    CHECK_EQ_LL(count_fds(), fds0);
+
+    /* the process goes on: a good server on the same port serves */
+    serve_once(port, 0);
+
+    char rm[128];
+    snprintf(rm, sizeof(rm), "rm -rf '%s'", dir);
+    if (system(rm) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return UNIT_DONE("test-serverlife");
+}
