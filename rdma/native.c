@@ -185,6 +185,10 @@ void native_state_new(void) {
     server.edge_state->native = st;
 }
 
+void native_state_free(void) {
+    free(server.edge_state->native);   /* its endpoints: native_stop */
+}
+
 #define backend (server.edge_state->native->backend)
 #define nws (server.edge_state->native->nws)
 #define nnws (server.edge_state->native->nnws)

@@ -156,6 +156,8 @@ void cmdnames_state_new(void) {
     server.edge_state->cmdnames = st;
 }
 
+void cmdnames_state_free(void) { free(server.edge_state->cmdnames); }
+
 #define lookup_slots (server.edge_state->cmdnames->lookup_slots)
 #define lookup_once (server.edge_state->cmdnames->lookup_once)
 

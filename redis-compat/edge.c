@@ -28,6 +28,7 @@ static const edge_ops resp_edge = {
     .cron = clients_cron,
     .free_all = clients_free_all,
     .state_new = edge_state_new,
+    .state_free = edge_state_free,
 };
 
 void resp_edge_install(void) { edge_install(&resp_edge); }

@@ -101,6 +101,11 @@ void net_state_new(void) {
     server.edge_state->net = st;
 }
 
+void net_state_free(void) {
+    pthread_mutex_destroy(&server.edge_state->net->clients_lock);
+    free(server.edge_state->net);
+}
+
 #define clients_lock (server.edge_state->net->clients_lock)
 /* Buffer bytes of clients marked for eviction and not yet freed. */
 #define clients_evicting (server.edge_state->net->clients_evicting)

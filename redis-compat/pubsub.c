@@ -126,6 +126,21 @@ void pubsub_state_new(void) {
     server.edge_state->pubsub = st;
 }
 
+void pubsub_state_free(void) {
+    struct pubsub_state *st = server.edge_state->pubsub;
+    /* every client is freed: no channel or pattern is left, only tables */
+    free(st->plain_table.buckets);
+    free(st->shard_table.buckets);
+    free(st->patterns);
+    for (int i = 0; st->deliveries && i < server.nworkers; i++) {
+        free(st->deliveries[i].v);
+        free(st->deliveries[i].taken);
+    }
+    free(st->deliveries);
+    pthread_mutex_destroy(&st->ps_lock);
+    free(st);
+}
+
 #define ps_lock (server.edge_state->pubsub->ps_lock)
 #define plain_table (server.edge_state->pubsub->plain_table)
 #define shard_table (server.edge_state->pubsub->shard_table)

@@ -584,6 +584,8 @@ void rates_state_new(void) {
     server.edge_state->rates = st;
 }
 
+void rates_state_free(void) { free(server.edge_state->rates); }
+
 #define rates (server.edge_state->rates->rates)
 
 static void rates_update(void)
@@ -664,6 +666,8 @@ void peak_state_new(void) {
     if (!st) abort();
     server.edge_state->peak = st;
 }
+
+void peak_state_free(void) { free(server.edge_state->peak); }
 
 #define peak_memory (server.edge_state->peak->peak_memory)
 

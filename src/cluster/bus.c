@@ -118,6 +118,14 @@ void bus_init(void) {
     server.bus = bus;
 }
 
+void bus_free(void) {
+    struct bus_state *bus = server.bus;   /* after bus_stop */
+    if (!bus) return;
+    pthread_mutex_destroy(&bus->mu);
+    free(bus);
+    server.bus = NULL;
+}
+
 void bus_register(int type, bus_handler h) {
     struct bus_state *bus = server.bus;
     if (type > 0 && type < BUS_TYPE_MAX) bus->handlers[type] = h;

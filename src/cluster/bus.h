@@ -82,6 +82,8 @@ void bus_adopt(int fd, void *ssl, int node, const uint8_t *pre, size_t n);
 
 /* Allocate server.bus (at startup, before anything registers or calls). */
 void bus_init(void);
+/* Free the state bus_init made (its threads stopped); boot.c's teardown. */
+void bus_free(void);
 /* Start the bus thread (cluster mode, before the control thread accepts). */
 int bus_start(char *err, size_t errlen);
 void bus_stop(void);

@@ -60,6 +60,15 @@ void member_init(void) {
     server.member = mb;
 }
 
+void member_free(void) {
+    struct member_state *mb = server.member;   /* after member_stop */
+    if (!mb) return;
+    cluster_config_free(mb->pushed);
+    pthread_mutex_destroy(&mb->mu);
+    free(mb);
+    server.member = NULL;
+}
+
 static int64_t lease_us(void) { return server.cfg.cluster_lease_ms * 1000; }
 
 int member_lease_valid(void) {

@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "blog.h"
 #include "bus.h"
 #include "clean.h"
 #include "coldread.h"
@@ -329,6 +330,26 @@ static void teardown(void) {
     if (server.owns_process) daemon_pidfile_remove();
 }
 
+/* Free every state the calling thread's server owns (after teardown).
+ * The process's first object keeps its own state: rowan-server is about
+ * to exit, and tools bound to it may still look. */
+static void free_states(void) {
+    if (server.edge_state) edge->state_free();
+    server.edge_state = NULL;
+    digest_free();
+    control_free();
+    syncer_free();
+    clean_free();
+    member_free();
+    cm_free();
+    bus_free();
+    reconcile_free();
+    repl_free();
+    blog_free();
+    server_state_free();
+    workers_free();   /* last: coldread's events live on the workers' bases */
+}
+
 struct rowan_server *rowan_server_start(int argc, char **argv, int flags, char *err,
                                         size_t errlen) {
     struct rowan_server *caller = rowan_self;
@@ -342,7 +363,10 @@ struct rowan_server *rowan_server_start(int argc, char **argv, int flags, char *
         server_request_shutdown();   /* workers that run (a start failing late) stop */
         teardown();
         serverLog(LL_WARNING, "Rowan did not start");
-        self = NULL;
+        if (!server.owns_process) free_states();   /* rowan-server exits next */
+        rowan_self = caller;
+        if (self != rowan_self && !self->owns_process) free(self);
+        return NULL;
     }
     rowan_self = caller;
     return self;
@@ -353,7 +377,10 @@ void rowan_server_wait(struct rowan_server *s) {
     rowan_self = s;
     teardown();
     serverLog(LL_WARNING, "Rowan is now ready to exit, bye bye...");
+    int embedded = !server.owns_process;   /* rowan-server's exits next: nothing to free */
+    if (embedded) free_states();
     rowan_self = caller;
+    if (embedded) free(s);
 }
 
 void rowan_server_stop(struct rowan_server *s) {

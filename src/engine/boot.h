@@ -17,7 +17,9 @@ struct rowan_server;
 struct rowan_server *rowan_server_start(int argc, char **argv, int flags, char *err,
                                         size_t errlen);
 /* Wait until s shuts down (SHUTDOWN, a signal, rowan_server_stop), then
- * stop its threads and close its pool. */
+ * stop its threads, close its sockets and its pool, and (but for the
+ * process's server, which exits next) free s and all it owned: s is gone
+ * when this returns. */
 void rowan_server_wait(struct rowan_server *s);
 /* Ask s to shut down, then rowan_server_wait. */
 void rowan_server_stop(struct rowan_server *s);

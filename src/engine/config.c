@@ -526,6 +526,39 @@ static void snapshot_configured(void)
     configured_valid = 1;
 }
 
+/* A stopped server's configuration: every string it holds (live, as
+ * configured, retired by CONFIG SET), the renames, the user lines. */
+void config_state_free(void)
+{
+    if (!server.config_st) return;
+    for (int i = 0; i < NOPTIONS; i++) {
+        const struct option *o = &options[i];
+        if (!is_string_type(o->type)) continue;
+        free(*(char **)field_ptr(o));
+        *(char **)field_ptr(o) = NULL;
+        if ((o->flags & OPT_IMMUTABLE) && !(o->flags & OPT_NOEFFECT))
+            free(*(char **)((char *)&configured + o->off));
+    }
+    for (size_t i = 0; i < nretired; i++) free(retired[i]);
+    free(retired);
+    struct config_state *st = server.config_st;
+    for (int i = 0; i < st->nrenames; i++) {
+        free(st->rename_from[i]);
+        free(st->rename_to[i]);
+    }
+    free(st->rename_from);
+    free(st->rename_to);
+    for (int i = 0; i < server.cfg.acl_nuser_lines; i++) free(server.cfg.acl_user_lines[i]);
+    free(server.cfg.acl_user_lines);
+    server.cfg.acl_user_lines = NULL;
+    server.cfg.acl_nuser_lines = 0;
+    free(server.cfg.conf_file);
+    server.cfg.conf_file = NULL;
+    pthread_mutex_destroy(&config_mu);
+    free(server.config_st);
+    server.config_st = NULL;
+}
+
 static const struct option *opt_find_main(const char *name, size_t len)
 {
     for (int i = 0; i < NOPTIONS; i++)

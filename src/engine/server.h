@@ -252,9 +252,24 @@ void pauth_state_new(void);
 void tls_state_new(void);
 void config_state_new(void);
 void peer_tls_state_new(void);
+/* ... and free them, once the server stopped (server_state_free). */
+void cluster_state_free(void);
+void zk_state_free(void);
+void coldread_state_free(void);
+void listen_state_free(void);
+void shard_state_free(void);
+void bigval_state_free(void);
+void evict_state_free(void);
+void db_state_free(void);
+void pauth_state_free(void);
+void tls_state_free(void);
+void config_state_free(void);
+void peer_tls_state_free(void);
 
 /* Allocate them all for the calling thread's server (server.c). */
 void server_state_new(void);
+/* Free them all: the calling thread's server has stopped (boot.c). */
+void server_state_free(void);
 
 /* The server the calling thread works for (see the file comment). */
 extern __thread struct rowan_server *rowan_self;

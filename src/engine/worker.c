@@ -436,6 +436,11 @@ void listen_state_new(void) {
     server.listen_st = st;
 }
 
+void listen_state_free(void) {
+    free(server.listen_st);   /* its sockets closed by workers_join */
+    server.listen_st = NULL;
+}
+
 #define listen_fds (server.listen_st->listen_fds)
 #define listen_tls (server.listen_st->listen_tls)   /* the socket is a tls-port one */
 #define nlisten (server.listen_st->nlisten)
@@ -565,6 +570,34 @@ static int worker_attach_listeners(worker *w, char *err, size_t errlen) {
     return 0;
 }
 
+/* Everything worker_new made (its thread joined, its sessions freed). */
+static void worker_free(worker *w) {
+    if (w->wake_ev) event_free(w->wake_ev);
+    if (w->handoff_ev) event_free(w->handoff_ev);
+    if (w->cron_ev) event_free(w->cron_ev);
+    if (w->base) event_base_free(w->base);
+    pthread_mutex_destroy(&w->handoff_mu);
+    db_ctx_free(&w->x);
+    for (int i = 0; i < SHARD_SLOTS; i++) {
+        free(w->slots[i].shards);
+        free(w->slots[i].mark);
+    }
+    free(w->round_cmds);
+    free(w->round_calls);
+    free(w->round_usec);
+    free(w->round_failed);
+    free(w->pending);
+    free(w->released);
+    free(w);
+}
+
+void workers_free(void) {
+    for (int i = 0; server.workers && i < server.nworkers; i++)
+        if (server.workers[i]) worker_free(server.workers[i]);
+    free(server.workers);
+    server.workers = NULL;
+}
+
 static worker *worker_new(int id, char *err, size_t errlen) {
     worker *w = calloc(1, sizeof(*w));
     w->id = id;
@@ -594,7 +627,10 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     w->round_calls = calloc((size_t)nc, sizeof(long long));
     w->round_usec = calloc((size_t)nc, sizeof(long long));
     w->round_failed = calloc((size_t)nc, sizeof(long long));
-    if (id == 0 && worker_attach_listeners(w, err, errlen) != 0) return NULL;
+    if (id == 0 && worker_attach_listeners(w, err, errlen) != 0) {
+        worker_free(w);
+        return NULL;
+    }
     return w;
 }
 

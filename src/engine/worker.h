@@ -101,6 +101,8 @@ int workers_listen(char *err, size_t errlen);
 int workers_create(int n, char *err, size_t errlen);
 void workers_start(void);
 void workers_join(void);
+/* Free what workers_create made (after workers_join). */
+void workers_free(void);
 /* A version of shard sid was allocated by worker w in this round. */
 void worker_touch_shard(worker *w, uint16_t sid);
 /* Make client c part of w's next flush. */

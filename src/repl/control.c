@@ -154,6 +154,15 @@ void control_init(void) {
     server.control = cs;
 }
 
+void control_free(void) {
+    control_state *cs = server.control;   /* after control_stop */
+    if (!cs) return;
+    free(cs->jobs);
+    pthread_mutex_destroy(&cs->jobs_mu);
+    free(cs);
+    server.control = NULL;
+}
+
 static void link_close(control_state *cs, ctl_link *l, const char *why) {
     if (why)
         serverLog(LL_WARNING, "Replication link from node %d sender %d closed: %s", l->node,

@@ -143,6 +143,15 @@ void repl_init(void) {
     }
 }
 
+void repl_free(void) {
+    repl_state *rs = server.repl;   /* after repl_stop */
+    if (!rs) return;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) free(rs->peers[p].commit_sent);
+    free(rs->resync_need);
+    free(rs);
+    server.repl = NULL;
+}
+
 void repl_hello_fill(repl_hello *h, uint16_t sender) {
     memset(h, 0, sizeof(*h));
     h->magic = REPL_HELLO_MAGIC;

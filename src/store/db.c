@@ -78,6 +78,11 @@ void db_state_new(void) {
     server.db_st = st;
 }
 
+void db_state_free(void) {
+    free(server.db_st);
+    server.db_st = NULL;
+}
+
 #define last_refusal (server.db_st->last_refusal)
 
 const char *db_refusal_name(int why) {

@@ -62,17 +62,11 @@ static void start(node *n) {
     }
 }
 
-/* A stopped server's object and module states are not freed yet
- * (docs/DECISIONS.md, issue 15): kept referenced here, so LeakSanitizer
- * checks everything else (not static, so the stores stay). */
-struct rowan_server *twoservers_stopped[3];
-static int nstopped;
-
+/* A stopped server is freed, all it owned (tests/unit/test-serverlife.c). */
 static void stop(node *n) {
     redisFree(n->c);
     n->c = NULL;
     rowan_server_stop(n->s);
-    twoservers_stopped[nstopped++] = n->s;
     n->s = NULL;
 }
 
