@@ -35,9 +35,9 @@
 #define NS CMD_NOSCRIPT
 
 #define CMD_ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
-    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, NULL}
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, NULL}
 #define ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
-    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, NULL}
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, NULL}
 
 /* Command families added after the foundation keep their rows in their own
  * cmds_*.def file, one CMD(...) per line (an X-macro): included once here to
@@ -129,8 +129,8 @@ static struct rcommand command_table[] = {
  * container ended by a NULL-name row; subs_link points each container's
  * row at its run. */
 #define SUB(name, arity, flags, fk, lk, st, group, since, summary, complexity) \
-    {name, NULL, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, complexity},
-#define SUBS_END() {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL},
+    {name, NULL, arity, flags, fk, lk, st, group, summary, since, NULL, complexity},
+#define SUBS_END() {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL},
 static struct rcommand sub_table[] = {
 #include "cmds_subcommands.def"
 };
@@ -147,6 +147,8 @@ struct cmdnames_state {
     struct rcommand *lookup_slots[LOOKUP_SLOTS];
     pthread_once_t lookup_once;
     const char *renamed[NCOMMANDS];
+    /* INFO commandstats: command rows, then subcommand rows */
+    struct cmd_stats stats[NCOMMANDS + NSUBROWS];
 };
 
 void cmdnames_state_new(void) {
@@ -248,6 +250,12 @@ int command_enabled(const struct rcommand *cmd) {
 }
 
 int command_rows(void) { return NCOMMANDS + NSUBROWS; }
+
+struct cmd_stats *command_stats(const struct rcommand *row) {
+    struct cmd_stats *st = server.edge_state->cmdnames->stats;
+    if (row >= command_table && row < command_table + NCOMMANDS) return &st[row - command_table];
+    return &st[NCOMMANDS + (row - sub_table)];
+}
 
 const struct rcommand *command_subcommand(const struct rcommand *cmd, const char *name, size_t len) {
     for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) {

@@ -38,10 +38,17 @@ struct rcommand {
     const char *summary;   /* for COMMAND DOCS */
     const char *since;
     const struct rcommand *subcommands; /* NULL-name terminated, or NULL */
-    /* statistics (INFO commandstats) */
-    _Atomic long long calls, usec, failed_calls, rejected_calls;
     const char *complexity; /* COMMAND DOCS; NULL: not given (subcommand rows have it) */
 };
+
+/* A row's statistics (INFO commandstats): each server's own (issue 15),
+ * in its edge state, so two servers of one process count apart. */
+struct cmd_stats {
+    _Atomic long long calls, usec, failed_calls, rejected_calls;
+};
+/* The calling thread's server's statistics of row (a command's row or a
+ * subcommand's, command_row). */
+struct cmd_stats *command_stats(const struct rcommand *row);
 
 /* Apply the configuration's rename-command lines (before serving). 0 ok,
  * -1 with err for an unknown command or a name already taken. */

@@ -8,9 +8,10 @@
 #include "edge_state.h"
 
 static void stat_fold(struct rcommand *cmd, long long calls, long long usec, long long failed) {
-    atomic_fetch_add(&cmd->calls, calls);
-    atomic_fetch_add(&cmd->usec, usec);
-    if (failed) atomic_fetch_add(&cmd->failed_calls, failed);
+    struct cmd_stats *st = command_stats(cmd);
+    atomic_fetch_add(&st->calls, calls);
+    atomic_fetch_add(&st->usec, usec);
+    if (failed) atomic_fetch_add(&st->failed_calls, failed);
 }
 
 static const edge_ops resp_edge = {

@@ -614,7 +614,7 @@ int pubsub_intercept(client *c) {
         resp_add_errorf(&c->out, "ERR %s", msg);
         multi_flag_error(c);
     }
-    atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+    atomic_fetch_add(&command_stats(c->cmd)->rejected_calls, 1);
     return 1;
 }
 

@@ -4,8 +4,9 @@
  * so one process can run two: this test starts two standalone servers
  * (rowan_server_start, boot.h) on their own ports and pool files, writes
  * different keys to each through hiredis, checks that each sees only its
- * own (keys, DBSIZE, INFO's port, CONFIG GET and SET, rename-command, a
- * pub/sub channel's subscribers, a counter both increment at once), stops
+ * own (keys, DBSIZE, INFO's port, CONFIG GET and SET, rename-command,
+ * INFO commandstats, a pub/sub channel's subscribers, a counter both
+ * increment at once), stops
  * them, and starts one again on its pool to check its data came back while
  * the other's never did. */
 #include "boot.h"
@@ -198,6 +199,33 @@ int main(void) {
     CHECK(reply_is(cmd(&a, "SET scratch 1"), "OK"));
     CHECK_EQ_LL(reply_int(cmd(&b, "EXISTS scratch")), 0);
     CHECK_EQ_LL(reply_int(cmd(&a, "DEL scratch")), 1);
+    /* INFO commandstats is each server's: a's LPUSHes and b's SADDs are
+     * counted where they ran only */
+    for (int i = 0; i < 3; i++) CHECK_EQ_LL(reply_int(cmd(&a, "LPUSH onlya %d", i)), i + 1);
+    for (int i = 0; i < 5; i++) CHECK_EQ_LL(reply_int(cmd(&b, "SADD onlyb %d", i)), 1);
+    r = cmd(&a, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_lpush:calls=3,") != NULL);
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_sadd:") == NULL);
+    freeReplyObject(r);
+    r = cmd(&b, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_sadd:calls=5,") != NULL);
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_lpush:") == NULL);
+    freeReplyObject(r);
+    /* and so are the rejected and failed counts, and CONFIG RESETSTAT */
+    r = cmd(&a, "LPUSH");   /* wrong number of arguments: rejected */
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(&b, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_lpush:") == NULL);
+    freeReplyObject(r);
+    CHECK(reply_is(cmd(&b, "CONFIG RESETSTAT"), "OK"));
+    r = cmd(&a, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING &&
+          strstr(r->str, "cmdstat_lpush:calls=3,usec=") != NULL &&
+          strstr(r->str, "rejected_calls=1,failed_calls=0") != NULL);
+    freeReplyObject(r);
+    CHECK_EQ_LL(reply_int(cmd(&a, "DEL onlya")), 1);
+    CHECK_EQ_LL(reply_int(cmd(&b, "DEL onlyb")), 1);
     /* pub/sub: a channel's subscribers are per server */
     node sub = a;
     sub.c = redisConnect("127.0.0.1", atoi(a.port));
