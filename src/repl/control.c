@@ -158,6 +158,7 @@ void control_free(void) {
     control_state *cs = server.control;   /* after control_stop */
     if (!cs) return;
     free(cs->jobs);
+    for (int i = 0; i < CTL_FLIGHTS; i++) free(cs->flights[i].jobs);   /* swapped with jobs */
     pthread_mutex_destroy(&cs->jobs_mu);
     free(cs);
     server.control = NULL;

@@ -120,6 +120,7 @@ void digest_free(void) {
     for (int s = 0; ds->sh && s < server.nshards; s++) free(ds->sh[s].pend);
     free(ds->sh);
     free(ds->ann);
+    for (size_t i = 0; i < ds->nsegs; i++) free(ds->segs[i].maxver);
     free(ds->segs);
     free(ds->held);
     pthread_mutex_destroy(&ds->mu);
