@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include "pubsub.h"
 #include "commands.h"
 #include "acl.h"
 #include "rdb.h"
@@ -349,6 +350,7 @@ static void hooks_register(void) {
     notify_init();   /* the edge's keyspace notifications for expired keys */
     latency_init();  /* INFO errorstats counts every error reply */
     functions_register();   /* the FUNCTION libraries' log hook */
+    pubsub_bus_register();  /* PUBLISH from the cluster's other nodes */
 }
 
 int commands_start(char *err, size_t errlen) {

@@ -744,6 +744,8 @@ void publishCommand(client *c) {
     int sharded = c->cmd->proc == spublishCommand;
     resp_add_int(&c->out, publish_to(c, sharded, c->argv[1], c->argvlen[1], c->argv[2],
                                      c->argvlen[2]));
+    /* the cluster's other nodes' subscribers too (Redis Cluster's rule) */
+    if (!sharded) pubsub_broadcast(c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
 }
 
 /* SPUBLISH: PUBLISH to the sharded table (publishCommand tells them apart). */

@@ -257,3 +257,48 @@ def test_monitor_lines(nsrv, procs, mode):
     rc, seen, err = p.finish()
     assert rc == 0, err
     assert "done=1" in seen
+
+
+@pytest.mark.parametrize("mode,managed", [("sub", False), ("asub", False), ("sub", True)])
+def test_publish_reaches_other_nodes(cluster_factory, procs, mode, managed):
+    """In a cluster, a PUBLISH on one node reaches the subscribers of every
+    node, as Redis Cluster broadcasts it (redis-compat/pubsub_bus.c): a
+    librowan subscriber and a RESP one on node 1 get what node 0
+    publishes, in order, patterns and large messages included, in a
+    static cluster and in a managed one. PUBLISH counts the receivers of
+    its own node only, as in Redis Cluster."""
+    from test_native import native_cluster
+    cl = native_cluster(cluster_factory, 3 if managed else 2, 2, zookeeper=managed)
+    far = cl.nodes[1]
+    p = procs("127.0.0.1", far.native_port, mode)
+    p.expect("ready=")
+    resp_sub = far.client().pubsub()
+    resp_sub.subscribe("lr:ch1")
+    assert resp_sub.get_message(timeout=5)["type"] == "subscribe"
+    r0 = cl.client(0)
+    assert r0.publish("lr:ch1", "from-node0") == 0     # nobody on node 0
+    assert p.expect("msg=") == "message||lr:ch1|from-node0"
+    m = resp_sub.get_message(timeout=10)
+    assert m and m["type"] == "message" and m["data"] == b"from-node0", m
+    sent = []
+    for i in range(30):
+        assert r0.publish("lr:ch2", "n%d" % i) == 0
+        sent.append("message||lr:ch2|n%d" % i)
+    assert [p.expect("msg=") for _ in sent] == sent
+    assert r0.publish("lr:p:far", "pat") == 0
+    assert p.expect("msg=") == "pmessage|lr:p:*|lr:p:far|pat"
+    big = big_payload(100 * 1024, 5)
+    assert r0.publish("lr:ch1", big) == 0
+    assert p.expect("msg=") == "message||lr:ch1|" + big
+    # and the other way: node 1's PUBLISH reaches a subscriber on node 0
+    near = cl.nodes[0].client().pubsub()
+    near.subscribe("lr:back")
+    assert near.get_message(timeout=5)["type"] == "subscribe"
+    assert far.client().publish("lr:back", "to-node0") == 0
+    m = near.get_message(timeout=10)
+    assert m and m["data"] == b"to-node0", m
+    assert r0.publish("lr:ch2", "quit") == 0
+    rc, seen, err = p.finish()
+    assert rc == 0, err
+    resp_sub.close()
+    near.close()
