@@ -8,13 +8,14 @@
  * its reason, and the process then starts a good server on the same port
  * and serves through hiredis.
  *
- * Stopped servers are freed: 20 start/stop cycles of a server that served
- * writes, scripts, functions, ACL changes, a subscriber, a monitor, a
+ * Stopped servers are freed: 20 start/stop cycles of a server (with the
+ * native datagram edge on) that served writes, a native client, scripts, functions, ACL changes, a subscriber, a monitor, a
  * tracking client and a blocked client leave the number of open
  * descriptors (/proc/self/fd) as it was; under the ASan build
  * (make VARIANT=asan), LeakSanitizer checks at exit that nothing any of
  * these starts allocated is left (the test keeps no reference to them). */
 #include "boot.h"
+#include "dgram.h"
 #include "server.h"
 #include "unit.h"
 
@@ -55,6 +56,20 @@ static int busy_socket(int *port) {
     return fd;
 }
 
+/* A UDP port nothing uses now (the native edge's, kept for every run). */
+static int free_udp_port(void) {
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        perror("free_udp_port");
+        exit(1);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
 /* Start with the usual test options plus extra ones; NULL and err on failure. */
 static struct rowan_server *start(int port, const char *pooldir, const char **extra, char *err,
                                   size_t errlen) {
@@ -92,13 +107,38 @@ static void run(redisContext *c, int want, const char *fmt, ...) {
     if (r) freeReplyObject(r);
 }
 
+/* A native (datagram) client's request: its reply's first byte, or 0. */
+static char native_request(int fd, uint64_t id, int argc, const char **argv) {
+    unsigned char buf[DGRAM_MTU];
+    size_t lens[8];
+    for (int i = 0; i < argc; i++) lens[i] = strlen(argv[i]);
+    dgram_hdr h = {0};
+    h.client = 0x5e55104ull;
+    h.req = id;
+    h.acked = id;
+    h.shard = 0xffff;
+    long n = dgram_put_request(buf, &h, argc, argv, lens);
+    if (n < 0 || send(fd, buf, (size_t)n, 0) != n) return 0;
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (;;) {
+        ssize_t got = recv(fd, buf, sizeof(buf), 0);
+        const char *why;
+        if (got < 0) return 0;
+        if (dgram_get_hdr(buf, (size_t)got, &h, &why) == 0 && h.type == DGRAM_REPLY && h.req == id)
+            return got > DGRAM_HDR_LEN ? (char)buf[DGRAM_HDR_LEN] : 0;
+    }
+}
+
 /* A good server on port: round `round` of writes and of the state a server
  * keeps beside its data (a Lua interpreter, a function library, ACL users
  * and log, the slow log, a subscriber, a monitor, a tracking client, a
  * client blocked in BLPOP), left as it is when the server stops. */
 static void serve_once(int port, int round) {
     char err[1024];
-    const char *opts[] = {"--slowlog-log-slower-than", "0", NULL};
+    static char native[16];
+    if (!native[0]) snprintf(native, sizeof(native), "%d", free_udp_port());
+    const char *opts[] = {"--slowlog-log-slower-than", "0", "--native-port", native, NULL};
     struct rowan_server *s = start(port, dir, opts, err, sizeof(err));
     if (!s) fprintf(stderr, "good start failed: %s\n", err);
     CHECK(s != NULL);
@@ -130,6 +170,14 @@ static void serve_once(int port, int round) {
         int done = 0;
         redisBufferWrite(blk, &done);
         run(c, REDIS_REPLY_INTEGER, "PUBLISH ch%d hello", round);
+        /* a native client, subscribed when the server stops */
+        int u = socket(AF_INET, SOCK_DGRAM, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(atoi(native)),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        CHECK(u >= 0 && connect(u, (struct sockaddr *)&to, sizeof(to)) == 0);
+        CHECK(native_request(u, 1, 3, (const char *[]){"SET", "native", "v"}) == '+');
+        CHECK(native_request(u, 2, 2, (const char *[]){"SUBSCRIBE", "nch"}) == '*');
+        close(u);
     }
     for (redisContext **p = (redisContext *[]){c, sub, mon, blk, NULL}; *p; p++) redisFree(*p);
     rowan_server_stop(s);
