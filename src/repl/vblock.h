@@ -2,7 +2,7 @@
  * (Rowan-KV §4.2.2): splitting an entry larger than one SEND into blocks,
  * and reassembling them on the receiver. Pure functions, no verbs calls, so
  * the framing is tested without a device (tests/unit/test-verbs.c).
- * rdma/vblock.c documents the wire format. */
+ * src/repl/vblock.c documents the wire format. */
 #ifndef ROWAN_VBLOCK_H
 #define ROWAN_VBLOCK_H
 #include <stddef.h>
