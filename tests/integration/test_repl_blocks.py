@@ -282,6 +282,39 @@ def test_damaged_block_closes_the_link_and_copies_converge(cl3b, fault, why):
         assert x["digest_corrupt"] == 0 and x["digest_diverged"] == 0, (i, x)
 
 
+def test_rpc_mode_backups_reassemble_blocks(cluster_factory):
+    """replication-mode rpc: the backups' workers take the links
+    (rpc_backup.c) and reassemble blocks with the same code; a damaged
+    block closes a link there too, and the copies converge."""
+    cl = cluster_factory(3, 3, options=dict(OPTS, **{"replication-mode": "rpc"}))
+    wait_all_live(cl)
+    owner = owner_map(cl)
+    r = Router(cl, owner)
+    vals = {"rpc:%d" % n: value(n, n % 97) for n in (100, 5000, 300000, 5 * MB, 20 * MB)}
+    for k, v in vals.items():
+        assert r.call(k, "SET", k, v)[1] == "OK", k
+    wait_digests_agree(cl)
+    mid = all_blocks(cl)
+    assert sum(x["repl_block_entries_received"] for x in mid) >= 2 * 8, mid
+    tag = tag_on(owner, 1, "r")
+    c = RespClient(cl.nodes[1].port)
+    assert c.call("DEBUG", "REPL-BLOCK-FAULT", "corrupt") == "OK"
+    c.close()
+    k = "{%s}:big" % tag
+    vals[k] = value(2 * MB, 5)
+    assert r.call(k, "SET", k, vals[k])[1] == "OK"
+    wait_all_live(cl)
+    wait_digests_agree(cl)
+    for k, v in vals.items():
+        assert sha(r.call(k, "GET", k)[1]) == sha(v), k
+    r.close()
+    after = all_blocks(cl)
+    assert sum(a["repl_block_errors"] for a in after) == 1, after
+    for nd in cl.nodes:
+        f = nd.info("rowan")["rowan"]
+        assert f["replication_mode"] == "rpc" and f["blog_messages"] == "0", f
+
+
 def test_the_cap_is_checked(server_factory, tmp_path):
     binary = os.environ.get("ROWAN_SERVER", DEFAULT_BINARY)
     for bad, msg in (("100", "must be 0 or between 1024 and 4194304"),
