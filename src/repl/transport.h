@@ -15,6 +15,9 @@
  *     it at the next 64-byte aligned offset of the current b-log segment,
  *     byte for byte, as a NIC consumes a multi-packet SRQ buffer; it never
  *     parses more than the header's lengths.
+ *   - An entry larger than one message (a verbs SEND; on TCP, the cap a
+ *     hello declares, replication-msg-max) travels as blocks (vblock.h)
+ *     and lands whole, as one message, once all arrived (tcp_blocks.c).
  *   - Acks are cumulative: the receiver reports "the first n messages of this
  *     link are persisted in my b-log" (n counts from 1 per connection). A
  *     sender never waits for an ack: it keeps serving and is called back.
