@@ -92,6 +92,14 @@ void rpcb_worker_free(worker *w) {
         b->conns = c->next;
         conn_free(c);
     }
+    /* links handed over after the worker's last round (at shutdown) */
+    while (b->inbox) {
+        rpcb_inbox_item *it = b->inbox;
+        b->inbox = it->next;
+        close(it->fd);
+        free(it->bytes);
+        free(it);
+    }
     log_writer_seal(&b->log);
     log_writer_free(&b->log);
     free(b);

@@ -62,6 +62,7 @@ typedef struct repl_hello {
     uint32_t reserved;    /* 0 */
 } repl_hello;
 #define REPL_HELLO_BASE_LEN 32
+_Static_assert(sizeof(repl_hello) == REPL_HELLO_BASE_LEN + 8, "repl_hello is its wire layout");
 /* The bytes of h that travel: without a cap, the 32 every version knows. */
 static inline size_t repl_hello_len(const repl_hello *h) {
     return h->msg_max ? sizeof(*h) : REPL_HELLO_BASE_LEN;

@@ -16,10 +16,17 @@ capped at 4096 bytes, so every entry over 4 KB travels as blocks.
   closes the link (its log says why, repl_block_errors counts it), lands
   nothing of the entry, the link's recovery brings it back in step, the
   write is acknowledged and the copies converge.
+- replication-mode rpc: the backups' workers reassemble the same blocks.
+- A peer played from the wire formats (test_repl_input's handshake): a
+  node without a cap of its own takes blocks from any hello that declares
+  one, in any order, and refuses a cap out of range, blocks without a cap,
+  messages over the cap, damaged blocks, a whole entry while blocks are
+  missing and blocks out of step, landing nothing of such an entry.
 - The cap is checked when configured: 0 or 1024..4mb, startup only."""
 import hashlib
 import os
 import re
+import struct
 import subprocess
 import threading
 import time
@@ -28,6 +35,8 @@ import pytest
 
 from conftest import DEFAULT_BINARY, RespClient, RespError
 from test_bigvalues import value
+from test_repl_input import (closed_by_peer, config_digest, crc32c, handshake, hello, log_text,
+                             recv_exact, rowan_info, set_entry)
 from test_replication import (CONN_ERRORS, Router, owner_map, tag_on, wait_all_live,
                               wait_digests_agree)
 
@@ -313,6 +322,97 @@ def test_rpc_mode_backups_reassemble_blocks(cluster_factory):
     for nd in cl.nodes:
         f = nd.info("rowan")["rowan"]
         assert f["replication_mode"] == "rpc" and f["blog_messages"] == "0", f
+
+
+def block(entry, msg, seq, msg_max, damage=False):
+    """Block seq of entry (unpadded bytes, message msg on its link), as
+    src/repl/vblock.c lays it out for messages of msg_max bytes."""
+    p = msg_max - 64
+    cnt = (len(entry) + p - 1) // p
+    payload = entry[seq * p:(seq + 1) * p]
+    hdr = b"\0" + b"B" + entry[6:16] + struct.pack("<QIIII", msg, len(entry), cnt, seq,
+                                                     len(payload)) + b"\0" * 24
+    body = hdr + payload
+    crc = crc32c(body) ^ (1 if damage else 0)
+    return struct.pack("<I", crc) + body
+
+
+def capped_hello(digest, msg_max):
+    return hello(1, digest) + struct.pack("<II", msg_max, 0)
+
+
+def acked(s, n):
+    """Read acks until the count n arrives (False if the link closed first)."""
+    while True:
+        try:
+            a = struct.unpack("<Q", recv_exact(s, 8))[0]
+        except (ConnectionError, OSError):
+            return False
+        if a >= n:
+            return a == n
+
+
+def test_receiver_takes_blocks_from_any_capped_hello(cluster_factory):
+    """A peer played from the wire formats alone (test_repl_input's
+    handshake): node0 has no cap of its own and still takes blocks from a
+    sender whose hello declares one, in any order, acking each entry once;
+    it refuses a cap out of range, blocks without a cap, messages over the
+    cap, a damaged block and a whole entry while blocks are missing."""
+    cl = cluster_factory(3, 3)
+    target = cl.nodes[0]
+    nshards = int(cl.client(0).config_get("shards")["shards"])
+    digest = config_digest(cl.nodes, nshards, 3)
+    mm = 1024
+    ent = set_entry(5, 7, b"blk", os.urandom(3000))[:40 + 3 + 3000]   # unpadded
+    nblk = (len(ent) + mm - 65) // (mm - 64)
+    assert nblk == 4
+    errors0 = int(rowan_info(target)["repl_block_errors"])
+    # a cap out of range: refused at the hello
+    s, _, _, _ = handshake(target, capped_hello(digest, 100))
+    assert closed_by_peer(s)
+    # no cap declared: a block closes the link
+    s, _, _, _ = handshake(target, hello(1, digest))
+    assert recv_exact(s, 8) == b"\0" * 8
+    s.sendall(block(ent, 1, 0, mm))
+    assert closed_by_peer(s)
+    # a cap: entries as blocks, in order and reversed, then a whole one
+    s, _, _, _ = handshake(target, capped_hello(digest, mm))
+    assert recv_exact(s, 8) == b"\0" * 8
+    s.sendall(b"".join(block(ent, 1, i, mm) for i in range(nblk - 1)))
+    s.sendall(block(ent, 1, nblk - 1, mm))
+    assert acked(s, 1)
+    s.sendall(b"".join(block(ent, 2, i, mm) for i in reversed(range(nblk))))
+    assert acked(s, 2)
+    s.sendall(set_entry(5, 8, b"small", b"v"))
+    assert acked(s, 3)
+    # a damaged block closes it
+    s.sendall(block(ent, 4, 0, mm) + block(ent, 4, 1, mm, damage=True))
+    assert closed_by_peer(s)
+    # a whole message over the cap
+    s, _, _, _ = handshake(target, capped_hello(digest, mm))
+    assert recv_exact(s, 8) == b"\0" * 8
+    s.sendall(set_entry(5, 9, b"blk", b"x" * 3000))
+    assert closed_by_peer(s)
+    # a whole entry while a block is missing: the partial entry never lands
+    s, _, _, _ = handshake(target, capped_hello(digest, mm))
+    assert recv_exact(s, 8) == b"\0" * 8
+    s.sendall(b"".join(block(ent, 1, i, mm) for i in (0, 1, 3)) + set_entry(5, 9, b"k", b"v"))
+    assert not acked(s, 1)
+    # a block of a message out of step
+    s, _, _, _ = handshake(target, capped_hello(digest, mm))
+    assert recv_exact(s, 8) == b"\0" * 8
+    s.sendall(block(ent, 2, 0, mm))
+    assert closed_by_peer(s)
+    log = log_text(target)
+    for why in ("declares a message cap of 100 bytes", "declared no message cap",
+                "checksum mismatch", "whose messages are at most 1024",
+                "where block(s) of message 1 were due", "message 1 was due"):
+        assert why in log, why
+    assert int(rowan_info(target)["repl_block_errors"]) - errors0 == 5
+    # the node still replicates
+    rc = cl.cluster_client()
+    assert rc.set("after", value(100000, 9))
+    wait_digests_agree(cl)
 
 
 def test_the_cap_is_checked(server_factory, tmp_path):
