@@ -35,9 +35,9 @@
  * trusted to be in step. A hello may declare a message cap (40-byte hello,
  * replication-msg-max): entries larger than it come as blocks, reassembled
  * by repl_rx_next (tcp_blocks.c) and landed whole, as one message; an
- * inconsistent block closes the link as any bad frame does. If the pool has no room, the link is closed
- * without acking: the sender's writes then fail by timeout, nothing is
- * acknowledged that was not persisted.
+ * inconsistent block closes the link as any bad frame does. If the pool
+ * has no room, the link is closed without acking: the sender's writes then
+ * fail by timeout, nothing is acknowledged that was not persisted.
  *
  * Ack wire format: 8 bytes, little endian, the cumulative count. The count
  * 0 is sent right after an accepted hello, so a sender knows it is in.
