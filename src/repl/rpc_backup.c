@@ -66,6 +66,11 @@ struct rpcb {
 };
 
 static _Atomic unsigned next_worker;
+/* Shutdown frees the workers' rpcb (workers_join) while the control thread
+ * still runs and may hand over a link: adopt_mu orders the two, and a
+ * worker without one closes the link instead. Process-wide: it only
+ * serializes hand-overs, which are rare. */
+static pthread_mutex_t adopt_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void rpcb_worker_init(worker *w) {
     if (server.cfg.replication_mode != REPL_MODE_RPC) return;
@@ -85,7 +90,10 @@ static void conn_free(rpcb_conn *c) {
 }
 
 void rpcb_worker_free(worker *w) {
+    pthread_mutex_lock(&adopt_mu);
     struct rpcb *b = w->rpcb;
+    w->rpcb = NULL;   /* no link is handed to it from now on */
+    pthread_mutex_unlock(&adopt_mu);
     if (!b) return;
     while (b->conns) {
         rpcb_conn *c = b->conns;
@@ -103,7 +111,6 @@ void rpcb_worker_free(worker *w) {
     log_writer_seal(&b->log);
     log_writer_free(&b->log);
     free(b);
-    w->rpcb = NULL;
 }
 
 void rpcb_adopt(int fd, int node, int sender, uint32_t msg_max, const void *pending, size_t n) {
@@ -116,11 +123,21 @@ void rpcb_adopt(int fd, int node, int sender, uint32_t msg_max, const void *pend
     it->bytes = malloc(n ? n : 1);
     memcpy(it->bytes, pending, n);
     it->n = n;
-    pthread_mutex_lock(&w->rpcb->mu);
-    it->next = w->rpcb->inbox;
-    w->rpcb->inbox = it;
-    pthread_mutex_unlock(&w->rpcb->mu);
-    worker_wake(w);
+    pthread_mutex_lock(&adopt_mu);
+    struct rpcb *b = w->rpcb;
+    if (b) {
+        pthread_mutex_lock(&b->mu);
+        it->next = b->inbox;
+        b->inbox = it;
+        pthread_mutex_unlock(&b->mu);
+        worker_wake(w);
+    }
+    pthread_mutex_unlock(&adopt_mu);
+    if (!b) {   /* shutting down: nobody will serve it */
+        close(fd);
+        free(it->bytes);
+        free(it);
+    }
 }
 
 /* Append, check and index every complete message; -1 if the link must go. */
