@@ -17,6 +17,7 @@ capped at 4096 bytes, so every entry over 4 KB travels as blocks.
   nothing of the entry, the link's recovery brings it back in step, the
   write is acknowledged and the copies converge.
 - replication-mode rpc: the backups' workers reassemble the same blocks.
+- Over TLS (tls-replication), including the catch-up of a wiped node.
 - A peer played from the wire formats (test_repl_input's handshake): a
   node without a cap of its own takes blocks from any hello that declares
   one, in any order, and refuses a cap out of range, blocks without a cap,
@@ -26,6 +27,7 @@ capped at 4096 bytes, so every entry over 4 KB travels as blocks.
 import hashlib
 import os
 import re
+import shutil
 import struct
 import subprocess
 import threading
@@ -39,6 +41,7 @@ from test_repl_input import (closed_by_peer, config_digest, crc32c, handshake, h
                              recv_exact, rowan_info, set_entry)
 from test_replication import (CONN_ERRORS, Router, owner_map, tag_on, wait_all_live,
                               wait_digests_agree)
+from test_tls_nodes import certs, tls_opts  # noqa: F401 (certs: a fixture)
 
 pytestmark = pytest.mark.rowan_only("Rowan's replication transport")
 
@@ -322,6 +325,33 @@ def test_rpc_mode_backups_reassemble_blocks(cluster_factory):
     for nd in cl.nodes:
         f = nd.info("rowan")["rowan"]
         assert f["replication_mode"] == "rpc" and f["blog_messages"] == "0", f
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI")
+def test_blocks_over_tls_and_a_backup_catch_up(cluster_factory, certs):  # noqa: F811
+    """tls-replication: the blocks go through TLS records (worker links, and
+    the catch-up stream that refills a node whose pool was wiped)."""
+    cl = cluster_factory(3, 3, options=tls_opts(certs, **OPTS))
+    wait_all_live(cl)
+    owner = owner_map(cl)
+    r = Router(cl, owner)
+    vals = {"tls:%d" % n: value(n, n % 89) for n in (100, 50000, 5 * MB, 20 * MB)}
+    for k, v in vals.items():
+        assert r.call(k, "SET", k, v)[1] == "OK", k
+    wait_digests_agree(cl)
+    cl.kill9(2)
+    os.unlink(os.path.join(cl.nodes[2].dir, "rowan.pool"))
+    cl.restart(2)
+    wait_all_live(cl)
+    wait_digests_agree(cl)
+    for k, v in vals.items():
+        assert sha(r.call(k, "GET", k)[1]) == sha(v), k
+    r.close()
+    st = all_blocks(cl)
+    # node2 got its copies back (the 20 MB and 5 MB values among them) as blocks
+    assert st[2]["repl_blocks_received"] >= (25 * MB) // PAYLOAD, st[2]
+    assert all(x["repl_block_errors"] == 0 for x in st), st
+    assert "over TLS with certificates" in cl.nodes[2].log_text(since_start=True)
 
 
 def block(entry, msg, seq, msg_max, damage=False):
