@@ -125,6 +125,19 @@ int arg_cursor(client *c, int i, uint64_t *cursor);  /* "ERR invalid cursor" */
  * ("*" leaves *pat NULL), and NOVALUES when novalues is non-NULL. */
 int arg_scan_options(client *c, int first, long long *count, const char **pat, size_t *plen,
                      int *novalues);
+/* LMPOP's and ZMPOP's "[COUNT count]" from argv[first]: 1 when absent. */
+int arg_mpop_count(client *c, int first, long long *count);
+
+/* ---- SCAN-family replies ---- */
+/* [cursor, [ ... then the caller's n elements */
+void reply_scan_header(client *c, uint64_t cursor, long long n);
+/* Elements written between begin and end are counted by the caller and
+ * land after the header end writes. */
+typedef struct scan_page {
+    resp_out save;
+} scan_page;
+void scan_page_begin(client *c, scan_page *p);
+void scan_page_end(client *c, scan_page *p, uint64_t cursor, long long n);
 
 /* ---- replies of container commands (CONFIG, OBJECT, ROWAN...) ---- */
 /* "ERR unknown subcommand 'foo'. Try CONFIG HELP." (argv[1] is the subcommand) */

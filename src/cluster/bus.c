@@ -334,7 +334,7 @@ static bus_conn *out_conn(int node) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     repl_hello hello;
     repl_hello_fill(&hello, REPL_LINK_BUS);
-    pauth_client_begin(&c->auth, &hello, sizeof(hello));
+    pauth_client_begin(&c->auth, &hello, repl_hello_len(&hello));
     bus->out[node] = c;
     return c;
 }

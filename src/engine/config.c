@@ -232,6 +232,7 @@ static const struct option options[] = {
     { "replication-timeout", T_LL, CFG(replication_timeout), 0, 1, LLONG_MAX, "5000", NULL, NULL },
     { "replication-mode", T_ENUM, CFG(replication_mode), OPT_IMMUTABLE, 0, 0, "rowan", repl_mode_names, NULL },
     { "replication-transport", T_ENUM, CFG(replication_transport), OPT_IMMUTABLE, 0, 0, "tcp", repl_transport_names, NULL },
+    { "replication-msg-max", T_MEM, CFG(replication_msg_max), OPT_IMMUTABLE, 0, REPL_MSG_MAX_TOP, "0", NULL, NULL },
     /* managed cluster */
     { "zookeeper", T_STR, CFG(zookeeper), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
     { "cluster-name", T_STR, CFG(cluster_name), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
@@ -931,6 +932,13 @@ static int opt_parse(const struct option *o, const char *text, struct optval *v,
     }
     if (n < o->min || n > o->max) {
         snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+        return -1;
+    }
+    /* replication-msg-max: 0 (no cap), or a message that holds a block's
+     * 64-byte header and a useful payload */
+    if (o->off == CFG(replication_msg_max) && n > 0 && n < REPL_MSG_MAX_MIN) {
+        snprintf(reason, rlen, "argument must be 0 or between %d and %lld inclusive",
+                 REPL_MSG_MAX_MIN, o->max);
         return -1;
     }
     v->n = o->clamp ? o->clamp(n) : n;
