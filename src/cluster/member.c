@@ -474,7 +474,10 @@ void member_start(void) {
 
 void member_stop(void) {
     struct member_state *mb = server.member;
-    if (!mb->running) return;
+    if (!mb->running) {   /* never started: a session member_join may have opened */
+        zk_close();
+        return;
+    }
     atomic_store(&mb->stopping, 1);
     zk_poke();
     pthread_join(mb->thread, NULL);

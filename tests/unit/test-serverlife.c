@@ -4,7 +4,9 @@
  *
  * Failed starts: the client port taken by another socket, a pool directory
  * that cannot be created (below a regular file: refused even to root), a
- * bad option, a rename-command of an unknown command. Each returns NULL with
+ * bad option, a rename-command of an unknown command, and one that fails
+ * late, with its workers running: a managed cluster whose ZooKeeper
+ * cannot be reached. Each returns NULL with
  * its reason, and the process then starts a good server on the same port
  * and serves through hiredis.
  *
@@ -208,7 +210,22 @@ int main(void) {
     expect_failure(port, dir, bad_opt, "Bad arguments");
     const char *bad_rename[] = {"--rename-command", "NOSUCHCOMMAND", "X", NULL};
     expect_failure(port, dir, bad_rename, "No such command");
-    CHECK_EQ_LL(count_fds(), fds0);
+    /* a late failure, with the workers serving (-LOADING) already: the
+     * managed cluster's ZooKeeper cannot be reached */
+    char zk[32], rport[16];
+    snprintf(zk, sizeof(zk), "127.0.0.1:%d", free_udp_port());   /* nothing listens (TCP) */
+    snprintf(rport, sizeof(rport), "%d", free_udp_port());
+    char portstr[16];
+    snprintf(portstr, sizeof(portstr), "%d", port);
+    const char *managed[] = {"--zookeeper", zk, "--cluster-name", "life",
+                             "--zookeeper-session-timeout", "1000",
+                             "--cluster-node", "n0", "127.0.0.1", portstr, rport,
+                             "--cluster-self", "n0", NULL};
+    expect_failure(port, dir, managed, "Cluster:");
+    /* the ZooKeeper library's log stream (/dev/null) is the process's, set
+     * once (zoo_set_log_stream is global, src/cluster/zk.c): one more */
+    CHECK_EQ_LL(count_fds(), fds0 + 1);
+    fds0 = count_fds();
 
     /* the process goes on: a good server on the same port serves; and
      * again, 20 times, each freeing what it held */
