@@ -32,7 +32,12 @@
  * tears down what the steps before it built (teardown: the same path as a
  * shutdown, each part released only if it was made), so the caller may
  * start another server in the same process. rowan-server (main.c) prints
- * the reason and exits 1, as redis-server does. */
+ * the reason and exits 1, as redis-server does.
+ *
+ * Stopping. rowan_server_wait tears the server down the same way, then
+ * (for an embedded server; rowan-server's process exits next) frees its
+ * object and every state it owned (free_states), so a process may start
+ * and stop servers in a loop (tests/unit/test-serverlife.c). */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
