@@ -1538,15 +1538,28 @@ typedef struct scan_ctx {
     int64_t now;
     db_scan_fn fn;
     void *arg;
+    db_ctx *x;             /* with an open batch to read through, else NULL */
 } scan_ctx;
+
+static int batch_open(const db_ctx *x);
+static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v);
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen);
 
 static int scan_visit(void *ctx, uint64_t ref) {
     scan_ctx *sc = ctx;
     refinfo ri;
     ref_info(ref, &ri);
     if (ri.pdb != sc->pdb) return 0;
-    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     db_val v;
+    size_t at = sc->x ? batch_newest(sc->x, ri.pdb, ri.key, ri.klen) : 0;
+    if (at) {              /* the open batch rewrote or deleted it */
+        log_entry e;
+        log_entry_decode(sc->x->batch.buf + at - 1, &e);
+        if (batch_val(sc->x, &e, sc->now, &v))
+            sc->fn(sc->arg, ri.key, ri.klen, &v);
+        return 0;
+    }
+    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     fill_ref(&v, ref);
     sc->fn(sc->arg, ri.key, ri.klen, &v);
     return 0;
@@ -1578,6 +1591,108 @@ static int client_shard(int i) {
             member_lease_valid());
 }
 
+/* ---- keyspace-wide reads through the open batch ----
+ * EXEC and scripts run their commands inside one open batch, whose writes
+ * reach the index only when the batch is logged (db_batch_end). A key's
+ * lookup reads the batch first (batch_find); DBSIZE, KEYS, SCAN and
+ * RANDOMKEY walk the index, so they read through the batch here: as in
+ * Redis, a transaction's or a script's later commands see its earlier
+ * writes. After the batch a key is what its newest keyed sub-entry says
+ * (SET, COLL_OP, SNAPSHOT: there; DEL: gone) unless a FLUSHDB sub-entry of
+ * its shard and db follows it; a shard the batch flushed shows none of its
+ * indexed keys. The shards read are held by the caller (EXEC and EVAL hold
+ * every shard when they run one of these commands) or locked here. */
+
+static int batch_open(const db_ctx *x) { return x->batching && x->nbatch > 0; }
+
+/* The newest keyed sub-entry of (pdb, key) in the open batch: 1 + its
+ * offset in x->batch, 0 if the batch never wrote the key. */
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen) {
+    if (!x->bidx_on) bidx_build(x, 256);
+    log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
+    return x->bidx[bidx_slot(x, &k)];
+}
+
+/* 1 + the offset of the batch's last FLUSHDB of (s, pdb), 0 if none. */
+static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb) {
+    size_t pos = 0, at, last = 0;
+    log_entry e;
+    if (!x->batch_flushes) return 0;
+    while (batch_next(x, &pos, &e, &at))
+        if (e.type == LOG_FLUSHDB && e.shard == s->id && (e.db == pdb || e.db == 0xffff))
+            last = at + 1;
+    return last;
+}
+
+/* What the key of a newest sub-entry e is after the batch, at time now:
+ * 1 and *v if it exists, 0 if deleted or expired. */
+static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v) {
+    if (e->type == LOG_SET) {
+        if (e->expire_ms && e->expire_ms <= now) return 0;
+        fill_val(v, e);
+        return 1;
+    }
+    robj *o = e->type == LOG_DEL ? NULL : batch_clone(x, e->db, e->key, e->klen);
+    if (!o || (o->expire_ms && o->expire_ms <= now)) return 0;
+    *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
+    return 1;
+}
+
+/* fn(arg, shard, newest sub-entry, live after the batch, in the index
+ * before it) once per key of logical db `db` the open batch wrote, on
+ * shard sid (-1: every shard clients see). "In the index" counts as no
+ * for a shard the batch flushed. */
+typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, int indexed);
+static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
+    size_t pos = 0, at;
+    log_entry e;
+    if (!x->bidx_on) bidx_build(x, 256);
+    while (batch_next(x, &pos, &e, &at)) {
+        if (!keyed_type(e.type) || (sid >= 0 && e.shard != sid) || !client_shard(e.shard))
+            continue;
+        shard *s = &server.shards[e.shard];
+        if (e.db != phys_db(s, db) || x->bidx[bidx_slot(x, &e)] != at + 1) continue;
+        int locked = lock_unless_held(s);
+        size_t flushed = batch_flushed_at(x, s, e.db);
+        int live = e.type != LOG_DEL && at + 1 > flushed;
+        int indexed = 0;
+        if (!flushed) {
+            keyref k = {e.db, e.key, e.klen};
+            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k) != 0;
+        }
+        fn(arg, s, &e, live, indexed);
+        unlock_if(s, locked);
+    }
+}
+
+/* The keys the open batch created (live, not in the index) of logical db
+ * `db`: counted, and the pick-th (from 0) copied to *out. Returns how many
+ * there are; pick < 0 only counts. */
+typedef struct new_keys { long long n, pick; rbuf *out; } new_keys;
+static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    new_keys *nk = arg;
+    if (!live || indexed) return;
+    if (nk->n++ == nk->pick) {
+        nk->out->len = 0;
+        rbuf_append(nk->out, e->key, e->klen);
+    }
+}
+static long long batch_new_keys(db_ctx *x, int db, long long pick, rbuf *out) {
+    new_keys nk = {0, pick, out};
+    batch_keys(x, db, -1, new_key_fn, &nk);
+    return nk.n;
+}
+
+/* SCAN's end of a shard: visit what the open batch created there. */
+static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    scan_ctx *sc = arg;
+    db_val v;
+    if (live && !indexed && batch_val(sc->x, e, sc->now, &v)) sc->fn(sc->arg, e->key, e->klen, &v);
+}
+static void batch_scan_new(db_ctx *x, int db, shard *s, scan_ctx *sc) {
+    batch_keys(x, db, s->id, scan_new_fn, sc);
+}
+
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {
     uint64_t sid = cursor & 0xffff, icur = cursor >> 16;
@@ -1586,8 +1701,13 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
         if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        scan_ctx sc = {phys_db(s, db), mstime(), fn, arg};
-        icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
+        scan_ctx sc = {phys_db(s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
+        /* a shard the open batch flushed shows only the keys it wrote since */
+        if (!(sc.x && batch_flushed_at(x, s, sc.pdb)))
+            icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
+        else
+            icur = 0;
+        if (icur == 0 && sc.x) batch_scan_new(x, db, s, &sc);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (icur == 0) sid++;
@@ -1613,14 +1733,44 @@ static long long count_keys(int db, int with_expiry) {
 long long db_size(int db) { return count_keys(db, 0); }
 long long db_expires(int db) { return count_keys(db, 1); }
 
-/* Try a random item of one shard; 1 if it is a live key of pdb. */
-static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
+static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    *(long long *)arg += live - indexed;
+}
+
+long long db_count(db_ctx *x, int db) {
+    long long n = db_size(db);
+    if (!batch_open(x)) return n;
+    for (int i = 0; i < server.nshards; i++) {
+        if (!client_shard(i)) continue;
+        shard *s = &server.shards[i];
+        int locked = lock_unless_held(s);
+        if (batch_flushed_at(x, s, phys_db(s, db))) n -= s->dbkeys[phys_db(s, db)];
+        unlock_if(s, locked);
+    }
+    batch_keys(x, db, -1, count_batch_key, &n);
+    return n;
+}
+
+/* Try a random item of one shard; 1 if it is a live key of pdb (and the
+ * open batch, if any, left it so). */
+static int random_in_shard(db_ctx *x, shard *s, unsigned pdb, rbuf *out) {
+    int batch = batch_open(x);
+    if (batch && batch_flushed_at(x, s, pdb)) return 0;
     for (int tries = 0; tries < 16; tries++) {
         uint64_t ref = index_random(s->idx, rnd64());
         if (!ref) return 0;
         refinfo ri;
         ref_info(ref, &ri);
-        if (ri.pdb != pdb || (ri.expire_ms && ri.expire_ms <= mstime())) continue;
+        if (ri.pdb != pdb) continue;
+        size_t at = batch ? batch_newest(x, pdb, ri.key, ri.klen) : 0;
+        if (at) {
+            log_entry e;
+            db_val v;
+            log_entry_decode(x->batch.buf + at - 1, &e);
+            if (!batch_val(x, &e, mstime(), &v)) continue;
+        } else if (ri.expire_ms && ri.expire_ms <= mstime()) {
+            continue;
+        }
         out->len = 0;
         rbuf_append(out, ri.key, ri.klen);
         return 1;
@@ -1631,6 +1781,15 @@ static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
 int db_random_key(db_ctx *x, int db, rbuf *out) {
     int n = server.nshards;
     int start = (int)(rnd64() % (uint64_t)n);
+    /* Keys the open batch created are not in the index: one of them, in
+     * proportion to their share of the keyspace (or when the index has no
+     * key left for us). */
+    long long fresh = batch_open(x) ? batch_new_keys(x, db, -1, NULL) : 0;
+    if (fresh > 0) {
+        long long total = db_count(x, db);
+        if (total <= fresh || (long long)(rnd64() % (uint64_t)total) < fresh)
+            return batch_new_keys(x, db, (long long)(rnd64() % (uint64_t)fresh), out) > 0;
+    }
     /* Random shards first, then a full pass so a sparse keyspace still finds
      * a key when there is one. */
     for (int i = 0; i < 2 * n; i++) {
@@ -1638,11 +1797,12 @@ int db_random_key(db_ctx *x, int db, rbuf *out) {
         if (!client_shard(sid)) continue;
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(s, phys_db(s, db), out);
+        int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(x, s, phys_db(s, db), out);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (found) return 1;
     }
+    if (fresh > 0) return batch_new_keys(x, db, (long long)(rnd64() % (uint64_t)fresh), out) > 0;
     return 0;
 }
 
@@ -1659,6 +1819,17 @@ static void unlock_all(uint8_t *mine) {
     free(mine);
 }
 
+/* Has the batch enclosing the caller's own (x->batching > 1) written
+ * anything to shard s? */
+static int batch_wrote_shard(const db_ctx *x, const shard *s) {
+    size_t pos = 0, at;
+    log_entry e;
+    if (x->batching < 2) return 0;
+    while (batch_next(x, &pos, &e, &at))
+        if (e.shard == s->id && keyed_type(e.type)) return 1;
+    return 0;
+}
+
 int db_flush(db_ctx *x, int db) {
     uint8_t *mine = lock_all();
     db_batch_begin(x);
@@ -1669,7 +1840,9 @@ int db_flush(db_ctx *x, int db) {
         long long keys = 0;
         if (db < 0) for (int d = 0; d < SHARD_MAX_DBS; d++) keys += s->dbkeys[d];
         else keys = s->dbkeys[pdb];
-        if (keys == 0) continue;
+        /* an empty shard needs no flush, unless the enclosing batch (EXEC,
+         * a script) wrote keys there that it must remove */
+        if (keys == 0 && !batch_wrote_shard(x, s)) continue;
         log_entry e = {.type = LOG_FLUSHDB, .db = (uint16_t)pdb, .key = "", .val = "", .aux = pool_seq_now(server.pool)};
         batch_add(x, s, &e);
     }
