@@ -199,6 +199,7 @@ void db_ctx_free(db_ctx *x) {
     free(x->clones);
     free(x->deps);
     free(x->bidx);
+    free(x->bmap_at);
     rbuf_free(&x->batch);
     memset(x, 0, sizeof(*x));
 }
@@ -743,6 +744,12 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     x->batch.len = start + len;
     x->nbatch++;
     if (e->type == LOG_FLUSHDB) x->batch_flushes++;
+    if (e->type == LOG_DBMAP) {
+        if (!x->bmap_at) x->bmap_at = calloc((size_t)server.nshards, sizeof(size_t));
+        if (!x->bmap_at) abort();
+        x->bmap_at[s->id] = start + 1;
+        x->batch_dbmaps++;
+    }
     else if (x->bidx_on && keyed_type(e->type)) bidx_put(x, start);
     free(tmp);
 }
@@ -894,6 +901,8 @@ void db_batch_begin(db_ctx *x) {
     x->batch.len = 0;
     x->nbatch = 0;
     x->batch_flushes = 0;
+    if (x->batch_dbmaps) memset(x->bmap_at, 0, sizeof(size_t) * (size_t)server.nshards);
+    x->batch_dbmaps = 0;
     x->bidx_on = 0;
 }
 
@@ -1342,7 +1351,20 @@ static void fill_ref(db_val *v, uint64_t ref) {
     *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
 }
 
-static unsigned phys_db(const shard *s, int db) { return s->dbmap[db]; }
+/* Logical db -> physical db on shard s, as x sees it: a SWAPDB in x's open
+ * batch (a DBMAP sub-entry, applied only when the batch is logged) counts
+ * already, so the batch's later commands read and write the swapped
+ * databases and a second SWAPDB composes with the first. x may be NULL. */
+static unsigned phys_db(const db_ctx *x, const shard *s, int db) {
+    if (x && x->batching && x->batch_dbmaps && x->bmap_at[s->id]) {
+        log_entry e;
+        uint16_t pdb;
+        log_entry_decode(x->batch.buf + x->bmap_at[s->id] - 1, &e);
+        memcpy(&pdb, e.val + 2 * (size_t)db, 2);
+        return pdb;
+    }
+    return s->dbmap[db];
+}
 
 /* The key's shard: the dispatcher already computed it for the command's
  * first key (the CRC16 is the single biggest cost of routing a GET). */
@@ -1354,7 +1376,7 @@ static shard *key_shard(const db_ctx *x, const char *key, size_t klen) {
 /* Find the key; lazily delete it when expired. count != 0 updates hit/miss. */
 static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, int count) {
     shard *s = key_shard(x, key, klen);
-    unsigned pdb = phys_db(s, db);
+    unsigned pdb = phys_db(x, s, db);
     log_entry e = {0};
     if (x->batching) {
         robj *bo = NULL;
@@ -1410,7 +1432,7 @@ int db_set(db_ctx *x, int db, const char *key, size_t klen,
            const char *val, size_t vlen, int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);
     if (vlen > BIGVAL_MAX_LEN) return refuse(x, (size_t)-1);
-    log_entry e = {.type = LOG_SET, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
+    log_entry e = {.type = LOG_SET, .db = phys_db(x, s, db), .key = key, .klen = (uint32_t)klen,
                    .val = val, .vlen = (uint32_t)vlen, .expire_ms = expire_ms};
     return write_entry(x, s, &e);
 }
@@ -1419,7 +1441,7 @@ int db_del(db_ctx *x, int db, const char *key, size_t klen) {
     db_val v;
     if (!db_peek(x, db, key, klen, &v)) return 0;
     shard *s = key_shard(x, key, klen);
-    log_entry e = {.type = LOG_DEL, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
+    log_entry e = {.type = LOG_DEL, .db = phys_db(x, s, db), .key = key, .klen = (uint32_t)klen,
                    .aux = pool_seq_now(server.pool)};
     int r = write_entry(x, s, &e);
     return r == DB_OK ? 1 : r;
@@ -1440,7 +1462,7 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
         /* A collection's expiry rides on an effect entry with no ops. */
         shard *s = key_shard(x, key, klen);
         char t = (char)v.type;
-        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(s, db), .key = key,
+        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(x, s, db), .key = key,
                        .klen = (uint32_t)klen, .val = &t, .vlen = 1, .expire_ms = expire_ms};
         r = write_obj_entry(x, s, &e, v.type, &v, 1);
     }
@@ -1499,7 +1521,7 @@ static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db
 int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
                  const char *ops, size_t opslen) {
     shard *s = key_shard(x, key, klen);
-    unsigned pdb = phys_db(s, db);
+    unsigned pdb = phys_db(x, s, db);
     db_val v;
     int exists = db_peek(x, db, key, klen, &v);
     int64_t expire = exists && v.type == type ? v.expire_ms : 0;
@@ -1522,7 +1544,7 @@ int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src
     rbuf snap;
     rbuf_init(&snap);
     obj_encode_snapshot(src, &snap);
-    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(s, db), .key = key,
+    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(x, s, db), .key = key,
                    .klen = (uint32_t)klen, .val = snap.buf, .vlen = (uint32_t)snap.len,
                    .expire_ms = expire_ms};
     db_val none = {0};
@@ -1651,7 +1673,7 @@ static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
         if (!keyed_type(e.type) || (sid >= 0 && e.shard != sid) || !client_shard(e.shard))
             continue;
         shard *s = &server.shards[e.shard];
-        if (e.db != phys_db(s, db) || x->bidx[bidx_slot(x, &e)] != at + 1) continue;
+        if (e.db != phys_db(x, s, db) || x->bidx[bidx_slot(x, &e)] != at + 1) continue;
         int locked = lock_unless_held(s);
         size_t flushed = batch_flushed_at(x, s, e.db);
         int live = e.type != LOG_DEL && at + 1 > flushed;
@@ -1701,7 +1723,7 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
         if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        scan_ctx sc = {phys_db(s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
+        scan_ctx sc = {phys_db(x, s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
         /* a shard the open batch flushed shows only the keys it wrote since */
         if (!(sc.x && batch_flushed_at(x, s, sc.pdb)))
             icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
@@ -1723,7 +1745,7 @@ static long long count_keys(int db, int with_expiry) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
-        unsigned pdb = phys_db(s, db);
+        unsigned pdb = phys_db(NULL, s, db);
         n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
         unlock_if(s, locked);
     }
@@ -1738,13 +1760,14 @@ static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, i
 }
 
 long long db_count(db_ctx *x, int db) {
-    long long n = db_size(db);
-    if (!batch_open(x)) return n;
+    if (!batch_open(x)) return db_size(db);
+    long long n = 0;
     for (int i = 0; i < server.nshards; i++) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
-        if (batch_flushed_at(x, s, phys_db(s, db))) n -= s->dbkeys[phys_db(s, db)];
+        unsigned pdb = phys_db(x, s, db);
+        if (!batch_flushed_at(x, s, pdb)) n += s->dbkeys[pdb];
         unlock_if(s, locked);
     }
     batch_keys(x, db, -1, count_batch_key, &n);
@@ -1797,7 +1820,7 @@ int db_random_key(db_ctx *x, int db, rbuf *out) {
         if (!client_shard(sid)) continue;
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(x, s, phys_db(s, db), out);
+        int found = s->dbkeys[phys_db(x, s, db)] > 0 && random_in_shard(x, s, phys_db(x, s, db), out);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (found) return 1;
@@ -1836,7 +1859,7 @@ int db_flush(db_ctx *x, int db) {
     for (int i = 0; i < server.nshards; i++) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
-        unsigned pdb = db < 0 ? 0xffff : phys_db(s, db);
+        unsigned pdb = db < 0 ? 0xffff : phys_db(x, s, db);
         long long keys = 0;
         if (db < 0) for (int d = 0; d < SHARD_MAX_DBS; d++) keys += s->dbkeys[d];
         else keys = s->dbkeys[pdb];
@@ -1860,7 +1883,7 @@ int db_swap(db_ctx *x, int a, int b) {
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
-        memcpy(map, s->dbmap, sizeof(uint16_t) * (size_t)ndb);
+        for (int d = 0; d < ndb; d++) map[d] = (uint16_t)phys_db(x, s, d);
         uint16_t t = map[a];
         map[a] = map[b];
         map[b] = t;
@@ -2088,5 +2111,5 @@ long long db_live_bytes(void) {
 void db_key_clock(db_ctx *x, int db, const char *key, size_t klen, int *sid, uint64_t *hash) {
     shard *s = key_shard(x, key, klen);
     *sid = s->id;
-    *hash = hash_key(phys_db(s, db), key, klen);
+    *hash = hash_key(phys_db(x, s, db), key, klen);
 }

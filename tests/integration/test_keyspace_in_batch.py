@@ -111,6 +111,10 @@ SCRIPT_CASES = [
      " redis.call('flushall'); for i = 1, 70 do redis.call('set', 'f' .. i, i) end;"
      " redis.call('del', 'f1'); return {n1, k1, redis.call('dbsize'), #redis.call('keys', '*')}"),
     # keys with a TTL set by the script are counted and listed
+    ([("SET", "x", "1")],
+     "redis.call('set','y',1); redis.call('swapdb',0,1); local a = redis.call('keys','*');"
+     " redis.call('set','z',1); redis.call('swapdb',0,1);"
+     " local k = redis.call('keys','*'); table.sort(k); return {a, k, redis.call('dbsize')}"),
     ([], "redis.call('set','t',1,'ex',100); redis.call('set','p',1);"
          " redis.call('expire','p',100); local k = redis.call('keys','*'); table.sort(k);"
          " return {redis.call('dbsize'), k}"),
@@ -183,6 +187,17 @@ MULTI_CASES = [
     ([("SET", "d0", "1")],
      [("SELECT", "2"), ("SET", "d2", "1"), ("DBSIZE",), ("KEYS", "*"), ("SELECT", "0"),
       ("DBSIZE",), ("KEYS", "*")]),
+    # SWAPDB: later commands see the swapped databases, and swaps compose
+    ([("SET", "x", "1")],
+     [("SWAPDB", "0", "1"), ("SWAPDB", "0", "1"), ("GET", "x"), ("DBSIZE",)]),
+    ([("SET", "x", "1")],
+     [("SET", "y", "2"), ("SWAPDB", "0", "1"), ("GET", "x"), ("GET", "y"), ("DBSIZE",),
+      ("KEYS", "*"), ("RANDOMKEY",), ("SELECT", "1"), ("GET", "x"), ("GET", "y"),
+      ("KEYS", "*"), ("DBSIZE",), ("SELECT", "0")]),
+    ([("SET", "x", "1")],
+     [("SWAPDB", "0", "1"), ("SET", "z", "1"), ("RPUSH", "l", "a"), ("SWAPDB", "0", "1"),
+      ("GET", "z"), ("EXISTS", "x", "l"), ("SELECT", "1"), ("GET", "z"), ("LRANGE", "l", "0", "-1"),
+      ("FLUSHDB",), ("SELECT", "0"), ("KEYS", "*")]),
 ]
 
 
@@ -232,4 +247,32 @@ def test_flushall_in_exec_removes_the_transactions_own_keys_across_kill9(server_
     cl = RespClient(srv.port)
     assert cl.call("KEYS", "*") == [b"b"]
     assert cl.call("EXISTS", "a", "l") == 0
+    cl.close()
+
+
+@pytest.mark.rowan_only
+def test_swapdb_in_exec_composes_across_kill9(server_factory):
+    """MULTI / SET a / SWAPDB 0 1 / SET b / SWAPDB 0 1 / EXEC: the second
+    swap undoes the first (each SWAPDB's map is built on the batch's
+    pending one), so a ends in db 0 and b in db 1, in memory and after
+    kill -9 and recovery."""
+    srv = server_factory()
+    cl = RespClient(srv.port)
+    for cmd in (("MULTI",), ("SET", "a", "1"), ("SWAPDB", "0", "1"), ("SET", "b", "2"),
+                ("SWAPDB", "0", "1")):
+        cl.call(*cmd)
+    assert cl.call("EXEC") == ["OK", "OK", "OK", "OK"]
+
+    def check(conn):
+        assert conn.call("SELECT", "0") == "OK"
+        assert conn.call("KEYS", "*") == [b"a"]
+        assert conn.call("SELECT", "1") == "OK"
+        assert conn.call("KEYS", "*") == [b"b"]
+
+    check(cl)
+    cl.close()
+    srv.kill9()
+    srv.start()
+    cl = RespClient(srv.port)
+    check(cl)
     cl.close()
