@@ -200,6 +200,7 @@ void db_ctx_free(db_ctx *x) {
     free(x->deps);
     free(x->bidx);
     free(x->bmap_at);
+    free(x->flush_at);
     rbuf_free(&x->batch);
     memset(x, 0, sizeof(*x));
 }
@@ -743,7 +744,14 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     log_entry_encode(x->batch.buf + start, e, 0);
     x->batch.len = start + len;
     x->nbatch++;
-    if (e->type == LOG_FLUSHDB) x->batch_flushes++;
+    if (e->type == LOG_FLUSHDB) {
+        if (x->batch_flushes == x->capflush) {
+            x->capflush = x->capflush ? 2 * x->capflush : 64;
+            x->flush_at = realloc(x->flush_at, sizeof(size_t) * (size_t)x->capflush);
+            if (!x->flush_at) abort();
+        }
+        x->flush_at[x->batch_flushes++] = start;
+    }
     if (e->type == LOG_DBMAP) {
         if (!x->bmap_at) x->bmap_at = calloc((size_t)server.nshards, sizeof(size_t));
         if (!x->bmap_at) abort();
@@ -1259,16 +1267,20 @@ static robj *batch_clone(const db_ctx *x, unsigned pdb, const char *key, size_t 
 /* What the open batch says key (pdb, key) is: -1 nothing (look at the
  * index), 0 deleted, 1 a string (*out), 2 a collection (*obj, the batch's
  * private copy). The newest sub-entry for the key decides. */
-static int batch_find(db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out,
-                      robj **obj) {
+static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb);
+
+static int batch_find(db_ctx *x, const shard *s, unsigned pdb, const char *key, size_t klen,
+                      log_entry *out, robj **obj) {
     size_t pos = 0, at;
     log_entry e;
     int found = -1;
-    if (!x->batch_flushes && x->nbatch >= BIDX_MIN) {
+    if (x->nbatch >= BIDX_MIN) {
         if (!x->bidx_on) bidx_build(x, 256);
         log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
         size_t i = bidx_slot(x, &k);
-        if (!x->bidx[i]) return -1;
+        /* a FLUSHDB of its shard and db after its newest sub-entry: gone */
+        size_t flushed = batch_flushed_at(x, s, pdb);
+        if (!x->bidx[i] || x->bidx[i] < flushed) return flushed ? 0 : -1;
         log_entry_decode(x->batch.buf + x->bidx[i] - 1, &e);
         found = e.type == LOG_SET ? 1 : e.type == LOG_DEL ? 0 : 2;
         if (found == 1) *out = e;
@@ -1380,7 +1392,7 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     log_entry e = {0};
     if (x->batching) {
         robj *bo = NULL;
-        int r = batch_find(x, pdb, key, klen, &e, &bo);
+        int r = batch_find(x, s, pdb, key, klen, &e, &bo);
         if (r == 1 && !(e.expire_ms && e.expire_ms <= mstime())) {
             fill_val(v, &e);
             return 1;
@@ -1637,13 +1649,12 @@ static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen
 
 /* 1 + the offset of the batch's last FLUSHDB of (s, pdb), 0 if none. */
 static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb) {
-    size_t pos = 0, at, last = 0;
-    log_entry e;
-    if (!x->batch_flushes) return 0;
-    while (batch_next(x, &pos, &e, &at))
-        if (e.type == LOG_FLUSHDB && e.shard == s->id && (e.db == pdb || e.db == 0xffff))
-            last = at + 1;
-    return last;
+    for (int i = x->batch_flushes - 1; i >= 0; i--) {
+        log_entry e;
+        log_entry_decode(x->batch.buf + x->flush_at[i], &e);
+        if (e.shard == s->id && (e.db == pdb || e.db == 0xffff)) return x->flush_at[i] + 1;
+    }
+    return 0;
 }
 
 /* What the key of a newest sub-entry e is after the batch, at time now:

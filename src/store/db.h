@@ -111,6 +111,8 @@ typedef struct db_ctx {
     int nclones, capclones;
     uint16_t batch_shards[64]; int nbatch_shards; /* informational */
     int batch_flushes;     /* FLUSHDB sub-entries in the batch */
+    size_t *flush_at;      /* their offsets in batch (batch_flushes of them) */
+    int capflush;
     int batch_dbmaps;      /* DBMAP (SWAPDB) sub-entries in the batch */
     size_t *bmap_at;       /* per shard: 1 + offset of its newest DBMAP sub-entry */
     uint64_t *bidx;        /* a large batch's lookup table (db.c, batch_find) */

@@ -276,3 +276,19 @@ def test_swapdb_in_exec_composes_across_kill9(server_factory):
     cl = RespClient(srv.port)
     check(cl)
     cl.close()
+
+
+@pytest.mark.rowan_only
+def test_lookups_after_a_flush_in_a_large_script_stay_fast(c):
+    """A script that flushes and then writes and reads 30000 keys: lookups
+    in the batch after its FLUSHALL go through its hash table (db.c
+    batch_find) instead of a walk of the whole batch per lookup, which took
+    minutes."""
+    c.call("SET", "before", "1")
+    t0 = time.monotonic()
+    rep = c.call("EVAL", "redis.call('flushall'); for i = 1, 30000 do redis.call('incr', 'j' .. i) end;"
+                 " return {redis.call('dbsize'), redis.call('get', 'j7'), redis.call('exists', 'before')}",
+                 "0")
+    took = time.monotonic() - t0
+    assert rep == [30000, b"1", 0]
+    assert took < 30, "took %.1fs" % took
