@@ -351,7 +351,8 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
             p->v[m++] = p->v[i];
             p->v[i] = t;
         }
-    qsort(p->v, m, sizeof(bv_item), by_offset);
+    if (m) /* qsort's base must not be NULL, even for no elements (none pending) */
+        qsort(p->v, m, sizeof(bv_item), by_offset);
     /* They must tile [0, total): a duplicate (a re-sync chunk the cleaner
      * copied) is skipped, anything else out of place is damage. */
     uint64_t pos = 0;
