@@ -178,7 +178,7 @@ int multi_intercept(client *c) {
     multi_state *m = c->mstate;
     if (no_multi(c->cmd)) {
         resp_add_error(&c->out, "ERR Command not allowed inside a transaction");
-        atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(c->cmd)->rejected_calls, 1);
         m->dirty = 1;
         return 1;
     }

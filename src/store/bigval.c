@@ -147,6 +147,11 @@ void bigval_state_new(void) {
     server.bigval_st = st;
 }
 
+void bigval_state_free(void) {
+    free(server.bigval_st);   /* its lists: bigval_free_all */
+    server.bigval_st = NULL;
+}
+
 #define pend (server.bigval_st->pend)   /* [nshards], each under its shard's lock */
 #define npend (server.bigval_st->npend)
 

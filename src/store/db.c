@@ -78,6 +78,11 @@ void db_state_new(void) {
     server.db_st = st;
 }
 
+void db_state_free(void) {
+    free(server.db_st);
+    server.db_st = NULL;
+}
+
 #define last_refusal (server.db_st->last_refusal)
 
 const char *db_refusal_name(int why) {
@@ -323,6 +328,7 @@ static int free_obj_ref(void *ctx, uint64_t ref) {
 void db_free_all(void) {
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
+        if (!s->idx) continue;   /* a start that failed before the indexes */
         index_foreach(s->idx, free_obj_ref, NULL);
         index_free(s->idx);
         index_free(s->vidx);

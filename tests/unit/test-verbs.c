@@ -2,7 +2,7 @@
  *
  * Always: checks that need no device (the backend is there, and without a
  * device link_open / verbs_receiver_start fail with a clear error and leave
- * nothing behind), and the multi-block entries of rdma/vblock.c: round
+ * nothing behind), and the multi-block entries of src/repl/vblock.c: round
  * trips from 1 byte to LOG_MAX_ENTRY, every arrival order of up to 6
  * blocks, lost / duplicated / foreign / truncated / bit-flipped blocks,
  * the receiver's final entry check, and a fuzz pass over the reassembler.
@@ -153,7 +153,7 @@ static uint64_t rnd(void) {
     return rng * 0x2545F4914F6CDD1DULL;
 }
 
-/* ---- multi-block entries (rdma/vblock.c; no device needed) ---- */
+/* ---- multi-block entries (src/repl/vblock.c; no device needed) ---- */
 
 #define BLK_MAX_ENTRY LOG_MAX_ENTRY
 
@@ -730,7 +730,7 @@ int main(void) {
         printf("test-verbs: SKIPPED: no RDMA device found (ibv_get_device_list returned 0 "
                "devices); the verbs transport's device path (links, SRQ, landing) is "
                "compiled but not exercised; %d device-less checks passed (the "
-               "multi-block framing and reassembly of rdma/vblock.c included)\n", unit_pass);
+               "multi-block framing and reassembly of src/repl/vblock.c included)\n", unit_pass);
         return 0;
     }
     test_loopback();

@@ -1,8 +1,9 @@
-/* vblock.h -- multi-block entries of the verbs replication transport
- * (Rowan-KV §4.2.2): splitting an entry larger than one SEND into blocks,
- * and reassembling them on the receiver. Pure functions, no verbs calls, so
- * the framing is tested without a device (tests/unit/test-verbs.c).
- * rdma/vblock.c documents the wire format. */
+/* vblock.h -- multi-block entries of the replication transports
+ * (Rowan-KV §4.2.2): splitting an entry larger than one message (a verbs
+ * SEND, or a TCP link's replication-msg-max) into blocks, and reassembling
+ * them on the receiver. Pure functions, no verbs calls, so the framing is
+ * tested without a device (tests/unit/test-verbs.c) and carried by TCP
+ * links (tcp_blocks.c). src/repl/vblock.c documents the wire format. */
 #ifndef ROWAN_VBLOCK_H
 #define ROWAN_VBLOCK_H
 #include <stddef.h>

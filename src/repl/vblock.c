@@ -1,5 +1,18 @@
-/* vblock.c -- multi-block entries of the verbs replication transport
- * (Rowan-KV §4.2.2; rdma/transport_verbs.c for the transport).
+/* vblock.c -- multi-block entries of the replication transports
+ * (Rowan-KV §4.2.2): the verbs transport (rdma/transport_verbs.c), and TCP
+ * links with a message cap (replication-msg-max, src/repl/tcp_blocks.c).
+ *
+ * Where it runs. Written for verbs, where an entry larger than one SEND
+ * must be cut. TCP needs no blocks, but with replication-msg-max set its
+ * links carry these same blocks (worker links and the catch-up stream;
+ * received by the control thread, or the rpc backups), so the framing and
+ * reassembly here run through real servers on every machine
+ * (tests/integration/test_repl_blocks.py: values to 20 MB, kill -9 under
+ * load, damaged, dropped and repeated blocks). Still untested: the verbs
+ * device path around them (SEND ring slots, SRQ buffers, the READ acks of
+ * blocks), which needs an RDMA device this project has never had. On TCP
+ * msg_max is the sender's cap, declared in its hello; on verbs it is the
+ * receiver's buffer size.
  *
  * One SEND carries at most msg_max bytes (the receiver's buffer size,
  * VERBS_MSG_MAX = 4 KiB, the largest IB MTU). An entry whose 64-byte span
@@ -35,7 +48,8 @@
  * the whole entry's own crc and metadata check. Until then nothing of it
  * is in the b-log; a link that breaks (or sends anything inconsistent)
  * drops its partial entry. On one RC QP blocks arrive in order and exactly
- * once, so every deviation is a protocol error that closes the link. */
+ * once, as on one TCP connection, so every deviation is a protocol error
+ * that closes the link. */
 #include "vblock.h"
 
 #include <stdio.h>
