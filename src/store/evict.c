@@ -116,8 +116,10 @@ void evict_state_new(void) {
 
 void evict_state_free(void) {
     if (!server.evict_st) return;
-    for (int i = 0; server.evict_st->clocks && i < server.nshards; i++)   /* before the shards go */
+    for (int i = 0; server.evict_st->clocks && i < server.nshards; i++) {   /* before the shards go */
         free(server.evict_st->clocks[i].slot);
+        free(server.evict_st->clocks[i].mark);
+    }
     free(server.evict_st->clocks);
     free(server.evict_st);
     server.evict_st = NULL;
