@@ -298,6 +298,23 @@ static int match_key(void *ctx, uint64_t ref) {
     return ri.pdb == k->pdb && ri.klen == k->klen && memcmp(ri.key, k->key, k->klen) == 0;
 }
 
+/* A lookup's match: keeps the string entry it decoded to compare the key,
+ * so the reader does not decode it a second time. */
+typedef struct keyhit {
+    keyref k;
+    log_entry e;
+    int have;          /* e is the matching entry's */
+} keyhit;
+
+static int match_key_keep(void *ctx, uint64_t ref) {
+    keyhit *m = ctx;
+    if (ref_is_obj(ref)) return match_key(&m->k, ref);
+    log_entry_decode(ref_ptr(ref), &m->e);
+    m->have = m->e.db == m->k.pdb && m->e.klen == m->k.klen &&
+              memcmp(m->e.key, m->k.key, m->k.klen) == 0;
+    return m->have;
+}
+
 /* The index asks for a key's hash when it grows. */
 static uint64_t rehash_ref(void *ctx, uint64_t ref) {
     refinfo ri;
@@ -1409,12 +1426,13 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
         }
         if (r >= 0) return 0;
     }
-    keyref k = {pdb, key, klen};
+    keyhit m = {.k = {pdb, key, klen}};
     uint64_t h = hash_key(pdb, key, klen);
-    uint64_t ref = index_get(s->idx, h, match_key, &k);
+    uint64_t ref = index_get(s->idx, h, match_key_keep, &m);
     if (ref && count) evict_touch(s->id, h, 0);   /* db_peek does not touch (OBJECT) */
     if (ref) {
-        fill_ref(v, ref);
+        if (m.have) fill_val(v, &m.e);
+        else fill_ref(v, ref);
         if (v->expire_ms && v->expire_ms <= mstime()) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
