@@ -125,6 +125,8 @@ static void worker_fold_stats(worker *w) {
     if (w->round_hits) atomic_fetch_add(&server.stat.keyspace_hits, w->round_hits);
     if (w->round_misses) atomic_fetch_add(&server.stat.keyspace_misses, w->round_misses);
     w->round_hits = w->round_misses = 0;
+    if (w->round_held) atomic_fetch_add(&server.stat.held_replies, w->round_held);
+    w->round_held = 0;
 }
 
 void server_wake_workers(void) {

@@ -75,6 +75,7 @@ typedef struct worker {
     int nround_cmds;
     long long round_numcommands;
     long long round_hits, round_misses;
+    long long round_held;         /* replies held for durability (gate.c) */
     _Atomic int waiting;          /* has replies held on other workers' versions */
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
