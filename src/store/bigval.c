@@ -105,6 +105,8 @@
  * Memory of a batch: the batch buffer (db.c) holds its values until the
  * group is logged, so a large value in a batch costs one more copy while
  * the batch runs than a single-key write of it. */
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
@@ -115,10 +117,17 @@
 #include "server.h"
 #include "shard.h"
 
+/* A large string's bytes. refs: the holders (the stored object, and an
+ * argument buffer's owner at the edge, a batch: bigval_buf_*). */
 typedef struct bigstr {
     size_t len;
+    _Atomic uint32_t refs;
     char bytes[];
 } bigstr;
+
+static bigstr *bigstr_of(const char *bytes) {
+    return (bigstr *)(void *)(bytes - offsetof(bigstr, bytes));
+}
 
 #define BV_DUP 0x80   /* item flag: a duplicate of another chunk of its run */
 
@@ -365,9 +374,9 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
     if (ok) {
         run->len = total;
         run->refs = malloc(sizeof(uint64_t) * used);
-        run->base = want_bytes ? malloc(sizeof(bigstr) + total) : NULL;
-        if (!run->refs || (want_bytes && !run->base)) abort();
-        run->buf = want_bytes ? ((bigstr *)run->base)->bytes : NULL;
+        run->buf = want_bytes ? bigval_buf_new(total, 0) : NULL;
+        run->base = want_bytes ? bigstr_of(run->buf) : NULL;
+        if (!run->refs) abort();
         for (size_t i = 0; i < m; i++) {
             if (p->v[i].flags & BV_DUP) continue;
             run->refs[run->n++] = p->v[i].ref;
@@ -385,7 +394,7 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
 }
 
 void bigval_run_free(bigval_run *run) {
-    free(run->base);
+    if (run->base) bigval_buf_release(run->buf);
     free(run->refs);
     memset(run, 0, sizeof(*run));
 }
@@ -394,7 +403,6 @@ robj *bigval_string(const log_entry *e, uint64_t ref, bigval_run *run) {
     bigstr *b = run->base;
     robj *o = calloc(1, sizeof(robj) + e->klen);
     if (!o) abort();
-    b->len = run->len;
     o->type = OBJ_STRING;
     o->db = e->db;
     o->klen = e->klen;
@@ -412,4 +420,32 @@ const char *bigval_bytes(const robj *o, size_t *len) {
     return b->bytes;
 }
 
-void bigval_free_data(void *data) { free(data); }
+void bigval_free_data(void *data) {
+    bigstr *b = data;
+    if (atomic_fetch_sub(&b->refs, 1) == 1) free(b);
+}
+
+/* ---------------- argument buffers ---------------- */
+
+char *bigval_buf_new(size_t len, size_t slack) {
+    bigstr *b = malloc(sizeof(bigstr) + len + slack);
+    if (!b) abort();
+    b->len = len;
+    atomic_init(&b->refs, 1);
+    return b->bytes;
+}
+
+size_t bigval_buf_len(const char *bytes) { return bigstr_of(bytes)->len; }
+
+void bigval_buf_retain(const char *bytes) { atomic_fetch_add(&bigstr_of(bytes)->refs, 1); }
+
+void bigval_buf_release(const char *bytes) {
+    if (bytes) bigval_free_data(bigstr_of(bytes));
+}
+
+robj *bigval_adopt(const log_entry *e, const char *bytes, bigval_run *run) {
+    bigval_buf_retain(bytes);
+    run->base = bigstr_of(bytes);
+    run->buf = (char *)bytes;
+    return bigval_string(e, 0, run);
+}

@@ -114,6 +114,13 @@ typedef struct db_ctx {
     uint64_t *bidx;        /* a large batch's lookup table (db.c, batch_find) */
     size_t bidx_cap, bidx_n;
     int bidx_on;
+    const char **bigv;     /* the batch's large values, held outside `batch` (batch_add) */
+    int nbigv, capbigv;
+    /* Argument buffers (bigval_buf_new) the caller holds while the command
+     * runs, set by the edge: a large string written from one of them, whole,
+     * is stored as that buffer, not a copy (bigval.c, "DRAM"). */
+    const char *const *own;
+    int nown;
 } db_ctx;
 
 /* Error reply text for the last DB_OOM returned to this context. */
