@@ -71,11 +71,35 @@
  *     than that is refused at once with -OOM and nothing is written.
  *
  * DRAM. A large string is held whole in DRAM (like a collection), which is
- * what lets every string command read it unchanged. A write of n bytes
- * costs, while it runs, the request's argument and the joined copy (the old
- * value is freed when the new one is indexed); a collection entry's joined
- * payload is freed once applied. Nothing else grows with n. Replies copy
- * the bytes as for any string.
+ * what lets every string command read it unchanged. The rule is that its
+ * bytes are held once, as in Redis 7:
+ *   - receiving: the edge reads a bulk of 32 KiB or more that is still
+ *     arriving straight into a buffer of exactly its size (bigval_buf_new;
+ *     networking.c, "Large arguments"), never grown in the query buffer;
+ *     a client that goes half-way frees it at once. Such an argument
+ *     buffer is offered to the store while its command runs (db.h,
+ *     x->own).
+ *   - storing: the writer that applies the final entry of its own run
+ *     (db.c, writer_has) takes what it still has instead of joining a copy
+ *     from the chunks: a string written from an argument buffer is stored
+ *     as that buffer (bigval_adopt; buffers are reference counted, so the
+ *     edge keeps its own until the command is over, whoever frees the
+ *     value meanwhile), and a collection entry is applied from the payload
+ *     its command built. Recovery, a backup's digest, DEBUG RELOAD and a
+ *     re-sync have no argument: they join the chunks (bigval_join), as
+ *     before.
+ * So, at its peak, a write of an n-byte string from a client costs n bytes
+ * (the argument, which becomes the value; the old value is freed when the
+ * new one is indexed), and MSET or MULTI/EXEC with one costs n too (below).
+ * Not covered, 2n: a string built by the server (APPEND, SETRANGE, a
+ * script's redis.call, which passes a Lua string; SET of a bulk that was
+ * already whole in the query buffer, as when a client held by
+ * back-pressure keeps sending): that copy, and the joined value. An
+ * element costs the argument, the command's effects (t_hash.c...), the
+ * payload with its type byte (db.c, db_obj_write) and the element in the
+ * collection: HSET of an n-byte field about 4n (Redis 7: 2n). Replies copy
+ * the bytes as for any string. Figures: tests/integration/test_bigmem.py,
+ * BENCHMARKS.md.
  *
  * Batches (db.c, db_batch_end: MULTI/EXEC, MSET, RENAME, COPY, SMOVE,
  * *STORE, scripts...). The group entry that makes a batch atomic must fit
@@ -103,8 +127,16 @@
  * too large").
  *
  * Memory of a batch: the batch buffer (db.c) holds its values until the
- * group is logged, so a large value in a batch costs one more copy while
- * the batch runs than a single-key write of it. */
+ * group is logged, except a value too large for one entry (it can only go
+ * in a chunk run): the batch holds that one outside its buffer (batch_add,
+ * LOG_F_HELD), by reference when it is an argument buffer (MSET's own
+ * argument; a MULTI queue keeps the connection's buffer rather than a copy,
+ * multi.c), else as its one copy in a buffer a string can be stored as; its
+ * final entry's apply stores it as that buffer. So MSET or MULTI/EXEC with
+ * an n-byte value costs n, as a single SET; a script's costs the Lua string
+ * and the batch's copy, 2n (before: the batch's copy and the joined value
+ * on top). Values under one entry that a batch puts in chunk runs are
+ * copied into its buffer as before (each under 4 MiB). */
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
