@@ -95,11 +95,13 @@
  * script's redis.call, which passes a Lua string; SET of a bulk that was
  * already whole in the query buffer, as when a client held by
  * back-pressure keeps sending): that copy, and the joined value. An
- * element costs the argument, the command's effects (t_hash.c...), the
- * payload with its type byte (db.c, db_obj_write) and the element in the
- * collection: HSET of an n-byte field about 4n (Redis 7: 2n). Replies copy
- * the bytes as for any string. Figures: tests/integration/test_bigmem.py,
- * BENCHMARKS.md.
+ * element costs the argument, the command's effects (t_hash.c...; the
+ * payload's type byte goes in front of them in place, db_obj_write_ops)
+ * and the element in the collection: HSET of an n-byte field, RPUSH or
+ * SADD of an n-byte element about 3n (Redis 7: 2n; ZADD, and the other
+ * commands that build effects with db_obj_write, one more copy). Replies
+ * copy the bytes as for any string. Figures:
+ * tests/integration/test_bigmem.py, BENCHMARKS.md.
  *
  * Batches (db.c, db_batch_end: MULTI/EXEC, MSET, RENAME, COPY, SMOVE,
  * *STORE, scripts...). The group entry that makes a batch atomic must fit

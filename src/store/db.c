@@ -1603,24 +1603,40 @@ static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db
     return write_entry(x, s, e);
 }
 
-int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
-                 const char *ops, size_t opslen) {
+/* Log and apply the payload (type byte, then effects) of a collection
+ * write on key. */
+static int obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                     const char *payload, size_t len) {
     shard *s = key_shard(x, key, klen);
     unsigned pdb = phys_db(s, db);
     db_val v;
     int exists = db_peek(x, db, key, klen, &v);
     int64_t expire = exists && v.type == type ? v.expire_ms : 0;
+    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                   .val = payload, .vlen = (uint32_t)len, .expire_ms = expire};
+    int r = write_obj_entry(x, s, &e, type, &v, exists);
+    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
+    return r;
+}
+
+int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                 const char *ops, size_t opslen) {
     rbuf payload;
     rbuf_init(&payload);
     char t = (char)type;
     rbuf_append(&payload, &t, 1);
     rbuf_append(&payload, ops, opslen);
-    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
-                   .val = payload.buf, .vlen = (uint32_t)payload.len, .expire_ms = expire};
-    int r = write_obj_entry(x, s, &e, type, &v, exists);
+    int r = obj_write(x, db, key, klen, type, payload.buf, payload.len);
     rbuf_free(&payload);
-    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
     return r;
+}
+
+int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops) {
+    rbuf_reserve(ops, 1);
+    memmove(ops->buf + 1, ops->buf, ops->len);
+    ops->buf[0] = (char)type;
+    ops->len++;
+    return obj_write(x, db, key, klen, type, ops->buf, ops->len);
 }
 
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src,

@@ -160,6 +160,11 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
  * pointer obtained before stays valid (same object, updated in place). */
 int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
                  const char *ops, size_t opslen);
+/* The same with the effects in ops, which it may change (the payload's
+ * type byte goes in front of them in place): no copy of them is made, so
+ * an element of n bytes costs n less (bigval.c, "DRAM"). The caller only
+ * frees ops after. */
+int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops);
 /* key := a copy of collection src (RENAME, MOVE, COPY), with expiry
  * expire_ms, replacing whatever key held. DB_OK or DB_OOM. */
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct robj *src,
