@@ -134,6 +134,7 @@ typedef struct tcp_conn {
     size_t big_len, big_got;
     const char **own;
     int nown, capown;
+    size_t own_bytes;       /* their length (stats: read by other threads) */
 } tcp_conn;
 
 static const session_transport tcp_transport;
@@ -755,6 +756,7 @@ static void big_arg_done(tcp_conn *t) {
         t->own = rbuf_realloc_or_die(t->own, sizeof(char *) * (size_t)t->capown);
     }
     t->own[t->nown++] = t->big;
+    t->own_bytes += t->big_len;
     resp_bulk_external(&t->parser, t->big);
     t->big = NULL;
     t->big_len = t->big_got = 0;
@@ -765,6 +767,7 @@ static void big_arg_done(tcp_conn *t) {
 static void own_release(tcp_conn *t) {
     for (int i = 0; i < t->nown; i++) bigval_buf_release(t->own[i]);
     t->nown = 0;
+    t->own_bytes = 0;
 }
 
 /* Bytes of the request being received: the query buffer's and a large
@@ -1379,7 +1382,7 @@ static void tcp_stats(void *tctx, session_conn_stats *st) {
     st->qbuf = query_len(t);
     st->qbuf_free = t->qbuf.cap - t->qbuf.len + t->big_len - t->big_got;
     st->argv_mem = resp_parser_mem(&t->parser);   /* arrays the parser keeps */
-    for (int i = 0; i < t->nown; i++) st->argv_mem += bigval_buf_len(t->own[i]);
+    st->argv_mem += t->own_bytes;
     st->mem = sizeof(*t) + t->qbuf.cap + t->big_len + st->argv_mem;
 }
 
