@@ -18,7 +18,8 @@ growth over the idle server:
     own; Redis 7 takes 2 x)
 
 and a client that disconnects half-way through a 200 MB bulk gives the
-memory back (RssAnon within 64 MiB of the idle server's). Redis's figures
+memory back (RssAnon within 64 MiB of the idle server's; not asserted on
+a sanitizer build, whose allocator keeps freed memory). Redis's figures
 are printed next to Rowan's (pytest -s shows them); they are not asserted.
 The value written is then read back, and a 200 MB SET survives kill -9 and
 restart. Also, differentially: client-query-buffer-limit counts the bulk
@@ -176,6 +177,13 @@ def test_peak_memory_of_a_large_write(case):
     assert half <= factor * n / 2 + SLACK, "rowan held %.0f MB half-way" % (half / MB)
 
 
+def sanitized(binary):
+    """A sanitizer build: its allocator keeps freed blocks in quarantine and
+    their shadow resident, so RSS says nothing about what the server frees."""
+    with open(binary, "rb") as f:
+        return b"__asan_init" in f.read()
+
+
 def test_disconnect_mid_bulk_gives_memory_back():
     n = 200 * MB
     srv = start("rowan", {"pool-size": "1gb"})
@@ -199,7 +207,8 @@ def test_disconnect_mid_bulk_gives_memory_back():
         left = rss_anon(pid) - base
         print("\nhalf of a 200 MB bulk: %.0f MB held, %.0f MB after the client left" %
               (held / MB, left / MB))
-        assert left <= SLACK, "%.0f MB still held after the client left" % (left / MB)
+        if not sanitized(srv.binary):
+            assert left <= SLACK, "%.0f MB still held after the client left" % (left / MB)
         r = srv.client()
         assert r.exists("k") == 0
     finally:
