@@ -264,3 +264,28 @@ def test_query_buffer_limit_counts_the_bulk_being_received():
         finally:
             srv.cleanup()
     assert out["rowan"] == out["redis"] == [b"closed", b"+OK\r\n", b"+OK\r\n"], out
+
+
+def test_held_command_keeps_its_large_argument(server_factory):
+    """A command CLIENT PAUSE holds is run later from the query buffer;
+    an argument received into a buffer of its own is not in it, and must
+    come back with the command (resp.c, resp_parser_rewind)."""
+    srv = server_factory()
+    r = srv.client()
+    v = value(3 * MB + 17)
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    try:
+        assert r.execute_command("CLIENT", "PAUSE", 30000, "WRITE") == b"OK"
+        req = command(b"SET", b"held", v) + command(b"GET", b"held")
+        s.sendall(req[:100])
+        time.sleep(0.1)
+        send_slowly(s, req[100:])
+        s.settimeout(0.3)
+        with pytest.raises(socket.timeout):
+            s.recv(1)
+        assert r.execute_command("CLIENT", "UNPAUSE") == b"OK"
+        want = b"+OK\r\n$%d\r\n%s\r\n" % (len(v), v)
+        assert read_reply(s, want) == want
+        assert r.get("held") == v
+    finally:
+        s.close()
