@@ -726,6 +726,7 @@ static size_t bidx_slot(const db_ctx *x, const log_entry *e) {
 static void bidx_build(db_ctx *x, size_t cap);
 static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at);
 static void batch_decode(const db_ctx *x, size_t at, log_entry *e);
+static void resolve_held(const db_ctx *x, log_entry *e);
 
 /* Sub-entries that name a key's value (the table holds only those). */
 static int keyed_type(uint8_t type) {
@@ -791,15 +792,20 @@ static void batch_drop_bigv(db_ctx *x) {
     x->nbigv = 0;
 }
 
-/* Decode the sub-entry at `at` of the batch buffer, with its value. */
-static void batch_decode(const db_ctx *x, size_t at, log_entry *e) {
-    log_entry_decode(x->batch.buf + at, e);
+/* A decoded sub-entry of the batch buffer, with its value. */
+static void resolve_held(const db_ctx *x, log_entry *e) {
     if (!(e->flags & LOG_F_HELD)) return;
     uint64_t vi;
     memcpy(&vi, e->val, sizeof(vi));
     e->val = x->bigv[vi];
     e->vlen = (uint32_t)bigval_buf_len(e->val);
     e->flags &= (uint8_t)~LOG_F_HELD;
+}
+
+/* Decode the sub-entry at `at` of the batch buffer, with its value. */
+static void batch_decode(const db_ctx *x, size_t at, log_entry *e) {
+    log_entry_decode(x->batch.buf + at, e);
+    resolve_held(x, e);
 }
 
 /* Queue a sub-entry into the current batch; its version is assigned at
@@ -995,7 +1001,7 @@ static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at) {
     log_entry_decode(x->batch.buf + p, e);
     *at = p;
     *pos = p + log_entry_len(e->klen, e->vlen);
-    batch_decode(x, p, e);
+    resolve_held(x, e);
     return 1;
 }
 
