@@ -604,8 +604,8 @@ static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
     bigval_run run;
     writer_src src = writer_has;
     writer_has = (writer_src){0};
-    if (!src.bytes || e->vlen != BIGVAL_DESC_LEN || le_get_u64((const uint8_t *)e->val) != src.len ||
-        (e->type == LOG_SET && !src.adoptable))
+    if (!src.bytes || e->vlen != BIGVAL_DESC_LEN ||
+        le_get_u64((const uint8_t *)e->val) != src.len || (e->type == LOG_SET && !src.adoptable))
         src.bytes = NULL;
     if (bigval_join(s, e, src.bytes == NULL, &run) != 0) return -1;
     if (src.bytes && e->type != LOG_SET) run.buf = (char *)src.bytes;
