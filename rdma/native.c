@@ -56,7 +56,11 @@
  * Durability: replies come from the session, which delivers them under
  * the same gate as a RESP reply (held until their versions are durable),
  * and only then are they cached and sent. Unsolicited output (tag 0:
- * pub/sub, MONITOR) is sent as a reply with request id 0, not cached.
+ * pub/sub, MONITOR) is sent as replies with request id 0, not cached
+ * (dgram.h, "Pushed replies"): whole RESP values grouped up to one
+ * datagram each; a value larger than a datagram alone, in fragments
+ * numbered by the client's push counter; one over DGRAM_REPLY_MAX
+ * replaced by an error that tells the subscriber to use TCP.
  *
  * Packed frames (dgram.h, version 2). A DGRAM_PACKED_REQUESTS datagram is
  * unpacked here and each entry is handled exactly as a single request
@@ -123,6 +127,7 @@ typedef struct nclient {
     uint64_t acked;
     uint64_t maxreq;              /* the highest id with a record: above it, nothing to find */
     uint8_t version;              /* of its latest request: 2 reads packed replies */
+    uint64_t pushes;              /* fragmented pushed replies sent (their numbers) */
     int packing;                  /* pk is open (the client is on nw->packing) */
     dgram_pack pk;                /* replies of this round not yet sent */
     struct nclient *pknext;
@@ -183,6 +188,10 @@ void native_state_new(void) {
     struct native_state *st = calloc(1, sizeof(*st));
     if (!st) abort();
     server.edge_state->native = st;
+}
+
+void native_state_free(void) {
+    free(server.edge_state->native);   /* its endpoints: native_stop */
 }
 
 #define backend (server.edge_state->native->backend)
@@ -504,6 +513,7 @@ static void send_reply(nworker *nw, nclient *c, uint64_t cid, uint64_t req, uint
     h.term = cluster_term();
     h.shard = 0xffff;
     unsigned nfrag = dgram_reply_nfrag(len);
+    if (req == 0 && c && nfrag > 1) h.acked = ++c->pushes;   /* a pushed reply's number */
     for (unsigned f = first; f < nfrag; f++) {
         long n = dgram_put_reply(nw->tx, &h, resp, len, f);
         send_dgram(nw, to, nw->tx, (size_t)n);
@@ -548,12 +558,67 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
     send_reply(nw, c, c->id, r->id, c->version, &c->addr, reply_of(c, r), r->len, 0);
 }
 
+/* The length of the RESP value at p (as a session wrote it: well formed),
+ * or 0 when it does not end within len. */
+static size_t resp_value_len(const char *p, size_t len) {
+    size_t pos = 0;
+    long long pending = 1;   /* values still to skip */
+    while (pending-- > 0) {
+        const char *nl = pos < len ? memchr(p + pos, '\n', len - pos) : NULL;
+        if (!nl) return 0;
+        char type = p[pos];
+        long long n = strtoll(p + pos + 1, NULL, 10);   /* stops at the line's \r */
+        pos = (size_t)(nl - p) + 1;
+        switch (type) {
+        case '$': case '=': case '!':   /* bulk: n bytes and CRLF (-1: null) */
+            if (n >= 0) pos += (size_t)n + 2;
+            break;
+        case '*': case '>': case '~': if (n > 0) pending += n; break;
+        case '%': if (n > 0) pending += 2 * n; break;
+        case '|': if (n > 0) pending += 2 * n; pending++; break;   /* then the value itself */
+        default: break;                 /* a line: + - : , # _ ( */
+        }
+        if (pos > len) return 0;
+    }
+    return pos;
+}
+
+/* One pushed reply of whole values (tag 0: dgram.h, "Pushed replies"). */
+static void send_push(nclient *c, const char *resp, size_t len) {
+    char big[160];
+    if (len > DGRAM_REPLY_MAX) {   /* no fragments carry it: say so in its place */
+        snprintf(big, sizeof(big),
+                 "-ERR pushed message of %zu bytes dropped: the native transport carries at "
+                 "most %u bytes; use TCP\r\n", len, DGRAM_REPLY_MAX);
+        stat_add(&c->nw->st.too_large, 1);
+        resp = big;
+        len = strlen(big);
+    }
+    send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0);
+}
+
+/* Unsolicited output, as the session gathered it (maybe several values):
+ * whole values go together while they fit one datagram; a larger one goes
+ * alone, fragmented. */
+static void send_pushes(nclient *c, const char *resp, size_t len) {
+    size_t start = 0, pos = 0;
+    while (pos < len) {
+        size_t n = resp_value_len(resp + pos, len - pos);
+        if (n == 0) n = len - pos;   /* not whole values (never from a session): as one */
+        if (pos > start && pos + n - start > DGRAM_PAYLOAD_MAX) {
+            send_push(c, resp + start, pos - start);
+            start = pos;
+        }
+        pos += n;
+    }
+    if (pos > start) send_push(c, resp + start, pos - start);
+}
+
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
     nclient *c = tctx;
     if (c->closing) return;
     if (tag == 0) {   /* unsolicited: pub/sub, MONITOR */
-        if (len <= DGRAM_REPLY_MAX)
-            send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0);
+        send_pushes(c, resp, len);
         return;
     }
     nreq *r = req_find(c, tag);

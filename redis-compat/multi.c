@@ -17,8 +17,9 @@
  * INFO...) lock shards themselves, skipping shards the thread already holds
  * (db.c). A transaction holding any of them makes EXEC lock every shard, in
  * ascending order, so they run inside its critical section and its group
- * entry. Their reads see the keyspace as it was before the transaction's own
- * writes (those apply when the group is logged): documented difference.
+ * entry. The transaction's own writes apply when the group is logged;
+ * DBSIZE, KEYS, SCAN and RANDOMKEY read through the open batch to see them
+ * (db.c), as in Redis.
  * Key-less commands that never touch the keyspace (PING, ECHO, SELECT,
  * PUBLISH, CLIENT, CONFIG...) need no locks.
  *
@@ -204,7 +205,7 @@ int multi_intercept(client *c) {
     multi_state *m = c->mstate;
     if (no_multi(c->cmd)) {
         resp_add_error(&c->out, "ERR Command not allowed inside a transaction");
-        atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(c->cmd)->rejected_calls, 1);
         m->dirty = 1;
         return 1;
     }

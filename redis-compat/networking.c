@@ -116,6 +116,11 @@ void net_state_new(void) {
     server.edge_state->net = st;
 }
 
+void net_state_free(void) {
+    pthread_mutex_destroy(&server.edge_state->net->clients_lock);
+    free(server.edge_state->net);
+}
+
 #define clients_lock (server.edge_state->net->clients_lock)
 /* Buffer bytes of clients marked for eviction and not yet freed. */
 #define clients_evicting (server.edge_state->net->clients_evicting)
@@ -568,7 +573,7 @@ static void call_command(client *c) {
     c->lastcmd = row;
     size_t reply_start = c->out.b.len;
     if (check_command(c) != 0) {
-        if (row) atomic_fetch_add(&row->rejected_calls, 1);
+        if (row) atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c); /* multi: a refused command inside MULTI aborts EXEC */
         return;
     }
@@ -576,7 +581,7 @@ static void call_command(client *c) {
     /* cluster: keys on another node (-MOVED) or in several slots
      * (-CROSSSLOT) are refused before MULTI queues the command, as in Redis. */
     if (cluster_redirect(c)) {
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         return;
     }
     /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET. */
@@ -585,14 +590,14 @@ static void call_command(client *c) {
      * before MULTI queues the command (a refused one aborts the EXEC). */
     if (server_loading() && !allowed_while_loading(c)) {
         resp_add_error(&c->out, ERR_LOADING);
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
     /* script: wait for a script running on another worker, or -BUSY
      * (first: eviction below takes shard locks a running script holds). */
     if (script_gate(c)) {
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
@@ -600,7 +605,7 @@ static void call_command(client *c) {
      * may grow memory, in Redis's place (before MULTI queues it). */
     if (maxmemory_refuses(c)) {
         resp_add_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
@@ -693,7 +698,7 @@ static void reply_refused(tcp_conn *t) {
     client *c = t->c;
     client_out_prepare(c);
     resp_add_error(&c->out, t->parser.refusal);
-    if (t->refused) atomic_fetch_add(&((struct rcommand *)t->refused)->rejected_calls, 1);
+    if (t->refused) atomic_fetch_add(&command_stats(t->refused)->rejected_calls, 1);
     t->refused = NULL;
     multi_flag_error(c);
     client_out_check(c);

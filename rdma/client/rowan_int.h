@@ -76,6 +76,8 @@ typedef struct rw_node {
     rw_req *qhead, *qtail;         /* waiting for room in the window (RW_WINDOW) */
     rw_req *bucket[RW_BUCKETS];
     void *ev;                      /* async: its read event */
+    dgram_join push_join;          /* a fragmented pushed reply being joined (rowan_push.c) */
+    uint64_t push_num;             /* its push number; 0: none */
 } rw_node;
 
 typedef struct rw_cmdinfo {        /* key position of a command (COMMAND) */

@@ -190,6 +190,11 @@ void bigval_state_new(void) {
     server.bigval_st = st;
 }
 
+void bigval_state_free(void) {
+    free(server.bigval_st);   /* its lists: bigval_free_all */
+    server.bigval_st = NULL;
+}
+
 #define pend (server.bigval_st->pend)   /* [nshards], each under its shard's lock */
 #define npend (server.bigval_st->npend)
 
@@ -389,7 +394,8 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
             p->v[m++] = p->v[i];
             p->v[i] = t;
         }
-    qsort(p->v, m, sizeof(bv_item), by_offset);
+    if (m) /* qsort's base must not be NULL, even for no elements (none pending) */
+        qsort(p->v, m, sizeof(bv_item), by_offset);
     /* They must tile [0, total): a duplicate (a re-sync chunk the cleaner
      * copied) is skipped, anything else out of place is damage. */
     uint64_t pos = 0;

@@ -84,6 +84,23 @@ void coldread_state_new(void) {
     server.coldread_st = st;
 }
 
+/* After coldread_stop (every reader gone). */
+void coldread_state_free(void) {
+    struct coldread_state *st = server.coldread_st;
+    if (!st) return;
+    for (int i = 0; st->inbox && i < server.nworkers; i++) {
+        if (st->inbox[i].ev) event_free(st->inbox[i].ev);
+        pthread_mutex_destroy(&st->inbox[i].mu);
+    }
+    free(st->inbox);
+    free(st->q);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    pthread_cond_destroy(&st->idle);
+    free(st);
+    server.coldread_st = NULL;
+}
+
 int coldread_enabled(void) {
     return server.cfg.cold_read_threads > 0 && server.pool && !pool_is_pmem(server.pool);
 }
@@ -159,6 +176,8 @@ static void *reader_main(void *arg) {
         pthread_mutex_lock(&cr.mu);
         if (--cr.busy == 0 && cr.stopping) pthread_cond_broadcast(&cr.idle);
     }
+    cr.started--;   /* coldread_stop waits for every reader to leave */
+    pthread_cond_broadcast(&cr.idle);
     pthread_mutex_unlock(&cr.mu);
     return NULL;
 }
@@ -181,7 +200,7 @@ void coldread_stop(void) {
     pthread_mutex_lock(&cr.mu);
     cr.stopping = 1;
     pthread_cond_broadcast(&cr.cv);
-    while (cr.busy) pthread_cond_wait(&cr.idle, &cr.mu);
+    while (cr.busy || cr.started) pthread_cond_wait(&cr.idle, &cr.mu);
     pthread_mutex_unlock(&cr.mu);
 }
 

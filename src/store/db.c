@@ -78,6 +78,11 @@ void db_state_new(void) {
     server.db_st = st;
 }
 
+void db_state_free(void) {
+    free(server.db_st);
+    server.db_st = NULL;
+}
+
 #define last_refusal (server.db_st->last_refusal)
 
 const char *db_refusal_name(int why) {
@@ -202,6 +207,8 @@ void db_ctx_free(db_ctx *x) {
     free(x->clones);
     free(x->deps);
     free(x->bidx);
+    free(x->bmap_at);
+    free(x->flush_at);
     rbuf_free(&x->batch);
     memset(x, 0, sizeof(*x));
 }
@@ -309,6 +316,7 @@ static int free_obj_ref(void *ctx, uint64_t ref) {
 void db_free_all(void) {
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
+        if (!s->idx) continue;   /* a start that failed before the indexes */
         index_foreach(s->idx, free_obj_ref, NULL);
         index_free(s->idx);
         index_free(s->vidx);
@@ -836,7 +844,20 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     log_entry_encode(x->batch.buf + start, e, 0);
     x->batch.len = start + len;
     x->nbatch++;
-    if (e->type == LOG_FLUSHDB) x->batch_flushes++;
+    if (e->type == LOG_FLUSHDB) {
+        if (x->batch_flushes == x->capflush) {
+            x->capflush = x->capflush ? 2 * x->capflush : 64;
+            x->flush_at = realloc(x->flush_at, sizeof(size_t) * (size_t)x->capflush);
+            if (!x->flush_at) abort();
+        }
+        x->flush_at[x->batch_flushes++] = start;
+    }
+    if (e->type == LOG_DBMAP) {
+        if (!x->bmap_at) x->bmap_at = calloc((size_t)server.nshards, sizeof(size_t));
+        if (!x->bmap_at) abort();
+        x->bmap_at[s->id] = start + 1;
+        x->batch_dbmaps++;
+    }
     else if (x->bidx_on && keyed_type(e->type)) bidx_put(x, start);
     free(tmp);
 }
@@ -991,6 +1012,8 @@ void db_batch_begin(db_ctx *x) {
     x->batch.len = 0;
     x->nbatch = 0;
     x->batch_flushes = 0;
+    if (x->batch_dbmaps) memset(x->bmap_at, 0, sizeof(size_t) * (size_t)server.nshards);
+    x->batch_dbmaps = 0;
     x->bidx_on = 0;
 }
 
@@ -1363,16 +1386,20 @@ static robj *batch_clone(const db_ctx *x, unsigned pdb, const char *key, size_t 
 /* What the open batch says key (pdb, key) is: -1 nothing (look at the
  * index), 0 deleted, 1 a string (*out), 2 a collection (*obj, the batch's
  * private copy). The newest sub-entry for the key decides. */
-static int batch_find(db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out,
-                      robj **obj) {
+static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb);
+
+static int batch_find(db_ctx *x, const shard *s, unsigned pdb, const char *key, size_t klen,
+                      log_entry *out, robj **obj) {
     size_t pos = 0, at;
     log_entry e;
     int found = -1;
-    if (!x->batch_flushes && x->nbatch >= BIDX_MIN) {
+    if (x->nbatch >= BIDX_MIN) {
         if (!x->bidx_on) bidx_build(x, 256);
         log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
         size_t i = bidx_slot(x, &k);
-        if (!x->bidx[i]) return -1;
+        /* a FLUSHDB of its shard and db after its newest sub-entry: gone */
+        size_t flushed = batch_flushed_at(x, s, pdb);
+        if (!x->bidx[i] || x->bidx[i] < flushed) return flushed ? 0 : -1;
         batch_decode(x, x->bidx[i] - 1, &e);
         found = e.type == LOG_SET ? 1 : e.type == LOG_DEL ? 0 : 2;
         if (found == 1) *out = e;
@@ -1455,7 +1482,20 @@ static void fill_ref(db_val *v, uint64_t ref) {
     *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
 }
 
-static unsigned phys_db(const shard *s, int db) { return s->dbmap[db]; }
+/* Logical db -> physical db on shard s, as x sees it: a SWAPDB in x's open
+ * batch (a DBMAP sub-entry, applied only when the batch is logged) counts
+ * already, so the batch's later commands read and write the swapped
+ * databases and a second SWAPDB composes with the first. x may be NULL. */
+static unsigned phys_db(const db_ctx *x, const shard *s, int db) {
+    if (x && x->batching && x->batch_dbmaps && x->bmap_at[s->id]) {
+        log_entry e;
+        uint16_t pdb;
+        log_entry_decode(x->batch.buf + x->bmap_at[s->id] - 1, &e);
+        memcpy(&pdb, e.val + 2 * (size_t)db, 2);
+        return pdb;
+    }
+    return s->dbmap[db];
+}
 
 /* The key's shard: the dispatcher already computed it for the command's
  * first key (the CRC16 is the single biggest cost of routing a GET). */
@@ -1467,11 +1507,11 @@ static shard *key_shard(const db_ctx *x, const char *key, size_t klen) {
 /* Find the key; lazily delete it when expired. count != 0 updates hit/miss. */
 static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, int count) {
     shard *s = key_shard(x, key, klen);
-    unsigned pdb = phys_db(s, db);
+    unsigned pdb = phys_db(x, s, db);
     log_entry e = {0};
     if (x->batching) {
         robj *bo = NULL;
-        int r = batch_find(x, pdb, key, klen, &e, &bo);
+        int r = batch_find(x, s, pdb, key, klen, &e, &bo);
         if (r == 1 && !(e.expire_ms && e.expire_ms <= mstime())) {
             fill_val(v, &e);
             return 1;
@@ -1523,7 +1563,7 @@ int db_set(db_ctx *x, int db, const char *key, size_t klen,
            const char *val, size_t vlen, int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);
     if (vlen > BIGVAL_MAX_LEN) return refuse(x, (size_t)-1);
-    log_entry e = {.type = LOG_SET, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
+    log_entry e = {.type = LOG_SET, .db = phys_db(x, s, db), .key = key, .klen = (uint32_t)klen,
                    .val = val, .vlen = (uint32_t)vlen, .expire_ms = expire_ms};
     return write_entry(x, s, &e);
 }
@@ -1532,7 +1572,7 @@ int db_del(db_ctx *x, int db, const char *key, size_t klen) {
     db_val v;
     if (!db_peek(x, db, key, klen, &v)) return 0;
     shard *s = key_shard(x, key, klen);
-    log_entry e = {.type = LOG_DEL, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
+    log_entry e = {.type = LOG_DEL, .db = phys_db(x, s, db), .key = key, .klen = (uint32_t)klen,
                    .aux = pool_seq_now(server.pool)};
     int r = write_entry(x, s, &e);
     return r == DB_OK ? 1 : r;
@@ -1553,7 +1593,7 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
         /* A collection's expiry rides on an effect entry with no ops. */
         shard *s = key_shard(x, key, klen);
         char t = (char)v.type;
-        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(s, db), .key = key,
+        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(x, s, db), .key = key,
                        .klen = (uint32_t)klen, .val = &t, .vlen = 1, .expire_ms = expire_ms};
         r = write_obj_entry(x, s, &e, v.type, &v, 1);
     }
@@ -1614,7 +1654,7 @@ static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db
 static int obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
                      const char *payload, size_t len) {
     shard *s = key_shard(x, key, klen);
-    unsigned pdb = phys_db(s, db);
+    unsigned pdb = phys_db(x, s, db);
     db_val v;
     int exists = db_peek(x, db, key, klen, &v);
     int64_t expire = exists && v.type == type ? v.expire_ms : 0;
@@ -1651,7 +1691,7 @@ int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src
     rbuf snap;
     rbuf_init(&snap);
     obj_encode_snapshot(src, &snap);
-    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(s, db), .key = key,
+    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(x, s, db), .key = key,
                    .klen = (uint32_t)klen, .val = snap.buf, .vlen = (uint32_t)snap.len,
                    .expire_ms = expire_ms};
     db_val none = {0};
@@ -1667,15 +1707,28 @@ typedef struct scan_ctx {
     int64_t now;
     db_scan_fn fn;
     void *arg;
+    db_ctx *x;             /* with an open batch to read through, else NULL */
 } scan_ctx;
+
+static int batch_open(const db_ctx *x);
+static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v);
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen);
 
 static int scan_visit(void *ctx, uint64_t ref) {
     scan_ctx *sc = ctx;
     refinfo ri;
     ref_info(ref, &ri);
     if (ri.pdb != sc->pdb) return 0;
-    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     db_val v;
+    size_t at = sc->x ? batch_newest(sc->x, ri.pdb, ri.key, ri.klen) : 0;
+    if (at) {              /* the open batch rewrote or deleted it */
+        log_entry e;
+        batch_decode(sc->x, at - 1, &e);
+        if (batch_val(sc->x, &e, sc->now, &v))
+            sc->fn(sc->arg, ri.key, ri.klen, &v);
+        return 0;
+    }
+    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     fill_ref(&v, ref);
     sc->fn(sc->arg, ri.key, ri.klen, &v);
     return 0;
@@ -1707,6 +1760,107 @@ static int client_shard(int i) {
             member_lease_valid());
 }
 
+/* ---- keyspace-wide reads through the open batch ----
+ * EXEC and scripts run their commands inside one open batch, whose writes
+ * reach the index only when the batch is logged (db_batch_end). A key's
+ * lookup reads the batch first (batch_find); DBSIZE, KEYS, SCAN and
+ * RANDOMKEY walk the index, so they read through the batch here: as in
+ * Redis, a transaction's or a script's later commands see its earlier
+ * writes. After the batch a key is what its newest keyed sub-entry says
+ * (SET, COLL_OP, SNAPSHOT: there; DEL: gone) unless a FLUSHDB sub-entry of
+ * its shard and db follows it; a shard the batch flushed shows none of its
+ * indexed keys. The shards read are held by the caller (EXEC and EVAL hold
+ * every shard when they run one of these commands) or locked here. */
+
+static int batch_open(const db_ctx *x) { return x->batching && x->nbatch > 0; }
+
+/* The newest keyed sub-entry of (pdb, key) in the open batch: 1 + its
+ * offset in x->batch, 0 if the batch never wrote the key. */
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen) {
+    if (!x->bidx_on) bidx_build(x, 256);
+    log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
+    return x->bidx[bidx_slot(x, &k)];
+}
+
+/* 1 + the offset of the batch's last FLUSHDB of (s, pdb), 0 if none. */
+static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb) {
+    for (int i = x->batch_flushes - 1; i >= 0; i--) {
+        log_entry e;
+        log_entry_decode(x->batch.buf + x->flush_at[i], &e);
+        if (e.shard == s->id && (e.db == pdb || e.db == 0xffff)) return x->flush_at[i] + 1;
+    }
+    return 0;
+}
+
+/* What the key of a newest sub-entry e is after the batch, at time now:
+ * 1 and *v if it exists, 0 if deleted or expired. */
+static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v) {
+    if (e->type == LOG_SET) {
+        if (e->expire_ms && e->expire_ms <= now) return 0;
+        fill_val(v, e);
+        return 1;
+    }
+    robj *o = e->type == LOG_DEL ? NULL : batch_clone(x, e->db, e->key, e->klen);
+    if (!o || (o->expire_ms && o->expire_ms <= now)) return 0;
+    *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
+    return 1;
+}
+
+/* fn(arg, shard, newest sub-entry, live after the batch, in the index
+ * before it) once per key of logical db `db` the open batch wrote, on
+ * shard sid (-1: every shard clients see). "In the index" counts as no
+ * for a shard the batch flushed. */
+typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, int indexed);
+static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
+    size_t pos = 0, at;
+    log_entry e;
+    if (!x->bidx_on) bidx_build(x, 256);
+    while (batch_next(x, &pos, &e, &at)) {
+        if (!keyed_type(e.type) || (sid >= 0 && e.shard != sid) || !client_shard(e.shard))
+            continue;
+        shard *s = &server.shards[e.shard];
+        if (e.db != phys_db(x, s, db) || x->bidx[bidx_slot(x, &e)] != at + 1) continue;
+        int locked = lock_unless_held(s);
+        size_t flushed = batch_flushed_at(x, s, e.db);
+        int live = e.type != LOG_DEL && at + 1 > flushed;
+        int indexed = 0;
+        if (!flushed) {
+            keyref k = {e.db, e.key, e.klen};
+            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k) != 0;
+        }
+        fn(arg, s, &e, live, indexed);
+        unlock_if(s, locked);
+    }
+}
+
+/* The keys the open batch created (live, not in the index) of logical db
+ * `db`: counted, and the pick-th (from 0) copied to *out. Returns how many
+ * there are; pick < 0 only counts. */
+typedef struct new_keys { long long n, pick; rbuf *out; } new_keys;
+static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    new_keys *nk = arg;
+    if (!live || indexed) return;
+    if (nk->n++ == nk->pick) {
+        nk->out->len = 0;
+        rbuf_append(nk->out, e->key, e->klen);
+    }
+}
+static long long batch_new_keys(db_ctx *x, int db, long long pick, rbuf *out) {
+    new_keys nk = {0, pick, out};
+    batch_keys(x, db, -1, new_key_fn, &nk);
+    return nk.n;
+}
+
+/* SCAN's end of a shard: visit what the open batch created there. */
+static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    scan_ctx *sc = arg;
+    db_val v;
+    if (live && !indexed && batch_val(sc->x, e, sc->now, &v)) sc->fn(sc->arg, e->key, e->klen, &v);
+}
+static void batch_scan_new(db_ctx *x, int db, shard *s, scan_ctx *sc) {
+    batch_keys(x, db, s->id, scan_new_fn, sc);
+}
+
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {
     uint64_t sid = cursor & 0xffff, icur = cursor >> 16;
@@ -1715,8 +1869,13 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
         if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        scan_ctx sc = {phys_db(s, db), mstime(), fn, arg};
-        icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
+        scan_ctx sc = {phys_db(x, s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
+        /* a shard the open batch flushed shows only the keys it wrote since */
+        if (!(sc.x && batch_flushed_at(x, s, sc.pdb)))
+            icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
+        else
+            icur = 0;
+        if (icur == 0 && sc.x) batch_scan_new(x, db, s, &sc);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (icur == 0) sid++;
@@ -1732,7 +1891,7 @@ static long long count_keys(int db, int with_expiry) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
-        unsigned pdb = phys_db(s, db);
+        unsigned pdb = phys_db(NULL, s, db);
         n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
         unlock_if(s, locked);
     }
@@ -1742,14 +1901,45 @@ static long long count_keys(int db, int with_expiry) {
 long long db_size(int db) { return count_keys(db, 0); }
 long long db_expires(int db) { return count_keys(db, 1); }
 
-/* Try a random item of one shard; 1 if it is a live key of pdb. */
-static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
+static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    *(long long *)arg += live - indexed;
+}
+
+long long db_count(db_ctx *x, int db) {
+    if (!batch_open(x)) return db_size(db);
+    long long n = 0;
+    for (int i = 0; i < server.nshards; i++) {
+        if (!client_shard(i)) continue;
+        shard *s = &server.shards[i];
+        int locked = lock_unless_held(s);
+        unsigned pdb = phys_db(x, s, db);
+        if (!batch_flushed_at(x, s, pdb)) n += s->dbkeys[pdb];
+        unlock_if(s, locked);
+    }
+    batch_keys(x, db, -1, count_batch_key, &n);
+    return n;
+}
+
+/* Try a random item of one shard; 1 if it is a live key of pdb (and the
+ * open batch, if any, left it so). */
+static int random_in_shard(db_ctx *x, shard *s, unsigned pdb, rbuf *out) {
+    int batch = batch_open(x);
+    if (batch && batch_flushed_at(x, s, pdb)) return 0;
     for (int tries = 0; tries < 16; tries++) {
         uint64_t ref = index_random(s->idx, rnd64());
         if (!ref) return 0;
         refinfo ri;
         ref_info(ref, &ri);
-        if (ri.pdb != pdb || (ri.expire_ms && ri.expire_ms <= mstime())) continue;
+        if (ri.pdb != pdb) continue;
+        size_t at = batch ? batch_newest(x, pdb, ri.key, ri.klen) : 0;
+        if (at) {
+            log_entry e;
+            db_val v;
+            batch_decode(x, at - 1, &e);
+            if (!batch_val(x, &e, mstime(), &v)) continue;
+        } else if (ri.expire_ms && ri.expire_ms <= mstime()) {
+            continue;
+        }
         out->len = 0;
         rbuf_append(out, ri.key, ri.klen);
         return 1;
@@ -1760,6 +1950,15 @@ static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
 int db_random_key(db_ctx *x, int db, rbuf *out) {
     int n = server.nshards;
     int start = (int)(rnd64() % (uint64_t)n);
+    /* Keys the open batch created are not in the index: one of them, in
+     * proportion to their share of the keyspace (or when the index has no
+     * key left for us). */
+    long long fresh = batch_open(x) ? batch_new_keys(x, db, -1, NULL) : 0;
+    if (fresh > 0) {
+        long long total = db_count(x, db);
+        if (total <= fresh || (long long)(rnd64() % (uint64_t)total) < fresh)
+            return batch_new_keys(x, db, (long long)(rnd64() % (uint64_t)fresh), out) > 0;
+    }
     /* Random shards first, then a full pass so a sparse keyspace still finds
      * a key when there is one. */
     for (int i = 0; i < 2 * n; i++) {
@@ -1767,11 +1966,12 @@ int db_random_key(db_ctx *x, int db, rbuf *out) {
         if (!client_shard(sid)) continue;
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(s, phys_db(s, db), out);
+        int found = s->dbkeys[phys_db(x, s, db)] > 0 && random_in_shard(x, s, phys_db(x, s, db), out);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (found) return 1;
     }
+    if (fresh > 0) return batch_new_keys(x, db, (long long)(rnd64() % (uint64_t)fresh), out) > 0;
     return 0;
 }
 
@@ -1788,17 +1988,30 @@ static void unlock_all(uint8_t *mine) {
     free(mine);
 }
 
+/* Has the batch enclosing the caller's own (x->batching > 1) written
+ * anything to shard s? */
+static int batch_wrote_shard(const db_ctx *x, const shard *s) {
+    size_t pos = 0, at;
+    log_entry e;
+    if (x->batching < 2) return 0;
+    while (batch_next(x, &pos, &e, &at))
+        if (e.shard == s->id && keyed_type(e.type)) return 1;
+    return 0;
+}
+
 int db_flush(db_ctx *x, int db) {
     uint8_t *mine = lock_all();
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
-        unsigned pdb = db < 0 ? 0xffff : phys_db(s, db);
+        unsigned pdb = db < 0 ? 0xffff : phys_db(x, s, db);
         long long keys = 0;
         if (db < 0) for (int d = 0; d < SHARD_MAX_DBS; d++) keys += s->dbkeys[d];
         else keys = s->dbkeys[pdb];
-        if (keys == 0) continue;
+        /* an empty shard needs no flush, unless the enclosing batch (EXEC,
+         * a script) wrote keys there that it must remove */
+        if (keys == 0 && !batch_wrote_shard(x, s)) continue;
         log_entry e = {.type = LOG_FLUSHDB, .db = (uint16_t)pdb, .key = "", .val = "", .aux = pool_seq_now(server.pool)};
         batch_add(x, s, &e);
     }
@@ -1816,7 +2029,7 @@ int db_swap(db_ctx *x, int a, int b) {
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
-        memcpy(map, s->dbmap, sizeof(uint16_t) * (size_t)ndb);
+        for (int d = 0; d < ndb; d++) map[d] = (uint16_t)phys_db(x, s, d);
         uint16_t t = map[a];
         map[a] = map[b];
         map[b] = t;
@@ -2044,5 +2257,5 @@ long long db_live_bytes(void) {
 void db_key_clock(db_ctx *x, int db, const char *key, size_t klen, int *sid, uint64_t *hash) {
     shard *s = key_shard(x, key, klen);
     *sid = s->id;
-    *hash = hash_key(phys_db(s, db), key, klen);
+    *hash = hash_key(phys_db(x, s, db), key, klen);
 }

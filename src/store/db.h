@@ -111,6 +111,10 @@ typedef struct db_ctx {
     int nclones, capclones;
     uint16_t batch_shards[64]; int nbatch_shards; /* informational */
     int batch_flushes;     /* FLUSHDB sub-entries in the batch */
+    size_t *flush_at;      /* their offsets in batch (batch_flushes of them) */
+    int capflush;
+    int batch_dbmaps;      /* DBMAP (SWAPDB) sub-entries in the batch */
+    size_t *bmap_at;       /* per shard: 1 + offset of its newest DBMAP sub-entry */
     uint64_t *bidx;        /* a large batch's lookup table (db.c, batch_find) */
     size_t bidx_cap, bidx_n;
     int bidx_on;
@@ -192,6 +196,9 @@ void db_batch_abort(db_ctx *x);
 typedef void (*db_scan_fn)(void *arg, const char *key, size_t klen, const db_val *v);
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg);
 long long db_size(int db);
+/* DBSIZE as x sees it: db_size plus the keys its open batch (EXEC, a
+ * script) created, minus those it deleted or flushed. */
+long long db_count(db_ctx *x, int db);
 long long db_expires(int db);
 /* A random key of db into *out (rbuf reset first). 1 found, 0 empty. */
 int db_random_key(db_ctx *x, int db, rbuf *out);

@@ -106,6 +106,15 @@ void evict_state_new(void) {
     server.evict_st = st;
 }
 
+void evict_state_free(void) {
+    if (!server.evict_st) return;
+    for (int i = 0; server.evict_st->clocks && i < server.nshards; i++)   /* before the shards go */
+        free(server.evict_st->clocks[i].slot);
+    free(server.evict_st->clocks);
+    free(server.evict_st);
+    server.evict_st = NULL;
+}
+
 #define clocks (server.evict_st->clocks)   /* one per shard, under the shard's lock */
 #define clocks_once (server.evict_st->clocks_once)
 
