@@ -289,3 +289,33 @@ def test_held_command_keeps_its_large_argument(server_factory):
         assert r.get("held") == v
     finally:
         s.close()
+
+
+def test_transaction_reads_its_large_values(server_factory):
+    """A batch holds a large value outside its buffer (db.c, LOG_F_HELD):
+    every read inside the transaction sees the value itself, and a value
+    moved from key to key inside it (RENAME, COPY) is stored whole."""
+    srv = server_factory({"pool-size": "256mb"})
+    r = srv.client(socket_timeout=120)
+    v = value(5 * MB + 3)
+    p = r.pipeline(transaction=True)
+    p.set("k", v)
+    p.get("k")
+    p.strlen("k")
+    p.getrange("k", 5 * MB - 2, -1)
+    p.scan(0, count=100)
+    p.randomkey()
+    p.rename("k", "k2")
+    p.copy("k2", "k3")
+    p.append("k3", b"+")
+    p.get("k2")
+    got = p.execute()
+    assert got[0] is True and got[1] == v and got[2] == len(v)
+    assert got[3] == v[5 * MB - 2:]
+    assert got[4][1] == [b"k"] and got[5] == b"k"
+    assert got[6] is True and got[7] is True and got[8] == len(v) + 1 and got[9] == v
+    assert r.get("k2") == v and r.get("k3") == v + b"+" and r.exists("k") == 0
+    srv.kill9()
+    srv.restart()
+    r = srv.client(socket_timeout=120)
+    assert r.get("k2") == v and r.get("k3") == v + b"+"
