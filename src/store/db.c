@@ -598,7 +598,7 @@ static int adoptable(const db_ctx *x, const char *val, size_t vlen) {
     for (int i = 0; i < x->nown; i++)
         if (x->own[i] == val) return bigval_buf_len(val) == vlen;
     for (int i = 0; i < x->nbigv; i++)
-        if (x->bigv[i] == val) return 1;
+        if (x->bigv[i] == val) return bigval_buf_len(val) == vlen;
     return 0;
 }
 
