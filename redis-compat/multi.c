@@ -3,6 +3,10 @@
  * Queueing. Between MULTI and EXEC the dispatcher (client_call) hands every
  * command that passed its checks to multi_intercept, which copies argv
  * (argv points into the query buffer, which moves on) and replies +QUEUED.
+ * A large argument the connection received into a buffer of its own
+ * (c->x.own, networking.c) is not copied: the queue takes a reference to
+ * it and offers it to the store when EXEC runs the command, so a 100 MB
+ * value in a transaction is held once (bigval.c, "DRAM").
  * A command rejected at queue time (unknown, wrong arity, NOAUTH, pub/sub
  * context, or Redis's no-multi SAVE, SHUTDOWN, SYNC, PSYNC) flags the transaction, and EXEC
  * then answers EXECABORT, as Redis does. MULTI, EXEC, DISCARD, WATCH, QUIT
@@ -58,12 +62,15 @@
 #include "shard.h"
 #include "util.h"
 #include "worker.h"
+#include "bigval.h"
 
 typedef struct queued_cmd {
     struct rcommand *cmd;
     int argc;
     const char **argv;      /* into mem */
     size_t *argvlen;        /* into mem */
+    const char **own;       /* into mem: the argument buffers it holds */
+    int nown;
     char *mem;
 } queued_cmd;
 
@@ -98,7 +105,10 @@ void multi_flag_error(client *c) {
 }
 
 static void discard_queue(multi_state *m) {
-    for (int i = 0; i < m->ncmds; i++) free(m->cmds[i].mem);
+    for (int i = 0; i < m->ncmds; i++) {
+        for (int j = 0; j < m->cmds[i].nown; j++) bigval_buf_release(m->cmds[i].own[j]);
+        free(m->cmds[i].mem);
+    }
     free(m->cmds);
     m->cmds = NULL;
     m->ncmds = m->capcmds = 0;
@@ -139,18 +149,34 @@ static int needs_all_shards(const struct rcommand *cmd) {
     return 1;
 }
 
+/* Is argument i one of the connection's argument buffers? */
+static int arg_own(const client *c, int i) {
+    for (int j = 0; j < c->x.nown; j++)
+        if (c->x.own[j] == c->argv[i]) return 1;
+    return 0;
+}
+
 static void queue_command(multi_state *m, client *c) {
-    size_t bytes = 0;
-    for (int i = 0; i < c->argc; i++) bytes += c->argvlen[i];
-    size_t ptrs = sizeof(char *) * (size_t)c->argc, lens = sizeof(size_t) * (size_t)c->argc;
-    char *mem = malloc(ptrs + lens + bytes + 1);
-    queued_cmd q = {(struct rcommand *)c->cmd, c->argc, (const char **)(void *)mem,
-                    (size_t *)(void *)(mem + ptrs), mem};
-    char *p = mem + ptrs + lens;
+    size_t bytes = 0, nown = 0;
     for (int i = 0; i < c->argc; i++) {
+        if (arg_own(c, i)) nown++;
+        else bytes += c->argvlen[i];
+    }
+    size_t ptrs = sizeof(char *) * (size_t)c->argc, lens = sizeof(size_t) * (size_t)c->argc;
+    char *mem = malloc(ptrs + lens + sizeof(char *) * nown + bytes + 1);
+    queued_cmd q = {(struct rcommand *)c->cmd, c->argc, (const char **)(void *)mem,
+                    (size_t *)(void *)(mem + ptrs), (const char **)(void *)(mem + ptrs + lens),
+                    0, mem};
+    char *p = mem + ptrs + lens + sizeof(char *) * nown;
+    for (int i = 0; i < c->argc; i++) {
+        q.argvlen[i] = c->argvlen[i];
+        if (arg_own(c, i)) {
+            bigval_buf_retain(c->argv[i]);
+            q.argv[i] = q.own[q.nown++] = c->argv[i];
+            continue;
+        }
         memcpy(p, c->argv[i], c->argvlen[i]);
         q.argv[i] = p;
-        q.argvlen[i] = c->argvlen[i];
         p += c->argvlen[i];
     }
     if (m->ncmds == m->capcmds) {
@@ -334,6 +360,8 @@ void execCommand(client *c) {
         int argc = c->argc;
         const char **argv = c->argv;
         size_t *argvlen = c->argvlen;
+        const char *const *own = c->x.own;
+        int nown = c->x.nown;
         size_t start = c->out.b.len;
         resp_add_array(&c->out, m->ncmds);
         const char *unnested = NULL;
@@ -345,6 +373,8 @@ void execCommand(client *c) {
             c->argc = q->argc;
             c->argv = q->argv;
             c->argvlen = q->argvlen;
+            c->x.own = q->own;
+            c->x.nown = q->nown;
             c->x.hint_key = NULL;
             if (split) db_batch_begin(&c->x);
             int64_t t0 = monotonic_us();
@@ -383,6 +413,8 @@ void execCommand(client *c) {
         c->argc = argc;
         c->argv = argv;
         c->argvlen = argvlen;
+        c->x.own = own;
+        c->x.nown = nown;
         c->x.hint_key = NULL;
     }
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);

@@ -45,8 +45,8 @@ static int lookup_hash(client *c, int for_write, hashobj **h) {
     return 1;
 }
 
-static int write_ops(client *c, const rbuf *ops) {
-    return db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops->buf, ops->len);
+static int write_ops(client *c, rbuf *ops) {
+    return db_obj_write_ops(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops);
 }
 
 

@@ -58,7 +58,7 @@ static void reply_oom(client *c, size_t reply_start) {
 
 /* Log + apply ops on argv[i]'s list; frees ops. DB_OK or DB_OOM. */
 static int list_write(client *c, int i, rbuf *ops) {
-    int r = db_obj_write(&c->x, c->db, c->argv[i], c->argvlen[i], OBJ_LIST, ops->buf, ops->len);
+    int r = db_obj_write_ops(&c->x, c->db, c->argv[i], c->argvlen[i], OBJ_LIST, ops);
     rbuf_free(ops);
     return r;
 }

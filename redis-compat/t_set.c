@@ -96,8 +96,7 @@ void saddCommand(client *c) {
         adds++;
     }
     dict_free(seen);
-    r = adds ? db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len)
-             : DB_OK;
+    r = adds ? db_obj_write_ops(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, &ops) : DB_OK;
     rbuf_free(&ops);
     if (r == DB_OOM) {
         resp_add_error(&c->out, db_error_text(&c->x));

@@ -187,6 +187,7 @@ const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
 
 struct shard;
 static void batch_drop_clones(db_ctx *x);
+static void batch_drop_bigv(db_ctx *x);
 static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db_val *cur,
                            int exists);
 
@@ -201,6 +202,8 @@ void db_ctx_init(db_ctx *x, struct worker *w, int wid) {
 
 void db_ctx_free(db_ctx *x) {
     batch_drop_clones(x);
+    batch_drop_bigv(x);
+    free(x->bigv);
     free(x->clones);
     free(x->deps);
     free(x->bidx);
@@ -594,15 +597,46 @@ static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e, const bigval
     return bad ? -1 : 0;
 }
 
+/* What the writer applying the final entry of its own run still has of the
+ * value (set around that one apply, see write_chunked and apply_group):
+ * the bytes the chunks were cut from, and whether they are an argument
+ * buffer (bigval_buf_new) a string can be stored as. Replay, backups and
+ * re-syncs have none and join the chunks. */
+typedef struct writer_src {
+    const char *bytes;
+    uint64_t len;
+    int adoptable;
+} writer_src;
+static __thread writer_src writer_has;
+
+/* Is val/vlen, whole, an argument buffer the write may store as is: one
+ * the caller offers (x->own) or a large value the batch holds (x->bigv)? */
+static int adoptable(const db_ctx *x, const char *val, size_t vlen) {
+    for (int i = 0; i < x->nown; i++)
+        if (x->own[i] == val) return bigval_buf_len(val) == vlen;
+    for (int i = 0; i < x->nbigv; i++)
+        if (x->bigv[i] == val) return bigval_buf_len(val) == vlen;
+    return 0;
+}
+
 /* The final entry of a large value (bigval.h): join its chunks and apply
  * the whole as a string or a collection entry. -1 when its chunks are not
- * all there (damage) or the joined entry does not apply. */
+ * all there (damage) or the joined entry does not apply. The writer's own
+ * apply (writer_has) takes the bytes it has instead of joining a copy:
+ * a string stored as its argument buffer, a collection entry applied from
+ * the payload it built. */
 static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
     bigval_run run;
-    if (bigval_join(s, e, 1, &run) != 0) return -1;
+    writer_src src = writer_has;
+    writer_has = (writer_src){0};
+    if (!src.bytes || e->vlen != BIGVAL_DESC_LEN ||
+        le_get_u64((const uint8_t *)e->val) != src.len || (e->type == LOG_SET && !src.adoptable))
+        src.bytes = NULL;
+    if (bigval_join(s, e, src.bytes == NULL, &run) != 0) return -1;
+    if (src.bytes && e->type != LOG_SET) run.buf = (char *)src.bytes;
     int r = 0;
     if (e->type == LOG_SET) {
-        robj *o = bigval_string(e, ref, &run);
+        robj *o = src.bytes ? bigval_adopt(e, src.bytes, &run) : bigval_string(e, ref, &run);
         keyref k = {e->db, e->key, e->klen};
         uint64_t h = hash_key(e->db, e->key, e->klen);
         uint64_t old = index_put(s->idx, h, obj_ref(o), match_key, &k);
@@ -716,6 +750,8 @@ static size_t bidx_slot(const db_ctx *x, const log_entry *e) {
 
 static void bidx_build(db_ctx *x, size_t cap);
 static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at);
+static void batch_decode(const db_ctx *x, size_t at, log_entry *e);
+static void resolve_held(const db_ctx *x, log_entry *e);
 
 /* Sub-entries that name a key's value (the table holds only those). */
 static int keyed_type(uint8_t type) {
@@ -725,7 +761,7 @@ static int keyed_type(uint8_t type) {
 static void bidx_put(db_ctx *x, size_t at) {
     if ((x->bidx_n + 1) * 2 > x->bidx_cap) bidx_build(x, x->bidx_cap * 2);
     log_entry e;
-    log_entry_decode(x->batch.buf + at, &e);
+    batch_decode(x, at, &e);
     size_t i = bidx_slot(x, &e);
     if (!x->bidx[i]) x->bidx_n++;
     x->bidx[i] = at + 1;
@@ -746,6 +782,57 @@ static void bidx_build(db_ctx *x, size_t cap) {
         if (keyed_type(e.type)) bidx_put(x, at);
 }
 
+/* Large values of a batch: a value too large for one entry (it will be a
+ * chunk run, bigval.c) is not copied into the batch buffer. The batch
+ * takes a reference to it if it is an argument buffer (x->own, or a value
+ * the batch already holds), else copies it into a buffer of its own
+ * (bigval_buf_new); the sub-entry, flagged LOG_F_HELD (never logged: such
+ * a batch is always written by batch_end_big, which logs its final entry
+ * in its place), holds its index in x->bigv. batch_decode restores it.
+ * So a large SET in MULTI or MSET costs no copy, and the string is stored
+ * as that buffer (apply_group). */
+#define LOG_F_HELD 0x80
+
+static int batch_hold_big(db_ctx *x, const char *val, size_t vlen) {
+    const char *b;
+    if (adoptable(x, val, vlen)) {
+        b = val;
+        bigval_buf_retain(b);
+    } else {
+        char *c = bigval_buf_new(vlen, 0);
+        memcpy(c, val, vlen);
+        b = c;
+    }
+    if (x->nbigv == x->capbigv) {
+        x->capbigv = x->capbigv ? x->capbigv * 2 : 4;
+        x->bigv = realloc(x->bigv, sizeof(char *) * (size_t)x->capbigv);
+        if (!x->bigv) abort();
+    }
+    x->bigv[x->nbigv] = b;
+    return x->nbigv++;
+}
+
+static void batch_drop_bigv(db_ctx *x) {
+    for (int i = 0; i < x->nbigv; i++) bigval_buf_release(x->bigv[i]);
+    x->nbigv = 0;
+}
+
+/* A decoded sub-entry of the batch buffer, with its value. */
+static void resolve_held(const db_ctx *x, log_entry *e) {
+    if (!(e->flags & LOG_F_HELD)) return;
+    uint64_t vi;
+    memcpy(&vi, e->val, sizeof(vi));
+    e->val = x->bigv[vi];
+    e->vlen = (uint32_t)bigval_buf_len(e->val);
+    e->flags &= (uint8_t)~LOG_F_HELD;
+}
+
+/* Decode the sub-entry at `at` of the batch buffer, with its value. */
+static void batch_decode(const db_ctx *x, size_t at, log_entry *e) {
+    log_entry_decode(x->batch.buf + at, e);
+    resolve_held(x, e);
+}
+
 /* Queue a sub-entry into the current batch; its version is assigned at
  * db_batch_end. If the value lives inside the batch buffer itself (a value
  * read back from the batch), it is copied first because appending may move
@@ -753,7 +840,14 @@ static void bidx_build(db_ctx *x, size_t cap) {
 static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     char *tmp = NULL;
     const char *b0 = x->batch.buf, *b1 = x->batch.buf + x->batch.len;
-    if (e->vlen && e->val >= b0 && e->val < b1) {
+    uint64_t vi;
+    if (bigval_needed(e->klen, e->vlen) &&
+        (e->type == LOG_SET || e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT)) {
+        vi = (uint64_t)batch_hold_big(x, e->val, e->vlen);
+        e->val = (const char *)&vi;
+        e->vlen = sizeof(vi);
+        e->flags |= LOG_F_HELD;
+    } else if (e->vlen && e->val >= b0 && e->val < b1) {
         tmp = malloc(e->vlen);
         memcpy(tmp, e->val, e->vlen);
         e->val = tmp;
@@ -793,6 +887,7 @@ typedef struct chunk_run {
     uint64_t *refs;        /* the chunks' offsets */
     uint32_t n;
     uint64_t first;        /* the first chunk's version */
+    writer_src src;        /* a batch's: what its final entry's apply may take */
 } chunk_run;
 
 /* Chunks written by the current write (DEBUG CHUNK-CRASH counts them). */
@@ -907,7 +1002,9 @@ static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
         return refuse(x, log_entry_len(f.klen, f.vlen));
     }
     apply_run(s, &run);
+    writer_has = (writer_src){e->val, e->vlen, adoptable(x, e->val, e->vlen)};
     apply_logged(s, off, &f);
+    writer_has = (writer_src){0};
     inflight_end(x);
     return DB_OK;
 }
@@ -944,12 +1041,14 @@ static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at) {
     log_entry_decode(x->batch.buf + p, e);
     *at = p;
     *pos = p + log_entry_len(e->klen, e->vlen);
+    resolve_held(x, e);
     return 1;
 }
 
 void db_batch_abort(db_ctx *x) {
     x->batching = 0;
     batch_drop_clones(x);
+    batch_drop_bigv(x);
     x->nbatch = 0;
 }
 
@@ -1137,6 +1236,7 @@ static int write_batch_runs(db_ctx *x, const uint8_t *big, rbuf *out, chunk_run 
             flush_piece(x, out, pl) != DB_OK)
             goto fail;
         if (big[i] && write_run(x, &server.shards[e.shard], &e, &runs[i]) != DB_OK) goto fail;
+        if (big[i]) runs[i].src = (writer_src){e.val, e.vlen, adoptable(x, e.val, e.vlen)};
         size_t start = sub_span(out->len);
         rbuf_reserve(out, start - out->len + need);
         memset(out->buf + out->len, 0, start - out->len);
@@ -1169,8 +1269,12 @@ static void apply_group(uint64_t off, const log_entry *g, const uint8_t *big, ch
         uint64_t ref = off + at;
         shard *s = &server.shards[e.shard];
         log_entry_decode(pool_ptr(server.pool, ref), &e);
-        if (big && big[*i]) apply_run(s, &runs[*i]);
+        if (big && big[*i]) {
+            apply_run(s, &runs[*i]);
+            writer_has = runs[*i].src;
+        }
         if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
+        writer_has = (writer_src){0};
         (*i)++;
     }
 }
@@ -1236,7 +1340,16 @@ static int batch_end_big(db_ctx *x, uint32_t keep) {
     return r;
 }
 
+static int batch_end(db_ctx *x);
+
 int db_batch_end(db_ctx *x) {
+    int outer = x->batching <= 1;
+    int r = batch_end(x);
+    if (outer) batch_drop_bigv(x);
+    return r;
+}
+
+static int batch_end(db_ctx *x) {
     if (x->batching > 1) {
         x->batching--;
         return DB_OK;
@@ -1253,7 +1366,7 @@ int db_batch_end(db_ctx *x) {
     /* Too large for one group entry: chunk runs and pieces (above), logged
      * under the locks the caller holds for every key, committed by the last
      * entry: all or nothing. */
-    if (len > LOG_MAX_ENTRY) {
+    if (len > LOG_MAX_ENTRY || x->nbigv) {
         int r = batch_end_big(x, keep);
         x->nbatch = 0;
         return r;
@@ -1304,7 +1417,7 @@ static int batch_find(db_ctx *x, const shard *s, unsigned pdb, const char *key, 
         /* a FLUSHDB of its shard and db after its newest sub-entry: gone */
         size_t flushed = batch_flushed_at(x, s, pdb);
         if (!x->bidx[i] || x->bidx[i] < flushed) return flushed ? 0 : -1;
-        log_entry_decode(x->batch.buf + x->bidx[i] - 1, &e);
+        batch_decode(x, x->bidx[i] - 1, &e);
         found = e.type == LOG_SET ? 1 : e.type == LOG_DEL ? 0 : 2;
         if (found == 1) *out = e;
         if (found == 2) *obj = batch_clone(x, pdb, key, klen);
@@ -1554,24 +1667,40 @@ static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db
     return write_entry(x, s, e);
 }
 
-int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
-                 const char *ops, size_t opslen) {
+/* Log and apply the payload (type byte, then effects) of a collection
+ * write on key. */
+static int obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                     const char *payload, size_t len) {
     shard *s = key_shard(x, key, klen);
     unsigned pdb = phys_db(x, s, db);
     db_val v;
     int exists = db_peek(x, db, key, klen, &v);
     int64_t expire = exists && v.type == type ? v.expire_ms : 0;
+    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                   .val = payload, .vlen = (uint32_t)len, .expire_ms = expire};
+    int r = write_obj_entry(x, s, &e, type, &v, exists);
+    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
+    return r;
+}
+
+int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                 const char *ops, size_t opslen) {
     rbuf payload;
     rbuf_init(&payload);
     char t = (char)type;
     rbuf_append(&payload, &t, 1);
     rbuf_append(&payload, ops, opslen);
-    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
-                   .val = payload.buf, .vlen = (uint32_t)payload.len, .expire_ms = expire};
-    int r = write_obj_entry(x, s, &e, type, &v, exists);
+    int r = obj_write(x, db, key, klen, type, payload.buf, payload.len);
     rbuf_free(&payload);
-    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
     return r;
+}
+
+int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops) {
+    rbuf_reserve(ops, 1);
+    memmove(ops->buf + 1, ops->buf, ops->len);
+    ops->buf[0] = (char)type;
+    ops->len++;
+    return obj_write(x, db, key, klen, type, ops->buf, ops->len);
 }
 
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src,
@@ -1612,7 +1741,7 @@ static int scan_visit(void *ctx, uint64_t ref) {
     size_t at = sc->x ? batch_newest(sc->x, ri.pdb, ri.key, ri.klen) : 0;
     if (at) {              /* the open batch rewrote or deleted it */
         log_entry e;
-        log_entry_decode(sc->x->batch.buf + at - 1, &e);
+        batch_decode(sc->x, at - 1, &e);
         if (batch_val(sc->x, &e, sc->now, &v))
             sc->fn(sc->arg, ri.key, ri.klen, &v);
         return 0;
@@ -1824,7 +1953,7 @@ static int random_in_shard(db_ctx *x, shard *s, unsigned pdb, rbuf *out) {
         if (at) {
             log_entry e;
             db_val v;
-            log_entry_decode(x->batch.buf + at - 1, &e);
+            batch_decode(x, at - 1, &e);
             if (!batch_val(x, &e, mstime(), &v)) continue;
         } else if (ri.expire_ms && ri.expire_ms <= mstime()) {
             continue;
