@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "multi.h"
+#include "cmdclock.h"
 #include "monitor.h"     /* MONITOR: the commands EXEC runs */
 #include "tracking.h"    /* client-side caching: the reads EXEC runs */
 #include "acl.h"
@@ -377,9 +378,9 @@ void execCommand(client *c) {
             c->x.nown = q->nown;
             c->x.hint_key = NULL;
             if (split) db_batch_begin(&c->x);
-            int64_t t0 = monotonic_us();
+            int64_t t0 = cmdclock_us();
             if (acl_check_queued(c) == 0) q->cmd->proc(c); /* acl: rules may have changed */
-            int64_t dt = monotonic_us() - t0;
+            int64_t dt = cmdclock_us() - t0;
             if (split && db_batch_end(&c->x) == DB_OOM) {
                 c->out.b.len = cstart;
                 resp_add_error(&c->out, db_error_text(&c->x));

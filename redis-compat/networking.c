@@ -61,6 +61,7 @@
 #include "networking.h"
 #include "session.h"
 #include "conn.h"
+#include "cmdclock.h"
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
@@ -625,11 +626,11 @@ static void call_command(client *c) {
     int nids = command_shards(c, stack, MAX_CMD_KEYS_STACK, &ids);
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
     db_ctx_reset(&c->x);
-    int64_t t0 = monotonic_us();
+    int64_t t0 = cmdclock_us();
     client_command_begin(c);   /* client: tracking's NOLOOP knows who changes keys */
     /* cluster: checked again under the locks (EXEC does it under its own) */
     if (!nids || cmd->proc == execCommand || !cluster_recheck(c)) cmd->proc(c);
-    int64_t dt = monotonic_us() - t0;
+    int64_t dt = cmdclock_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
     client_command_end(c);     /* client: tracking remembers keys read, MONITOR */
     if (ids != stack) free(ids);

@@ -16,14 +16,17 @@ static const db_dep *entry_deps(const gate_entry *h) { return h->ndeps > 1 ? h->
 /* When a reply was held: only compared with replication-timeout (seconds),
  * so the coarse clock (the last tick, a read of the vDSO page without the
  * TSC) does; it lags monotonic_us() by at most a tick, which makes a held
- * reply look at most that much older. Read for nearly every write. */
+ * reply look at most that much older. Read once per round of a worker
+ * (gate_after_command): the replies a round holds are stamped with when it
+ * held its first, at most the round's few milliseconds earlier. */
 static int64_t held_since_us(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void gate_push(gate *g, size_t start, size_t end, const db_dep *deps, int n) {
+static void gate_push(gate *g, size_t start, size_t end, const db_dep *deps, int n,
+                      int64_t since_us) {
     if (g->n + g->head == g->cap) {
         if (g->head) {
             memmove(g->q, g->q + g->head, sizeof(gate_entry) * (size_t)g->n);
@@ -36,7 +39,7 @@ static void gate_push(gate *g, size_t start, size_t end, const db_dep *deps, int
     gate_entry *h = &g->q[g->head + g->n++];
     h->start = start;
     h->end = end;
-    h->since_us = held_since_us();
+    h->since_us = since_us;
     h->ndeps = n;
     h->dep1 = deps[0];
     h->deps = NULL;
@@ -62,7 +65,8 @@ int gate_after_command(gate *g, db_ctx *x, size_t start, size_t end) {
             n++;
         }
     if (n == 0) return 0;
-    gate_push(g, start, end, x->deps, n);
+    if (x->w && !x->w->round_held_us) x->w->round_held_us = held_since_us();
+    gate_push(g, start, end, x->deps, n, x->w ? x->w->round_held_us : held_since_us());
     /* counted per worker and folded once per round (worker.c): a shared
      * counter bumped by every held reply, i.e. nearly every write, moved
      * its cache line between the workers once per command */

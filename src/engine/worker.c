@@ -653,6 +653,7 @@ static void *worker_main(void *arg) {
     snprintf(name, sizeof(name), "rowan-w%d", w->id);
     pthread_setname_np(pthread_self(), name);
     while (!atomic_load(&server.shutdown_asap)) {
+        w->round_held_us = 0;   /* gate.c: this round's held replies are stamped anew */
         event_base_loop(w->base, EVLOOP_ONCE);
         worker_drain(w);
         worker_gather(w);

@@ -76,6 +76,7 @@ typedef struct worker {
     long long round_numcommands;
     long long round_hits, round_misses;
     long long round_held;         /* replies held for durability (gate.c) */
+    int64_t round_held_us;        /* when the round held its first (gate.c), 0: none yet */
     _Atomic int waiting;          /* has replies held on other workers' versions */
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
