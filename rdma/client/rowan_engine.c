@@ -255,10 +255,7 @@ static int pack_fits(const dgram_pack *p, const rw_req *q, uint64_t term) {
 }
 
 static void pack_add(dgram_pack *p, const rw_req *q) {
-    dgram_hdr h;
-    const char *why;
-    dgram_get_hdr(q->dg, q->dlen, &h, &why);   /* our own datagram: shard and frag */
-    dgram_entry en = {.req = q->id, .type = DGRAM_REQUEST, .shard = h.shard, .frag = h.frag,
+    dgram_entry en = {.req = q->id, .type = DGRAM_REQUEST, .shard = q->shard, .frag = q->frag,
                       .len = (uint32_t)(q->dlen - DGRAM_HDR_LEN), .payload = q->dg + DGRAM_HDR_LEN};
     dgram_pack_add(p, &en);
 }
@@ -360,6 +357,8 @@ static void put_hdr(rowanEngine *e, rw_req *q) {
             break;
         }
     dgram_put_hdr(q->dg, &h);
+    q->shard = h.shard;
+    q->frag = h.frag;
 }
 
 static uint64_t rto_of(rowanEngine *e) {

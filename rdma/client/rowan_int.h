@@ -45,6 +45,7 @@ struct rw_req {
     unsigned char *dg;             /* the datagram (after the record); header rewritten per send */
     size_t dlen;
     size_t dcap;                   /* room for it after the record */
+    uint16_t shard, frag;          /* its header's, as put_hdr last wrote them (packing) */
     rowanEngine *eng;              /* whose pool the record returns to */
     uint64_t t_deadline;           /* ns: fail with a timeout after this */
     uint64_t t_next;               /* ns: next retransmission / parked resend (0: on refresh) */
