@@ -77,10 +77,12 @@ static void deliver(rowanEngine *e, int node, redisReply *r) {
 }
 
 /* Every RESP value in buf, in order, into e->later (after what is there);
- * the number, or -1 if the bytes are not whole values (nothing added). */
+ * the number, or -1 if the bytes are not whole values (nothing added).
+ * The engine's reader is kept between replies (no reader created and
+ * freed per reply); one left in an unknown state is dropped. */
 static int parse_values(rowanEngine *e, int node, const char *buf, size_t len) {
-    redisReader *rd = redisReaderCreate();
-    if (!rd) return -1;
+    if (!e->reader && !(e->reader = redisReaderCreate())) return -1;
+    redisReader *rd = e->reader;
     int n = 0, rc = -1, base = e->nlater;
     if (redisReaderFeed(rd, buf, len) == REDIS_OK) {
         for (;;) {
@@ -102,8 +104,9 @@ static int parse_values(rowanEngine *e, int node, const char *buf, size_t len) {
             n++;
         }
     }
-    redisReaderFree(rd);
     if (rc < 0) {
+        redisReaderFree(rd);
+        e->reader = NULL;
         while (e->nlater > base) freeReplyObject(e->later[--e->nlater].r);
     }
     return rc;
