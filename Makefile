@@ -88,8 +88,21 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/librowan.a: $(CORE_OBJ)
-	rm -f $@ && ar rcs $@ $^
+# An archive is rebuilt from scratch (rm -f, then ar rcs) whenever its
+# object list changes, not only when one of its objects is newer: a source
+# removed or renamed must not leave its old object inside, where the linker
+# could still pick its symbols. So each archive also depends on a list file
+# (FILE.objs), rewritten only when the list differs from the last build's.
+# $(call objlist,FILE,OBJECTS) in a FORCE'd rule writes it.
+.PHONY: FORCE
+FORCE:
+objlist = @mkdir -p $(dir $(1)); printf '%s\n' $(2) > $(1).tmp; \
+          if cmp -s $(1).tmp $(1); then rm -f $(1).tmp; else mv $(1).tmp $(1); fi
+
+$(BUILD)/librowan.objs: FORCE
+	$(call objlist,$@,$(CORE_OBJ))
+$(BUILD)/librowan.a: $(CORE_OBJ) $(BUILD)/librowan.objs
+	rm -f $@ && ar rcs $@ $(CORE_OBJ)
 
 $(SERVER): $(MAIN_OBJ) $(BUILD)/librowan.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
@@ -112,8 +125,10 @@ $(BUILD)/tests/test-%: $(BUILD)/tests/unit/test-%.o $(BUILD)/librowan.a
 # named test-core-*.c links against nothing else, so it cannot reach
 # redis-compat/ (tests/unit/test-core-types.c: the types through src/types/).
 CORE_ONLY_OBJ := $(filter-out $(BUILD)/redis-compat/%,$(CORE_OBJ))
-$(BUILD)/libcore.a: $(CORE_ONLY_OBJ)
-	rm -f $@ && ar rcs $@ $^
+$(BUILD)/libcore.objs: FORCE
+	$(call objlist,$@,$(CORE_ONLY_OBJ))
+$(BUILD)/libcore.a: $(CORE_ONLY_OBJ) $(BUILD)/libcore.objs
+	rm -f $@ && ar rcs $@ $(CORE_ONLY_OBJ)
 
 $(BUILD)/tests/test-core-%: $(BUILD)/tests/unit/test-core-%.o $(BUILD)/libcore.a
 	@mkdir -p $(dir $@)
@@ -280,15 +295,17 @@ $(BUILD)/client/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Irdma/client -fPIC -fvisibility=hidden -c $< -o $@
 
-$(CLIENT_A): $(CLIENT_OBJ)
+$(BUILD)/client/lib.objs: FORCE
+	$(call objlist,$@,$(CLIENT_OBJ))
+$(CLIENT_A): $(CLIENT_OBJ) $(BUILD)/client/lib.objs
 	@mkdir -p $(dir $@)
-	ld -r -o $(BUILD)/client/rowan-all.o $^
+	ld -r -o $(BUILD)/client/rowan-all.o $(CLIENT_OBJ)
 	objcopy --localize-hidden $(BUILD)/client/rowan-all.o
 	rm -f $@ && ar rcs $@ $(BUILD)/client/rowan-all.o
 
-$(CLIENT_SO): $(CLIENT_OBJ)
+$(CLIENT_SO): $(CLIENT_OBJ) $(BUILD)/client/lib.objs
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,librowan.so.0 -o $@ $^ $(CLIENT_LIBS)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,librowan.so.0 -o $@ $(CLIENT_OBJ) $(CLIENT_LIBS)
 	ln -sf librowan.so.0.1 $(BUILD)/lib/librowan.so.0
 	ln -sf librowan.so.0.1 $(BUILD)/lib/librowan.so
 

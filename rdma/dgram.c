@@ -233,7 +233,7 @@ long dgram_put_reply(unsigned char *buf, const dgram_hdr *h, const char *resp,
     unsigned nfrag = dgram_reply_nfrag(total);
     if (nfrag == 0 || frag >= nfrag) return -1;
     dgram_hdr r = stamped(h, DGRAM_REPLY);
-    r.acked = 0;
+    r.acked = h->req == 0 ? h->acked : 0;   /* a pushed reply's number (dgram.h) */
     r.frag = (uint16_t)frag;
     r.nfrag = (uint16_t)nfrag;
     r.total = (uint32_t)total;

@@ -55,6 +55,18 @@
  * (the reply is cached: nothing runs again), so every round delivers at
  * least what the client's buffer holds.
  *
+ * Pushed replies. What no request asked for (pub/sub messages, MONITOR
+ * lines: the server's session output outside any reply) travels as
+ * replies with request id 0, which nothing caches or retransmits: a lost
+ * datagram loses its messages. The server groups whole RESP values, up to
+ * one datagram's payload per pushed reply; a larger value travels alone,
+ * in the usual fragments, and then carries in `acked` its push number
+ * (per client, from 1, growing by one per fragmented push; 0 in a push of
+ * one datagram), so the client joins the fragments of one number and drops
+ * an incomplete join when another number begins. A value larger than
+ * DGRAM_REPLY_MAX is not sent: the subscriber gets, in its place, a pushed
+ * error saying so and telling it to use TCP.
+ *
  * Packed frames (version 2). One request per datagram costs a pipelined
  * client one trip through the kernel's UDP path per request where TCP
  * carries a whole pipeline in one segment. So a version 2 datagram may
@@ -169,7 +181,8 @@ int dgram_get_args(const unsigned char *payload, size_t len, const char **argv,
  * when total exceeds DGRAM_REPLY_MAX. */
 unsigned dgram_reply_nfrag(size_t total);
 /* Encode fragment `frag` of the reply resp[0..total) for (h->client,
- * h->req, h->term, h->shard) into buf[DGRAM_MTU]. Returns the datagram's
+ * h->req, h->term, h->shard; for a pushed reply, req 0, h->acked: its push
+ * number) into buf[DGRAM_MTU]. Returns the datagram's
  * length, or -1 when total exceeds DGRAM_REPLY_MAX or frag is out of range. */
 long dgram_put_reply(unsigned char *buf, const dgram_hdr *h, const char *resp,
                      size_t total, unsigned frag);

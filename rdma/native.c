@@ -56,7 +56,11 @@
  * Durability: replies come from the session, which delivers them under
  * the same gate as a RESP reply (held until their versions are durable),
  * and only then are they cached and sent. Unsolicited output (tag 0:
- * pub/sub, MONITOR) is sent as a reply with request id 0, not cached.
+ * pub/sub, MONITOR) is sent as replies with request id 0, not cached
+ * (dgram.h, "Pushed replies"): whole RESP values grouped up to one
+ * datagram each; a value larger than a datagram alone, in fragments
+ * numbered by the client's push counter; one over DGRAM_REPLY_MAX
+ * replaced by an error that tells the subscriber to use TCP.
  *
  * Packed frames (dgram.h, version 2). A DGRAM_PACKED_REQUESTS datagram is
  * unpacked here and each entry is handled exactly as a single request
@@ -123,7 +127,10 @@ typedef struct nclient {
     uint64_t acked;
     uint64_t maxreq;              /* the highest id with a record: above it, nothing to find */
     uint8_t version;              /* of its latest request: 2 reads packed replies */
+    uint64_t pushes;              /* fragmented pushed replies sent (their numbers) */
     int packing;                  /* pk is open (the client is on nw->packing) */
+    uint64_t single;              /* !0: the open pack is just this request's cached
+                                   * reply, not copied in yet (pk has no buffer) */
     dgram_pack pk;                /* replies of this round not yet sent */
     struct nclient *pknext;
     nreq *reqs;
@@ -185,6 +192,10 @@ void native_state_new(void) {
     server.edge_state->native = st;
 }
 
+void native_state_free(void) {
+    free(server.edge_state->native);   /* its endpoints: native_stop */
+}
+
 #define backend (server.edge_state->native->backend)
 #define nws (server.edge_state->native->nws)
 #define nnws (server.edge_state->native->nnws)
@@ -204,6 +215,9 @@ static size_t bucket_of(const nworker *nw, uint64_t id) {
 }
 
 static nclient *client_find(nworker *nw, uint64_t id) {
+    /* the client heard last first: the entries of a packed frame are one
+     * client's, so all but the first find it here (no bucket walk) */
+    if (nw->recent && nw->recent->id == id) return nw->recent;
     for (nclient *c = nw->buckets[bucket_of(nw, id)]; c; c = c->hnext)
         if (c->id == id) return c;
     return NULL;
@@ -257,6 +271,7 @@ static nclient *client_new(nworker *nw, uint64_t id) {
 
 static void pack_close(nworker *nw, nclient *c);
 static void pack_recycle(nworker *nw, unsigned char *buf);
+static void send_single(nworker *nw, nclient *c);
 
 static void req_free(nworker *nw, nclient *c, nreq *r) {
     if (r->done) {
@@ -402,6 +417,10 @@ static void pack_close(nworker *nw, nclient *c) {
     while (*pp != c) pp = &(*pp)->pknext;
     *pp = c->pknext;
     c->packing = 0;
+    if (c->single) {
+        send_single(nw, c);
+        return;
+    }
     dgram_pack *p = &c->pk;
     p->h.term = cluster_term();
     if (p->h.nfrag == 1) {
@@ -445,18 +464,75 @@ static void pack_recycle(nworker *nw, unsigned char *buf) {
     else free(buf);
 }
 
+/* The cached reply of request id, or NULL when its record is gone (the
+ * client acknowledged it: it needs it no more) or holds no reply. */
+static const nreq *cached_reply(nclient *c, uint64_t id) {
+    const nreq *r = req_find(c, id);
+    return r && r->done ? r : NULL;
+}
+
+/* Is e the cached reply of its request (the bytes themselves)? Then it
+ * stays where it is until it leaves. */
+static int is_cached(nclient *c, const dgram_entry *e) {
+    if (e->type != DGRAM_REPLY || e->frag != 0) return 0;
+    const nreq *r = cached_reply(c, e->req);
+    return r && r->len == e->len && (const unsigned char *)reply_of(c, r) == e->payload;
+}
+
+/* A pack of one cached reply leaves as the plain datagram the client
+ * would get from a pack of one (pack_close), built straight from the
+ * cache: most rounds answer one request per client (pipeline 1), and
+ * copying the reply into a pack only to take it out again was two copies
+ * and a pack decode per request. */
+static void send_single(nworker *nw, nclient *c) {
+    uint64_t id = c->single;
+    c->single = 0;
+    const nreq *r = cached_reply(c, id);
+    if (!r) return;
+    dgram_hdr h = {0};
+    h.version = DGRAM_VERSION;
+    h.client = c->id;
+    h.req = id;
+    h.term = cluster_term();
+    h.shard = 0xffff;
+    unsigned char *out = by_ref() ? pack_buffer(nw) : nw->tx;
+    long n = dgram_put_reply(out, &h, reply_of(c, r), r->len, 0);
+    if (out != nw->tx) send_kept(nw, &c->addr, out, (size_t)n);
+    else send_dgram(nw, &c->addr, out, (size_t)n);
+}
+
+/* Open c's reply pack (a buffer, the header). */
+static void pack_open(nworker *nw, nclient *c) {
+    dgram_hdr h = {0};
+    h.client = c->id;
+    dgram_pack_begin(&c->pk, pack_buffer(nw), &h, DGRAM_PACKED_REPLIES);
+}
+
 /* Put one whole reply or refusal into c's reply pack (opened if need be;
- * a full one is sent first). */
+ * a full one is sent first). A cached reply opening the pack is only
+ * noted (c->single); a second entry copies it in first. */
 static void pack_put(nworker *nw, nclient *c, const dgram_entry *e) {
+    if (c->packing && c->single) {
+        uint64_t id = c->single;
+        c->single = 0;
+        pack_open(nw, c);
+        const nreq *r = cached_reply(c, id);
+        if (r) {
+            dgram_entry first = {.req = id, .type = DGRAM_REPLY, .len = (uint32_t)r->len,
+                                 .payload = (const unsigned char *)reply_of(c, r)};
+            dgram_pack_add(&c->pk, &first);
+        }
+    }
     if (c->packing && !dgram_pack_room(&c->pk, e->len)) pack_close(nw, c);
     if (!c->packing) {
-        unsigned char *buf = pack_buffer(nw);
-        dgram_hdr h = {0};
-        h.client = c->id;
-        dgram_pack_begin(&c->pk, buf, &h, DGRAM_PACKED_REPLIES);
         c->packing = 1;
         c->pknext = nw->packing;
         nw->packing = c;
+        if (is_cached(c, e)) {
+            c->single = e->req;
+            return;
+        }
+        pack_open(nw, c);
     }
     dgram_pack_add(&c->pk, e);
 }
@@ -504,6 +580,7 @@ static void send_reply(nworker *nw, nclient *c, uint64_t cid, uint64_t req, uint
     h.term = cluster_term();
     h.shard = 0xffff;
     unsigned nfrag = dgram_reply_nfrag(len);
+    if (req == 0 && c && nfrag > 1) h.acked = ++c->pushes;   /* a pushed reply's number */
     for (unsigned f = first; f < nfrag; f++) {
         long n = dgram_put_reply(nw->tx, &h, resp, len, f);
         send_dgram(nw, to, nw->tx, (size_t)n);
@@ -548,12 +625,67 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
     send_reply(nw, c, c->id, r->id, c->version, &c->addr, reply_of(c, r), r->len, 0);
 }
 
+/* The length of the RESP value at p (as a session wrote it: well formed),
+ * or 0 when it does not end within len. */
+static size_t resp_value_len(const char *p, size_t len) {
+    size_t pos = 0;
+    long long pending = 1;   /* values still to skip */
+    while (pending-- > 0) {
+        const char *nl = pos < len ? memchr(p + pos, '\n', len - pos) : NULL;
+        if (!nl) return 0;
+        char type = p[pos];
+        long long n = strtoll(p + pos + 1, NULL, 10);   /* stops at the line's \r */
+        pos = (size_t)(nl - p) + 1;
+        switch (type) {
+        case '$': case '=': case '!':   /* bulk: n bytes and CRLF (-1: null) */
+            if (n >= 0) pos += (size_t)n + 2;
+            break;
+        case '*': case '>': case '~': if (n > 0) pending += n; break;
+        case '%': if (n > 0) pending += 2 * n; break;
+        case '|': if (n > 0) pending += 2 * n; pending++; break;   /* then the value itself */
+        default: break;                 /* a line: + - : , # _ ( */
+        }
+        if (pos > len) return 0;
+    }
+    return pos;
+}
+
+/* One pushed reply of whole values (tag 0: dgram.h, "Pushed replies"). */
+static void send_push(nclient *c, const char *resp, size_t len) {
+    char big[160];
+    if (len > DGRAM_REPLY_MAX) {   /* no fragments carry it: say so in its place */
+        snprintf(big, sizeof(big),
+                 "-ERR pushed message of %zu bytes dropped: the native transport carries at "
+                 "most %u bytes; use TCP\r\n", len, DGRAM_REPLY_MAX);
+        stat_add(&c->nw->st.too_large, 1);
+        resp = big;
+        len = strlen(big);
+    }
+    send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0);
+}
+
+/* Unsolicited output, as the session gathered it (maybe several values):
+ * whole values go together while they fit one datagram; a larger one goes
+ * alone, fragmented. */
+static void send_pushes(nclient *c, const char *resp, size_t len) {
+    size_t start = 0, pos = 0;
+    while (pos < len) {
+        size_t n = resp_value_len(resp + pos, len - pos);
+        if (n == 0) n = len - pos;   /* not whole values (never from a session): as one */
+        if (pos > start && pos + n - start > DGRAM_PAYLOAD_MAX) {
+            send_push(c, resp + start, pos - start);
+            start = pos;
+        }
+        pos += n;
+    }
+    if (pos > start) send_push(c, resp + start, pos - start);
+}
+
 static void on_reply(void *tctx, uint64_t tag, const char *resp, size_t len) {
     nclient *c = tctx;
     if (c->closing) return;
     if (tag == 0) {   /* unsolicited: pub/sub, MONITOR */
-        if (len <= DGRAM_REPLY_MAX)
-            send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0);
+        send_pushes(c, resp, len);
         return;
     }
     nreq *r = req_find(c, tag);
@@ -632,8 +764,10 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         c->addr = *from;
         c->version = h->version;
         c->last_us = nw->now_us;
-        recency_unlink(nw, c);
-        recency_front(nw, c);
+        if (nw->recent != c) {
+            recency_unlink(nw, c);
+            recency_front(nw, c);
+        }
         client_ack(nw, c, acked);
         if (h->req < c->acked) {            /* the client has this reply already */
             stat_add(&nw->st.dup_old, 1);

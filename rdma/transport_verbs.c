@@ -52,7 +52,7 @@
  * completion or rdma_cm disconnect takes the link down; on_down is
  * delivered once, from the event loop.
  *
- * ---- Multi-block entries (Rowan-KV §4.2.2; rdma/vblock.c) ----
+ * ---- Multi-block entries (Rowan-KV §4.2.2; src/repl/vblock.c) ----
  * Wire format of one block SEND (little endian), 64-byte header + payload:
  *
  *   off size field
@@ -319,7 +319,7 @@ static int cm_expect(struct rdma_event_channel *ch, enum rdma_cm_event_type want
 
 /* A message waiting for send queue room: a whole entry padded to its
  * span (cnt 0), or an entry of len bytes still to be cut into cnt blocks
- * from next_blk on (rdma/vblock.c). */
+ * from next_blk on (src/repl/vblock.c). */
 struct vb_queued {
     struct vb_queued *next;
     uint64_t msg;         /* its sequence number on the link */

@@ -13,7 +13,7 @@
 
 /* Largest message (an entry padded to its 64-byte span) one SEND carries:
  * the size of each receive buffer. A larger entry (up to LOG_MAX_ENTRY)
- * travels as blocks of Rowan-KV §4.2.2 (rdma/vblock.c) and lands whole. */
+ * travels as blocks of Rowan-KV §4.2.2 (src/repl/vblock.c) and lands whole. */
 #define VERBS_MSG_MAX 4096
 
 /* Listen for senders on bind:port (bind NULL = every address; port 0 = an

@@ -254,6 +254,17 @@ void acl_state_new(void) {
     server.edge_state->acl = st;
 }
 
+static void user_free(acl_user *u);
+
+void acl_state_free(void)
+{
+    struct acl_state *st = server.edge_state->acl;
+    for (int i = 0; i < st->nusers; i++) user_free(st->users[i]);
+    free(st->users);
+    pthread_rwlock_destroy(&st->acl_lock);
+    free(st);
+}
+
 #define acl_lock (server.edge_state->acl->acl_lock)
 #define users (server.edge_state->acl->users)   /* sorted by name (bytewise) */
 #define nusers (server.edge_state->acl->nusers)
@@ -906,6 +917,19 @@ void acl_log_state_new(void) {
     if (!st) abort();
     pthread_mutex_init(&st->log_mu, NULL);
     server.edge_state->acl_log = st;
+}
+
+static void log_entry_free(acl_log_entry *e);
+
+void acl_log_state_free(void)
+{
+    struct acl_log_state *st = server.edge_state->acl_log;
+    for (acl_log_entry *e = st->log_head, *next; e; e = next) {
+        next = e->next;
+        log_entry_free(e);
+    }
+    pthread_mutex_destroy(&st->log_mu);
+    free(st);
 }
 
 #define log_mu (server.edge_state->acl_log->log_mu)

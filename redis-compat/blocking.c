@@ -131,6 +131,20 @@ void blocking_state_new(void) {
     server.edge_state->blocking = st;
 }
 
+void blocking_state_free(void) {
+    struct blocking_state *st = server.edge_state->blocking;
+    for (size_t i = 0; st->ktab && i < st->kcap; i++)   /* empty once every client is freed */
+        for (bkey *k = st->ktab[i], *next; k; k = next) {
+            next = k->hnext;
+            free(k);
+        }
+    free(st->ktab);
+    for (int i = 0; i < st->nbws; i++) free(st->bws[i].map);
+    free(st->bws);
+    pthread_mutex_destroy(&st->reg_lock);
+    free(st);
+}
+
 #define reg_lock (server.edge_state->blocking->reg_lock)
 #define ktab (server.edge_state->blocking->ktab)   /* registry hash table (reg_lock) */
 #define kcap (server.edge_state->blocking->kcap)

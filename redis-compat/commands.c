@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <strings.h>
+#include "pubsub.h"
 #include "commands.h"
 #include "acl.h"
 #include "rdb.h"
@@ -35,9 +36,9 @@
 #define NS CMD_NOSCRIPT
 
 #define CMD_ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
-    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, NULL}
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, NULL}
 #define ROW(name, proc, arity, flags, fk, lk, st, group, since, summary) \
-    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, NULL}
+    {name, proc, arity, flags, fk, lk, st, group, summary, since, NULL, NULL}
 
 /* Command families added after the foundation keep their rows in their own
  * cmds_*.def file, one CMD(...) per line (an X-macro): included once here to
@@ -129,8 +130,8 @@ static struct rcommand command_table[] = {
  * container ended by a NULL-name row; subs_link points each container's
  * row at its run. */
 #define SUB(name, arity, flags, fk, lk, st, group, since, summary, complexity) \
-    {name, NULL, arity, flags, fk, lk, st, group, summary, since, NULL, 0, 0, 0, 0, complexity},
-#define SUBS_END() {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, NULL},
+    {name, NULL, arity, flags, fk, lk, st, group, summary, since, NULL, complexity},
+#define SUBS_END() {NULL, NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL},
 static struct rcommand sub_table[] = {
 #include "cmds_subcommands.def"
 };
@@ -147,6 +148,8 @@ struct cmdnames_state {
     struct rcommand *lookup_slots[LOOKUP_SLOTS];
     pthread_once_t lookup_once;
     const char *renamed[NCOMMANDS];
+    /* INFO commandstats: command rows, then subcommand rows */
+    struct cmd_stats stats[NCOMMANDS + NSUBROWS];
 };
 
 void cmdnames_state_new(void) {
@@ -155,6 +158,8 @@ void cmdnames_state_new(void) {
     st->lookup_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     server.edge_state->cmdnames = st;
 }
+
+void cmdnames_state_free(void) { free(server.edge_state->cmdnames); }
 
 #define lookup_slots (server.edge_state->cmdnames->lookup_slots)
 #define lookup_once (server.edge_state->cmdnames->lookup_once)
@@ -246,6 +251,12 @@ int command_enabled(const struct rcommand *cmd) {
 }
 
 int command_rows(void) { return NCOMMANDS + NSUBROWS; }
+
+struct cmd_stats *command_stats(const struct rcommand *row) {
+    struct cmd_stats *st = server.edge_state->cmdnames->stats;
+    if (row >= command_table && row < command_table + NCOMMANDS) return &st[row - command_table];
+    return &st[NCOMMANDS + (row - sub_table)];
+}
 
 const struct rcommand *command_subcommand(const struct rcommand *cmd, const char *name, size_t len) {
     for (const struct rcommand *s = cmd->subcommands; s && s->name; s++) {
@@ -339,6 +350,7 @@ static void hooks_register(void) {
     notify_init();   /* the edge's keyspace notifications for expired keys */
     latency_init();  /* INFO errorstats counts every error reply */
     functions_register();   /* the FUNCTION libraries' log hook */
+    pubsub_bus_register();  /* PUBLISH from the cluster's other nodes */
 }
 
 int commands_start(char *err, size_t errlen) {

@@ -38,10 +38,17 @@ struct rcommand {
     const char *summary;   /* for COMMAND DOCS */
     const char *since;
     const struct rcommand *subcommands; /* NULL-name terminated, or NULL */
-    /* statistics (INFO commandstats) */
-    _Atomic long long calls, usec, failed_calls, rejected_calls;
     const char *complexity; /* COMMAND DOCS; NULL: not given (subcommand rows have it) */
 };
+
+/* A row's statistics (INFO commandstats): each server's own (issue 15),
+ * in its edge state, so two servers of one process count apart. */
+struct cmd_stats {
+    _Atomic long long calls, usec, failed_calls, rejected_calls;
+};
+/* The calling thread's server's statistics of row (a command's row or a
+ * subcommand's, command_row). */
+struct cmd_stats *command_stats(const struct rcommand *row);
 
 /* Apply the configuration's rename-command lines (before serving). 0 ok,
  * -1 with err for an unknown command or a name already taken. */
@@ -118,6 +125,19 @@ int arg_cursor(client *c, int i, uint64_t *cursor);  /* "ERR invalid cursor" */
  * ("*" leaves *pat NULL), and NOVALUES when novalues is non-NULL. */
 int arg_scan_options(client *c, int first, long long *count, const char **pat, size_t *plen,
                      int *novalues);
+/* LMPOP's and ZMPOP's "[COUNT count]" from argv[first]: 1 when absent. */
+int arg_mpop_count(client *c, int first, long long *count);
+
+/* ---- SCAN-family replies ---- */
+/* [cursor, [ ... then the caller's n elements */
+void reply_scan_header(client *c, uint64_t cursor, long long n);
+/* Elements written between begin and end are counted by the caller and
+ * land after the header end writes. */
+typedef struct scan_page {
+    resp_out save;
+} scan_page;
+void scan_page_begin(client *c, scan_page *p);
+void scan_page_end(client *c, scan_page *p, uint64_t cursor, long long n);
 
 /* ---- replies of container commands (CONFIG, OBJECT, ROWAN...) ---- */
 /* "ERR unknown subcommand 'foo'. Try CONFIG HELP." (argv[1] is the subcommand) */

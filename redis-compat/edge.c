@@ -8,9 +8,10 @@
 #include "edge_state.h"
 
 static void stat_fold(struct rcommand *cmd, long long calls, long long usec, long long failed) {
-    atomic_fetch_add(&cmd->calls, calls);
-    atomic_fetch_add(&cmd->usec, usec);
-    if (failed) atomic_fetch_add(&cmd->failed_calls, failed);
+    struct cmd_stats *st = command_stats(cmd);
+    atomic_fetch_add(&st->calls, calls);
+    atomic_fetch_add(&st->usec, usec);
+    if (failed) atomic_fetch_add(&st->failed_calls, failed);
 }
 
 static const edge_ops resp_edge = {
@@ -28,6 +29,7 @@ static const edge_ops resp_edge = {
     .cron = clients_cron,
     .free_all = clients_free_all,
     .state_new = edge_state_new,
+    .state_free = edge_state_free,
 };
 
 void resp_edge_install(void) { edge_install(&resp_edge); }

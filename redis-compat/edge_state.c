@@ -31,3 +31,33 @@ struct edge_state *edge_state_new(void) {
     cmdnames_state_new();
     return es;
 }
+
+/* Once the server stopped: its sessions are freed (workers_join), no
+ * thread of it runs. */
+void edge_state_free(void) {
+    native_state_free();
+    acl_state_free();
+    acl_log_state_free();
+    blocking_state_free();
+    monitor_state_free();
+    net_state_free();
+    pubsub_state_free();
+    pause_state_free();
+    fn_cur_state_free();
+    fn_state_free();
+    fn_run_state_free();
+    fn_load_state_free();
+    fn_count_state_free();
+    slowlog_state_free();
+    latency_state_free();
+    lat_events_state_free();
+    errcodes_state_free();
+    script_state_free();
+    rand48_state_st_free();
+    rates_state_free();
+    peak_state_free();
+    tracking_state_free();
+    cmdnames_state_free();
+    free(server.edge_state);
+    server.edge_state = NULL;
+}

@@ -90,4 +90,31 @@ void cmdnames_state_new(void);
 /* A new server's edge state (edge_ops.state_new). */
 struct edge_state *edge_state_new(void);
 
+/* ... and their frees, once the server stopped (edge_state_free). */
+void native_state_free(void);
+void acl_state_free(void);
+void acl_log_state_free(void);
+void blocking_state_free(void);
+void monitor_state_free(void);
+void net_state_free(void);
+void pubsub_state_free(void);
+void pause_state_free(void);
+void fn_cur_state_free(void);
+void fn_state_free(void);
+void fn_run_state_free(void);
+void fn_load_state_free(void);
+void fn_count_state_free(void);
+void slowlog_state_free(void);
+void latency_state_free(void);
+void lat_events_state_free(void);
+void errcodes_state_free(void);
+void script_state_free(void);
+void rand48_state_st_free(void);
+void rates_state_free(void);
+void peak_state_free(void);
+void tracking_state_free(void);
+void cmdnames_state_free(void);
+/* The whole edge state of the calling thread's server. */
+void edge_state_free(void);
+
 #endif

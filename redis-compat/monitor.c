@@ -40,6 +40,13 @@ void monitor_state_new(void) {
     server.edge_state->monitor = st;
 }
 
+void monitor_state_free(void) {
+    struct monitor_state *st = server.edge_state->monitor;
+    free(st->monitors);
+    pthread_mutex_destroy(&st->mon_lock);
+    free(st);
+}
+
 #define mon_lock (server.edge_state->monitor->mon_lock)
 #define monitors (server.edge_state->monitor->monitors)
 #define nmonitors (server.edge_state->monitor->nmonitors)

@@ -3,6 +3,10 @@
  * Queueing. Between MULTI and EXEC the dispatcher (client_call) hands every
  * command that passed its checks to multi_intercept, which copies argv
  * (argv points into the query buffer, which moves on) and replies +QUEUED.
+ * A large argument the connection received into a buffer of its own
+ * (c->x.own, networking.c) is not copied: the queue takes a reference to
+ * it and offers it to the store when EXEC runs the command, so a 100 MB
+ * value in a transaction is held once (bigval.c, "DRAM").
  * A command rejected at queue time (unknown, wrong arity, NOAUTH, pub/sub
  * context, or Redis's no-multi SAVE, SHUTDOWN, SYNC, PSYNC) flags the transaction, and EXEC
  * then answers EXECABORT, as Redis does. MULTI, EXEC, DISCARD, WATCH, QUIT
@@ -13,8 +17,9 @@
  * INFO...) lock shards themselves, skipping shards the thread already holds
  * (db.c). A transaction holding any of them makes EXEC lock every shard, in
  * ascending order, so they run inside its critical section and its group
- * entry. Their reads see the keyspace as it was before the transaction's own
- * writes (those apply when the group is logged): documented difference.
+ * entry. The transaction's own writes apply when the group is logged;
+ * DBSIZE, KEYS, SCAN and RANDOMKEY read through the open batch to see them
+ * (db.c), as in Redis.
  * Key-less commands that never touch the keyspace (PING, ECHO, SELECT,
  * PUBLISH, CLIENT, CONFIG...) need no locks.
  *
@@ -47,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "multi.h"
+#include "cmdclock.h"
 #include "monitor.h"     /* MONITOR: the commands EXEC runs */
 #include "tracking.h"    /* client-side caching: the reads EXEC runs */
 #include "acl.h"
@@ -57,12 +63,15 @@
 #include "shard.h"
 #include "util.h"
 #include "worker.h"
+#include "bigval.h"
 
 typedef struct queued_cmd {
     struct rcommand *cmd;
     int argc;
     const char **argv;      /* into mem */
     size_t *argvlen;        /* into mem */
+    const char **own;       /* into mem: the argument buffers it holds */
+    int nown;
     char *mem;
 } queued_cmd;
 
@@ -97,7 +106,10 @@ void multi_flag_error(client *c) {
 }
 
 static void discard_queue(multi_state *m) {
-    for (int i = 0; i < m->ncmds; i++) free(m->cmds[i].mem);
+    for (int i = 0; i < m->ncmds; i++) {
+        for (int j = 0; j < m->cmds[i].nown; j++) bigval_buf_release(m->cmds[i].own[j]);
+        free(m->cmds[i].mem);
+    }
     free(m->cmds);
     m->cmds = NULL;
     m->ncmds = m->capcmds = 0;
@@ -138,18 +150,34 @@ static int needs_all_shards(const struct rcommand *cmd) {
     return 1;
 }
 
+/* Is argument i one of the connection's argument buffers? */
+static int arg_own(const client *c, int i) {
+    for (int j = 0; j < c->x.nown; j++)
+        if (c->x.own[j] == c->argv[i]) return 1;
+    return 0;
+}
+
 static void queue_command(multi_state *m, client *c) {
-    size_t bytes = 0;
-    for (int i = 0; i < c->argc; i++) bytes += c->argvlen[i];
-    size_t ptrs = sizeof(char *) * (size_t)c->argc, lens = sizeof(size_t) * (size_t)c->argc;
-    char *mem = malloc(ptrs + lens + bytes + 1);
-    queued_cmd q = {(struct rcommand *)c->cmd, c->argc, (const char **)(void *)mem,
-                    (size_t *)(void *)(mem + ptrs), mem};
-    char *p = mem + ptrs + lens;
+    size_t bytes = 0, nown = 0;
     for (int i = 0; i < c->argc; i++) {
+        if (arg_own(c, i)) nown++;
+        else bytes += c->argvlen[i];
+    }
+    size_t ptrs = sizeof(char *) * (size_t)c->argc, lens = sizeof(size_t) * (size_t)c->argc;
+    char *mem = malloc(ptrs + lens + sizeof(char *) * nown + bytes + 1);
+    queued_cmd q = {(struct rcommand *)c->cmd, c->argc, (const char **)(void *)mem,
+                    (size_t *)(void *)(mem + ptrs), (const char **)(void *)(mem + ptrs + lens),
+                    0, mem};
+    char *p = mem + ptrs + lens + sizeof(char *) * nown;
+    for (int i = 0; i < c->argc; i++) {
+        q.argvlen[i] = c->argvlen[i];
+        if (arg_own(c, i)) {
+            bigval_buf_retain(c->argv[i]);
+            q.argv[i] = q.own[q.nown++] = c->argv[i];
+            continue;
+        }
         memcpy(p, c->argv[i], c->argvlen[i]);
         q.argv[i] = p;
-        q.argvlen[i] = c->argvlen[i];
         p += c->argvlen[i];
     }
     if (m->ncmds == m->capcmds) {
@@ -178,7 +206,7 @@ int multi_intercept(client *c) {
     multi_state *m = c->mstate;
     if (no_multi(c->cmd)) {
         resp_add_error(&c->out, "ERR Command not allowed inside a transaction");
-        atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(c->cmd)->rejected_calls, 1);
         m->dirty = 1;
         return 1;
     }
@@ -333,6 +361,8 @@ void execCommand(client *c) {
         int argc = c->argc;
         const char **argv = c->argv;
         size_t *argvlen = c->argvlen;
+        const char *const *own = c->x.own;
+        int nown = c->x.nown;
         size_t start = c->out.b.len;
         resp_add_array(&c->out, m->ncmds);
         const char *unnested = NULL;
@@ -344,11 +374,13 @@ void execCommand(client *c) {
             c->argc = q->argc;
             c->argv = q->argv;
             c->argvlen = q->argvlen;
+            c->x.own = q->own;
+            c->x.nown = q->nown;
             c->x.hint_key = NULL;
             if (split) db_batch_begin(&c->x);
-            int64_t t0 = monotonic_us();
+            int64_t t0 = cmdclock_us();
             if (acl_check_queued(c) == 0) q->cmd->proc(c); /* acl: rules may have changed */
-            int64_t dt = monotonic_us() - t0;
+            int64_t dt = cmdclock_us() - t0;
             if (split && db_batch_end(&c->x) == DB_OOM) {
                 c->out.b.len = cstart;
                 resp_add_error(&c->out, db_error_text(&c->x));
@@ -382,6 +414,8 @@ void execCommand(client *c) {
         c->argc = argc;
         c->argv = argv;
         c->argvlen = argvlen;
+        c->x.own = own;
+        c->x.nown = nown;
         c->x.hint_key = NULL;
     }
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);

@@ -25,6 +25,16 @@
  * for CLIENT LIST / CLIENT KILL, which look at other workers' clients. Only
  * the owning worker frees a client, and it does so under that mutex.
  *
+ * Large arguments (BIG_ARG bytes or more) are not grown in the query buffer:
+ * once a bulk's header is parsed and its payload is still arriving, the
+ * payload goes, from then on straight from the socket, into a buffer of
+ * exactly its size (bigval_buf_new; resp.h, resp_bulk_waiting), which the
+ * command gets as its argv and the store may keep as the value (db.h,
+ * x->own; bigval.c, "DRAM"), as Redis 7 does for bulks of
+ * PROTO_MBULK_BIG_ARG. The client holds its buffers until the command has
+ * run (or, in MULTI, the queue does), and frees a half-received one as soon
+ * as it goes.
+ *
  * Memory per client is bounded four ways (see "limits" below):
  *   - an argument a write could not store (the pool has no room for it)
  *     is refused at its bulk header and never buffered (refuse_big_arg);
@@ -51,6 +61,7 @@
 #include "networking.h"
 #include "session.h"
 #include "conn.h"
+#include "cmdclock.h"
 #include "blocking.h"   /* blocked clients (BLPOP...): hooks marked "blocking:" */
 #include "multi.h"      /* MULTI/EXEC: hooks marked "multi:" */
 #include "pubsub.h"     /* pub/sub: hooks marked "pubsub:" */
@@ -72,8 +83,13 @@
 #include "coldhold.h"   /* cold keys read on reader threads: hooks marked "coldhold:" */
 #include "util.h"
 #include "edge_state.h"
+#include "bigval.h"
 
 #define READ_CHUNK (16 * 1024)
+/* A bulk this long or longer that is still arriving is received into a
+ * buffer of its own (above): Redis's PROTO_MBULK_BIG_ARG. Below it, the
+ * copy out of the query buffer costs less than the extra allocation. */
+#define BIG_ARG (32 * 1024)
 /* Compact the output buffer once this much of it has been sent. */
 #define OUT_COMPACT (64 * 1024)
 /* Back-pressure: a client with this much output unsent (held replies
@@ -101,6 +117,11 @@ void net_state_new(void) {
     server.edge_state->net = st;
 }
 
+void net_state_free(void) {
+    pthread_mutex_destroy(&server.edge_state->net->clients_lock);
+    free(server.edge_state->net);
+}
+
 #define clients_lock (server.edge_state->net->clients_lock)
 /* Buffer bytes of clients marked for eviction and not yet freed. */
 #define clients_evicting (server.edge_state->net->clients_evicting)
@@ -113,6 +134,13 @@ typedef struct tcp_conn {
     rbuf qbuf;
     resp_parser parser;
     const struct rcommand *refused; /* the command refused at an argument header */
+    /* A large bulk being received (payload and CRLF: big_len bytes, big_got
+     * so far), and the large arguments of the command being parsed. */
+    char *big;
+    size_t big_len, big_got;
+    const char **own;
+    int nown, capown;
+    size_t own_bytes;       /* their length (stats: read by other threads) */
 } tcp_conn;
 
 static const session_transport tcp_transport;
@@ -546,7 +574,7 @@ static void call_command(client *c) {
     c->lastcmd = row;
     size_t reply_start = c->out.b.len;
     if (check_command(c) != 0) {
-        if (row) atomic_fetch_add(&row->rejected_calls, 1);
+        if (row) atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c); /* multi: a refused command inside MULTI aborts EXEC */
         return;
     }
@@ -554,7 +582,7 @@ static void call_command(client *c) {
     /* cluster: keys on another node (-MOVED) or in several slots
      * (-CROSSSLOT) are refused before MULTI queues the command, as in Redis. */
     if (cluster_redirect(c)) {
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         return;
     }
     /* pubsub: a RESP2 subscriber may run only (P)SUBSCRIBE... PING QUIT RESET. */
@@ -563,14 +591,14 @@ static void call_command(client *c) {
      * before MULTI queues the command (a refused one aborts the EXEC). */
     if (server_loading() && !allowed_while_loading(c)) {
         resp_add_error(&c->out, ERR_LOADING);
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
     /* script: wait for a script running on another worker, or -BUSY
      * (first: eviction below takes shard locks a running script holds). */
     if (script_gate(c)) {
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
@@ -578,7 +606,7 @@ static void call_command(client *c) {
      * may grow memory, in Redis's place (before MULTI queues it). */
     if (maxmemory_refuses(c)) {
         resp_add_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
-        atomic_fetch_add(&row->rejected_calls, 1);
+        atomic_fetch_add(&command_stats(row)->rejected_calls, 1);
         multi_flag_error(c);
         return;
     }
@@ -598,11 +626,11 @@ static void call_command(client *c) {
     int nids = command_shards(c, stack, MAX_CMD_KEYS_STACK, &ids);
     for (int i = 0; i < nids; i++) shard_lock(&server.shards[ids[i]]);
     db_ctx_reset(&c->x);
-    int64_t t0 = monotonic_us();
+    int64_t t0 = cmdclock_us();
     client_command_begin(c);   /* client: tracking's NOLOOP knows who changes keys */
     /* cluster: checked again under the locks (EXEC does it under its own) */
     if (!nids || cmd->proc == execCommand || !cluster_recheck(c)) cmd->proc(c);
-    int64_t dt = monotonic_us() - t0;
+    int64_t dt = cmdclock_us() - t0;
     for (int i = nids - 1; i >= 0; i--) shard_unlock(&server.shards[ids[i]]);
     client_command_end(c);     /* client: tracking remembers keys read, MONITOR */
     if (ids != stack) free(ids);
@@ -671,7 +699,7 @@ static void reply_refused(tcp_conn *t) {
     client *c = t->c;
     client_out_prepare(c);
     resp_add_error(&c->out, t->parser.refusal);
-    if (t->refused) atomic_fetch_add(&((struct rcommand *)t->refused)->rejected_calls, 1);
+    if (t->refused) atomic_fetch_add(&command_stats(t->refused)->rejected_calls, 1);
     t->refused = NULL;
     multi_flag_error(c);
     client_out_check(c);
@@ -711,6 +739,47 @@ static int session_ready(const client *c) {
     return !closing(c) && !blocking_is_blocked(c) && !out_backlogged(c);
 }
 
+/* ---------------- large arguments ---------------- */
+
+/* The parser waits for the payload of a bulk of BIG_ARG bytes or more: it
+ * goes into a buffer of its own, with what of it the query buffer holds
+ * (the buffer then ends at the payload's start). */
+static void big_arg_start(tcp_conn *t) {
+    size_t off;
+    long long n = t->big ? -1 : resp_bulk_waiting(&t->parser, &off);
+    if (n < BIG_ARG) return;
+    t->big_len = (size_t)n + 2;
+    t->big = bigval_buf_new((size_t)n, 2);
+    t->big_got = t->qbuf.len - off;
+    memcpy(t->big, t->qbuf.buf + off, t->big_got);
+    t->qbuf.len = off;
+}
+
+/* Its last byte is in: it is the parser's next argument, held by t. */
+static void big_arg_done(tcp_conn *t) {
+    if (t->nown == t->capown) {
+        t->capown = t->capown ? t->capown * 2 : 4;
+        t->own = rbuf_realloc_or_die(t->own, sizeof(char *) * (size_t)t->capown);
+    }
+    t->own[t->nown++] = t->big;
+    t->own_bytes += t->big_len;
+    resp_bulk_external(&t->parser, t->big);
+    t->big = NULL;
+    t->big_len = t->big_got = 0;
+}
+
+/* The command they were for has run (or is gone): drop t's references
+ * (the store or a MULTI queue may hold others). */
+static void own_release(tcp_conn *t) {
+    for (int i = 0; i < t->nown; i++) bigval_buf_release(t->own[i]);
+    t->nown = 0;
+    t->own_bytes = 0;
+}
+
+/* Bytes of the request being received: the query buffer's and a large
+ * bulk's so far (client-query-buffer-limit). */
+static size_t query_len(const tcp_conn *t) { return t->qbuf.len + t->big_got; }
+
 /* Execute every complete command in the query buffer, until c's unsent
  * output reaches OUT_BACKPRESSURE: then the rest waits in the query buffer
  * (CLIENT_INPUT_LEFT) until c takes its replies. So a client that
@@ -725,7 +794,8 @@ static int session_ready(const client *c) {
 static void client_process_input(client *c) {
     tcp_conn *t = c->tctx;
     size_t pos = 0, need = 0;
-    while (pos < t->qbuf.len && session_ready(c)) {
+    while ((pos < t->qbuf.len || (pos == 0 && resp_parser_complete(&t->parser))) &&
+           session_ready(c)) {
         size_t used = 0;
         parser_limits(t);
         int r = resp_parse(&t->parser, t->qbuf.buf + pos, t->qbuf.len - pos, &used, &need);
@@ -734,10 +804,12 @@ static void client_process_input(client *c) {
         need = 0;
         if (r == RESP_DROPPED) continue;   /* bytes of a refused command */
         if (r == RESP_REFUSED) {
+            own_release(t);
             reply_refused(t);
             continue;
         }
         if (r == RESP_ERROR) {
+            own_release(t);
             resp_add_errorf(&c->out, "ERR %s", t->parser.err);
             c->flags |= CLIENT_CLOSE_AFTER_REPLY;
             serverLog(LL_VERBOSE, "Protocol error (%s) from client: id=%llu addr=%s",
@@ -753,12 +825,20 @@ static void client_process_input(client *c) {
         if (client_pause_holds(c) ||
             client_cold_holds(c, &t->parser.lim, t->qbuf.buf + pos, t->qbuf.len - pos)) {
             pos -= used;
+            /* its large arguments are not in the query buffer to parse again */
+            if (t->nown) resp_parser_rewind(&t->parser, used);
             break;
         }
+        c->x.own = t->own;
+        c->x.nown = t->nown;
         client_call(c);
+        c->x.own = NULL;
+        c->x.nown = 0;
+        own_release(t);
     }
     if (pos) rbuf_consume(&t->qbuf, pos);
-    if (need) rbuf_reserve(&t->qbuf, need);
+    big_arg_start(t);
+    if (need && !t->big) rbuf_reserve(&t->qbuf, need);
     session_after_input(c, (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold) &&
                            t->qbuf.len);
 }
@@ -875,8 +955,13 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
     /* Commands back-pressure left run first (resume_commands woke us). */
     if ((c->flags & CLIENT_INPUT_LEFT) && !out_backlogged(c)) client_process_input(c);
     if (c->flags & CLIENT_INPUT_EOF) return;
-    rbuf_reserve(&t->qbuf, READ_CHUNK);
-    ssize_t n = conn_read(&t->conn, t->qbuf.buf + t->qbuf.len, t->qbuf.cap - t->qbuf.len);
+    ssize_t n;
+    if (t->big) {   /* a large bulk: exactly its bytes, nothing after it */
+        n = conn_read(&t->conn, t->big + t->big_got, t->big_len - t->big_got);
+    } else {
+        rbuf_reserve(&t->qbuf, READ_CHUNK);
+        n = conn_read(&t->conn, t->qbuf.buf + t->qbuf.len, t->qbuf.cap - t->qbuf.len);
+    }
     if (n <= 0) {
         if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
             if (t->conn.want & CONN_READ_WANTS_WRITE) event_add(t->ev_write, NULL);
@@ -893,12 +978,13 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
         client_free(c);
         return;
     }
-    t->qbuf.len += (size_t)n;
+    if (t->big) t->big_got += (size_t)n;
+    else t->qbuf.len += (size_t)n;
     c->last_interaction = time(NULL);
     atomic_fetch_add(&server.stat.net_input_bytes, n);
-    if ((long long)t->qbuf.len > server.cfg.client_query_buffer_limit) {
+    if ((long long)query_len(t) > server.cfg.client_query_buffer_limit) {
         serverLog(LL_WARNING, "Closing client that reached max query buffer length: id=%llu addr=%s "
-                  "qbuf=%zu", (unsigned long long)c->id, c->addr, t->qbuf.len);
+                  "qbuf=%zu", (unsigned long long)c->id, c->addr, query_len(t));
         atomic_fetch_add(&server.stat.qbuf_limit_disconnections, 1);
         client_free(c);
         return;
@@ -906,6 +992,7 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
     /* TLS: bytes already decrypted wait in OpenSSL, not on the socket, so
      * no read event would come for them: read again in the next round. */
     if (conn_pending(&t->conn) > 0) event_active(t->ev_read, EV_READ, 0);
+    if (t->big && t->big_got == t->big_len) big_arg_done(t);
     client_process_input(c);
 }
 
@@ -1283,6 +1370,9 @@ static void tcp_close(void *tctx) {
     conn_close(&t->conn);
     rbuf_free(&t->qbuf);
     resp_parser_free(&t->parser);
+    bigval_buf_release(t->big);   /* a client gone half-way through a large bulk */
+    own_release(t);
+    free(t->own);
     free(t);
 }
 
@@ -1295,10 +1385,11 @@ static void tcp_resume(void *tctx) { event_active(((tcp_conn *)tctx)->ev_read, E
 static void tcp_stats(void *tctx, session_conn_stats *st) {
     tcp_conn *t = tctx;
     st->fd = t->conn.fd;
-    st->qbuf = t->qbuf.len;
-    st->qbuf_free = t->qbuf.cap - t->qbuf.len;
+    st->qbuf = query_len(t);
+    st->qbuf_free = t->qbuf.cap - t->qbuf.len + t->big_len - t->big_got;
     st->argv_mem = resp_parser_mem(&t->parser);   /* arrays the parser keeps */
-    st->mem = sizeof(*t) + t->qbuf.cap + st->argv_mem;
+    st->argv_mem += t->own_bytes;
+    st->mem = sizeof(*t) + t->qbuf.cap + t->big_len + st->argv_mem;
 }
 
 static void tcp_trim(void *tctx) {

@@ -126,6 +126,21 @@ void pubsub_state_new(void) {
     server.edge_state->pubsub = st;
 }
 
+void pubsub_state_free(void) {
+    struct pubsub_state *st = server.edge_state->pubsub;
+    /* every client is freed: no channel or pattern is left, only tables */
+    free(st->plain_table.buckets);
+    free(st->shard_table.buckets);
+    free(st->patterns);
+    for (int i = 0; st->deliveries && i < server.nworkers; i++) {
+        free(st->deliveries[i].v);
+        free(st->deliveries[i].taken);
+    }
+    free(st->deliveries);
+    pthread_mutex_destroy(&st->ps_lock);
+    free(st);
+}
+
 #define ps_lock (server.edge_state->pubsub->ps_lock)
 #define plain_table (server.edge_state->pubsub->plain_table)
 #define shard_table (server.edge_state->pubsub->shard_table)
@@ -599,7 +614,7 @@ int pubsub_intercept(client *c) {
         resp_add_errorf(&c->out, "ERR %s", msg);
         multi_flag_error(c);
     }
-    atomic_fetch_add(&((struct rcommand *)c->cmd)->rejected_calls, 1);
+    atomic_fetch_add(&command_stats(c->cmd)->rejected_calls, 1);
     return 1;
 }
 
@@ -729,6 +744,8 @@ void publishCommand(client *c) {
     int sharded = c->cmd->proc == spublishCommand;
     resp_add_int(&c->out, publish_to(c, sharded, c->argv[1], c->argvlen[1], c->argv[2],
                                      c->argvlen[2]));
+    /* the cluster's other nodes' subscribers too (Redis Cluster's rule) */
+    if (!sharded) pubsub_broadcast(c->argv[1], c->argvlen[1], c->argv[2], c->argvlen[2]);
 }
 
 /* SPUBLISH: PUBLISH to the sharded table (publishCommand tells them apart). */

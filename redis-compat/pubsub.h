@@ -54,6 +54,11 @@ void unsubscribeCommand(client *c);
 void psubscribeCommand(client *c);
 void punsubscribeCommand(client *c);
 void publishCommand(client *c);
+/* pubsub_bus.c: a PUBLISH reaches every node of a cluster. Register the
+ * BUS_PUBLISH handler (startup), and send a PUBLISH run here to the other
+ * members (no-op standalone). */
+void pubsub_bus_register(void);
+void pubsub_broadcast(const char *ch, size_t clen, const char *msg, size_t mlen);
 void pubsubCommand(client *c);
 void ssubscribeCommand(client *c);
 void sunsubscribeCommand(client *c);

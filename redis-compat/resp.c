@@ -26,6 +26,14 @@
  * when the next command starts, so memory follows the current command, not
  * the largest one the connection ever sent.
  *
+ * Large bulks outside the buffer: the caller may take the payload of a
+ * bulk the parser is waiting for out of its buffer (resp_bulk_waiting,
+ * resp_bulk_external: networking.c receives a large argument straight into
+ * a buffer of its own). The argument is then remembered by pointer instead
+ * of offset, and parsing resumes at the next header. So each argument's
+ * record in the arena is an (offset, pointer) pair, pointer NULL for one in
+ * the caller's buffer.
+ *
  * Inline commands are rescanned from the start of the line on every call,
  * like Redis does; lines are short (at most lim.max_inline). The line is
  * split with Redis's sdssplitargs() rules into the arena, and argv points
@@ -86,6 +94,19 @@
 /* Internal result of parse_count(): the count line is done and arguments
  * follow. Never returned to the caller. */
 #define RESP_CONTINUE 3
+
+/* Where an argument of the multibulk being collected is: at off in the
+ * caller's buffer, or at ext (outside it, resp_bulk_external). */
+typedef struct arg_rec {
+    size_t off;
+    const char *ext;
+} arg_rec;
+
+static arg_rec arg_at(const resp_parser *p, int i) {
+    arg_rec r;
+    memcpy(&r, p->arena.buf + (size_t)i * sizeof(r), sizeof(r));
+    return r;
+}
 
 /* Forget everything about the current command. The arrays stay allocated
  * for the next one. */
@@ -255,9 +276,9 @@ static int parse_count(resp_parser *p, const char *buf, size_t len, size_t *used
  * of being buffered (see parse_args). Returns RESP_REFUSED or
  * RESP_CONTINUE. */
 static int check_big_arg(resp_parser *p, const char *buf) {
-    size_t off0;
-    memcpy(&off0, p->arena.buf, sizeof(off0));
-    const char *why = p->lim.arg_check(p->lim.arg_check_ctx, buf + off0, p->argvlen[0]);
+    arg_rec a0 = arg_at(p, 0);
+    const char *why = p->lim.arg_check(p->lim.arg_check_ctx, a0.ext ? a0.ext : buf + a0.off,
+                                       p->argvlen[0]);
     if (why == NULL) return RESP_CONTINUE;
     p->discarding = 1;
     p->refusal = why;
@@ -293,9 +314,10 @@ static int parse_bulk_header(resp_parser *p, const char *buf, size_t len) {
 /* Remember argument (offset, length) of the multibulk being collected. The
  * offset goes into the arena, not argv: the caller's buffer may move before
  * the command is complete. */
-static void push_bulk_arg(resp_parser *p, size_t off, size_t n) {
+static void push_bulk_arg(resp_parser *p, size_t off, const char *ext, size_t n) {
+    arg_rec r = {off, ext};
     argv_grow(p);
-    rbuf_append(&p->arena, &off, sizeof(off));
+    rbuf_append(&p->arena, &r, sizeof(r));
     p->argvlen[p->argc++] = n;
 }
 
@@ -305,9 +327,8 @@ static void push_bulk_arg(resp_parser *p, size_t off, size_t n) {
 static int finish_multibulk(resp_parser *p, const char *buf, size_t *used) {
     int argc = p->argc;
     for (int i = 0; i < argc; i++) {
-        size_t off;
-        memcpy(&off, p->arena.buf + (size_t)i * sizeof(off), sizeof(off));
-        p->argv[i] = buf + off;
+        arg_rec r = arg_at(p, i);
+        p->argv[i] = r.ext ? r.ext : buf + r.off;
     }
     *used = p->pos;
     parser_reset(p);
@@ -366,7 +387,7 @@ static int parse_args(resp_parser *p, const char *buf, size_t len, size_t *used,
             *need = (size_t)(want - avail);
             return RESP_INCOMPLETE;
         }
-        push_bulk_arg(p, p->pos, (size_t)p->bulk_len);
+        push_bulk_arg(p, p->pos, NULL, (size_t)p->bulk_len);
         p->pos += (size_t)want;
         p->bulk_len = -1;
         p->mb_remaining--;
@@ -528,6 +549,31 @@ int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t
     return parse_args(p, buf, len, used, need);
 }
 
+long long resp_bulk_waiting(const resp_parser *p, size_t *off) {
+    if (!p->in_multibulk || p->discarding || p->mb_remaining <= 0 || p->bulk_len < 0) return -1;
+    *off = p->pos;
+    return p->bulk_len;
+}
+
+void resp_bulk_external(resp_parser *p, const char *ptr) {
+    push_bulk_arg(p, 0, ptr, (size_t)p->bulk_len);
+    p->bulk_len = -1;
+    p->mb_remaining--;
+}
+
+int resp_parser_complete(const resp_parser *p) {
+    return p->in_multibulk && !p->discarding && p->mb_remaining == 0;
+}
+
+/* finish_multibulk reset the state but left the arena's records and argc:
+ * put back what it needs to run again. */
+void resp_parser_rewind(resp_parser *p, size_t used) {
+    p->in_multibulk = 1;
+    p->mb_remaining = 0;
+    p->bulk_len = -1;
+    p->pos = used;
+    p->arena.len = (size_t)p->argc * sizeof(arg_rec);
+}
 
 /* ====================== reply encoding ====================== */
 

@@ -104,6 +104,25 @@ void resp_parser_trim(resp_parser *p);
  */
 int resp_parse(resp_parser *p, const char *buf, size_t len, size_t *used, size_t *need);
 
+/* A large bulk received outside the buffer (networking.c). If the parser
+ * is waiting for the payload of a bulk (its header parsed, RESP_INCOMPLETE
+ * returned), resp_bulk_waiting returns its length and sets *off to where
+ * its payload starts in the buffer; else -1. The caller may then take the
+ * payload and its CRLF out of the buffer (which then ends at *off), and
+ * once it has them all, call resp_bulk_external with where they are now:
+ * that argument's argv is ptr (valid as long as the caller keeps it), and
+ * parsing goes on at *off with the next header. */
+long long resp_bulk_waiting(const resp_parser *p, size_t *off);
+void resp_bulk_external(resp_parser *p, const char *ptr);
+/* Every argument is in: the next resp_parse returns the command even with
+ * no more bytes. */
+int resp_parser_complete(const resp_parser *p);
+/* The command resp_parse just returned (RESP_COMMAND, *used bytes) could
+ * not run yet: the next call returns it again from the same buffer (the
+ * caller keeps its first `used` bytes at the start), external arguments
+ * included, without parsing it again. Multibulk commands only. */
+void resp_parser_rewind(resp_parser *p, size_t used);
+
 /* ---------------- reply encoding ---------------- */
 /* A reply buffer. `limit` (0: none) is the length b may reach: an append
  * that would take it further is dropped whole and sets `overflow`, so a

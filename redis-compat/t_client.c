@@ -70,6 +70,13 @@ void pause_state_new(void) {
     server.edge_state->pause = st;
 }
 
+void pause_state_free(void) {
+    struct pause_state *st = server.edge_state->pause;
+    free(st->paused);
+    pthread_mutex_destroy(&st->paused_lock);
+    free(st);
+}
+
 #define pause_end_ms (server.edge_state->pause->pause_end_ms)   /* 0 = no pause */
 #define pause_mode (server.edge_state->pause->pause_mode)
 

@@ -19,7 +19,13 @@
  * (a read dependency on every shard). Standalone servers only: a cluster
  * node's log holds its backups' entries too.
  *
- * PROTOCOL answers Redis 7.0's sample replies in RESP2 and RESP3. */
+ * PROTOCOL answers Redis 7.0's sample replies in RESP2 and RESP3.
+ *
+ * REPL-BLOCK-FAULT CORRUPT|DROP|DUP|OFF (Rowan's own, for tests of the
+ * multi-block entries of replication-msg-max, src/repl/tcp_blocks.c): the
+ * next block this node sends on a replication link is damaged, left out or
+ * sent twice, once; the receiver must close the link and land nothing of
+ * that entry. */
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,6 +39,7 @@
 #include "server.h"
 #include "shard.h"
 #include "t_debug.h"
+#include "transport.h"
 #include "util.h"
 #include "verify.h"
 
@@ -207,6 +214,22 @@ static void debug_chunk_crash(client *c)
     resp_add_ok(&c->out);
 }
 
+/* DEBUG REPL-BLOCK-FAULT CORRUPT|DROP|DUP|OFF */
+static void debug_repl_block_fault(client *c)
+{
+    static const struct { const char *name; int kind; } faults[] = {
+        {"off", REPL_BLOCK_FAULT_NONE}, {"corrupt", REPL_BLOCK_FAULT_CORRUPT},
+        {"drop", REPL_BLOCK_FAULT_DROP}, {"dup", REPL_BLOCK_FAULT_DUP}};
+    for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
+        if (arg_is(c, 2, faults[i].name)) {
+            repl_block_fault_arm(faults[i].kind);
+            resp_add_ok(&c->out);
+            return;
+        }
+    }
+    resp_add_error(&c->out, "ERR DEBUG REPL-BLOCK-FAULT takes CORRUPT, DROP, DUP or OFF");
+}
+
 int debug_extra(client *c)
 {
     if (c->argc == 2 && arg_is(c, 1, "digest")) debug_digest(c);
@@ -215,6 +238,7 @@ int debug_extra(client *c)
     else if (c->argc == 2 && arg_is(c, 1, "change-repl-id")) resp_add_ok(&c->out);
     else if (c->argc >= 2 && arg_is(c, 1, "reload")) debug_reload(c);
     else if (c->argc == 3 && arg_is(c, 1, "chunk-crash")) debug_chunk_crash(c);
+    else if (c->argc == 3 && arg_is(c, 1, "repl-block-fault")) debug_repl_block_fault(c);
     else if (c->argc >= 3 && arg_is(c, 1, "session")) debug_session(c);
     else if (c->argc >= 3 && arg_is(c, 1, "coldread")) return debug_coldread(c);
     else return 0;

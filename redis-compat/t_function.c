@@ -96,6 +96,16 @@ void fn_cur_state_new(void) {
     server.edge_state->fn_cur = st;
 }
 
+static void lib_free(lua_State *L, lib_def *l);
+
+void fn_cur_state_free(void) {
+    struct fn_cur_state *st = server.edge_state->fn_cur;
+    for (int i = 0; i < st->cur.n; i++) lib_free(NULL, &st->cur.libs[i]);
+    free(st->cur.libs);
+    if (st->cur.L) lua_close(st->cur.L);
+    free(st);
+}
+
 #define cur (server.edge_state->fn_cur->cur)
 
 /* The newest payload any LOG_FUNCS entry delivered (under pend_lock, a leaf
@@ -117,6 +127,14 @@ void fn_state_new(void) {
     pthread_mutex_init(&st->pend_lock, NULL);
     pthread_mutex_init(&st->stats_lock, NULL);
     server.edge_state->fn = st;
+}
+
+void fn_state_free(void) {
+    struct fn_state *st = server.edge_state->fn;
+    free(st->pend);
+    pthread_mutex_destroy(&st->pend_lock);
+    pthread_mutex_destroy(&st->stats_lock);
+    free(st);
 }
 
 #define pend_lock (server.edge_state->fn->pend_lock)
@@ -145,6 +163,8 @@ void fn_run_state_new(void) {
     if (!st) abort();
     server.edge_state->fn_run = st;
 }
+
+void fn_run_state_free(void) { free(server.edge_state->fn_run); }
 
 #define running (server.edge_state->fn_run->running)
 
@@ -327,6 +347,8 @@ void fn_load_state_new(void) {
     if (!st) abort();
     server.edge_state->fn_load = st;
 }
+
+void fn_load_state_free(void) { free(server.edge_state->fn_load); }
 
 #define loading (server.edge_state->fn_load->loading)   /* the library whose code runs now (run lock) */
 #define load_start (server.edge_state->fn_load->load_start)
@@ -558,6 +580,8 @@ void fn_count_state_new(void) {
     if (!st) abort();
     server.edge_state->fn_count = st;
 }
+
+void fn_count_state_free(void) { free(server.edge_state->fn_count); }
 
 #define nlibs_now (server.edge_state->fn_count->nlibs_now)
 #define nfns_now (server.edge_state->fn_count->nfns_now)   /* FUNCTION STATS, read while busy */

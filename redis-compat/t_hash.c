@@ -45,8 +45,8 @@ static int lookup_hash(client *c, int for_write, hashobj **h) {
     return 1;
 }
 
-static int write_ops(client *c, const rbuf *ops) {
-    return db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops->buf, ops->len);
+static int write_ops(client *c, rbuf *ops) {
+    return db_obj_write_ops(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops);
 }
 
 
@@ -417,25 +417,18 @@ void hscanCommand(client *c) {
     uint64_t cursor;
     long long count = 10;
     hscan_ctx s = {c, NULL, 0, 0, 0};
-    char buf[32];
     int r;
 
     if (arg_cursor(c, 2, &cursor) != 0) return;
     r = lookup_hash(c, 0, &h);
     if (r < 0) return;
     if (r == 0) {
-        resp_add_array(&c->out, 2);
-        resp_add_bulk(&c->out, "0", 1);
-        resp_add_array(&c->out, 0);
+        reply_scan_header(c, 0, 0);
         return;
     }
     if (arg_scan_options(c, 3, &count, &s.pat, &s.plen, &s.novalues) != 0) return;
-    /* The elements are collected behind a placeholder header, then the
-     * header is rewritten with the real count. */
-    rbuf tmp;
-    resp_out save = c->out;
-    rbuf_init(&tmp);
-    c->out.b = tmp;
+    scan_page page;
+    scan_page_begin(c, &page);
     if (!h->big) {
         /* Like Redis's listpack encoding: everything in one call. */
         hash_foreach(h, hscan_all_fn, &s);
@@ -443,12 +436,5 @@ void hscanCommand(client *c) {
     } else {
         cursor = dict_scan(h->d, cursor, count, hscan_fn, &s);
     }
-    tmp = c->out.b;
-    c->out = save;
-    resp_add_array(&c->out, 2);
-    int len = ull2string(buf, sizeof(buf), cursor);
-    resp_add_bulk(&c->out, buf, (size_t)len);
-    resp_add_array(&c->out, s.n);
-    resp_add_raw(&c->out, tmp.buf, tmp.len);
-    rbuf_free(&tmp);
+    scan_page_end(c, &page, cursor, s.n);
 }

@@ -400,6 +400,18 @@ void slowlog_state_new(void) {
     server.edge_state->slowlog = st;
 }
 
+static void slowlog_entry_free(slowlog_entry *e);
+
+void slowlog_state_free(void) {
+    struct slowlog_state *st = server.edge_state->slowlog;
+    for (slowlog_entry *e = st->slowlog.head, *next; e; e = next) {
+        next = e->next;
+        slowlog_entry_free(e);
+    }
+    pthread_mutex_destroy(&st->slowlog.mu);
+    free(st);
+}
+
 #define slowlog (server.edge_state->slowlog->slowlog)
 
 static void slowlog_entry_free(slowlog_entry *e) {

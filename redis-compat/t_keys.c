@@ -464,7 +464,7 @@ void randomkeyCommand(client *c) {
 }
 
 void dbsizeCommand(client *c) {
-    resp_add_int(&c->out, db_size(c->db));
+    resp_add_int(&c->out, db_count(&c->x, c->db));
 }
 
 /* FLUSHDB/FLUSHALL [ASYNC|SYNC]: both modes do the same here, since a flush

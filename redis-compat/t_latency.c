@@ -67,6 +67,12 @@ void latency_state_new(void) {
     server.edge_state->latency = st;
 }
 
+void latency_state_free(void) {
+    for (int i = 0; i < NSLOTS; i++) free(server.edge_state->latency->slots[i].h);
+    pthread_mutex_destroy(&server.edge_state->latency->lat_lock);
+    free(server.edge_state->latency);
+}
+
 #define slots (server.edge_state->latency->slots)
 #define lat_lock (server.edge_state->latency->lat_lock)
 
@@ -129,6 +135,8 @@ void lat_events_state_new(void) {
     if (!st) abort();
     server.edge_state->lat_events = st;
 }
+
+void lat_events_state_free(void) { free(server.edge_state->lat_events); }
 
 #define events (server.edge_state->lat_events->events)
 #define nevents (server.edge_state->lat_events->nevents)
@@ -414,6 +422,8 @@ void errcodes_state_new(void) {
     if (!st) abort();
     server.edge_state->errstats = st;
 }
+
+void errcodes_state_free(void) { free(server.edge_state->errstats); }
 
 #define errcodes (server.edge_state->errstats->errcodes)
 #define nerrcodes (server.edge_state->errstats->nerrcodes)

@@ -58,7 +58,7 @@ static void reply_oom(client *c, size_t reply_start) {
 
 /* Log + apply ops on argv[i]'s list; frees ops. DB_OK or DB_OOM. */
 static int list_write(client *c, int i, rbuf *ops) {
-    int r = db_obj_write(&c->x, c->db, c->argv[i], c->argvlen[i], OBJ_LIST, ops->buf, ops->len);
+    int r = db_obj_write_ops(&c->x, c->db, c->argv[i], c->argvlen[i], OBJ_LIST, ops);
     rbuf_free(ops);
     return r;
 }
@@ -70,28 +70,9 @@ static int list_delete(client *c, int i) {
 
 static void add_elem(client *c, const lelem *e) { resp_add_bulk(&c->out, e->b, e->len); }
 
-/* Redis's getRangeLongFromObjectOrReply: msg (or the default texts) on a
- * non-integer or out-of-range value. */
-static int arg_range(client *c, int i, long long min, long long max, long long *v,
-                     const char *msg) {
-    long long x;
-    if (!string2ll(c->argv[i], c->argvlen[i], &x)) {
-        resp_add_error(&c->out, msg ? msg : ERR_NOTINT);
-        return -1;
-    }
-    if (x < min || x > max) {
-        if (msg) resp_add_error(&c->out, msg);
-        else resp_add_errorf(&c->out, "ERR value is out of range, value must between %lld and %lld",
-                             min, max);
-        return -1;
-    }
-    *v = x;
-    return 0;
-}
-
 /* getPositiveLongFromObjectOrReply. */
 static int arg_positive(client *c, int i, long long *v, const char *msg) {
-    return arg_range(c, i, 0, LLONG_MAX, v, msg ? msg : "ERR value is out of range, must be positive");
+    return arg_ll_range(c, i, 0, LLONG_MAX, v, msg ? msg : "ERR value is out of range, must be positive");
 }
 
 /* LEFT / RIGHT, else a syntax error. */
@@ -255,7 +236,7 @@ void lposCommand(client *c) {
         int moreargs = c->argc - 1 - j;
         if (arg_is(c, j, "rank") && moreargs) {
             j++;
-            if (arg_range(c, j, -LLONG_MAX, LLONG_MAX, &rank, NULL) != 0) return;
+            if (arg_ll_range(c, j, -LLONG_MAX, LLONG_MAX, &rank, NULL) != 0) return;
             if (rank == 0) {
                 resp_add_error(&c->out, "ERR RANK can't be zero: use 1 to start from the first "
                                "match, 2 from the second ... or use negative to start from the "
@@ -578,7 +559,7 @@ void rpoplpushCommand(client *c) { lmove_generic(c, LIST_TAIL, LIST_HEAD); }
 /* Parse "numkeys key... LEFT|RIGHT [COUNT count]" starting at argv[ni].
  * Fills the first key's index, numkeys, where and count. */
 static int parse_mpop(client *c, int ni, long long *numkeys, int *where, long long *count) {
-    if (arg_range(c, ni, 1, LLONG_MAX, numkeys, "ERR numkeys should be greater than 0") != 0)
+    if (arg_ll_range(c, ni, 1, LLONG_MAX, numkeys, "ERR numkeys should be greater than 0") != 0)
         return -1;
     if (*numkeys > c->argc - ni - 2) {
         resp_add_error(&c->out, ERR_SYNTAX);
@@ -586,20 +567,7 @@ static int parse_mpop(client *c, int ni, long long *numkeys, int *where, long lo
     }
     int wi = ni + (int)*numkeys + 1;
     if (arg_where(c, wi, where) != 0) return -1;
-    *count = -1;
-    for (int j = wi + 1; j < c->argc; j++) {
-        int moreargs = c->argc - 1 - j;
-        if (*count == -1 && arg_is(c, j, "count") && moreargs) {
-            j++;
-            if (arg_range(c, j, 1, LLONG_MAX, count, "ERR count should be greater than 0") != 0)
-                return -1;
-        } else {
-            resp_add_error(&c->out, ERR_SYNTAX);
-            return -1;
-        }
-    }
-    if (*count == -1) *count = 1;
-    return 0;
+    return arg_mpop_count(c, wi + 1, count);
 }
 
 /* Reply [key, [elements]] from argv[ki]'s list. */

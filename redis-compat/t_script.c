@@ -105,6 +105,13 @@ void script_state_new(void) {
     server.edge_state->script = st;
 }
 
+void script_state_free(void) {
+    struct script_state *st = server.edge_state->script;
+    if (st->lua) lua_close(st->lua);
+    pthread_mutex_destroy(&st->run_lock);
+    free(st);
+}
+
 #define run_lock (server.edge_state->script->run_lock)
 #define lua (server.edge_state->script->lua)   /* under run_lock; NULL until first use */
 #define scripts_ref (server.edge_state->script->scripts_ref)
@@ -129,6 +136,8 @@ void rand48_state_st_new(void) {
     st->rand48_state = 0x1234ABCD330EULL;
     server.edge_state->rand48 = st;
 }
+
+void rand48_state_st_free(void) { free(server.edge_state->rand48); }
 
 #define rand48_state (server.edge_state->rand48->rand48_state)
 

@@ -584,6 +584,8 @@ void rates_state_new(void) {
     server.edge_state->rates = st;
 }
 
+void rates_state_free(void) { free(server.edge_state->rates); }
+
 #define rates (server.edge_state->rates->rates)
 
 static void rates_update(void)
@@ -665,6 +667,8 @@ void peak_state_new(void) {
     server.edge_state->peak = st;
 }
 
+void peak_state_free(void) { free(server.edge_state->peak); }
+
 #define peak_memory (server.edge_state->peak->peak_memory)
 
 static void info_memory(rbuf *b)
@@ -740,10 +744,11 @@ struct cmd_totals { long long errors; };
 static void sum_errors_cb(struct rcommand *cmd, void *arg)
 {
     struct cmd_totals *t = arg;
-    t->errors += stat_get(&cmd->failed_calls) + stat_get(&cmd->rejected_calls);
+    t->errors += stat_get(&command_stats(cmd)->failed_calls) +
+                 stat_get(&command_stats(cmd)->rejected_calls);
     for (const struct rcommand *s = cmd->subcommands; s && s->name; s++)
-        t->errors += stat_get((_Atomic long long *)&s->failed_calls) +
-                     stat_get((_Atomic long long *)&s->rejected_calls);
+        t->errors += stat_get(&command_stats(s)->failed_calls) +
+                     stat_get(&command_stats(s)->rejected_calls);
 }
 
 static void info_stats(rbuf *b)
@@ -827,10 +832,11 @@ static void info_keyspace(rbuf *b)
 
 static void cmdstat_line(rbuf *b, const char *parent, const struct rcommand *cmd)
 {
-    long long calls = stat_get((_Atomic long long *)&cmd->calls);
-    long long usec = stat_get((_Atomic long long *)&cmd->usec);
-    long long failed = stat_get((_Atomic long long *)&cmd->failed_calls);
-    long long rejected = stat_get((_Atomic long long *)&cmd->rejected_calls);
+    struct cmd_stats *st = command_stats(cmd);
+    long long calls = stat_get(&st->calls);
+    long long usec = stat_get(&st->usec);
+    long long failed = stat_get(&st->failed_calls);
+    long long rejected = stat_get(&st->rejected_calls);
     if (!calls && !failed && !rejected) return;
     int full = parent == NULL || strchr(cmd->name, '|') != NULL;
     rbuf_appendf(b, "cmdstat_%s%s%s:calls=%lld,usec=%lld,usec_per_call=%.2f,rejected_calls=%lld,failed_calls=%lld\r\n",
@@ -1038,12 +1044,11 @@ static const char *const config_help[] = {
 
 static void reset_cmd_stats(struct rcommand *cmd)
 {
-    /* Only write counters that moved: an unused subcommand entry may live in
-     * read-only memory. */
-    if (atomic_load(&cmd->calls)) atomic_store(&cmd->calls, 0);
-    if (atomic_load(&cmd->usec)) atomic_store(&cmd->usec, 0);
-    if (atomic_load(&cmd->failed_calls)) atomic_store(&cmd->failed_calls, 0);
-    if (atomic_load(&cmd->rejected_calls)) atomic_store(&cmd->rejected_calls, 0);
+    struct cmd_stats *st = command_stats(cmd);
+    atomic_store(&st->calls, 0);
+    atomic_store(&st->usec, 0);
+    atomic_store(&st->failed_calls, 0);
+    atomic_store(&st->rejected_calls, 0);
 }
 
 static void resetstat_cb(struct rcommand *cmd, void *arg)

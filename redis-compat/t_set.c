@@ -96,8 +96,7 @@ void saddCommand(client *c) {
         adds++;
     }
     dict_free(seen);
-    r = adds ? db_obj_write(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, ops.buf, ops.len)
-             : DB_OK;
+    r = adds ? db_obj_write_ops(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_SET, &ops) : DB_OK;
     rbuf_free(&ops);
     if (r == DB_OOM) {
         resp_add_error(&c->out, db_error_text(&c->x));
@@ -553,23 +552,18 @@ void sscanCommand(client *c) {
     uint64_t cursor;
     long long count = 10;
     sscan_ctx sc = {c, NULL, 0, 0};
-    char buf[32];
     int r;
 
     if (arg_cursor(c, 2, &cursor) != 0) return;
     r = lookup_set(c, 1, 0, &s);
     if (r < 0) return;
     if (r == 0) {
-        resp_add_array(&c->out, 2);
-        resp_add_bulk(&c->out, "0", 1);
-        resp_add_array(&c->out, 0);
+        reply_scan_header(c, 0, 0);
         return;
     }
     if (arg_scan_options(c, 3, &count, &sc.pat, &sc.plen, NULL) != 0) return;
-    rbuf tmp;
-    resp_out save = c->out;
-    rbuf_init(&tmp);
-    c->out.b = tmp;
+    scan_page page;
+    scan_page_begin(c, &page);
     if (s->enc != SET_ENC_HT) {
         /* Like Redis's intset and listpack encodings: all in one call. */
         size_t n;
@@ -580,12 +574,5 @@ void sscanCommand(client *c) {
     } else {
         cursor = dict_scan(s->d, cursor, count, sscan_fn, &sc);
     }
-    tmp = c->out.b;
-    c->out = save;
-    resp_add_array(&c->out, 2);
-    int len = ull2string(buf, sizeof(buf), cursor);
-    resp_add_bulk(&c->out, buf, (size_t)len);
-    resp_add_array(&c->out, sc.n);
-    resp_add_raw(&c->out, tmp.buf, tmp.len);
-    rbuf_free(&tmp);
+    scan_page_end(c, &page, cursor, sc.n);
 }

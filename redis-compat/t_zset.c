@@ -877,19 +877,7 @@ static int parse_zmpop(client *c, int ni, long long *numkeys, int *max, long lon
         resp_add_error(&c->out, ERR_SYNTAX);
         return -1;
     }
-    for (int j = (int)where + 1; j < c->argc; j++) {
-        int more = c->argc - 1 - j;
-        if (*count == -1 && arg_is(c, j, "count") && more) {
-            j++;
-            if (arg_ll_range(c, j, 1, LLONG_MAX, count, "ERR count should be greater than 0") != 0)
-                return -1;
-        } else {
-            resp_add_error(&c->out, ERR_SYNTAX);
-            return -1;
-        }
-    }
-    if (*count == -1) *count = 1;
-    return 0;
+    return arg_mpop_count(c, (int)where + 1, count);
 }
 
 void zmpopCommand(client *c) {
@@ -1263,9 +1251,7 @@ void zscanCommand(client *c) {
     int found = lookup_zset(c, 1, &v, 0);
     if (found < 0) return;
     if (!found) {
-        resp_add_array(&c->out, 2);
-        resp_add_bulk(&c->out, "0", 1);
-        resp_add_array(&c->out, 0);
+        reply_scan_header(c, 0, 0);
         return;
     }
     if (arg_scan_options(c, 3, &count, &sc.pat, &sc.plen, NULL) != 0) return;
@@ -1280,10 +1266,8 @@ void zscanCommand(client *c) {
         cursor = dict_scan(z->d, cursor, (long)count, zscan_visit, &sc);
     }
     char buf[64];
-    int len = ull2string(buf, sizeof(buf), cursor);
-    resp_add_array(&c->out, 2);
-    resp_add_bulk(&c->out, buf, (size_t)len);
-    resp_add_array(&c->out, sc.n * 2);
+    int len;
+    reply_scan_header(c, cursor, sc.n * 2);
     for (size_t pos = 0; pos < sc.items.len;) {
         uint32_t mlen = obj_get_u32(sc.items.buf + pos);
         double s = zset_get_score(sc.items.buf + pos + 4);

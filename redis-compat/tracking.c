@@ -80,6 +80,14 @@ void tracking_state_new(void) {
     server.edge_state->trk = st;
 }
 
+void tracking_state_free(void) {
+    struct tracking_state *st = server.edge_state->trk;
+    if (st->table) dict_free(st->table);
+    free(st->tracking);
+    pthread_mutex_destroy(&st->trk_lock);
+    free(st);
+}
+
 #define trk_lock (server.edge_state->trk->trk_lock)
 #define table (server.edge_state->trk->table)   /* key -> uint64 ids */
 #define tracking (server.edge_state->trk->tracking)   /* clients with tracking on */

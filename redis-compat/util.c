@@ -2,6 +2,7 @@
  * number rules (src/base/strutil.h): they reply with Redis's error text
  * themselves so command code stays short. */
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,50 @@ int arg_scan_options(client *c, int first, long long *count, const char **pat, s
         }
     }
     return 0;
+}
+
+/* The "[COUNT count]" tail of LMPOP, BLMPOP, ZMPOP and BZMPOP from
+ * argv[first]: count >= 1, 1 when absent; anything else is a syntax error. */
+int arg_mpop_count(client *c, int first, long long *count) {
+    *count = -1;
+    for (int j = first; j < c->argc; j++) {
+        int more = c->argc - 1 - j;
+        if (*count == -1 && arg_is(c, j, "count") && more) {
+            j++;
+            if (arg_ll_range(c, j, 1, LLONG_MAX, count, "ERR count should be greater than 0") != 0)
+                return -1;
+        } else {
+            resp_add_error(&c->out, ERR_SYNTAX);
+            return -1;
+        }
+    }
+    if (*count == -1) *count = 1;
+    return 0;
+}
+
+/* A page of HSCAN, SSCAN (and any SCAN whose element count is known only
+ * after the walk): the elements go to a side buffer, then scan_page_end
+ * writes [cursor, [n elements]] with the real count in front of them. */
+void scan_page_begin(client *c, scan_page *p) {
+    p->save = c->out;
+    rbuf_init(&c->out.b);
+}
+
+void scan_page_end(client *c, scan_page *p, uint64_t cursor, long long n) {
+    rbuf items = c->out.b;
+    c->out = p->save;
+    reply_scan_header(c, cursor, n);
+    resp_add_raw(&c->out, items.buf, items.len);
+    rbuf_free(&items);
+}
+
+/* [cursor, [ followed by n elements the caller adds */
+void reply_scan_header(client *c, uint64_t cursor, long long n) {
+    char buf[32];
+    int len = ull2string(buf, sizeof(buf), cursor);
+    resp_add_array(&c->out, 2);
+    resp_add_bulk(&c->out, buf, (size_t)len);
+    resp_add_array(&c->out, n);
 }
 
 /* ------------------------------------------------------------------ */

@@ -31,6 +31,12 @@ int main(int argc, char **argv) {
         usage();
         return 0;
     }
-    rowan_server_wait(rowan_server_start(argc, argv, ROWAN_START_PROCESS));
+    char err[2048];
+    struct rowan_server *s = rowan_server_start(argc, argv, ROWAN_START_PROCESS, err, sizeof(err));
+    if (!s) {   /* logged already; redis-server prints it too, and exits 1 */
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    rowan_server_wait(s);
     return 0;
 }

@@ -57,6 +57,23 @@ uint64_t rw_now(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The batch's clock (e->now), or a fresh read outside a batch. A batch is
+ * at most one receive batch's callbacks long, far below the 20 ms the
+ * timers are precise to, and a round trip measured from it is off by the
+ * batch's own time at most. */
+static uint64_t eng_now(const rowanEngine *e) {
+    return e->now ? e->now : rw_now();
+}
+
+/* Start a batch (returns the enclosing one's clock, for batch_end). */
+static uint64_t batch_begin(rowanEngine *e, uint64_t now) {
+    uint64_t outer = e->now;
+    e->now = now;
+    return outer;
+}
+
+static void batch_end(rowanEngine *e, uint64_t outer) { e->now = outer; }
+
 static void seterr(int *err, char *errstr, size_t len, int code, const char *fmt, ...) {
     va_list ap;
     *err = code;
@@ -238,10 +255,7 @@ static int pack_fits(const dgram_pack *p, const rw_req *q, uint64_t term) {
 }
 
 static void pack_add(dgram_pack *p, const rw_req *q) {
-    dgram_hdr h;
-    const char *why;
-    dgram_get_hdr(q->dg, q->dlen, &h, &why);   /* our own datagram: shard and frag */
-    dgram_entry en = {.req = q->id, .type = DGRAM_REQUEST, .shard = h.shard, .frag = h.frag,
+    dgram_entry en = {.req = q->id, .type = DGRAM_REQUEST, .shard = q->shard, .frag = q->frag,
                       .len = (uint32_t)(q->dlen - DGRAM_HDR_LEN), .payload = q->dg + DGRAM_HDR_LEN};
     dgram_pack_add(p, &en);
 }
@@ -343,6 +357,8 @@ static void put_hdr(rowanEngine *e, rw_req *q) {
             break;
         }
     dgram_put_hdr(q->dg, &h);
+    q->shard = h.shard;
+    q->frag = h.frag;
 }
 
 static uint64_t rto_of(rowanEngine *e) {
@@ -364,7 +380,7 @@ static void send_new(rowanEngine *e, rw_req *q, int node) {
     q->state = RQ_FLIGHT;
     flight_add(n, q);
     put_hdr(e, q);
-    uint64_t now = rw_now();
+    uint64_t now = eng_now(e);
     q->t_sent = now;
     q->tries = 1;
     q->rto = rto_of(e);
@@ -434,16 +450,18 @@ static void dispatch(rowanEngine *e, rw_req *q) {
 }
 
 void rw_submit(rowanEngine *e, rw_req *q) {
+    uint64_t outer = batch_begin(e, eng_now(e));   /* one clock read for the deadline and the send */
     e->inflight++;
-    q->t_deadline = rw_now() + e->timeout_ns;
+    q->t_deadline = e->now + e->timeout_ns;
     dispatch(e, q);
+    batch_end(e, outer);
 }
 
 /* An internal request to one node, not routed (keepalives). */
 void rw_submit_to(rowanEngine *e, rw_req *q, int node) {
     e->inflight++;
     q->internal = 1;
-    q->t_deadline = rw_now() + e->timeout_ns;
+    q->t_deadline = eng_now(e) + e->timeout_ns;
     send_new(e, q, node);
 }
 
@@ -458,7 +476,7 @@ static void reroute(rowanEngine *e, rw_req *q, int node, uint64_t delay) {
              "(term %llu)", MAX_REROUTES, (unsigned long long)e->term);
         return;
     }
-    if (delay) { park(e, q, rw_now() + delay); return; }
+    if (delay) { park(e, q, eng_now(e) + delay); return; }
     if (node >= 0) send_user(e, q, node);
     else dispatch(e, q);
 }
@@ -466,6 +484,25 @@ static void reroute(rowanEngine *e, rw_req *q, int node, uint64_t delay) {
 /* ---------------- requests ---------------- */
 
 static int cmd_first_key(rowanEngine *e, const char *name, size_t len);
+
+/* A zeroed request record with room for a datagram of dlen bytes after
+ * it: a finished one from the engine's pool if it has the room (no
+ * malloc per request), else a new one. */
+static rw_req *req_alloc(rowanEngine *e, size_t dlen) {
+    rw_req *q = e->pool;
+    if (q) {
+        e->pool = q->qnext;
+        e->npool--;
+        if (q->dcap < dlen) { free(q); q = NULL; }
+    }
+    size_t cap = q ? q->dcap : dlen < RW_REQ_DG ? RW_REQ_DG : dlen;
+    if (!q && !(q = malloc(sizeof *q + cap))) return NULL;
+    memset(q, 0, sizeof *q);
+    q->dcap = cap;
+    q->dg = (unsigned char *)(q + 1);
+    q->eng = e;
+    return q;
+}
 
 rw_req *rw_req_new(rowanEngine *e, int argc, const char **argv, const size_t *argvlen,
                    int *err, char *errstr, size_t errlen) {
@@ -487,20 +524,18 @@ rw_req *rw_req_new(rowanEngine *e, int argc, const char **argv, const size_t *ar
                "(%zu > %d bytes): use TCP", total, DGRAM_MTU);
         goto out;
     }
-    rw_req *q = calloc(1, sizeof *q);
-    unsigned char *dg = malloc(total);
-    if (!q || !dg) { free(q); free(dg); goto oom; }
+    rw_req *q = req_alloc(e, total);
+    if (!q) goto oom;
     dgram_hdr h = {0};
     h.magic = DGRAM_MAGIC;
     h.version = DGRAM_VERSION;
     h.type = DGRAM_REQUEST;
-    long n = dgram_put_request(dg, &h, argc, (const char *const *)argv, argvlen);
+    long n = dgram_put_request(q->dg, &h, argc, (const char *const *)argv, argvlen);
     if (n < 0 || (size_t)n > total) {
-        free(q); free(dg);
+        rw_req_free(q);
         seterr(err, errstr, errlen, ROWAN_ERR_TOOBIG, "request larger than one datagram: use TCP");
         goto out;
     }
-    q->dg = dg;
     q->dlen = (size_t)n;
     q->node = -1;
     q->slot = RW_NOSLOT;
@@ -517,11 +552,18 @@ out:
     return NULL;
 }
 
+/* Back to its engine's pool (not while the engine is being freed). */
 void rw_req_free(rw_req *q) {
     if (!q) return;
-    free(q->dg);
     dgram_join_free(&q->join);
     if (q->reply) freeReplyObject(q->reply);
+    rowanEngine *e = q->eng;
+    if (e && !e->closing && e->npool < RW_REQ_POOL) {
+        q->qnext = e->pool;
+        e->pool = q;
+        e->npool++;
+        return;
+    }
     free(q);
 }
 
@@ -804,7 +846,7 @@ static void refresh_send(rowanEngine *e, int step) {
     q->done = refresh_done;
     e->st.refreshes += step == RF_INFO;
     e->inflight++;
-    q->t_deadline = rw_now() + e->timeout_ns;
+    q->t_deadline = eng_now(e) + e->timeout_ns;
     send_new(e, q, e->rf_node);
 }
 
@@ -846,7 +888,7 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
         return;
     }
     if (q->tries == 1) {   /* Karn: only unambiguous samples */
-        uint64_t rtt = rw_now() - q->t_sent;
+        uint64_t rtt = eng_now(e) - q->t_sent;
         e->srtt = e->srtt ? (7 * e->srtt + rtt) / 8 : rtt;
     }
     if (!q->internal && r->type == REDIS_REPLY_ERROR && q->reroutes < MAX_REROUTES) {
@@ -912,7 +954,7 @@ static void on_message(rowanEngine *e, int node, const dgram_hdr *hp, const unsi
         case DGRAM_R_BUSY:
         case DGRAM_R_LOADING:      /* nothing ran: the same id again later */
             q->rto = q->rto * 2 > RTO_MAX ? RTO_MAX : q->rto * 2;
-            q->t_next = rw_now() + q->rto;
+            q->t_next = eng_now(e) + q->rto;
             return;
         default:
             fail(e, q, ROWAN_ERR_PROTOCOL, "%s:%d refused the request: %.*s", n->host, n->port,
@@ -988,6 +1030,7 @@ void rw_on_readable(rowanEngine *e, int node) {
     rw_node *n = &e->nodes[node];
     struct mmsghdr msgs[RW_RXBATCH];
     struct iovec iov[RW_RXBATCH];
+    uint64_t outer = e->now;
     for (int round = 0; round < 16 && n->fd >= 0; round++) {
         for (int i = 0; i < RW_RXBATCH; i++) {
             iov[i].iov_base = e->rx[i];
@@ -1001,6 +1044,7 @@ void rw_on_readable(rowanEngine *e, int node) {
             if (errno == ECONNREFUSED) { node_dead(e, node); continue; }
             break;    /* EAGAIN, or an error the next send will meet again */
         }
+        if (got > 0) batch_begin(e, rw_now());   /* one clock read per batch */
         for (int i = 0; i < got; i++) {
             size_t len = msgs[i].msg_len;
             e->st.received++;
@@ -1015,6 +1059,7 @@ void rw_on_readable(rowanEngine *e, int node) {
     }
     check_refused(e);
     pump(e);
+    batch_end(e, outer);
 }
 
 /* ---------------- timers ---------------- */
@@ -1033,6 +1078,7 @@ static void timeout_fail(rowanEngine *e, rw_req *q) {
 }
 
 void rw_on_timer(rowanEngine *e, uint64_t now) {
+    uint64_t outer = batch_begin(e, now);
     check_refused(e);
     for (int i = 0; i < e->nnodes; i++) {
         rw_node *n = &e->nodes[i];
@@ -1070,6 +1116,7 @@ void rw_on_timer(rowanEngine *e, uint64_t now) {
     }
     rw_push_timer(e, now);
     pump(e);
+    batch_end(e, outer);
 }
 
 uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
@@ -1171,6 +1218,7 @@ void rw_engine_free(rowanEngine *e) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].fd >= 0) close(e->nodes[i].fd);
     free(e->cmds);
+    for (rw_req *q = e->pool, *next; q; q = next) { next = q->qnext; free(q); }
     rw_push_free(e);
     if (e->reader) redisReaderFree(e->reader);
     free(e);

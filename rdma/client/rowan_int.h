@@ -24,6 +24,8 @@
 #define RW_RXBATCH   16            /* datagrams per recvmmsg */
 #define RW_OUTBATCH  64            /* requests queued per node before a flush */
 #define RW_PACKBATCH 16            /* datagrams (packs) per sendmmsg */
+#define RW_REQ_POOL  64            /* finished request records kept for reuse */
+#define RW_REQ_DG    512           /* datagram room of a new request record, at least */
 
 typedef struct rw_req rw_req;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
@@ -40,8 +42,11 @@ struct rw_req {
     int slot;                      /* key's hash slot, RW_NOSLOT: keyless */
     uint64_t id;                   /* request id on that node's link */
     uint64_t term;                 /* term it was sent with */
-    unsigned char *dg;             /* the datagram; header rewritten per send */
+    unsigned char *dg;             /* the datagram (after the record); header rewritten per send */
     size_t dlen;
+    size_t dcap;                   /* room for it after the record */
+    uint16_t shard, frag;          /* its header's, as put_hdr last wrote them (packing) */
+    rowanEngine *eng;              /* whose pool the record returns to */
     uint64_t t_deadline;           /* ns: fail with a timeout after this */
     uint64_t t_next;               /* ns: next retransmission / parked resend (0: on refresh) */
     uint64_t t_sent;
@@ -76,6 +81,8 @@ typedef struct rw_node {
     rw_req *qhead, *qtail;         /* waiting for room in the window (RW_WINDOW) */
     rw_req *bucket[RW_BUCKETS];
     void *ev;                      /* async: its read event */
+    dgram_join push_join;          /* a fragmented pushed reply being joined (rowan_push.c) */
+    uint64_t push_num;             /* its push number; 0: none */
 } rw_node;
 
 typedef struct rw_cmdinfo {        /* key position of a command (COMMAND) */
@@ -122,6 +129,12 @@ struct rowanEngine {
     struct { redisReply *r; int node; } *later;   /* values pushed next (rw_push_flush) */
     int nlater, caplater;
     redisReader *reader;
+    /* finished request records, reused (no malloc/free per request) */
+    rw_req *pool;
+    int npool;
+    /* the clock read once per batch (a receive batch, a timer turn, a
+     * submit): nonzero while one runs, and used for everything in it */
+    uint64_t now;
     unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];   /* one recvmmsg's datagrams */
     unsigned char txpk[RW_PACKBATCH][DGRAM_MTU];    /* packed frames of one sendmmsg */
 };

@@ -3,10 +3,11 @@
  * A native session sends what is no command's reply (pub/sub messages,
  * MONITOR lines, tracking invalidations) as a reply with request id 0
  * (rdma/native.c). Such a datagram is neither cached nor retransmitted:
- * delivery is best effort, a message in a lost datagram is lost. Only
- * messages that fit one datagram arrive (the server sends larger ones in
- * fragments of request id 0, which cannot be told apart from another
- * message's; they are dropped here).
+ * delivery is best effort, a message in a lost datagram is lost. A message
+ * larger than one datagram comes in fragments that carry its push number
+ * (rdma/dgram.h, "Pushed replies"): they are joined per node, and a join
+ * another number interrupts (a fragment was lost) is dropped. A message
+ * over DGRAM_REPLY_MAX arrives as a pushed error saying it was dropped.
  *
  * The engine hands every pushed value to its owner (on_push): the blocking
  * API queues them for rowanGetReply, the async API calls the callback
@@ -76,10 +77,12 @@ static void deliver(rowanEngine *e, int node, redisReply *r) {
 }
 
 /* Every RESP value in buf, in order, into e->later (after what is there);
- * the number, or -1 if the bytes are not whole values (nothing added). */
+ * the number, or -1 if the bytes are not whole values (nothing added).
+ * The engine's reader is kept between replies (no reader created and
+ * freed per reply); one left in an unknown state is dropped. */
 static int parse_values(rowanEngine *e, int node, const char *buf, size_t len) {
-    redisReader *rd = redisReaderCreate();
-    if (!rd) return -1;
+    if (!e->reader && !(e->reader = redisReaderCreate())) return -1;
+    redisReader *rd = e->reader;
     int n = 0, rc = -1, base = e->nlater;
     if (redisReaderFeed(rd, buf, len) == REDIS_OK) {
         for (;;) {
@@ -101,8 +104,9 @@ static int parse_values(rowanEngine *e, int node, const char *buf, size_t len) {
             n++;
         }
     }
-    redisReaderFree(rd);
     if (rc < 0) {
+        redisReaderFree(rd);
+        e->reader = NULL;
         while (e->nlater > base) freeReplyObject(e->later[--e->nlater].r);
     }
     return rc;
@@ -119,6 +123,7 @@ void rw_push_flush(rowanEngine *e) {
 }
 
 void rw_push_free(rowanEngine *e) {
+    for (int i = 0; i < e->nnodes; i++) dgram_join_free(&e->nodes[i].push_join);
     while (e->nlater > 0) freeReplyObject(e->later[--e->nlater].r);
     free(e->later);
     e->later = NULL;
@@ -144,8 +149,30 @@ redisReply *rw_push_reply(rowanEngine *e, rw_req *q, const char *buf, size_t len
 
 void rw_push_datagram(rowanEngine *e, int node, const dgram_hdr *h, const unsigned char *pl,
                       size_t plen) {
-    if (h->type != DGRAM_REPLY || h->nfrag != 1 || h->off != 0 || plen != h->total) return;
-    if (parse_values(e, node, (const char *)pl, plen) > 0) rw_push_flush(e);
+    if (h->type != DGRAM_REPLY) return;
+    if (h->nfrag == 1) {
+        if (h->off == 0 && plen == h->total && parse_values(e, node, (const char *)pl, plen) > 0)
+            rw_push_flush(e);
+        return;
+    }
+    /* a fragment of a larger message: joined by its push number (0: a
+     * server that does not number them; its fragments cannot be joined) */
+    rw_node *n = &e->nodes[node];
+    if (h->acked == 0) return;
+    if (h->acked != n->push_num) {   /* another message begins: drop what was left */
+        dgram_join_free(&n->push_join);
+        n->push_num = h->acked;
+    }
+    int rc = dgram_join_add(&n->push_join, h, pl, plen);
+    if (rc == 0) return;
+    if (rc == 1 && parse_values(e, node, (const char *)n->push_join.buf, n->push_join.total) > 0) {
+        dgram_join_free(&n->push_join);
+        n->push_num = 0;
+        rw_push_flush(e);
+        return;
+    }
+    dgram_join_free(&n->push_join);   /* did not join or parse */
+    n->push_num = 0;
 }
 
 static void keepalive_done(rowanEngine *e, rw_req *q) {

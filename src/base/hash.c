@@ -21,7 +21,12 @@
 
 #include <pthread.h>
 
-static uint16_t crc16_table[256];
+/* crc16_table[k][i]: what byte i followed by k zero bytes does to a zero
+ * CRC. Eight bytes at a time (slicing-by-8) are then eight independent
+ * table loads xored together, instead of a chain of eight dependent
+ * steps: the slot of every command's key is computed on the request path
+ * (hash_slot was 4% of the server's CPU at GET -P 16, perf). */
+static uint16_t crc16_table[8][256];
 static pthread_once_t crc16_once = PTHREAD_ONCE_INIT;
 
 static void crc16_table_build(void) {
@@ -29,16 +34,25 @@ static void crc16_table_build(void) {
         uint16_t r = (uint16_t)(i << 8);
         for (int bit = 0; bit < 8; bit++)
             r = (r & 0x8000) ? (uint16_t)((r << 1) ^ 0x1021) : (uint16_t)(r << 1);
-        crc16_table[i] = r;
+        crc16_table[0][i] = r;
     }
+    for (int k = 1; k < 8; k++)
+        for (unsigned i = 0; i < 256; i++) {
+            uint16_t r = crc16_table[k - 1][i];
+            crc16_table[k][i] = (uint16_t)(r << 8) ^ crc16_table[0][r >> 8];
+        }
 }
 
 uint16_t crc16_xmodem(const void *buf, size_t len) {
     pthread_once(&crc16_once, crc16_table_build);
     const uint8_t *p = buf;
     uint16_t r = 0;
+    for (; len >= 8; len -= 8, p += 8)
+        r = crc16_table[7][(r >> 8) ^ p[0]] ^ crc16_table[6][(r & 0xff) ^ p[1]] ^
+            crc16_table[5][p[2]] ^ crc16_table[4][p[3]] ^ crc16_table[3][p[4]] ^
+            crc16_table[2][p[5]] ^ crc16_table[1][p[6]] ^ crc16_table[0][p[7]];
     while (len--)
-        r = (uint16_t)((r << 8) ^ crc16_table[((r >> 8) ^ *p++) & 0xff]);
+        r = (uint16_t)((r << 8) ^ crc16_table[0][((r >> 8) ^ *p++) & 0xff]);
     return r;
 }
 

@@ -118,6 +118,14 @@ void bus_init(void) {
     server.bus = bus;
 }
 
+void bus_free(void) {
+    struct bus_state *bus = server.bus;   /* after bus_stop */
+    if (!bus) return;
+    pthread_mutex_destroy(&bus->mu);
+    free(bus);
+    server.bus = NULL;
+}
+
 void bus_register(int type, bus_handler h) {
     struct bus_state *bus = server.bus;
     if (type > 0 && type < BUS_TYPE_MAX) bus->handlers[type] = h;
@@ -326,7 +334,7 @@ static bus_conn *out_conn(int node) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     repl_hello hello;
     repl_hello_fill(&hello, REPL_LINK_BUS);
-    pauth_client_begin(&c->auth, &hello, sizeof(hello));
+    pauth_client_begin(&c->auth, &hello, repl_hello_len(&hello));
     bus->out[node] = c;
     return c;
 }

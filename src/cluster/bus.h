@@ -48,6 +48,8 @@ enum bus_type {
                            * u64 term, u64 mask of learner nodes */
     BUS_FAILOVER = 7,     /* CLUSTER FAILOVER from me (member.c -> cm.c): u64 term, u8 node, u8 force */
     BUS_DELTAINFO = 8,    /* what is your copy of these shards, bucket by bucket? (delta.c) */
+    BUS_PUBLISH = 9,      /* deliver this PUBLISH to your subscribers (redis-compat/pubsub_bus.c):
+                           * u32 channel length, channel, message -> empty response */
     BUS_TYPE_MAX = 64
 };
 
@@ -82,6 +84,8 @@ void bus_adopt(int fd, void *ssl, int node, const uint8_t *pre, size_t n);
 
 /* Allocate server.bus (at startup, before anything registers or calls). */
 void bus_init(void);
+/* Free the state bus_init made (its threads stopped); boot.c's teardown. */
+void bus_free(void);
 /* Start the bus thread (cluster mode, before the control thread accepts). */
 int bus_start(char *err, size_t errlen);
 void bus_stop(void);

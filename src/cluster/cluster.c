@@ -54,6 +54,15 @@ void cluster_state_new(void) {
     server.cluster_st = st;
 }
 
+void cluster_state_free(void) {
+    struct cluster_state *st = server.cluster_st;
+    if (!st) return;
+    cluster_config_free(atomic_load(&st->cur));
+    for (int i = 0; i < CLUSTER_KEEP; i++) cluster_config_free(st->retired[i]);
+    free(st);
+    server.cluster_st = NULL;
+}
+
 /* A 40-hex-digit node id from the name: stable across restarts and equal on
  * every node, like Redis's node ids are to its cluster. */
 static void node_id_from_name(const char *name, char *out) {

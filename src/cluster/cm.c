@@ -66,6 +66,13 @@ struct cm_state {
 
 void cm_init(void) { server.cm = calloc(1, sizeof(struct cm_state)); }
 
+void cm_free(void) {
+    if (!server.cm) return;   /* after cm_stop */
+    cluster_config_free(server.cm->cfg);
+    free(server.cm);
+    server.cm = NULL;
+}
+
 static int64_t lease_us(void) { return server.cfg.cluster_lease_ms * 1000; }
 
 int cm_active(void) { return atomic_load(&server.cm->active); }

@@ -33,6 +33,8 @@
 
 /* Allocate server.cm (at startup, before anything uses it). */
 void cm_init(void);
+/* Free the state cm_init made (its threads stopped); boot.c's teardown. */
+void cm_free(void);
 /* Join the election (member_join). root: /rowan/<cluster-name>. */
 void cm_start(const char *root);
 void cm_stop(void);

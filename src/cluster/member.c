@@ -60,6 +60,15 @@ void member_init(void) {
     server.member = mb;
 }
 
+void member_free(void) {
+    struct member_state *mb = server.member;   /* after member_stop */
+    if (!mb) return;
+    cluster_config_free(mb->pushed);
+    pthread_mutex_destroy(&mb->mu);
+    free(mb);
+    server.member = NULL;
+}
+
 static int64_t lease_us(void) { return server.cfg.cluster_lease_ms * 1000; }
 
 int member_lease_valid(void) {
@@ -465,7 +474,10 @@ void member_start(void) {
 
 void member_stop(void) {
     struct member_state *mb = server.member;
-    if (!mb->running) return;
+    if (!mb->running) {   /* never started: a session member_join may have opened */
+        zk_close();
+        return;
+    }
     atomic_store(&mb->stopping, 1);
     zk_poke();
     pthread_join(mb->thread, NULL);

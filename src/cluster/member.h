@@ -27,6 +27,8 @@
 
 /* Allocate server.member (at startup, before anything uses it). */
 void member_init(void);
+/* Free the state member_init made (its threads stopped); boot.c's teardown. */
+void member_free(void);
 /* Managed mode, after recovery and before the workers: open the ZooKeeper
  * session, register this node, join the CM election, and wait until a
  * configuration names this node. 0, or -1 with err. */

@@ -53,6 +53,16 @@ void zk_state_new(void) {
     server.zk_st = st;
 }
 
+void zk_state_free(void) {
+    struct zk_state *st = server.zk_st;   /* zk_close ran (member_stop) */
+    if (!st) return;
+    pthread_rwlock_destroy(&st->hl);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    free(st);
+    server.zk_st = NULL;
+}
+
 static void wake(void) {
     pthread_mutex_lock(&zk.mu);
     zk.events++;

@@ -232,6 +232,7 @@ static const struct option options[] = {
     { "replication-timeout", T_LL, CFG(replication_timeout), 0, 1, LLONG_MAX, "5000", NULL, NULL },
     { "replication-mode", T_ENUM, CFG(replication_mode), OPT_IMMUTABLE, 0, 0, "rowan", repl_mode_names, NULL },
     { "replication-transport", T_ENUM, CFG(replication_transport), OPT_IMMUTABLE, 0, 0, "tcp", repl_transport_names, NULL },
+    { "replication-msg-max", T_MEM, CFG(replication_msg_max), OPT_IMMUTABLE, 0, REPL_MSG_MAX_TOP, "0", NULL, NULL },
     /* managed cluster */
     { "zookeeper", T_STR, CFG(zookeeper), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
     { "cluster-name", T_STR, CFG(cluster_name), OPT_IMMUTABLE, 0, 0, "", NULL, NULL },
@@ -524,6 +525,39 @@ static void snapshot_configured(void)
         }
     }
     configured_valid = 1;
+}
+
+/* A stopped server's configuration: every string it holds (live, as
+ * configured, retired by CONFIG SET), the renames, the user lines. */
+void config_state_free(void)
+{
+    if (!server.config_st) return;
+    for (int i = 0; i < NOPTIONS; i++) {
+        const struct option *o = &options[i];
+        if (!is_string_type(o->type)) continue;
+        free(*(char **)field_ptr(o));
+        *(char **)field_ptr(o) = NULL;
+        if ((o->flags & OPT_IMMUTABLE) && !(o->flags & OPT_NOEFFECT))
+            free(*(char **)((char *)&configured + o->off));
+    }
+    for (size_t i = 0; i < nretired; i++) free(retired[i]);
+    free(retired);
+    struct config_state *st = server.config_st;
+    for (int i = 0; i < st->nrenames; i++) {
+        free(st->rename_from[i]);
+        free(st->rename_to[i]);
+    }
+    free(st->rename_from);
+    free(st->rename_to);
+    for (int i = 0; i < server.cfg.acl_nuser_lines; i++) free(server.cfg.acl_user_lines[i]);
+    free(server.cfg.acl_user_lines);
+    server.cfg.acl_user_lines = NULL;
+    server.cfg.acl_nuser_lines = 0;
+    free(server.cfg.conf_file);
+    server.cfg.conf_file = NULL;
+    pthread_mutex_destroy(&config_mu);
+    free(server.config_st);
+    server.config_st = NULL;
 }
 
 static const struct option *opt_find_main(const char *name, size_t len)
@@ -898,6 +932,13 @@ static int opt_parse(const struct option *o, const char *text, struct optval *v,
     }
     if (n < o->min || n > o->max) {
         snprintf(reason, rlen, "argument must be between %lld and %lld inclusive", o->min, o->max);
+        return -1;
+    }
+    /* replication-msg-max: 0 (no cap), or a message that holds a block's
+     * 64-byte header and a useful payload */
+    if (o->off == CFG(replication_msg_max) && n > 0 && n < REPL_MSG_MAX_MIN) {
+        snprintf(reason, rlen, "argument must be 0 or between %d and %lld inclusive",
+                 REPL_MSG_MAX_MIN, o->max);
         return -1;
     }
     v->n = o->clamp ? o->clamp(n) : n;

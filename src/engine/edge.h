@@ -49,6 +49,8 @@ typedef struct edge_ops {
     /* a new server's edge state (server.h's edge_state), before its
      * configuration is read */
     struct edge_state *(*state_new)(void);
+    /* free server.edge_state once the server stopped (its sessions freed) */
+    void (*state_free)(void);
 } edge_ops;
 
 /* The installed ops (every one set). */

@@ -4,14 +4,29 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "gate.h"
 #include "server.h"
+#include "worker.h"
 
 /* The common single dependency lives inline; never store a pointer to it,
  * since the FIFO array moves when it grows. */
 static const db_dep *entry_deps(const gate_entry *h) { return h->ndeps > 1 ? h->deps : &h->dep1; }
 
-static void gate_push(gate *g, size_t start, size_t end, const db_dep *deps, int n) {
+/* When a reply was held: only compared with replication-timeout (seconds),
+ * so the coarse clock (the last tick, a read of the vDSO page without the
+ * TSC) does; it lags monotonic_us() by at most a tick, which makes a held
+ * reply look at most that much older. Read once per round of a worker
+ * (gate_after_command): the replies a round holds are stamped with when it
+ * held its first, at most the round's few milliseconds earlier. */
+static int64_t held_since_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void gate_push(gate *g, size_t start, size_t end, const db_dep *deps, int n,
+                      int64_t since_us) {
     if (g->n + g->head == g->cap) {
         if (g->head) {
             memmove(g->q, g->q + g->head, sizeof(gate_entry) * (size_t)g->n);
@@ -24,7 +39,7 @@ static void gate_push(gate *g, size_t start, size_t end, const db_dep *deps, int
     gate_entry *h = &g->q[g->head + g->n++];
     h->start = start;
     h->end = end;
-    h->since_us = monotonic_us();
+    h->since_us = since_us;
     h->ndeps = n;
     h->dep1 = deps[0];
     h->deps = NULL;
@@ -45,10 +60,18 @@ static void gate_pop(gate *g) {
 int gate_after_command(gate *g, db_ctx *x, size_t start, size_t end) {
     int n = 0;
     for (int i = 0; i < x->ndeps; i++)
-        if (!db_dep_durable(&x->deps[i])) x->deps[n++] = x->deps[i];
+        if (!db_dep_durable(&x->deps[i])) {
+            if (n != i) x->deps[n] = x->deps[i];
+            n++;
+        }
     if (n == 0) return 0;
-    gate_push(g, start, end, x->deps, n);
-    atomic_fetch_add(&server.stat.held_replies, 1);
+    if (x->w && !x->w->round_held_us) x->w->round_held_us = held_since_us();
+    gate_push(g, start, end, x->deps, n, x->w ? x->w->round_held_us : held_since_us());
+    /* counted per worker and folded once per round (worker.c): a shared
+     * counter bumped by every held reply, i.e. nearly every write, moved
+     * its cache line between the workers once per command */
+    if (x->w) x->w->round_held++;
+    else atomic_fetch_add(&server.stat.held_replies, 1);
     return 1;
 }
 

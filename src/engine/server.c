@@ -38,6 +38,21 @@ void server_state_new(void) {
     peer_tls_state_new();
 }
 
+void server_state_free(void) {
+    cluster_state_free();
+    zk_state_free();
+    coldread_state_free();
+    listen_state_free();
+    evict_state_free();   /* its rings are per shard */
+    shard_state_free();
+    bigval_state_free();
+    db_state_free();
+    pauth_state_free();
+    tls_state_free();
+    config_state_free();
+    peer_tls_state_free();
+}
+
 /* The first object has its state before main, so the tools and unit tests
  * that use the core without starting a server (rowan-check-pool) find it. */
 __attribute__((constructor)) static void first_server_state(void) { server_state_new(); }

@@ -84,6 +84,7 @@ struct rowan_config {
     long long replication_timeout; /* ms a write may wait for its replicas */
     int replication_mode;       /* REPL_MODE_* */
     int replication_transport;  /* REPL_TRANSPORT_* */
+    long long replication_msg_max; /* TCP transport: larger entries go as blocks (vblock.h); 0 = no cap */
     /* managed cluster (cluster.h, member.c, cm.c) */
     char *zookeeper;            /* host:port[,host:port]; "" = static/standalone */
     char *cluster_name;         /* znodes under /rowan/<name> */
@@ -145,6 +146,10 @@ enum { PROTECTED_ACTION_NO, PROTECTED_ACTION_YES, PROTECTED_ACTION_LOCAL };
 enum { REPL_MODE_ROWAN = 0, REPL_MODE_RPC = 1 };
 enum { TLS_AUTH_CLIENTS_NO = 0, TLS_AUTH_CLIENTS_YES = 1, TLS_AUTH_CLIENTS_OPTIONAL = 2 };
 enum { REPL_TRANSPORT_TCP = 0, REPL_TRANSPORT_VERBS = 1 };
+/* replication-msg-max: 0 (no cap) or this range of bytes; a receiver
+ * refuses a hello that declares a cap outside it (control.c) */
+#define REPL_MSG_MAX_MIN 1024
+#define REPL_MSG_MAX_TOP (4LL << 20)
 
 struct rowan_stats {
     _Atomic long long numcommands;
@@ -252,9 +257,24 @@ void pauth_state_new(void);
 void tls_state_new(void);
 void config_state_new(void);
 void peer_tls_state_new(void);
+/* ... and free them, once the server stopped (server_state_free). */
+void cluster_state_free(void);
+void zk_state_free(void);
+void coldread_state_free(void);
+void listen_state_free(void);
+void shard_state_free(void);
+void bigval_state_free(void);
+void evict_state_free(void);
+void db_state_free(void);
+void pauth_state_free(void);
+void tls_state_free(void);
+void config_state_free(void);
+void peer_tls_state_free(void);
 
 /* Allocate them all for the calling thread's server (server.c). */
 void server_state_new(void);
+/* Free them all: the calling thread's server has stopped (boot.c). */
+void server_state_free(void);
 
 /* The server the calling thread works for (see the file comment). */
 extern __thread struct rowan_server *rowan_self;

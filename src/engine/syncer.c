@@ -83,6 +83,11 @@ void syncer_init(void) {
     server.syncer = ss;
 }
 
+void syncer_free(void) {
+    free(server.syncer);   /* after syncer_stop */
+    server.syncer = NULL;
+}
+
 static void flush_timed(syncer_state *ss) {
     int64_t t0 = monotonic_us();
     pool_sync_all(server.pool);

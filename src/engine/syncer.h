@@ -8,6 +8,8 @@ struct worker;
 /* Start n flush threads; worker w's batches go to thread w->id % n. */
 /* Allocate server.syncer (at startup, before any flush). */
 void syncer_init(void);
+/* Free the state syncer_init made (its threads stopped); boot.c's teardown. */
+void syncer_free(void);
 void syncer_start(int n);
 void syncer_stop(void);
 /* Make every pool write made before this call durable, in the background:

@@ -36,6 +36,15 @@ void tls_state_new(void) {
     server.tls_st = st;
 }
 
+void tls_state_free(void) {
+    struct tls_state *st = server.tls_st;
+    if (!st) return;
+    if (st->server_ctx) SSL_CTX_free(st->server_ctx);
+    pthread_mutex_destroy(&st->ctx_mu);
+    free(st);
+    server.tls_st = NULL;
+}
+
 #define server_ctx (server.tls_st->server_ctx)
 #define ctx_mu (server.tls_st->ctx_mu)
 

@@ -125,10 +125,14 @@ static void worker_fold_stats(worker *w) {
     if (w->round_hits) atomic_fetch_add(&server.stat.keyspace_hits, w->round_hits);
     if (w->round_misses) atomic_fetch_add(&server.stat.keyspace_misses, w->round_misses);
     w->round_hits = w->round_misses = 0;
+    if (w->round_held) atomic_fetch_add(&server.stat.held_replies, w->round_held);
+    w->round_held = 0;
 }
 
 void server_wake_workers(void) {
-    for (int i = 0; i < server.nworkers; i++) worker_wake(server.workers[i]);
+    /* a start that failed may have made fewer workers than nworkers, or none */
+    for (int i = 0; server.workers && i < server.nworkers; i++)
+        if (server.workers[i]) worker_wake(server.workers[i]);
 }
 
 void server_request_shutdown(void) {
@@ -434,6 +438,11 @@ void listen_state_new(void) {
     server.listen_st = st;
 }
 
+void listen_state_free(void) {
+    free(server.listen_st);   /* its sockets closed by workers_join */
+    server.listen_st = NULL;
+}
+
 #define listen_fds (server.listen_st->listen_fds)
 #define listen_tls (server.listen_st->listen_tls)   /* the socket is a tls-port one */
 #define nlisten (server.listen_st->nlisten)
@@ -563,6 +572,34 @@ static int worker_attach_listeners(worker *w, char *err, size_t errlen) {
     return 0;
 }
 
+/* Everything worker_new made (its thread joined, its sessions freed). */
+static void worker_free(worker *w) {
+    if (w->wake_ev) event_free(w->wake_ev);
+    if (w->handoff_ev) event_free(w->handoff_ev);
+    if (w->cron_ev) event_free(w->cron_ev);
+    if (w->base) event_base_free(w->base);
+    pthread_mutex_destroy(&w->handoff_mu);
+    db_ctx_free(&w->x);
+    for (int i = 0; i < SHARD_SLOTS; i++) {
+        free(w->slots[i].shards);
+        free(w->slots[i].mark);
+    }
+    free(w->round_cmds);
+    free(w->round_calls);
+    free(w->round_usec);
+    free(w->round_failed);
+    free(w->pending);
+    free(w->released);
+    free(w);
+}
+
+void workers_free(void) {
+    for (int i = 0; server.workers && i < server.nworkers; i++)
+        if (server.workers[i]) worker_free(server.workers[i]);
+    free(server.workers);
+    server.workers = NULL;
+}
+
 static worker *worker_new(int id, char *err, size_t errlen) {
     worker *w = calloc(1, sizeof(*w));
     w->id = id;
@@ -592,7 +629,10 @@ static worker *worker_new(int id, char *err, size_t errlen) {
     w->round_calls = calloc((size_t)nc, sizeof(long long));
     w->round_usec = calloc((size_t)nc, sizeof(long long));
     w->round_failed = calloc((size_t)nc, sizeof(long long));
-    if (id == 0 && worker_attach_listeners(w, err, errlen) != 0) return NULL;
+    if (id == 0 && worker_attach_listeners(w, err, errlen) != 0) {
+        worker_free(w);
+        return NULL;
+    }
     return w;
 }
 
@@ -613,6 +653,7 @@ static void *worker_main(void *arg) {
     snprintf(name, sizeof(name), "rowan-w%d", w->id);
     pthread_setname_np(pthread_self(), name);
     while (!atomic_load(&server.shutdown_asap)) {
+        w->round_held_us = 0;   /* gate.c: this round's held replies are stamped anew */
         event_base_loop(w->base, EVLOOP_ONCE);
         worker_drain(w);
         worker_gather(w);
@@ -641,18 +682,28 @@ static void *worker_main(void *arg) {
 void workers_start(void) {
     syncer_start(server.nworkers);
     for (int i = 0; i < server.nworkers; i++)
-        rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]);
+        server.workers[i]->running =
+            rowan_thread_create(&server.workers[i]->thread, NULL, worker_main, server.workers[i]) == 0;
 }
 
 void workers_join(void) {
     /* the syncer outlives the workers: the control thread may still flush
-     * (main stops it after replication) */
-    for (int i = 0; i < server.nworkers; i++) pthread_join(server.workers[i]->thread, NULL);
-    for (int l = 0; l < nlisten; l++)
-        if (listeners[l]) evconnlistener_free(listeners[l]);
+     * (main stops it after replication); a start that failed may have made
+     * fewer workers, or started none */
+    for (int i = 0; server.workers && i < server.nworkers; i++)
+        if (server.workers[i] && server.workers[i]->running) {
+            pthread_join(server.workers[i]->thread, NULL);
+            server.workers[i]->running = 0;
+        }
+    for (int l = 0; l < nlisten; l++) {
+        if (listeners[l]) evconnlistener_free(listeners[l]);   /* closes the socket */
+        else close(listen_fds[l]);
+        listeners[l] = NULL;
+    }
     nlisten = 0;
-    for (int i = 0; i < server.nworkers; i++) {
+    for (int i = 0; server.workers && i < server.nworkers; i++) {
         worker *w = server.workers[i];
+        if (!w) continue;
         for (int h = 0; h < w->nhandoffs; h++) close(w->handoffs[h].fd); /* never served */
         free(w->handoffs);
         w->handoffs = NULL;

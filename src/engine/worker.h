@@ -28,6 +28,7 @@ struct handoff;
 typedef struct worker {
     int id;
     pthread_t thread;
+    int running;                  /* thread started, not joined yet */
     struct event_base *base;
     struct event *wake_ev;        /* activated from other threads */
     struct event *handoff_ev;     /* worker 0 accepted connections for us */
@@ -74,6 +75,8 @@ typedef struct worker {
     int nround_cmds;
     long long round_numcommands;
     long long round_hits, round_misses;
+    long long round_held;         /* replies held for durability (gate.c) */
+    int64_t round_held_us;        /* when the round held its first (gate.c), 0: none yet */
     _Atomic int waiting;          /* has replies held on other workers' versions */
     _Atomic int kill_pending;     /* some client was marked killed by another thread */
     uint64_t expire_cursor;       /* active expiry position (see db_active_expire) */
@@ -100,6 +103,8 @@ int workers_listen(char *err, size_t errlen);
 int workers_create(int n, char *err, size_t errlen);
 void workers_start(void);
 void workers_join(void);
+/* Free what workers_create made (after workers_join). */
+void workers_free(void);
 /* A version of shard sid was allocated by worker w in this round. */
 void worker_touch_shard(worker *w, uint16_t sid);
 /* Make client c part of w's next flush. */

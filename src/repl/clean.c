@@ -99,6 +99,16 @@ void clean_init(void) {
     server.cleaner = cl;
 }
 
+void clean_free(void) {
+    struct cleaner *cl = server.cleaner;   /* after clean_stop */
+    if (!cl) return;
+    pthread_mutex_destroy(&cl->mutex);
+    pthread_mutex_destroy(&cl->wake_mutex);
+    pthread_cond_destroy(&cl->wake_cond);
+    free(cl);
+    server.cleaner = NULL;
+}
+
 /* The least a reclaiming clean must win: 1/64 segment (64 KiB). */
 #define CLEAN_MIN_GAIN ((int64_t)POOL_SEG_SIZE / 64)
 

@@ -15,6 +15,8 @@ enum clean_state {
 
 /* Allocate server.cleaner (at startup, before anything uses it). */
 void clean_init(void);
+/* Free the state clean_init made (its threads stopped); boot.c's teardown. */
+void clean_free(void);
 void clean_start(void);
 void clean_stop(void);
 /* Clean one segment now (tests, and the thread's own step). 0 ok, -1 if the

@@ -32,9 +32,12 @@
  * refused (logged, closed): a node with a stale or different configuration
  * must not feed this b-log. A frame whose header is impossible (zero type,
  * lengths beyond one segment) closes the link: the stream can no longer be
- * trusted to be in step. If the pool has no room, the link is closed
- * without acking: the sender's writes then fail by timeout, nothing is
- * acknowledged that was not persisted.
+ * trusted to be in step. A hello may declare a message cap (40-byte hello,
+ * replication-msg-max): entries larger than it come as blocks, reassembled
+ * by repl_rx_next (tcp_blocks.c) and landed whole, as one message; an
+ * inconsistent block closes the link as any bad frame does. If the pool
+ * has no room, the link is closed without acking: the sender's writes then
+ * fail by timeout, nothing is acknowledged that was not persisted.
  *
  * Ack wire format: 8 bytes, little endian, the cumulative count. The count
  * 0 is sent right after an accepted hello, so a sender knows it is in.
@@ -92,6 +95,7 @@ typedef struct ctl_link {
     int node, sender;
     uint8_t *buf;             /* unconsumed input */
     size_t len, cap;
+    repl_rx rx;               /* the hello's cap, the entry in reassembly */
     uint64_t landed, acked;   /* messages landed / acked (persisted) */
     uint64_t upto[CTL_FLIGHTS]; /* per flush in flight: the landed count it covers */
     int dirty;                /* landed since the last flush began */
@@ -154,6 +158,16 @@ void control_init(void) {
     server.control = cs;
 }
 
+void control_free(void) {
+    control_state *cs = server.control;   /* after control_stop */
+    if (!cs) return;
+    free(cs->jobs);
+    for (int i = 0; i < CTL_FLIGHTS; i++) free(cs->flights[i].jobs);   /* swapped with jobs */
+    pthread_mutex_destroy(&cs->jobs_mu);
+    free(cs);
+    server.control = NULL;
+}
+
 static void link_close(control_state *cs, ctl_link *l, const char *why) {
     if (why)
         serverLog(LL_WARNING, "Replication link from node %d sender %d closed: %s", l->node,
@@ -165,6 +179,7 @@ static void link_close(control_state *cs, ctl_link *l, const char *why) {
     for (int i = 0; i < cs->nslots; i++)
         if (cs->links[i] == l) cs->links[i] = NULL;
     while (cs->nslots > 0 && !cs->links[cs->nslots - 1]) cs->nslots--;
+    repl_rx_taken(&l->rx);   /* a partial entry never lands */
     free(l->buf);
     free(l);
     atomic_fetch_sub(&cs->st_links, 1);
@@ -244,12 +259,21 @@ static long link_greet(ctl_link *l, char *why, size_t whylen) {
         return -1;
     }
     repl_hello h;
-    if (l->auth.hello_len != sizeof(h)) {
+    memset(&h, 0, sizeof(h));
+    if (l->auth.hello_len != REPL_HELLO_BASE_LEN && l->auth.hello_len != sizeof(h)) {
         snprintf(why, whylen, "not a Rowan replication hello");
         return -1;
     }
-    memcpy(&h, l->auth.hello, sizeof(h));
+    memcpy(&h, l->auth.hello, l->auth.hello_len);
+    if (l->auth.hello_len == sizeof(h) &&
+        (h.msg_max < REPL_MSG_MAX_MIN || h.msg_max > REPL_MSG_MAX_TOP || h.reserved)) {
+        snprintf(why, whylen, "the sender's hello declares a message cap of %u bytes "
+                 "(replication-msg-max is 0 or %d to %lld)", h.msg_max, REPL_MSG_MAX_MIN,
+                 REPL_MSG_MAX_TOP);
+        return -1;
+    }
     if (hello_check(l, &h, why, whylen) != 0) return -1;
+    l->rx.msg_max = h.msg_max;
     return n;
 }
 
@@ -300,17 +324,21 @@ static int land_frames(control_state *cs, ctl_link *l, char *why, size_t whylen)
         if (server.cfg.replication_mode == REPL_MODE_RPC) {
             /* rpc mode: a worker serves the link from now on (rpc_backup.c) */
             epoll_ctl(cs->ep, EPOLL_CTL_DEL, l->c.fd, NULL);
-            rpcb_adopt(l->c.fd, l->node, l->sender, l->buf + pos, l->len - pos);
+            rpcb_adopt(l->c.fd, l->node, l->sender, l->rx.msg_max, l->buf + pos, l->len - pos);
             l->c.fd = -1;
             return 1;
         }
     }
     for (;;) {
-        const uint8_t *p = l->buf + pos;
-        long span = repl_frame_span(p, l->len - pos, why, whylen);
-        if (span < 0) return -1;
-        if (span == 0) break;
-        if (!blog_land(p, (size_t)span)) {
+        const uint8_t *p;
+        size_t span;
+        long took = repl_rx_next(&l->rx, l->buf + pos, l->len - pos, l->landed + 1, &p, &span,
+                                 why, whylen);
+        if (took < 0) return -1;
+        if (took == 0) break;
+        pos += (size_t)took;
+        if (!p) continue;   /* a block of an entry still incomplete */
+        if (!blog_land(p, span)) {
             atomic_fetch_add(&cs->st_refused, 1);
             /* as a refused client write does (db.c): the cleaner reclaims
              * now, whatever its threshold, so that the sender's retry (a
@@ -325,7 +353,6 @@ static int land_frames(control_state *cs, ctl_link *l, char *why, size_t whylen)
         l->dirty = 1;
         if (p[4] != LOG_COMMITVER) l->urgent = 1;
         else if (!cs->lazy_since_us) cs->lazy_since_us = monotonic_us();
-        pos += (size_t)span;
         atomic_fetch_add(&cs->st_msgs, 1);
         if (p[4] == LOG_RESYNC) {
             /* a partial catch-up: our own share of it lands right behind
@@ -334,6 +361,7 @@ static int land_frames(control_state *cs, ctl_link *l, char *why, size_t whylen)
             log_entry_decode(p, &e);
             if (delta_land_kept(&e, why, whylen) != 0) return -1;
         }
+        repl_rx_taken(&l->rx);   /* landed: a reassembled entry is freed */
     }
     memmove(l->buf, l->buf + pos, l->len - pos);
     l->len -= pos;
@@ -801,7 +829,11 @@ int control_start(char *err, size_t errlen) {
 
 void control_stop(void) {
     control_state *cs = server.control;
-    if (!cs->running) return;
+    if (!cs->running) {   /* never started: only the socket control_listen bound */
+        if (cs->listen_fd >= 0) close(cs->listen_fd);
+        cs->listen_fd = -1;
+        return;
+    }
     /* no worker flush is taken from now on; the thread covers those queued */
     pthread_mutex_lock(&cs->jobs_mu);
     atomic_store(&cs->jobs_open, 0);

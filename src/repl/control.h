@@ -9,6 +9,8 @@
 /* Allocate server.control (at startup, before anything else uses the
  * control thread's state). */
 void control_init(void);
+/* Free the state control_init made (its threads stopped); boot.c's teardown. */
+void control_free(void);
 /* Bind our replication port (cluster mode), before the pool is opened: a
  * port another server listens on fails here. -1 with "Could not create
  * replication TCP listening socket host:port: bind: Address already in use".

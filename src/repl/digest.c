@@ -111,6 +111,26 @@ void digest_init(void) {
     server.digest = ds;
 }
 
+void digest_free(void) {
+    digest_state *ds = server.digest;   /* after digest_stop */
+    if (!ds) return;
+    for (dg_job *j = ds->jobs, *next; j; j = next) {
+        next = j->next;
+        free(j);
+    }
+    for (int s = 0; ds->sh && s < server.nshards; s++) free(ds->sh[s].pend);
+    free(ds->sh);
+    free(ds->ann);
+    for (size_t i = 0; i < ds->nsegs; i++) free(ds->segs[i].maxver);
+    free(ds->segs);
+    free(ds->held);
+    pthread_mutex_destroy(&ds->mu);
+    pthread_cond_destroy(&ds->cv);
+    pthread_mutex_destroy(&ds->apply_mu);
+    free(ds);
+    server.digest = NULL;
+}
+
 void digest_segment_started(uint32_t seg) {
     digest_state *ds = server.digest;
     pthread_mutex_lock(&ds->mu);

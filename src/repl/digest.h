@@ -22,6 +22,8 @@
 /* Allocate server.digest (before the control thread or replication uses
  * the digest). */
 void digest_init(void);
+/* Free the state digest_init made (its threads stopped); boot.c's teardown. */
+void digest_free(void);
 void digest_start(void);
 void digest_stop(void);
 /* Control thread: the b-log moved on to a fresh segment (in b-log order). */

@@ -87,6 +87,11 @@ void pauth_state_new(void) {
     server.pauth_st = st;
 }
 
+void pauth_state_free(void) {
+    free(server.pauth_st);
+    server.pauth_st = NULL;
+}
+
 #define open_without_secret (server.pauth_st->open_without_secret)
 #define failures (server.pauth_st->failures)
 

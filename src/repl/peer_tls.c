@@ -50,6 +50,15 @@ void peer_tls_state_new(void) {
     server.peer_tls_st = st;
 }
 
+void peer_tls_state_free(void) {
+    struct peer_tls_state *st = server.peer_tls_st;
+    if (!st) return;
+    if (st->server_ctx) SSL_CTX_free(st->server_ctx);
+    if (st->client_ctx) SSL_CTX_free(st->client_ctx);
+    free(st);
+    server.peer_tls_st = NULL;
+}
+
 #define server_ctx (server.peer_tls_st->server_ctx)
 #define client_ctx (server.peer_tls_st->client_ctx)
 

@@ -102,6 +102,17 @@ void reconcile_alloc(void) {
     server.reconcile = rc;
 }
 
+void reconcile_free(void) {
+    struct reconcile_state *rc = server.reconcile;
+    if (!rc) return;
+    free(rc->sh);
+    free(rc->activate);
+    free(rc->reapplied);
+    pthread_mutex_destroy(&rc->mu);
+    free(rc);
+    server.reconcile = NULL;
+}
+
 int reconcile_pending(void) { return atomic_load(&server.reconcile->pending); }
 int reconcile_lost(void) { return atomic_load(&server.reconcile->lost); }
 

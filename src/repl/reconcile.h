@@ -30,6 +30,8 @@
 
 /* Allocate server.reconcile (at startup, before anything uses it). */
 void reconcile_alloc(void);
+/* Free the state reconcile_alloc made (its threads stopped); boot.c's teardown. */
+void reconcile_free(void);
 /* After recovery, before the workers: every shard we are primary of and
  * that has backups starts SHARD_RECONCILING. Registers the bus handlers. */
 void reconcile_init(void);

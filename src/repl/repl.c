@@ -144,6 +144,15 @@ void repl_init(void) {
     }
 }
 
+void repl_free(void) {
+    repl_state *rs = server.repl;   /* after repl_stop */
+    if (!rs) return;
+    for (int p = 0; p < CLUSTER_MAX_NODES; p++) free(rs->peers[p].commit_sent);
+    free(rs->resync_need);
+    free(rs);
+    server.repl = NULL;
+}
+
 void repl_hello_fill(repl_hello *h, uint16_t sender) {
     memset(h, 0, sizeof(*h));
     h->magic = REPL_HELLO_MAGIC;
@@ -152,6 +161,8 @@ void repl_hello_fill(repl_hello *h, uint16_t sender) {
     h->mode = (uint32_t)server.cfg.replication_mode;
     h->term = cluster_term();
     h->config_digest = cluster_config_digest();
+    /* the cap of our TCP links (tcp_blocks.c); the bus keeps its own framing */
+    h->msg_max = sender == REPL_LINK_BUS ? 0 : (uint32_t)server.cfg.replication_msg_max;
 }
 
 /* A link of generation gen to peer p failed: the peer is DOWN until the
@@ -386,7 +397,7 @@ static int mgr_connect(int p, conn *c, char *err, size_t errlen) {
     repl_hello h;
     repl_hello_fill(&h, REPL_LINK_MANAGER);
     uint8_t ack[8];
-    if (pauth_client_run(c, &h, sizeof(h), 2000, err, errlen) != 0) {
+    if (pauth_client_run(c, &h, repl_hello_len(&h), 2000, err, errlen) != 0) {
         conn_close(c);
         return -1;
     }
@@ -424,18 +435,37 @@ typedef struct mgr_buf {
     uint8_t *b;
     size_t len, cap;
     uint64_t msgs;
+    uint64_t base;       /* messages of the stream before this buffer's */
+    uint32_t msg_max;    /* the cap our hello declared: larger entries go as blocks */
 } mgr_buf;
 
-/* Append one message (entry padded to its span). */
-static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
-    size_t span = log_entry_span(len);
-    if (m->len + span > m->cap) {
-        m->cap = (m->len + span) * 2;
+/* An empty buffer for pe's stream. The cap is replication-msg-max, fixed
+ * at startup: what every hello of ours declares. */
+static mgr_buf mbuf_for(const repl_peer *pe) {
+    return (mgr_buf){.base = pe->sent, .msg_max = (uint32_t)server.cfg.replication_msg_max};
+}
+
+static void mbuf_put(void *arg, const void *p, size_t n) {
+    mgr_buf *m = arg;
+    if (m->len + n > m->cap) {
+        m->cap = (m->len + n) * 2;
         m->b = realloc(m->b, m->cap);
     }
-    memcpy(m->b + m->len, entry, len);
-    memset(m->b + m->len + len, 0, span - len);
-    m->len += span;
+    if (p) memcpy(m->b + m->len, p, n);
+    else memset(m->b + m->len, 0, n);
+    m->len += n;
+}
+
+/* Append one message: the entry padded to its span, or its blocks
+ * (tcp_blocks.c) if the span is over the cap. */
+static void mbuf_add(mgr_buf *m, const void *entry, size_t len) {
+    size_t span = log_entry_span(len);
+    if (m->msg_max && span > m->msg_max) {
+        repl_send_blocks(entry, len, m->base + m->msgs + 1, m->msg_max, mbuf_put, m);
+    } else {
+        mbuf_put(m, entry, len);
+        mbuf_put(m, NULL, span - len);
+    }
     m->msgs++;
 }
 
@@ -483,6 +513,7 @@ static uint64_t mbuf_resync(mgr_buf *m, shard *sh, const delta_base *b, int *kep
 static int mgr_send(repl_peer *pe, mgr_buf *m) {
     if (peer_send_all(&pe->c, m->b, m->len) != 0) return -1;
     pe->sent += m->msgs;
+    m->base = pe->sent;
     m->len = 0;
     m->msgs = 0;
     return 0;
@@ -542,7 +573,7 @@ static void mgr_session(repl_state *rs, int p) {
     uint64_t gen = atomic_load(&pe->gen);
     server_wake_workers();
     uint64_t c = next_stamp(rs);
-    mgr_buf m = {0};
+    mgr_buf m = mbuf_for(pe);
     long long shards = 0, entries = 0, bytes = 0;
     for (int s = 0; s < server.nshards; s++) {
         if (!pushes_to(s, p)) continue;
@@ -606,7 +637,7 @@ int repl_resync_pending(int sid) {
 static void mgr_resync_shard(repl_state *rs, int p, int sid) {
     repl_peer *pe = &rs->peers[p];
     shard *sh = &server.shards[sid];
-    mgr_buf m = {0};
+    mgr_buf m = mbuf_for(pe);
     delta_base base;
     int kept = 0;
     int asked = !pe->no_delta && delta_ask(p, &sid, 1, &base) == 0;
@@ -649,7 +680,7 @@ static int send_resync_once(repl_state *rs, int node, int sid, uint64_t vmin, co
     repl_peer pe = {.c = {.fd = -1}};
     if (mgr_connect(node, &pe.c, err, errlen) != 0) return -1;
     shard *sh = &server.shards[sid];
-    mgr_buf m = {0};
+    mgr_buf m = mbuf_for(&pe);
     shard_lock(sh);
     if (sh->next_ver < vmin) sh->next_ver = vmin;
     uint64_t v = mbuf_resync(&m, sh, base, kept);
@@ -746,7 +777,7 @@ uint64_t repl_live_learners(void) {
  * shards that was ~0.8 markers per replicated SET at k=3). */
 static void mgr_commitvers(repl_state *rs, int p) {
     repl_peer *pe = &rs->peers[p];
-    mgr_buf m = {0};
+    mgr_buf m = mbuf_for(pe);
     size_t n = 0;
     for (int s = 0; s < server.nshards; s++) {
         /* never before a pending re-sync of the shard reached p: p would
@@ -818,8 +849,8 @@ int repl_start(char *err, size_t errlen) {
 }
 
 void repl_stop(void) {
-    repl_state *rs = server.repl;
-    if (rs->mgr_running) {
+    repl_state *rs = server.repl;   /* NULL: a start that failed before repl_init */
+    if (rs && rs->mgr_running) {
         atomic_store(&rs->mgr_stopping, 1);
         pthread_join(rs->mgr_thread, NULL);
         rs->mgr_running = 0;
@@ -882,6 +913,13 @@ void repl_info(rbuf *o) {
                  (unsigned long long)blog_bytes_landed(), refused, links);
     rbuf_appendf(o, "blog_flushes:%lld\r\nblog_writes_per_flush:%.2f\r\n", flushes,
                  flushes ? (double)msgs / (double)flushes : 0.0);
+    /* entries sent and received as blocks over TCP (replication-msg-max) */
+    repl_block_stats bs;
+    repl_block_stats_get(&bs);
+    rbuf_appendf(o, "repl_msg_max:%lld\r\nrepl_blocks_sent:%lld\r\nrepl_blocks_received:%lld\r\n"
+                 "repl_block_entries_sent:%lld\r\nrepl_block_entries_received:%lld\r\n"
+                 "repl_block_errors:%lld\r\n", server.cfg.replication_msg_max, bs.sent,
+                 bs.received, bs.entries_sent, bs.entries_received, bs.errors);
     digest_stats ds;
     digest_get_stats(&ds);
     rbuf_appendf(o, "digest_lag_bytes:%llu\r\ndigest_applied:%llu\r\ndigest_pending:%llu\r\n"

@@ -41,6 +41,8 @@ typedef struct repl_need {
 int repl_active(void);
 /* After cluster_setup, before the workers are created. */
 void repl_init(void);
+/* Free the state repl_init made (its threads stopped); boot.c's teardown. */
+void repl_free(void);
 /* After recovery and workers_create: control thread, digest, manager. */
 int repl_start(char *err, size_t errlen);
 void repl_stop(void);

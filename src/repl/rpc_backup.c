@@ -12,7 +12,8 @@
  *          the worker's CPU, between client requests), and acks once its
  *          group-commit flush has made the messages durable.
  *
- * Same message format, same cumulative acks, same CommitVer ordering
+ * Same message format (blocks of a capped link reassembled as by the
+ * control thread, tcp_blocks.c), same cumulative acks, same CommitVer ordering
  * before anything becomes visible on the backup. A backup log segment is
  * committed as soon as it is flushed (its entries are indexed already). */
 #include <errno.h>
@@ -37,6 +38,7 @@ typedef struct rpcb_conn {
     struct event *ev;
     uint8_t *buf;
     size_t len, cap;
+    repl_rx rx;            /* the hello's cap, the entry in reassembly */
     uint64_t landed;       /* messages appended to the backup log */
     uint64_t sync_upto;    /* ... covered by the flush in flight */
     int dead;
@@ -46,6 +48,7 @@ typedef struct rpcb_conn {
 
 typedef struct rpcb_inbox_item {
     int fd, node, sender;
+    uint32_t msg_max;
     uint8_t *bytes;
     size_t n;
     struct rpcb_inbox_item *next;
@@ -63,6 +66,11 @@ struct rpcb {
 };
 
 static _Atomic unsigned next_worker;
+/* Shutdown frees the workers' rpcb (workers_join) while the control thread
+ * still runs and may hand over a link: adopt_mu orders the two, and a
+ * worker without one closes the link instead. Process-wide: it only
+ * serializes hand-overs, which are rare. */
+static pthread_mutex_t adopt_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void rpcb_worker_init(worker *w) {
     if (server.cfg.replication_mode != REPL_MODE_RPC) return;
@@ -76,51 +84,78 @@ void rpcb_worker_init(worker *w) {
 static void conn_free(rpcb_conn *c) {
     if (c->ev) event_free(c->ev);
     close(c->fd);
+    repl_rx_taken(&c->rx);
     free(c->buf);
     free(c);
 }
 
 void rpcb_worker_free(worker *w) {
+    pthread_mutex_lock(&adopt_mu);
     struct rpcb *b = w->rpcb;
+    w->rpcb = NULL;   /* no link is handed to it from now on */
+    pthread_mutex_unlock(&adopt_mu);
     if (!b) return;
     while (b->conns) {
         rpcb_conn *c = b->conns;
         b->conns = c->next;
         conn_free(c);
     }
+    /* links handed over after the worker's last round (at shutdown) */
+    while (b->inbox) {
+        rpcb_inbox_item *it = b->inbox;
+        b->inbox = it->next;
+        close(it->fd);
+        free(it->bytes);
+        free(it);
+    }
     log_writer_seal(&b->log);
     log_writer_free(&b->log);
     free(b);
-    w->rpcb = NULL;
 }
 
-void rpcb_adopt(int fd, int node, int sender, const void *pending, size_t n) {
+void rpcb_adopt(int fd, int node, int sender, uint32_t msg_max, const void *pending, size_t n) {
     worker *w = server.workers[atomic_fetch_add(&next_worker, 1) % (unsigned)server.nworkers];
     rpcb_inbox_item *it = calloc(1, sizeof(*it));
     it->fd = fd;
     it->node = node;
     it->sender = sender;
+    it->msg_max = msg_max;
     it->bytes = malloc(n ? n : 1);
     memcpy(it->bytes, pending, n);
     it->n = n;
-    pthread_mutex_lock(&w->rpcb->mu);
-    it->next = w->rpcb->inbox;
-    w->rpcb->inbox = it;
-    pthread_mutex_unlock(&w->rpcb->mu);
-    worker_wake(w);
+    pthread_mutex_lock(&adopt_mu);
+    struct rpcb *b = w->rpcb;
+    if (b) {
+        pthread_mutex_lock(&b->mu);
+        it->next = b->inbox;
+        b->inbox = it;
+        pthread_mutex_unlock(&b->mu);
+        worker_wake(w);
+    }
+    pthread_mutex_unlock(&adopt_mu);
+    if (!b) {   /* shutting down: nobody will serve it */
+        close(fd);
+        free(it->bytes);
+        free(it);
+    }
 }
 
 /* Append, check and index every complete message; -1 if the link must go. */
 static int conn_consume(rpcb_conn *c) {
     struct rpcb *b = c->w->rpcb;
     size_t pos = 0;
-    char why[160];
+    char why[256];
     for (;;) {
-        long span = repl_frame_span(c->buf + pos, c->len - pos, why, sizeof(why));
-        if (span < 0) goto bad;
-        if (span == 0) break;
+        const uint8_t *p;
+        size_t span;
+        long took = repl_rx_next(&c->rx, c->buf + pos, c->len - pos, c->landed + 1, &p, &span,
+                                 why, sizeof(why));
+        if (took < 0) goto bad;
+        if (took == 0) break;
+        pos += (size_t)took;
+        if (!p) continue;   /* a block of an entry still incomplete */
         log_entry e;
-        size_t len = log_entry_check(c->buf + pos, (size_t)span, &e);
+        size_t len = log_entry_check(p, span, &e);
         if (!len) {
             snprintf(why, sizeof(why), "a message fails its checksum");
             goto bad;
@@ -130,13 +165,13 @@ static int conn_consume(rpcb_conn *c) {
             snprintf(why, sizeof(why), "the pool is full");
             goto bad;
         }
-        memcpy(log_writer_dst(&b->log, off, len), c->buf + pos, len);
+        memcpy(log_writer_dst(&b->log, off, len), p, len);
         log_writer_wrote(&b->log, off, len);
+        repl_rx_taken(&c->rx);
         log_entry_decode(pool_ptr(server.pool, off), &e);
         digest_feed(&e, off);
         c->landed++;
         b->dirty = 1;
-        pos += (size_t)span;
     }
     memmove(c->buf, c->buf + pos, c->len - pos);
     c->len -= pos;
@@ -185,6 +220,7 @@ static void adopt_inbox(worker *w) {
         c->fd = it->fd;
         c->node = it->node;
         c->sender = it->sender;
+        c->rx.msg_max = it->msg_max;
         c->w = w;
         c->cap = it->n + 262144;
         c->buf = malloc(c->cap);

@@ -8,8 +8,9 @@
 struct worker;
 
 /* Control thread: a link whose hello was accepted goes to a worker, with
- * the bytes already read after the hello. */
-void rpcb_adopt(int fd, int node, int sender, const void *pending, size_t n);
+ * the cap its hello declared (transport.h) and the bytes already read
+ * after the hello. */
+void rpcb_adopt(int fd, int node, int sender, uint32_t msg_max, const void *pending, size_t n);
 /* Worker: set up / tear down; adopt queued links and ack what its syncs
  * made durable (each round). */
 void rpcb_worker_init(struct worker *w);

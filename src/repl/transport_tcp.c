@@ -19,7 +19,10 @@
  * Over TLS (peer_tls.h) the link first does the TLS handshake, driven by
  * the same events (the receiver speaks first only inside TLS), then
  * everything above runs through SSL_read/SSL_write. The plaintext path is
- * untouched: l->c.ssl is NULL and the calls are the same recv/writev. */
+ * untouched: l->c.ssl is NULL and the calls are the same recv/writev.
+ *
+ * With replication-msg-max the hello declares a message cap, and an entry
+ * whose span exceeds it goes out as blocks (tcp_blocks.c). */
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -50,6 +53,7 @@ struct repl_link {
     struct event *rd, *wr, *timer;
     struct evbuffer *out;
     uint64_t sent;
+    uint32_t msg_max;         /* the cap our hello declared (0: none) */
     uint8_t ackbuf[8];
     int acklen;
     repl_link_cbs cbs;
@@ -289,7 +293,8 @@ static repl_link *tcp_open(struct event_base *base, const char *host, int port,
     l->rd = event_new(base, fd, EV_READ | EV_PERSIST, tcp_on_read, l);
     l->wr = event_new(base, fd, EV_WRITE, tcp_on_write, l);
     l->timer = evtimer_new(base, tcp_on_timeout, l);
-    pauth_client_begin(&l->auth, hello, sizeof(*hello));
+    pauth_client_begin(&l->auth, hello, repl_hello_len(hello));
+    l->msg_max = hello->msg_max;
     event_add(l->rd, NULL);
     event_add(l->wr, NULL);
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -297,9 +302,15 @@ static repl_link *tcp_open(struct event_base *base, const char *host, int port,
     return l;
 }
 
+static void tcp_put(void *arg, const void *p, size_t n) { evbuffer_add(arg, p, n); }
+
 static uint64_t tcp_send(repl_link *l, const void *entry, size_t len) {
     if (l->dead) return 0;
     size_t span = log_entry_span(len);
+    if (l->msg_max && span > l->msg_max) {
+        repl_send_blocks(entry, len, l->sent + 1, l->msg_max, tcp_put, l->out);
+        return ++l->sent;
+    }
     evbuffer_add(l->out, entry, len);
     if (span > len) evbuffer_add(l->out, zeros, span - len);
     return ++l->sent;

@@ -71,11 +71,37 @@
  *     than that is refused at once with -OOM and nothing is written.
  *
  * DRAM. A large string is held whole in DRAM (like a collection), which is
- * what lets every string command read it unchanged. A write of n bytes
- * costs, while it runs, the request's argument and the joined copy (the old
- * value is freed when the new one is indexed); a collection entry's joined
- * payload is freed once applied. Nothing else grows with n. Replies copy
- * the bytes as for any string.
+ * what lets every string command read it unchanged. The rule is that its
+ * bytes are held once, as in Redis 7:
+ *   - receiving: the edge reads a bulk of 32 KiB or more that is still
+ *     arriving straight into a buffer of exactly its size (bigval_buf_new;
+ *     networking.c, "Large arguments"), never grown in the query buffer;
+ *     a client that goes half-way frees it at once. Such an argument
+ *     buffer is offered to the store while its command runs (db.h,
+ *     x->own).
+ *   - storing: the writer that applies the final entry of its own run
+ *     (db.c, writer_has) takes what it still has instead of joining a copy
+ *     from the chunks: a string written from an argument buffer is stored
+ *     as that buffer (bigval_adopt; buffers are reference counted, so the
+ *     edge keeps its own until the command is over, whoever frees the
+ *     value meanwhile), and a collection entry is applied from the payload
+ *     its command built. Recovery, a backup's digest, DEBUG RELOAD and a
+ *     re-sync have no argument: they join the chunks (bigval_join), as
+ *     before.
+ * So, at its peak, a write of an n-byte string from a client costs n bytes
+ * (the argument, which becomes the value; the old value is freed when the
+ * new one is indexed), and MSET or MULTI/EXEC with one costs n too (below).
+ * Not covered, 2n: a string built by the server (APPEND, SETRANGE, a
+ * script's redis.call, which passes a Lua string; SET of a bulk that was
+ * already whole in the query buffer, as when a client held by
+ * back-pressure keeps sending): that copy, and the joined value. An
+ * element costs the argument, the command's effects (t_hash.c...; the
+ * payload's type byte goes in front of them in place, db_obj_write_ops)
+ * and the element in the collection: HSET of an n-byte field, RPUSH or
+ * SADD of an n-byte element about 3n (Redis 7: 2n; ZADD, and the other
+ * commands that build effects with db_obj_write, one more copy). Replies
+ * copy the bytes as for any string. Figures:
+ * tests/integration/test_bigmem.py, BENCHMARKS.md.
  *
  * Batches (db.c, db_batch_end: MULTI/EXEC, MSET, RENAME, COPY, SMOVE,
  * *STORE, scripts...). The group entry that makes a batch atomic must fit
@@ -103,8 +129,18 @@
  * too large").
  *
  * Memory of a batch: the batch buffer (db.c) holds its values until the
- * group is logged, so a large value in a batch costs one more copy while
- * the batch runs than a single-key write of it. */
+ * group is logged, except a value too large for one entry (it can only go
+ * in a chunk run): the batch holds that one outside its buffer (batch_add,
+ * LOG_F_HELD), by reference when it is an argument buffer (MSET's own
+ * argument; a MULTI queue keeps the connection's buffer rather than a copy,
+ * multi.c), else as its one copy in a buffer a string can be stored as; its
+ * final entry's apply stores it as that buffer. So MSET or MULTI/EXEC with
+ * an n-byte value costs n, as a single SET; a script's costs the Lua string
+ * and the batch's copy, 2n (before: the batch's copy and the joined value
+ * on top). Values under one entry that a batch puts in chunk runs are
+ * copied into its buffer as before (each under 4 MiB). */
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "bigval.h"
@@ -115,10 +151,17 @@
 #include "server.h"
 #include "shard.h"
 
+/* A large string's bytes. refs: the holders (the stored object, and an
+ * argument buffer's owner at the edge, a batch: bigval_buf_*). */
 typedef struct bigstr {
     size_t len;
+    _Atomic uint32_t refs;
     char bytes[];
 } bigstr;
+
+static bigstr *bigstr_of(const char *bytes) {
+    return (bigstr *)(void *)(bytes - offsetof(bigstr, bytes));
+}
 
 #define BV_DUP 0x80   /* item flag: a duplicate of another chunk of its run */
 
@@ -145,6 +188,11 @@ void bigval_state_new(void) {
     struct bigval_state *st = calloc(1, sizeof(*st));
     if (!st) abort();
     server.bigval_st = st;
+}
+
+void bigval_state_free(void) {
+    free(server.bigval_st);   /* its lists: bigval_free_all */
+    server.bigval_st = NULL;
 }
 
 #define pend (server.bigval_st->pend)   /* [nshards], each under its shard's lock */
@@ -346,7 +394,8 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
             p->v[m++] = p->v[i];
             p->v[i] = t;
         }
-    qsort(p->v, m, sizeof(bv_item), by_offset);
+    if (m) /* qsort's base must not be NULL, even for no elements (none pending) */
+        qsort(p->v, m, sizeof(bv_item), by_offset);
     /* They must tile [0, total): a duplicate (a re-sync chunk the cleaner
      * copied) is skipped, anything else out of place is damage. */
     uint64_t pos = 0;
@@ -365,9 +414,9 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
     if (ok) {
         run->len = total;
         run->refs = malloc(sizeof(uint64_t) * used);
-        run->base = want_bytes ? malloc(sizeof(bigstr) + total) : NULL;
-        if (!run->refs || (want_bytes && !run->base)) abort();
-        run->buf = want_bytes ? ((bigstr *)run->base)->bytes : NULL;
+        run->buf = want_bytes ? bigval_buf_new(total, 0) : NULL;
+        run->base = want_bytes ? bigstr_of(run->buf) : NULL;
+        if (!run->refs) abort();
         for (size_t i = 0; i < m; i++) {
             if (p->v[i].flags & BV_DUP) continue;
             run->refs[run->n++] = p->v[i].ref;
@@ -385,7 +434,7 @@ int bigval_join(shard *s, const log_entry *e, int want_bytes, bigval_run *run) {
 }
 
 void bigval_run_free(bigval_run *run) {
-    free(run->base);
+    if (run->base) bigval_buf_release(run->buf);
     free(run->refs);
     memset(run, 0, sizeof(*run));
 }
@@ -394,7 +443,6 @@ robj *bigval_string(const log_entry *e, uint64_t ref, bigval_run *run) {
     bigstr *b = run->base;
     robj *o = calloc(1, sizeof(robj) + e->klen);
     if (!o) abort();
-    b->len = run->len;
     o->type = OBJ_STRING;
     o->db = e->db;
     o->klen = e->klen;
@@ -412,4 +460,32 @@ const char *bigval_bytes(const robj *o, size_t *len) {
     return b->bytes;
 }
 
-void bigval_free_data(void *data) { free(data); }
+void bigval_free_data(void *data) {
+    bigstr *b = data;
+    if (atomic_fetch_sub(&b->refs, 1) == 1) free(b);
+}
+
+/* ---------------- argument buffers ---------------- */
+
+char *bigval_buf_new(size_t len, size_t slack) {
+    bigstr *b = malloc(sizeof(bigstr) + len + slack);
+    if (!b) abort();
+    b->len = len;
+    atomic_init(&b->refs, 1);
+    return b->bytes;
+}
+
+size_t bigval_buf_len(const char *bytes) { return bigstr_of(bytes)->len; }
+
+void bigval_buf_retain(const char *bytes) { atomic_fetch_add(&bigstr_of(bytes)->refs, 1); }
+
+void bigval_buf_release(const char *bytes) {
+    if (bytes) bigval_free_data(bigstr_of(bytes));
+}
+
+robj *bigval_adopt(const log_entry *e, const char *bytes, bigval_run *run) {
+    bigval_buf_retain(bytes);
+    run->base = bigstr_of(bytes);
+    run->buf = (char *)bytes;
+    return bigval_string(e, 0, run);
+}

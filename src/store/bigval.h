@@ -98,4 +98,20 @@ void bigval_pending_move(struct shard *s, uint64_t old_ref, uint64_t new_ref);
 const char *bigval_bytes(const robj *o, size_t *len);
 void bigval_free_data(void *data);
 
+/* ---- argument buffers (bigval.c, "DRAM") ----
+ * A buffer of len bytes (and slack more for the caller's own use, never
+ * part of the value) that a large string can be stored as without a copy:
+ * the edge receives a large argument into one, and a batch copies a large
+ * value into one. Reference counted: bigval_buf_new returns it with one
+ * reference, which bigval_buf_release drops (NULL: nothing); the last one
+ * frees it. */
+char *bigval_buf_new(size_t len, size_t slack);
+size_t bigval_buf_len(const char *bytes);
+void bigval_buf_retain(const char *bytes);
+void bigval_buf_release(const char *bytes);
+/* Like bigval_string, but the object's bytes are the argument buffer
+ * `bytes` (a new reference to it; its length is the final entry's) and run
+ * (bigval_join without want_bytes) gives only the chunks' references. */
+robj *bigval_adopt(const log_entry *e, const char *bytes, bigval_run *run);
+
 #endif

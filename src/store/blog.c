@@ -33,6 +33,11 @@ void blog_init(void) {
     log_writer_init(&b->log, server.pool, OWNER_CONTROL, 0);
 }
 
+void blog_free(void) {
+    free(server.blog);
+    server.blog = NULL;
+}
+
 uint64_t blog_reserve(size_t span) {
     log_writer *lw = &server.blog->log;
     int32_t before = lw->seg;

@@ -22,6 +22,8 @@
 /* Set up the b-log writer, and server.blog the first time (after recovery,
  * before the control thread). */
 void blog_init(void);
+/* Free the state blog_init made (its threads stopped); boot.c's teardown. */
+void blog_free(void);
 /* Land one message of span bytes (a multiple of 64, <= one segment) by
  * copying it. Returns its pool offset, or 0 when the pool has no free
  * segment left (the caller must then stop acknowledging: nothing landed). */

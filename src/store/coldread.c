@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <event2/event.h>
 #include "coldread.h"
@@ -51,6 +52,7 @@ struct inbox {
     /* worker thread only: checks in a row that found nothing cold, and
      * commands since the last check (see coldread_skip) */
     unsigned calm, since;
+    unsigned drops;              /* cr.drops when last seen */
     char pad[64];
 };
 
@@ -68,6 +70,12 @@ struct coldread_state {
     int started;
     _Atomic int force;
     _Atomic long long stat_requests, stat_pages;
+    /* the resident scan (see coldread_skip): coarse ns of the last scan
+     * that found every page in use resident (0: none since the last drop),
+     * of the last scan, whether one runs now, and drops so far */
+    _Atomic long long resident_at, scanned_at;
+    _Atomic int scanning;
+    _Atomic unsigned drops;
 };
 #define cr (*server.coldread_st)
 #define force (cr.force)
@@ -84,13 +92,34 @@ void coldread_state_new(void) {
     server.coldread_st = st;
 }
 
+/* After coldread_stop (every reader gone). */
+void coldread_state_free(void) {
+    struct coldread_state *st = server.coldread_st;
+    if (!st) return;
+    for (int i = 0; st->inbox && i < server.nworkers; i++) {
+        if (st->inbox[i].ev) event_free(st->inbox[i].ev);
+        pthread_mutex_destroy(&st->inbox[i].mu);
+    }
+    free(st->inbox);
+    free(st->q);
+    pthread_mutex_destroy(&st->mu);
+    pthread_cond_destroy(&st->cv);
+    pthread_cond_destroy(&st->idle);
+    free(st);
+    server.coldread_st = NULL;
+}
+
 int coldread_enabled(void) {
     return server.cfg.cold_read_threads > 0 && server.pool && !pool_is_pmem(server.pool);
 }
 void coldread_set_force(int on) { atomic_store(&force, on); }
 long long coldread_stat_requests(void) { return atomic_load(&stat_requests); }
 long long coldread_stat_pages(void) { return atomic_load(&stat_pages); }
-void coldread_drop_cache(void) { pool_drop_cache(server.pool); }
+void coldread_drop_cache(void) {
+    atomic_fetch_add(&cr.drops, 1);
+    atomic_store(&cr.resident_at, 0);
+    pool_drop_cache(server.pool);
+}
 
 /* ---------------- readers ---------------- */
 
@@ -159,6 +188,8 @@ static void *reader_main(void *arg) {
         pthread_mutex_lock(&cr.mu);
         if (--cr.busy == 0 && cr.stopping) pthread_cond_broadcast(&cr.idle);
     }
+    cr.started--;   /* coldread_stop waits for every reader to leave */
+    pthread_cond_broadcast(&cr.idle);
     pthread_mutex_unlock(&cr.mu);
     return NULL;
 }
@@ -181,7 +212,7 @@ void coldread_stop(void) {
     pthread_mutex_lock(&cr.mu);
     cr.stopping = 1;
     pthread_cond_broadcast(&cr.cv);
-    while (cr.busy) pthread_cond_wait(&cr.idle, &cr.mu);
+    while (cr.busy || cr.started) pthread_cond_wait(&cr.idle, &cr.mu);
     pthread_mutex_unlock(&cr.mu);
 }
 
@@ -238,14 +269,83 @@ void coldread_cancel(coldread_req *r) { r->owner = NULL; }
  * everything resident checks only one command in CALM_EVERY; the first
  * cold page found makes it check every command again. So data in memory
  * pays little, and a cold read it misses meanwhile faults in the worker as
- * it did before this path existed. */
+ * it did before this path existed.
+ *
+ * Once calm, a worker also scans, at most every RESIDENT_NS (one worker at
+ * a time), the log of every segment in use with mincore; while the last
+ * scan found it all resident, no command is checked at all. A scan costs a
+ * few microseconds per segment, so it is only tried up to RESIDENT_SEGS
+ * segments in use; a pool larger than that, or one with a cold page, is
+ * sampled as above. Pages evicted after a scan fault in the worker until
+ * the next one (at most RESIDENT_NS), as a sampled miss does. DEBUG
+ * COLDREAD DROP forgets the scan and the calm: every worker checks every
+ * command again (else the commands skipped right after it fault their
+ * pages in, and their neighbours with them, before a check sees one). */
 #define CALM_CHECKS 1024
 #define CALM_EVERY 16
+#define RESIDENT_NS (100 * 1000000LL)
+#define RESIDENT_SEGS 256u
+
+static long long coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* Is every page of every log in use resident? 0 when it cannot tell. */
+static int pool_resident(void) {
+    pool *p = server.pool;
+    if (pool_missing_from(p)) return 0;
+    uint32_t n = pool_nsegs(p), live = 0;
+    unsigned char vec[POOL_SEG_SIZE / PAGE];
+    for (uint32_t i = 0; i < n; i++) {
+        struct seg_meta m = pool_seg_meta(p, i);
+        if (m.state == SEG_FREE) continue;
+        if (++live > RESIDENT_SEGS) return 0;
+        /* an open log: what is durable (the rest was just written); a
+         * sealed one without a known end: all of it */
+        uint64_t len = m.end ? m.end : (m.state == SEG_USING ? 0 : POOL_SEG_SIZE);
+        size_t pages = (size_t)((len + PAGE - 1) / PAGE);
+        if (!pages) continue;
+        if (mincore(pool_ptr(p, pool_seg_offset(p, i)), pages * PAGE, vec) != 0) return 0;
+        for (size_t k = 0; k < pages; k++)
+            if (!(vec[k] & 1)) return 0;
+    }
+    return 1;
+}
+
+/* Was everything resident at the last scan, RESIDENT_NS ago at most? Runs
+ * the scan when due, unless another worker is running it. */
+static int known_resident(void) {
+    long long now = coarse_ns();
+    if (now - atomic_load(&cr.resident_at) < RESIDENT_NS) return 1;
+    if (now - atomic_load(&cr.scanned_at) < RESIDENT_NS || atomic_exchange(&cr.scanning, 1))
+        return 0;
+    unsigned drops = atomic_load(&cr.drops);
+    atomic_store(&cr.scanned_at, now);
+    int yes = pool_resident();
+    if (yes) {
+        atomic_store(&cr.resident_at, now);
+        if (atomic_load(&cr.drops) != drops) {   /* a drop ran meanwhile */
+            atomic_store(&cr.resident_at, 0);
+            yes = 0;
+        }
+    }
+    atomic_store(&cr.scanning, 0);
+    return yes;
+}
 
 int coldread_skip(struct worker *w) {
     pthread_once(&cr.once, start);
     struct inbox *ib = &cr.inbox[w->id];
     if (ib->calm < CALM_CHECKS || atomic_load(&force)) return 0;
+    unsigned drops = atomic_load(&cr.drops);
+    if (drops != ib->drops) {   /* DEBUG COLDREAD DROP: check everything again */
+        ib->drops = drops;
+        ib->calm = 0;
+        return 0;
+    }
+    if (known_resident()) return 1;
     if (++ib->since < CALM_EVERY) return 1;
     ib->since = 0;
     return 0;
@@ -253,8 +353,10 @@ int coldread_skip(struct worker *w) {
 
 void coldread_checked(struct worker *w, int found_cold) {
     struct inbox *ib = &cr.inbox[w->id];
-    if (found_cold)
+    if (found_cold) {
         ib->calm = 0;
+        atomic_store(&cr.resident_at, 0);   /* the other workers check again too */
+    }
     else if (ib->calm < CALM_CHECKS)
         ib->calm++;
 }

@@ -78,6 +78,11 @@ void db_state_new(void) {
     server.db_st = st;
 }
 
+void db_state_free(void) {
+    free(server.db_st);
+    server.db_st = NULL;
+}
+
 #define last_refusal (server.db_st->last_refusal)
 
 const char *db_refusal_name(int why) {
@@ -182,6 +187,7 @@ const char *db_check_string(const db_ctx *x, size_t klen, uint64_t vlen) {
 
 struct shard;
 static void batch_drop_clones(db_ctx *x);
+static void batch_drop_bigv(db_ctx *x);
 static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db_val *cur,
                            int exists);
 
@@ -196,9 +202,13 @@ void db_ctx_init(db_ctx *x, struct worker *w, int wid) {
 
 void db_ctx_free(db_ctx *x) {
     batch_drop_clones(x);
+    batch_drop_bigv(x);
+    free(x->bigv);
     free(x->clones);
     free(x->deps);
     free(x->bidx);
+    free(x->bmap_at);
+    free(x->flush_at);
     rbuf_free(&x->batch);
     memset(x, 0, sizeof(*x));
 }
@@ -291,6 +301,23 @@ static int match_key(void *ctx, uint64_t ref) {
     return ri.pdb == k->pdb && ri.klen == k->klen && memcmp(ri.key, k->key, k->klen) == 0;
 }
 
+/* A lookup's match: keeps the string entry it decoded to compare the key,
+ * so the reader does not decode it a second time. */
+typedef struct keyhit {
+    keyref k;
+    log_entry e;
+    int have;          /* e is the matching entry's */
+} keyhit;
+
+static int match_key_keep(void *ctx, uint64_t ref) {
+    keyhit *m = ctx;
+    if (ref_is_obj(ref)) return match_key(&m->k, ref);
+    log_entry_decode(ref_ptr(ref), &m->e);
+    m->have = m->e.db == m->k.pdb && m->e.klen == m->k.klen &&
+              memcmp(m->e.key, m->k.key, m->k.klen) == 0;
+    return m->have;
+}
+
 /* The index asks for a key's hash when it grows. */
 static uint64_t rehash_ref(void *ctx, uint64_t ref) {
     refinfo ri;
@@ -306,6 +333,7 @@ static int free_obj_ref(void *ctx, uint64_t ref) {
 void db_free_all(void) {
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
+        if (!s->idx) continue;   /* a start that failed before the indexes */
         index_foreach(s->idx, free_obj_ref, NULL);
         index_free(s->idx);
         index_free(s->vidx);
@@ -569,15 +597,46 @@ static int db_apply_obj(shard *s, uint64_t ref, const log_entry *e, const bigval
     return bad ? -1 : 0;
 }
 
+/* What the writer applying the final entry of its own run still has of the
+ * value (set around that one apply, see write_chunked and apply_group):
+ * the bytes the chunks were cut from, and whether they are an argument
+ * buffer (bigval_buf_new) a string can be stored as. Replay, backups and
+ * re-syncs have none and join the chunks. */
+typedef struct writer_src {
+    const char *bytes;
+    uint64_t len;
+    int adoptable;
+} writer_src;
+static __thread writer_src writer_has;
+
+/* Is val/vlen, whole, an argument buffer the write may store as is: one
+ * the caller offers (x->own) or a large value the batch holds (x->bigv)? */
+static int adoptable(const db_ctx *x, const char *val, size_t vlen) {
+    for (int i = 0; i < x->nown; i++)
+        if (x->own[i] == val) return bigval_buf_len(val) == vlen;
+    for (int i = 0; i < x->nbigv; i++)
+        if (x->bigv[i] == val) return bigval_buf_len(val) == vlen;
+    return 0;
+}
+
 /* The final entry of a large value (bigval.h): join its chunks and apply
  * the whole as a string or a collection entry. -1 when its chunks are not
- * all there (damage) or the joined entry does not apply. */
+ * all there (damage) or the joined entry does not apply. The writer's own
+ * apply (writer_has) takes the bytes it has instead of joining a copy:
+ * a string stored as its argument buffer, a collection entry applied from
+ * the payload it built. */
 static int db_apply_big(shard *s, uint64_t ref, const log_entry *e) {
     bigval_run run;
-    if (bigval_join(s, e, 1, &run) != 0) return -1;
+    writer_src src = writer_has;
+    writer_has = (writer_src){0};
+    if (!src.bytes || e->vlen != BIGVAL_DESC_LEN ||
+        le_get_u64((const uint8_t *)e->val) != src.len || (e->type == LOG_SET && !src.adoptable))
+        src.bytes = NULL;
+    if (bigval_join(s, e, src.bytes == NULL, &run) != 0) return -1;
+    if (src.bytes && e->type != LOG_SET) run.buf = (char *)src.bytes;
     int r = 0;
     if (e->type == LOG_SET) {
-        robj *o = bigval_string(e, ref, &run);
+        robj *o = src.bytes ? bigval_adopt(e, src.bytes, &run) : bigval_string(e, ref, &run);
         keyref k = {e->db, e->key, e->klen};
         uint64_t h = hash_key(e->db, e->key, e->klen);
         uint64_t old = index_put(s->idx, h, obj_ref(o), match_key, &k);
@@ -691,6 +750,8 @@ static size_t bidx_slot(const db_ctx *x, const log_entry *e) {
 
 static void bidx_build(db_ctx *x, size_t cap);
 static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at);
+static void batch_decode(const db_ctx *x, size_t at, log_entry *e);
+static void resolve_held(const db_ctx *x, log_entry *e);
 
 /* Sub-entries that name a key's value (the table holds only those). */
 static int keyed_type(uint8_t type) {
@@ -700,7 +761,7 @@ static int keyed_type(uint8_t type) {
 static void bidx_put(db_ctx *x, size_t at) {
     if ((x->bidx_n + 1) * 2 > x->bidx_cap) bidx_build(x, x->bidx_cap * 2);
     log_entry e;
-    log_entry_decode(x->batch.buf + at, &e);
+    batch_decode(x, at, &e);
     size_t i = bidx_slot(x, &e);
     if (!x->bidx[i]) x->bidx_n++;
     x->bidx[i] = at + 1;
@@ -721,6 +782,57 @@ static void bidx_build(db_ctx *x, size_t cap) {
         if (keyed_type(e.type)) bidx_put(x, at);
 }
 
+/* Large values of a batch: a value too large for one entry (it will be a
+ * chunk run, bigval.c) is not copied into the batch buffer. The batch
+ * takes a reference to it if it is an argument buffer (x->own, or a value
+ * the batch already holds), else copies it into a buffer of its own
+ * (bigval_buf_new); the sub-entry, flagged LOG_F_HELD (never logged: such
+ * a batch is always written by batch_end_big, which logs its final entry
+ * in its place), holds its index in x->bigv. batch_decode restores it.
+ * So a large SET in MULTI or MSET costs no copy, and the string is stored
+ * as that buffer (apply_group). */
+#define LOG_F_HELD 0x80
+
+static int batch_hold_big(db_ctx *x, const char *val, size_t vlen) {
+    const char *b;
+    if (adoptable(x, val, vlen)) {
+        b = val;
+        bigval_buf_retain(b);
+    } else {
+        char *c = bigval_buf_new(vlen, 0);
+        memcpy(c, val, vlen);
+        b = c;
+    }
+    if (x->nbigv == x->capbigv) {
+        x->capbigv = x->capbigv ? x->capbigv * 2 : 4;
+        x->bigv = realloc(x->bigv, sizeof(char *) * (size_t)x->capbigv);
+        if (!x->bigv) abort();
+    }
+    x->bigv[x->nbigv] = b;
+    return x->nbigv++;
+}
+
+static void batch_drop_bigv(db_ctx *x) {
+    for (int i = 0; i < x->nbigv; i++) bigval_buf_release(x->bigv[i]);
+    x->nbigv = 0;
+}
+
+/* A decoded sub-entry of the batch buffer, with its value. */
+static void resolve_held(const db_ctx *x, log_entry *e) {
+    if (!(e->flags & LOG_F_HELD)) return;
+    uint64_t vi;
+    memcpy(&vi, e->val, sizeof(vi));
+    e->val = x->bigv[vi];
+    e->vlen = (uint32_t)bigval_buf_len(e->val);
+    e->flags &= (uint8_t)~LOG_F_HELD;
+}
+
+/* Decode the sub-entry at `at` of the batch buffer, with its value. */
+static void batch_decode(const db_ctx *x, size_t at, log_entry *e) {
+    log_entry_decode(x->batch.buf + at, e);
+    resolve_held(x, e);
+}
+
 /* Queue a sub-entry into the current batch; its version is assigned at
  * db_batch_end. If the value lives inside the batch buffer itself (a value
  * read back from the batch), it is copied first because appending may move
@@ -728,7 +840,14 @@ static void bidx_build(db_ctx *x, size_t cap) {
 static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     char *tmp = NULL;
     const char *b0 = x->batch.buf, *b1 = x->batch.buf + x->batch.len;
-    if (e->vlen && e->val >= b0 && e->val < b1) {
+    uint64_t vi;
+    if (bigval_needed(e->klen, e->vlen) &&
+        (e->type == LOG_SET || e->type == LOG_COLL_OP || e->type == LOG_SNAPSHOT)) {
+        vi = (uint64_t)batch_hold_big(x, e->val, e->vlen);
+        e->val = (const char *)&vi;
+        e->vlen = sizeof(vi);
+        e->flags |= LOG_F_HELD;
+    } else if (e->vlen && e->val >= b0 && e->val < b1) {
         tmp = malloc(e->vlen);
         memcpy(tmp, e->val, e->vlen);
         e->val = tmp;
@@ -742,7 +861,20 @@ static void batch_add(db_ctx *x, shard *s, log_entry *e) {
     log_entry_encode(x->batch.buf + start, e, 0);
     x->batch.len = start + len;
     x->nbatch++;
-    if (e->type == LOG_FLUSHDB) x->batch_flushes++;
+    if (e->type == LOG_FLUSHDB) {
+        if (x->batch_flushes == x->capflush) {
+            x->capflush = x->capflush ? 2 * x->capflush : 64;
+            x->flush_at = realloc(x->flush_at, sizeof(size_t) * (size_t)x->capflush);
+            if (!x->flush_at) abort();
+        }
+        x->flush_at[x->batch_flushes++] = start;
+    }
+    if (e->type == LOG_DBMAP) {
+        if (!x->bmap_at) x->bmap_at = calloc((size_t)server.nshards, sizeof(size_t));
+        if (!x->bmap_at) abort();
+        x->bmap_at[s->id] = start + 1;
+        x->batch_dbmaps++;
+    }
     else if (x->bidx_on && keyed_type(e->type)) bidx_put(x, start);
     free(tmp);
 }
@@ -755,6 +887,7 @@ typedef struct chunk_run {
     uint64_t *refs;        /* the chunks' offsets */
     uint32_t n;
     uint64_t first;        /* the first chunk's version */
+    writer_src src;        /* a batch's: what its final entry's apply may take */
 } chunk_run;
 
 /* Chunks written by the current write (DEBUG CHUNK-CRASH counts them). */
@@ -869,7 +1002,9 @@ static int write_chunked(db_ctx *x, shard *s, const log_entry *e) {
         return refuse(x, log_entry_len(f.klen, f.vlen));
     }
     apply_run(s, &run);
+    writer_has = (writer_src){e->val, e->vlen, adoptable(x, e->val, e->vlen)};
     apply_logged(s, off, &f);
+    writer_has = (writer_src){0};
     inflight_end(x);
     return DB_OK;
 }
@@ -894,6 +1029,8 @@ void db_batch_begin(db_ctx *x) {
     x->batch.len = 0;
     x->nbatch = 0;
     x->batch_flushes = 0;
+    if (x->batch_dbmaps) memset(x->bmap_at, 0, sizeof(size_t) * (size_t)server.nshards);
+    x->batch_dbmaps = 0;
     x->bidx_on = 0;
 }
 
@@ -904,12 +1041,14 @@ static int batch_next(const db_ctx *x, size_t *pos, log_entry *e, size_t *at) {
     log_entry_decode(x->batch.buf + p, e);
     *at = p;
     *pos = p + log_entry_len(e->klen, e->vlen);
+    resolve_held(x, e);
     return 1;
 }
 
 void db_batch_abort(db_ctx *x) {
     x->batching = 0;
     batch_drop_clones(x);
+    batch_drop_bigv(x);
     x->nbatch = 0;
 }
 
@@ -1097,6 +1236,7 @@ static int write_batch_runs(db_ctx *x, const uint8_t *big, rbuf *out, chunk_run 
             flush_piece(x, out, pl) != DB_OK)
             goto fail;
         if (big[i] && write_run(x, &server.shards[e.shard], &e, &runs[i]) != DB_OK) goto fail;
+        if (big[i]) runs[i].src = (writer_src){e.val, e.vlen, adoptable(x, e.val, e.vlen)};
         size_t start = sub_span(out->len);
         rbuf_reserve(out, start - out->len + need);
         memset(out->buf + out->len, 0, start - out->len);
@@ -1129,8 +1269,12 @@ static void apply_group(uint64_t off, const log_entry *g, const uint8_t *big, ch
         uint64_t ref = off + at;
         shard *s = &server.shards[e.shard];
         log_entry_decode(pool_ptr(server.pool, ref), &e);
-        if (big && big[*i]) apply_run(s, &runs[*i]);
+        if (big && big[*i]) {
+            apply_run(s, &runs[*i]);
+            writer_has = runs[*i].src;
+        }
         if (db_apply_entry(s, ref, &e) != 0) db_report_refused(s, &e);
+        writer_has = (writer_src){0};
         (*i)++;
     }
 }
@@ -1196,7 +1340,16 @@ static int batch_end_big(db_ctx *x, uint32_t keep) {
     return r;
 }
 
+static int batch_end(db_ctx *x);
+
 int db_batch_end(db_ctx *x) {
+    int outer = x->batching <= 1;
+    int r = batch_end(x);
+    if (outer) batch_drop_bigv(x);
+    return r;
+}
+
+static int batch_end(db_ctx *x) {
     if (x->batching > 1) {
         x->batching--;
         return DB_OK;
@@ -1213,7 +1366,7 @@ int db_batch_end(db_ctx *x) {
     /* Too large for one group entry: chunk runs and pieces (above), logged
      * under the locks the caller holds for every key, committed by the last
      * entry: all or nothing. */
-    if (len > LOG_MAX_ENTRY) {
+    if (len > LOG_MAX_ENTRY || x->nbigv) {
         int r = batch_end_big(x, keep);
         x->nbatch = 0;
         return r;
@@ -1250,17 +1403,21 @@ static robj *batch_clone(const db_ctx *x, unsigned pdb, const char *key, size_t 
 /* What the open batch says key (pdb, key) is: -1 nothing (look at the
  * index), 0 deleted, 1 a string (*out), 2 a collection (*obj, the batch's
  * private copy). The newest sub-entry for the key decides. */
-static int batch_find(db_ctx *x, unsigned pdb, const char *key, size_t klen, log_entry *out,
-                      robj **obj) {
+static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb);
+
+static int batch_find(db_ctx *x, const shard *s, unsigned pdb, const char *key, size_t klen,
+                      log_entry *out, robj **obj) {
     size_t pos = 0, at;
     log_entry e;
     int found = -1;
-    if (!x->batch_flushes && x->nbatch >= BIDX_MIN) {
+    if (x->nbatch >= BIDX_MIN) {
         if (!x->bidx_on) bidx_build(x, 256);
         log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
         size_t i = bidx_slot(x, &k);
-        if (!x->bidx[i]) return -1;
-        log_entry_decode(x->batch.buf + x->bidx[i] - 1, &e);
+        /* a FLUSHDB of its shard and db after its newest sub-entry: gone */
+        size_t flushed = batch_flushed_at(x, s, pdb);
+        if (!x->bidx[i] || x->bidx[i] < flushed) return flushed ? 0 : -1;
+        batch_decode(x, x->bidx[i] - 1, &e);
         found = e.type == LOG_SET ? 1 : e.type == LOG_DEL ? 0 : 2;
         if (found == 1) *out = e;
         if (found == 2) *obj = batch_clone(x, pdb, key, klen);
@@ -1342,7 +1499,20 @@ static void fill_ref(db_val *v, uint64_t ref) {
     *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
 }
 
-static unsigned phys_db(const shard *s, int db) { return s->dbmap[db]; }
+/* Logical db -> physical db on shard s, as x sees it: a SWAPDB in x's open
+ * batch (a DBMAP sub-entry, applied only when the batch is logged) counts
+ * already, so the batch's later commands read and write the swapped
+ * databases and a second SWAPDB composes with the first. x may be NULL. */
+static unsigned phys_db(const db_ctx *x, const shard *s, int db) {
+    if (x && x->batching && x->batch_dbmaps && x->bmap_at[s->id]) {
+        log_entry e;
+        uint16_t pdb;
+        log_entry_decode(x->batch.buf + x->bmap_at[s->id] - 1, &e);
+        memcpy(&pdb, e.val + 2 * (size_t)db, 2);
+        return pdb;
+    }
+    return s->dbmap[db];
+}
 
 /* The key's shard: the dispatcher already computed it for the command's
  * first key (the CRC16 is the single biggest cost of routing a GET). */
@@ -1354,11 +1524,11 @@ static shard *key_shard(const db_ctx *x, const char *key, size_t klen) {
 /* Find the key; lazily delete it when expired. count != 0 updates hit/miss. */
 static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, int count) {
     shard *s = key_shard(x, key, klen);
-    unsigned pdb = phys_db(s, db);
+    unsigned pdb = phys_db(x, s, db);
     log_entry e = {0};
     if (x->batching) {
         robj *bo = NULL;
-        int r = batch_find(x, pdb, key, klen, &e, &bo);
+        int r = batch_find(x, s, pdb, key, klen, &e, &bo);
         if (r == 1 && !(e.expire_ms && e.expire_ms <= mstime())) {
             fill_val(v, &e);
             return 1;
@@ -1369,12 +1539,13 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
         }
         if (r >= 0) return 0;
     }
-    keyref k = {pdb, key, klen};
+    keyhit m = {.k = {pdb, key, klen}};
     uint64_t h = hash_key(pdb, key, klen);
-    uint64_t ref = index_get(s->idx, h, match_key, &k);
+    uint64_t ref = index_get(s->idx, h, match_key_keep, &m);
     if (ref && count) evict_touch(s->id, h, 0);   /* db_peek does not touch (OBJECT) */
     if (ref) {
-        fill_ref(v, ref);
+        if (m.have) fill_val(v, &m.e);
+        else fill_ref(v, ref);
         if (v->expire_ms && v->expire_ms <= mstime()) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
@@ -1410,7 +1581,7 @@ int db_set(db_ctx *x, int db, const char *key, size_t klen,
            const char *val, size_t vlen, int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);
     if (vlen > BIGVAL_MAX_LEN) return refuse(x, (size_t)-1);
-    log_entry e = {.type = LOG_SET, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
+    log_entry e = {.type = LOG_SET, .db = phys_db(x, s, db), .key = key, .klen = (uint32_t)klen,
                    .val = val, .vlen = (uint32_t)vlen, .expire_ms = expire_ms};
     return write_entry(x, s, &e);
 }
@@ -1419,7 +1590,7 @@ int db_del(db_ctx *x, int db, const char *key, size_t klen) {
     db_val v;
     if (!db_peek(x, db, key, klen, &v)) return 0;
     shard *s = key_shard(x, key, klen);
-    log_entry e = {.type = LOG_DEL, .db = phys_db(s, db), .key = key, .klen = (uint32_t)klen,
+    log_entry e = {.type = LOG_DEL, .db = phys_db(x, s, db), .key = key, .klen = (uint32_t)klen,
                    .aux = pool_seq_now(server.pool)};
     int r = write_entry(x, s, &e);
     return r == DB_OK ? 1 : r;
@@ -1440,7 +1611,7 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
         /* A collection's expiry rides on an effect entry with no ops. */
         shard *s = key_shard(x, key, klen);
         char t = (char)v.type;
-        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(s, db), .key = key,
+        log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)phys_db(x, s, db), .key = key,
                        .klen = (uint32_t)klen, .val = &t, .vlen = 1, .expire_ms = expire_ms};
         r = write_obj_entry(x, s, &e, v.type, &v, 1);
     }
@@ -1496,24 +1667,40 @@ static int write_obj_entry(db_ctx *x, shard *s, log_entry *e, int type, const db
     return write_entry(x, s, e);
 }
 
-int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
-                 const char *ops, size_t opslen) {
+/* Log and apply the payload (type byte, then effects) of a collection
+ * write on key. */
+static int obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                     const char *payload, size_t len) {
     shard *s = key_shard(x, key, klen);
-    unsigned pdb = phys_db(s, db);
+    unsigned pdb = phys_db(x, s, db);
     db_val v;
     int exists = db_peek(x, db, key, klen, &v);
     int64_t expire = exists && v.type == type ? v.expire_ms : 0;
+    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
+                   .val = payload, .vlen = (uint32_t)len, .expire_ms = expire};
+    int r = write_obj_entry(x, s, &e, type, &v, exists);
+    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
+    return r;
+}
+
+int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
+                 const char *ops, size_t opslen) {
     rbuf payload;
     rbuf_init(&payload);
     char t = (char)type;
     rbuf_append(&payload, &t, 1);
     rbuf_append(&payload, ops, opslen);
-    log_entry e = {.type = LOG_COLL_OP, .db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen,
-                   .val = payload.buf, .vlen = (uint32_t)payload.len, .expire_ms = expire};
-    int r = write_obj_entry(x, s, &e, type, &v, exists);
+    int r = obj_write(x, db, key, klen, type, payload.buf, payload.len);
     rbuf_free(&payload);
-    if (r == DB_OK && !x->batching) maybe_compact(x, s, key, klen, pdb);
     return r;
+}
+
+int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops) {
+    rbuf_reserve(ops, 1);
+    memmove(ops->buf + 1, ops->buf, ops->len);
+    ops->buf[0] = (char)type;
+    ops->len++;
+    return obj_write(x, db, key, klen, type, ops->buf, ops->len);
 }
 
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src,
@@ -1522,7 +1709,7 @@ int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src
     rbuf snap;
     rbuf_init(&snap);
     obj_encode_snapshot(src, &snap);
-    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(s, db), .key = key,
+    log_entry e = {.type = LOG_SNAPSHOT, .db = (uint16_t)phys_db(x, s, db), .key = key,
                    .klen = (uint32_t)klen, .val = snap.buf, .vlen = (uint32_t)snap.len,
                    .expire_ms = expire_ms};
     db_val none = {0};
@@ -1538,15 +1725,28 @@ typedef struct scan_ctx {
     int64_t now;
     db_scan_fn fn;
     void *arg;
+    db_ctx *x;             /* with an open batch to read through, else NULL */
 } scan_ctx;
+
+static int batch_open(const db_ctx *x);
+static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v);
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen);
 
 static int scan_visit(void *ctx, uint64_t ref) {
     scan_ctx *sc = ctx;
     refinfo ri;
     ref_info(ref, &ri);
     if (ri.pdb != sc->pdb) return 0;
-    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     db_val v;
+    size_t at = sc->x ? batch_newest(sc->x, ri.pdb, ri.key, ri.klen) : 0;
+    if (at) {              /* the open batch rewrote or deleted it */
+        log_entry e;
+        batch_decode(sc->x, at - 1, &e);
+        if (batch_val(sc->x, &e, sc->now, &v))
+            sc->fn(sc->arg, ri.key, ri.klen, &v);
+        return 0;
+    }
+    if (ri.expire_ms && ri.expire_ms <= sc->now) return 0;
     fill_ref(&v, ref);
     sc->fn(sc->arg, ri.key, ri.klen, &v);
     return 0;
@@ -1578,6 +1778,107 @@ static int client_shard(int i) {
             member_lease_valid());
 }
 
+/* ---- keyspace-wide reads through the open batch ----
+ * EXEC and scripts run their commands inside one open batch, whose writes
+ * reach the index only when the batch is logged (db_batch_end). A key's
+ * lookup reads the batch first (batch_find); DBSIZE, KEYS, SCAN and
+ * RANDOMKEY walk the index, so they read through the batch here: as in
+ * Redis, a transaction's or a script's later commands see its earlier
+ * writes. After the batch a key is what its newest keyed sub-entry says
+ * (SET, COLL_OP, SNAPSHOT: there; DEL: gone) unless a FLUSHDB sub-entry of
+ * its shard and db follows it; a shard the batch flushed shows none of its
+ * indexed keys. The shards read are held by the caller (EXEC and EVAL hold
+ * every shard when they run one of these commands) or locked here. */
+
+static int batch_open(const db_ctx *x) { return x->batching && x->nbatch > 0; }
+
+/* The newest keyed sub-entry of (pdb, key) in the open batch: 1 + its
+ * offset in x->batch, 0 if the batch never wrote the key. */
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen) {
+    if (!x->bidx_on) bidx_build(x, 256);
+    log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
+    return x->bidx[bidx_slot(x, &k)];
+}
+
+/* 1 + the offset of the batch's last FLUSHDB of (s, pdb), 0 if none. */
+static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb) {
+    for (int i = x->batch_flushes - 1; i >= 0; i--) {
+        log_entry e;
+        log_entry_decode(x->batch.buf + x->flush_at[i], &e);
+        if (e.shard == s->id && (e.db == pdb || e.db == 0xffff)) return x->flush_at[i] + 1;
+    }
+    return 0;
+}
+
+/* What the key of a newest sub-entry e is after the batch, at time now:
+ * 1 and *v if it exists, 0 if deleted or expired. */
+static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v) {
+    if (e->type == LOG_SET) {
+        if (e->expire_ms && e->expire_ms <= now) return 0;
+        fill_val(v, e);
+        return 1;
+    }
+    robj *o = e->type == LOG_DEL ? NULL : batch_clone(x, e->db, e->key, e->klen);
+    if (!o || (o->expire_ms && o->expire_ms <= now)) return 0;
+    *v = (db_val){.type = o->type, .expire_ms = o->expire_ms, .ver = o->ver, .obj = o};
+    return 1;
+}
+
+/* fn(arg, shard, newest sub-entry, live after the batch, in the index
+ * before it) once per key of logical db `db` the open batch wrote, on
+ * shard sid (-1: every shard clients see). "In the index" counts as no
+ * for a shard the batch flushed. */
+typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, int indexed);
+static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
+    size_t pos = 0, at;
+    log_entry e;
+    if (!x->bidx_on) bidx_build(x, 256);
+    while (batch_next(x, &pos, &e, &at)) {
+        if (!keyed_type(e.type) || (sid >= 0 && e.shard != sid) || !client_shard(e.shard))
+            continue;
+        shard *s = &server.shards[e.shard];
+        if (e.db != phys_db(x, s, db) || x->bidx[bidx_slot(x, &e)] != at + 1) continue;
+        int locked = lock_unless_held(s);
+        size_t flushed = batch_flushed_at(x, s, e.db);
+        int live = e.type != LOG_DEL && at + 1 > flushed;
+        int indexed = 0;
+        if (!flushed) {
+            keyref k = {e.db, e.key, e.klen};
+            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k) != 0;
+        }
+        fn(arg, s, &e, live, indexed);
+        unlock_if(s, locked);
+    }
+}
+
+/* The keys the open batch created (live, not in the index) of logical db
+ * `db`: counted, and the pick-th (from 0) copied to *out. Returns how many
+ * there are; pick < 0 only counts. */
+typedef struct new_keys { long long n, pick; rbuf *out; } new_keys;
+static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    new_keys *nk = arg;
+    if (!live || indexed) return;
+    if (nk->n++ == nk->pick) {
+        nk->out->len = 0;
+        rbuf_append(nk->out, e->key, e->klen);
+    }
+}
+static long long batch_new_keys(db_ctx *x, int db, long long pick, rbuf *out) {
+    new_keys nk = {0, pick, out};
+    batch_keys(x, db, -1, new_key_fn, &nk);
+    return nk.n;
+}
+
+/* SCAN's end of a shard: visit what the open batch created there. */
+static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    scan_ctx *sc = arg;
+    db_val v;
+    if (live && !indexed && batch_val(sc->x, e, sc->now, &v)) sc->fn(sc->arg, e->key, e->klen, &v);
+}
+static void batch_scan_new(db_ctx *x, int db, shard *s, scan_ctx *sc) {
+    batch_keys(x, db, s->id, scan_new_fn, sc);
+}
+
 /* Cursor layout: low 16 bits the shard, the rest the index cursor inside it. */
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg) {
     uint64_t sid = cursor & 0xffff, icur = cursor >> 16;
@@ -1586,8 +1887,13 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
         if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        scan_ctx sc = {phys_db(s, db), mstime(), fn, arg};
-        icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
+        scan_ctx sc = {phys_db(x, s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
+        /* a shard the open batch flushed shows only the keys it wrote since */
+        if (!(sc.x && batch_flushed_at(x, s, sc.pdb)))
+            icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
+        else
+            icur = 0;
+        if (icur == 0 && sc.x) batch_scan_new(x, db, s, &sc);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (icur == 0) sid++;
@@ -1603,7 +1909,7 @@ static long long count_keys(int db, int with_expiry) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
-        unsigned pdb = phys_db(s, db);
+        unsigned pdb = phys_db(NULL, s, db);
         n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
         unlock_if(s, locked);
     }
@@ -1613,14 +1919,45 @@ static long long count_keys(int db, int with_expiry) {
 long long db_size(int db) { return count_keys(db, 0); }
 long long db_expires(int db) { return count_keys(db, 1); }
 
-/* Try a random item of one shard; 1 if it is a live key of pdb. */
-static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
+static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+    *(long long *)arg += live - indexed;
+}
+
+long long db_count(db_ctx *x, int db) {
+    if (!batch_open(x)) return db_size(db);
+    long long n = 0;
+    for (int i = 0; i < server.nshards; i++) {
+        if (!client_shard(i)) continue;
+        shard *s = &server.shards[i];
+        int locked = lock_unless_held(s);
+        unsigned pdb = phys_db(x, s, db);
+        if (!batch_flushed_at(x, s, pdb)) n += s->dbkeys[pdb];
+        unlock_if(s, locked);
+    }
+    batch_keys(x, db, -1, count_batch_key, &n);
+    return n;
+}
+
+/* Try a random item of one shard; 1 if it is a live key of pdb (and the
+ * open batch, if any, left it so). */
+static int random_in_shard(db_ctx *x, shard *s, unsigned pdb, rbuf *out) {
+    int batch = batch_open(x);
+    if (batch && batch_flushed_at(x, s, pdb)) return 0;
     for (int tries = 0; tries < 16; tries++) {
         uint64_t ref = index_random(s->idx, rnd64());
         if (!ref) return 0;
         refinfo ri;
         ref_info(ref, &ri);
-        if (ri.pdb != pdb || (ri.expire_ms && ri.expire_ms <= mstime())) continue;
+        if (ri.pdb != pdb) continue;
+        size_t at = batch ? batch_newest(x, pdb, ri.key, ri.klen) : 0;
+        if (at) {
+            log_entry e;
+            db_val v;
+            batch_decode(x, at - 1, &e);
+            if (!batch_val(x, &e, mstime(), &v)) continue;
+        } else if (ri.expire_ms && ri.expire_ms <= mstime()) {
+            continue;
+        }
         out->len = 0;
         rbuf_append(out, ri.key, ri.klen);
         return 1;
@@ -1631,6 +1968,15 @@ static int random_in_shard(shard *s, unsigned pdb, rbuf *out) {
 int db_random_key(db_ctx *x, int db, rbuf *out) {
     int n = server.nshards;
     int start = (int)(rnd64() % (uint64_t)n);
+    /* Keys the open batch created are not in the index: one of them, in
+     * proportion to their share of the keyspace (or when the index has no
+     * key left for us). */
+    long long fresh = batch_open(x) ? batch_new_keys(x, db, -1, NULL) : 0;
+    if (fresh > 0) {
+        long long total = db_count(x, db);
+        if (total <= fresh || (long long)(rnd64() % (uint64_t)total) < fresh)
+            return batch_new_keys(x, db, (long long)(rnd64() % (uint64_t)fresh), out) > 0;
+    }
     /* Random shards first, then a full pass so a sparse keyspace still finds
      * a key when there is one. */
     for (int i = 0; i < 2 * n; i++) {
@@ -1638,11 +1984,12 @@ int db_random_key(db_ctx *x, int db, rbuf *out) {
         if (!client_shard(sid)) continue;
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        int found = s->dbkeys[phys_db(s, db)] > 0 && random_in_shard(s, phys_db(s, db), out);
+        int found = s->dbkeys[phys_db(x, s, db)] > 0 && random_in_shard(x, s, phys_db(x, s, db), out);
         dep_add(x, s, s->next_ver - 1);
         unlock_if(s, locked);
         if (found) return 1;
     }
+    if (fresh > 0) return batch_new_keys(x, db, (long long)(rnd64() % (uint64_t)fresh), out) > 0;
     return 0;
 }
 
@@ -1659,17 +2006,30 @@ static void unlock_all(uint8_t *mine) {
     free(mine);
 }
 
+/* Has the batch enclosing the caller's own (x->batching > 1) written
+ * anything to shard s? */
+static int batch_wrote_shard(const db_ctx *x, const shard *s) {
+    size_t pos = 0, at;
+    log_entry e;
+    if (x->batching < 2) return 0;
+    while (batch_next(x, &pos, &e, &at))
+        if (e.shard == s->id && keyed_type(e.type)) return 1;
+    return 0;
+}
+
 int db_flush(db_ctx *x, int db) {
     uint8_t *mine = lock_all();
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
-        unsigned pdb = db < 0 ? 0xffff : phys_db(s, db);
+        unsigned pdb = db < 0 ? 0xffff : phys_db(x, s, db);
         long long keys = 0;
         if (db < 0) for (int d = 0; d < SHARD_MAX_DBS; d++) keys += s->dbkeys[d];
         else keys = s->dbkeys[pdb];
-        if (keys == 0) continue;
+        /* an empty shard needs no flush, unless the enclosing batch (EXEC,
+         * a script) wrote keys there that it must remove */
+        if (keys == 0 && !batch_wrote_shard(x, s)) continue;
         log_entry e = {.type = LOG_FLUSHDB, .db = (uint16_t)pdb, .key = "", .val = "", .aux = pool_seq_now(server.pool)};
         batch_add(x, s, &e);
     }
@@ -1687,7 +2047,7 @@ int db_swap(db_ctx *x, int a, int b) {
     db_batch_begin(x);
     for (int i = 0; i < server.nshards; i++) {
         shard *s = &server.shards[i];
-        memcpy(map, s->dbmap, sizeof(uint16_t) * (size_t)ndb);
+        for (int d = 0; d < ndb; d++) map[d] = (uint16_t)phys_db(x, s, d);
         uint16_t t = map[a];
         map[a] = map[b];
         map[b] = t;
@@ -1915,5 +2275,5 @@ long long db_live_bytes(void) {
 void db_key_clock(db_ctx *x, int db, const char *key, size_t klen, int *sid, uint64_t *hash) {
     shard *s = key_shard(x, key, klen);
     *sid = s->id;
-    *hash = hash_key(phys_db(s, db), key, klen);
+    *hash = hash_key(phys_db(x, s, db), key, klen);
 }

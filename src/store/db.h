@@ -111,9 +111,20 @@ typedef struct db_ctx {
     int nclones, capclones;
     uint16_t batch_shards[64]; int nbatch_shards; /* informational */
     int batch_flushes;     /* FLUSHDB sub-entries in the batch */
+    size_t *flush_at;      /* their offsets in batch (batch_flushes of them) */
+    int capflush;
+    int batch_dbmaps;      /* DBMAP (SWAPDB) sub-entries in the batch */
+    size_t *bmap_at;       /* per shard: 1 + offset of its newest DBMAP sub-entry */
     uint64_t *bidx;        /* a large batch's lookup table (db.c, batch_find) */
     size_t bidx_cap, bidx_n;
     int bidx_on;
+    const char **bigv;     /* the batch's large values, held outside `batch` (batch_add) */
+    int nbigv, capbigv;
+    /* Argument buffers (bigval_buf_new) the caller holds while the command
+     * runs, set by the edge: a large string written from one of them, whole,
+     * is stored as that buffer, not a copy (bigval.c, "DRAM"). */
+    const char *const *own;
+    int nown;
 } db_ctx;
 
 /* Error reply text for the last DB_OOM returned to this context. */
@@ -153,6 +164,11 @@ int db_set_expire(db_ctx *x, int db, const char *key, size_t klen, int64_t expir
  * pointer obtained before stays valid (same object, updated in place). */
 int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
                  const char *ops, size_t opslen);
+/* The same with the effects in ops, which it may change (the payload's
+ * type byte goes in front of them in place): no copy of them is made, so
+ * an element of n bytes costs n less (bigval.c, "DRAM"). The caller only
+ * frees ops after. */
+int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops);
 /* key := a copy of collection src (RENAME, MOVE, COPY), with expiry
  * expire_ms, replacing whatever key held. DB_OK or DB_OOM. */
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct robj *src,
@@ -180,6 +196,9 @@ void db_batch_abort(db_ctx *x);
 typedef void (*db_scan_fn)(void *arg, const char *key, size_t klen, const db_val *v);
 uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, void *arg);
 long long db_size(int db);
+/* DBSIZE as x sees it: db_size plus the keys its open batch (EXEC, a
+ * script) created, minus those it deleted or flushed. */
+long long db_count(db_ctx *x, int db);
 long long db_expires(int db);
 /* A random key of db into *out (rbuf reset first). 1 found, 0 empty. */
 int db_random_key(db_ctx *x, int db, rbuf *out);

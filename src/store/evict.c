@@ -31,6 +31,14 @@
  * shard outgrows it, its slots empty (an empty slot reads as "accessed just
  * now, LFU_INIT_VAL", as a new key is in Redis). Slots are not
  * persisted: after a restart every key's clock starts at its first access.
+ * Unless the policy is *-lfu, a touch only stores the slot, never reads it:
+ * the slot is a random cache line per lookup, and reading it stalled every
+ * GET (evict_touch was 8% of the server's CPU at GET -P 16, perf); storing
+ * waits in the store buffer instead. Only the LFU fields need the old value,
+ * and those are Redis's "lru" field read another way: under a non-LFU policy
+ * Redis keeps no counter either. evict_mark's bits live in a bitmap beside
+ * the slots (one bit per slot, small enough to stay cached), so a read's
+ * store cannot lose them.
  */
 #include <malloc.h>
 #include <pthread.h>
@@ -84,11 +92,11 @@ long long evict_used_memory(void)
 
 #define LFU_INIT_VAL 5
 #define SLOT_VALID (1ULL << 63)
-#define SLOT_MARK  (1ULL << 62)   /* evict_mark's bit */
 #define CLOCK_MIN_SLOTS 1024
 
 struct clock_ring {
     uint64_t *slot;
+    uint64_t *mark;       /* evict_mark's bits, one per slot */
     uint64_t mask;        /* slots - 1 (a power of two minus one); 0: none yet */
     uint32_t touches;     /* growth is checked every 1024 touches */
 };
@@ -104,6 +112,17 @@ void evict_state_new(void) {
     if (!st) abort();
     st->clocks_once = (pthread_once_t)PTHREAD_ONCE_INIT;
     server.evict_st = st;
+}
+
+void evict_state_free(void) {
+    if (!server.evict_st) return;
+    for (int i = 0; server.evict_st->clocks && i < server.nshards; i++) {   /* before the shards go */
+        free(server.evict_st->clocks[i].slot);
+        free(server.evict_st->clocks[i].mark);
+    }
+    free(server.evict_st->clocks);
+    free(server.evict_st);
+    server.evict_st = NULL;
 }
 
 #define clocks (server.evict_st->clocks)   /* one per shard, under the shard's lock */
@@ -182,9 +201,16 @@ static struct clock_ring *clocks_of(int sid)
     if (n == c->mask + 1) return c;
     /* Empty slots read as "accessed just now, LFU_INIT_VAL" (evict_idle_seconds). */
     uint64_t *slot = calloc(n, sizeof(*slot));
-    if (!slot) return c->mask ? c : NULL;   /* keep the old table */
+    uint64_t *mark = calloc((n + 63) / 64, sizeof(*mark));
+    if (!slot || !mark) {   /* keep the old table */
+        free(slot);
+        free(mark);
+        return c->mask ? c : NULL;
+    }
     free(c->slot);
+    free(c->mark);
     c->slot = slot;
+    c->mark = mark;
     c->mask = n - 1;
     return c;
 }
@@ -195,6 +221,16 @@ static uint64_t *slot_of(int sid, uint64_t hash)
     return c ? &c->slot[hash & c->mask] : NULL;
 }
 
+/* The word of the mark bitmap holding the key's bit, and the bit. */
+static uint64_t *mark_of(int sid, uint64_t hash, uint64_t *bit)
+{
+    struct clock_ring *c = clocks_of(sid);
+    if (!c) return NULL;
+    uint64_t i = hash & c->mask;
+    *bit = 1ULL << (i & 63);
+    return &c->mark[i / 64];
+}
+
 static int policy_lfu(void)
 {
     int p = server.cfg.maxmemory_policy;
@@ -203,16 +239,18 @@ static int policy_lfu(void)
 
 void evict_touch(int sid, uint64_t hash, int is_write)
 {
-    uint64_t *s = slot_of(sid, hash);
-    if (!s) return;
+    struct clock_ring *c = clocks_of(sid);
+    if (!c) return;
+    uint64_t i = hash & c->mask, *s = &c->slot[i];
     uint32_t now = now_seconds();
-    /* A write under a policy that does not count accesses (not *-lfu) only
-     * stores: reading the slot first was a cache miss per SET that stalled
-     * the worker (7% of the server's CPU at SET -P 16, perf), and there only
-     * the access time is read back (OBJECT FREQ answers under an LFU policy
-     * only; Redis, too, starts a new value's counter afresh unless the
-     * policy is LFU, and its counters take time to adjust after a switch). */
-    if (is_write && !policy_lfu()) {
+    /* a write replaces the value: its mark goes (evict_mark) */
+    if (is_write) c->mark[i / 64] &= ~(1ULL << (i & 63));
+    /* Under a policy that does not count accesses (not *-lfu) a touch only
+     * stores the access time (see the design above: OBJECT FREQ answers
+     * under an LFU policy only; Redis, too, starts a new value's counter
+     * afresh unless the policy is LFU, and its counters take time to adjust
+     * after a switch). */
+    if (!policy_lfu()) {
         *s = slot_pack(now, LFU_INIT_VAL);
         return;
     }
@@ -220,8 +258,7 @@ void evict_touch(int sid, uint64_t hash, int is_write)
      * does in Redis; any other access counts. */
     unsigned counter = (*s & SLOT_VALID) ? lfu_log_incr(lfu_decayed(*s, now))
                        : (is_write ? LFU_INIT_VAL : lfu_log_incr(LFU_INIT_VAL));
-    /* a write replaces the value: its mark goes (evict_mark) */
-    *s = slot_pack(now, counter) | (is_write ? 0 : (*s & SLOT_MARK));
+    *s = slot_pack(now, counter);
 }
 
 void evict_mark(int sid, uint64_t hash)
@@ -229,19 +266,23 @@ void evict_mark(int sid, uint64_t hash)
     uint64_t *s = slot_of(sid, hash);
     if (!s) return;
     if (!(*s & SLOT_VALID)) *s = slot_pack(now_seconds(), LFU_INIT_VAL);
-    *s |= SLOT_MARK;
+    uint64_t bit, *m = mark_of(sid, hash, &bit);
+    *m |= bit;
 }
 
 int evict_marked(int sid, uint64_t hash)
 {
-    uint64_t *s = slot_of(sid, hash);
-    return s && (*s & SLOT_MARK) != 0;
+    uint64_t bit, *m = mark_of(sid, hash, &bit);
+    return m && (*m & bit) != 0;
 }
 
 void evict_forget(int sid, uint64_t hash)
 {
     uint64_t *s = slot_of(sid, hash);
-    if (s) *s = 0;
+    if (!s) return;
+    *s = 0;
+    uint64_t bit, *m = mark_of(sid, hash, &bit);
+    *m &= ~bit;
 }
 
 long long evict_idle_seconds(int sid, uint64_t hash)

@@ -10,6 +10,7 @@
  * reported, never trusted. */
 #include <stdlib.h>
 #include <string.h>
+#include "bigval.h"
 #include "le.h"
 #include "object.h"
 #include "pool.h"
@@ -43,7 +44,7 @@ void obj_free(robj *o) {
     if (!o) return;
     const obj_class *t = obj_class_of(o->type);
     if (t && o->data) t->destroy(o->data);
-    else free(o->data);   /* a large string's bytes (bigval.c): one allocation */
+    else if (o->data) bigval_free_data(o->data);   /* a large string's bytes (bigval.c) */
     free(o->hist);
     free(o);
 }

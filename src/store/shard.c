@@ -25,6 +25,19 @@ void shard_state_new(void) {
     server.shard_st = st;
 }
 
+/* The shards (shard_init_all) and this file's state. */
+void shard_state_free(void) {
+    for (int i = 0; server.shards && i < server.nshards; i++) {
+        free(server.shards[i].pend);
+        pthread_mutex_destroy(&server.shards[i].lock);
+    }
+    free(server.shards);
+    server.shards = NULL;
+    server.nshards = 0;
+    free(server.shard_st);
+    server.shard_st = NULL;
+}
+
 #define shard_nworkers (server.shard_st->shard_nworkers)
 /* slot -> shard id, so routing a key is one table read after its CRC16. */
 #define slot_shard (server.shard_st->slot_shard)

@@ -3,10 +3,13 @@
  * LLVMFuzzerTestOneInput() checks properties, not just "does not crash":
  *
  *  1. Feeding-mode independence. The input is parsed as one query buffer
- *     three ways: whole; split at pseudo-random points (the buffer copied to
+ *     four ways: whole; split at pseudo-random points (the buffer copied to
  *     a fresh exact-size allocation before every call, the old one scribbled
- *     on and freed); and one byte at a time (the unused tail of the buffer
- *     poisoned under ASan). The transcripts -- every command's argv, then
+ *     on and freed); one byte at a time (the unused tail of the buffer
+ *     poisoned under ASan); and in random pieces with every bulk of 4 bytes
+ *     or more that is still arriving taken out of the buffer into one of
+ *     its own, as networking.c receives large arguments (resp_bulk_waiting,
+ *     resp_bulk_external). The transcripts -- every command's argv, then
  *     the final error or "incomplete" state with the bytes left and the
  *     `need` hint -- must be byte-identical. This is what catches a parser
  *     that keeps a pointer, or miscounts, across RESP_INCOMPLETE.
@@ -452,6 +455,95 @@ static void feed_chunks(const uint8_t *data, size_t size, const resp_limits *lim
     resp_parser_free(&p);
 }
 
+/* External: random pieces as in feed_chunks, but a bulk of EXT_MIN bytes
+ * or more that is still arriving is received the way networking.c does it
+ * ("Large arguments"): its payload, with what the buffer holds of it, goes
+ * into a buffer of its own, the query buffer ends at its start
+ * (resp_bulk_waiting), the bytes that follow fill it, and then the parser
+ * takes it by pointer (resp_bulk_external). The transcript must be the
+ * whole buffer's; each argument is in the buffer or is one of those. */
+#define EXT_MIN 4
+static void feed_external(const uint8_t *data, size_t size, const resp_limits *lim, rbuf *log) {
+    resp_parser p;
+    rbuf q;
+    char *ext = NULL, *held[64];
+    size_t ext_len = 0, ext_got = 0, held_bytes = 0, fed = 0, used = 0, need = 0;
+    int nheld = 0, r = RESP_INCOMPLETE, errored = 0;
+
+    resp_parser_init(&p, lim);
+    rbuf_init(&q);
+    while (!errored && fed < size) {
+        size_t n = 1 + rnd_below(rnd_below(4) ? 16 : 600);
+        if (n > size - fed) n = size - fed;
+        if (ext) {
+            if (n > ext_len - ext_got) n = ext_len - ext_got;
+            memcpy(ext + ext_got, data + fed, n);
+            ext_got += n;
+            fed += n;
+            if (ext_got < ext_len) continue;
+            ENSURE(nheld < 64, "too many external arguments");
+            held[nheld++] = ext;
+            held_bytes += ext_len;
+            resp_bulk_external(&p, ext);
+            ext = NULL;
+            ext_got = 0;
+        } else {
+            rbuf_append(&q, data + fed, n);
+            fed += n;
+        }
+        while (q.len || resp_parser_complete(&p)) {
+            r = resp_parse(&p, q.buf, q.len, &used, &need);
+            if (r == RESP_COMMAND && q.buf[0] == '*') {
+                ENSURE(used >= 1 && used <= q.len, "used out of range");
+                for (int i = 0; i < p.argc; i++) {
+                    int ok = in_range(p.argv[i], p.argvlen[i], q.buf, q.buf + used);
+                    for (int k = 0; k < nheld && !ok; k++) ok = p.argv[i] == held[k];
+                    ENSURE(ok, "argv neither in the buffer nor an external argument");
+                }
+                log_argv(log, p.argc, p.argv, p.argvlen);
+            } else {
+                check_result(&p, r, q.buf, q.len, used, need, lim, log, 0);
+            }
+            if (r == RESP_INCOMPLETE) {
+                size_t off;
+                long long bl = resp_bulk_waiting(&p, &off);
+                if (bl >= EXT_MIN) {
+                    ENSURE(off <= q.len && q.len - off < (size_t)bl + 2, "bad waiting bulk");
+                    ext_len = (size_t)bl + 2;
+                    ext = malloc(ext_len);
+                    ext_got = q.len - off;
+                    memcpy(ext, q.buf + off, ext_got);
+                    q.len = off;
+                }
+                break;
+            }
+            if (r != RESP_DROPPED) {   /* the command is over: its arguments go */
+                for (int k = 0; k < nheld; k++) {
+                    memset(held[k], 0xA5, 1);
+                    free(held[k]);
+                }
+                nheld = 0;
+                held_bytes = 0;
+            }
+            if (r == RESP_ERROR) {
+                errored = 1;
+                break;
+            }
+            rbuf_consume(&q, used);
+        }
+    }
+    if (!errored && size == 0) {
+        r = resp_parse(&p, "", 0, &used, &need);
+        ENSURE(r == RESP_INCOMPLETE && need == 0, "empty buffer is not incomplete");
+    }
+    if (ext) need = ext_len - ext_got;
+    log_final(log, errored, q.len + ext_got + held_bytes, need);
+    free(ext);
+    for (int k = 0; k < nheld; k++) free(held[k]);
+    rbuf_free(&q);
+    resp_parser_free(&p);
+}
+
 static void fail_mismatch(const char *mode, const rbuf *a, const rbuf *b) {
     fprintf(stderr, "fuzz-resp: whole:  %.*s\n", (int)(a->len > 2000 ? 2000 : a->len), a->buf);
     fprintf(stderr, "fuzz-resp: %s: %.*s\n", mode, (int)(b->len > 2000 ? 2000 : b->len), b->buf);
@@ -477,6 +569,10 @@ static void check_parser(const uint8_t *data, size_t size, const resp_limits *li
     feed_chunks(data, size, lim, 1, 0, &other);
     if (other.len != whole.len || memcmp(other.buf, whole.buf, whole.len) != 0)
         fail_mismatch("bytes ", &whole, &other);
+    other.len = 0;
+    feed_external(data, size, lim, &other);
+    if (other.len != whole.len || memcmp(other.buf, whole.buf, whole.len) != 0)
+        fail_mismatch("extern", &whole, &other);
     rbuf_free(&whole);
     rbuf_free(&other);
 }

@@ -22,6 +22,7 @@ Fixtures:
                    bytes = bulk, RespError = error reply with its full text)
   raw              factory: raw(port=None) -> RawConn (send bytes, read replies)
 """
+import atexit
 import json
 import os
 import random
@@ -51,6 +52,55 @@ CLIENT_TIMEOUT = 15.0
 # the test (the session's shared server: its own fixture, at session end).
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "LeakSanitizer")
 _sanitizer_reports = []
+
+
+def _route_ubsan_reports():
+    """UBSan reports of EVERY process the tests start, not only of Servers:
+    cluster nodes run from a config file, servers expected to refuse a
+    configuration (exit 1, which is also how a -fno-sanitize-recover build
+    stops), rowan-check-pool, librowan's test program... Each report goes
+    to a file of its own (log_path, one per pid) in a directory that
+    _fail_on_sanitizer_reports checks after every test; stack traces are on
+    unless UBSAN_OPTIONS says otherwise (its options come later, so they
+    win). Returns the directory, or None when UBSAN_OPTIONS already names
+    a log_path (the caller looks there)."""
+    opts = os.environ.get("UBSAN_OPTIONS", "")
+    if "log_path=" in opts:
+        return None
+    d = tempfile.mkdtemp(prefix="rowan-ubsan-", dir=tmp_root())
+    atexit.register(_remove_if_empty, d)   # a directory with reports stays
+    os.environ["UBSAN_OPTIONS"] = "print_stacktrace=1:%s:log_path=%s" % (
+        opts, os.path.join(d, "ubsan"))
+    return d
+
+
+def _remove_if_empty(d):
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+
+
+_ubsan_seen = set()
+
+
+def _ubsan_file_reports():
+    """Reports written to _UBSAN_DIR since the last call."""
+    if not _UBSAN_DIR:
+        return []
+    found = []
+    for name in sorted(os.listdir(_UBSAN_DIR)):
+        path = os.path.join(_UBSAN_DIR, name)
+        if path in _ubsan_seen:
+            continue
+        _ubsan_seen.add(path)
+        try:
+            with open(path, "rb") as f:
+                text = f.read(8000).decode("utf-8", "replace")
+        except OSError:
+            continue
+        found.append("UBSan report %s (process %s):\n%s" % (path, name.rsplit(".", 1)[-1], text))
+    return found
 
 
 # --------------------------------------------------------------------------
@@ -379,6 +429,9 @@ def tmp_root():
     return os.environ.get("ROWAN_TEST_TMPDIR") or None
 
 
+_UBSAN_DIR = _route_ubsan_reports()
+
+
 class ServerStartError(Exception):
     pass
 
@@ -406,6 +459,7 @@ class Server:
         self._marks = (0, 0)
         self.clients = []
         self._san_filed = ""         # sanitizer report cleanup() already filed
+        self.pids = []               # of every process started (UBSan report files)
 
     # ---- command line ----
     def argv(self):
@@ -455,6 +509,7 @@ class Server:
         finally:
             out.close()
         self.starts += 1
+        self.pids.append(self.proc.pid)
         if wait:
             self.wait_ready(timeout)
         return self
@@ -582,6 +637,12 @@ class Server:
         """Every server run in this dir so far: its output from the first
         sanitizer report on (at most 8000 characters), or ''."""
         text = self.log_text()
+        for pid in self.pids:        # its processes' UBSan report files (claimed here)
+            path = os.path.join(_UBSAN_DIR or "", "ubsan.%d" % pid)
+            if _UBSAN_DIR and os.path.exists(path):
+                _ubsan_seen.add(path)
+                with open(path, "rb") as f:
+                    text += "\n--- %s ---\n%s" % (path, f.read(8000).decode("utf-8", "replace"))
         hits = [i for i in (text.find(m) for m in SANITIZER_MARKERS) if i >= 0]
         if not hits:
             return ""
@@ -752,10 +813,12 @@ def server(request, _shared_server, target):
 
 
 def _fail_on_sanitizer_reports():
+    _sanitizer_reports.extend(_ubsan_file_reports())
     if _sanitizer_reports:
         found = "\n\n".join(_sanitizer_reports)
         del _sanitizer_reports[:]
-        pytest.fail("sanitizer report in rowan-server output:\n" + found, pytrace=False)
+        pytest.fail("sanitizer report in rowan-server output (or a UBSan report file):\n" + found,
+                    pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -321,6 +321,10 @@ static void print_message(const redisReply *r) {
         printf("line=%s\n", r->str);
         return;
     }
+    if (r->type == REDIS_REPLY_ERROR) {   /* a pushed notice (a message too large) */
+        printf("pusherror=%s\n", r->str);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3) {
         printf("other=%d\n", r->type);
         return;

@@ -269,3 +269,27 @@ def test_cold_read_threads_zero_turns_it_off(server_factory):
     c.call("DEBUG", "COLDREAD", "FORCE", "1")
     assert pipeline(c, [("GET", "k"), ("MGET", "k", "x")]) == [b"v", [b"v", None]]
     assert stats(c) == (0, 0)
+
+
+def test_resident_scan_forgotten_on_drop(pair):
+    """A calm worker stops checking commands while a scan found the whole
+    pool resident (coldread.c, known_resident). DROP must forget that scan:
+    reads right after it (within the scan's 100 ms) still find the evicted
+    pages cold and go through the readers."""
+    rowan, c, ref = pair
+    vals = {"p:%d" % i: (("%d:" % i) + "y" * 3000).encode() for i in range(200)}
+    for k, v in vals.items():
+        c.call("SET", k, v)
+    keys = list(vals)
+    pipeline(c, [("GET", "p:0")] * 3000)   # calm: > 1024 checks found nothing cold
+    for attempt in range(5):
+        time.sleep(0.5)   # written back, so DROP can evict; the last scan is stale
+        pipeline(c, [("GET", "p:0")] * 50)   # a scan runs: everything resident
+        assert c.call("DEBUG", "COLDREAD", "DROP") == "OK"
+        r0, p0 = stats(c)
+        got = pipeline(c, [("GET", k) for k in keys])
+        assert got == [vals[k] for k in keys]
+        r1, p1 = stats(c)
+        if p1 - p0 >= 100:
+            break
+    assert p1 - p0 >= 100, "reads after DROP skipped the check: %d pages read" % (p1 - p0)

@@ -11,9 +11,14 @@ order, UNSUBSCRIBE / PUNSUBSCRIBE stopping delivery (the server counts no
 receiver, the library prints nothing more for it), the keepalive that keeps
 a subscribed client known to a server that forgets idle native clients
 (and, without it, the subscription being forgotten: delivery is best
-effort), and MONITOR lines for commands of other clients."""
+effort), MONITOR lines for commands of other clients, and messages larger
+than one datagram (rdma/dgram.h, "Pushed replies"): a 100 KB message and a
+MONITOR line of a 10 KB value arrive whole, in order with small ones; one
+over the 1 MB reply limit is replaced by a pushed error that says to use
+TCP."""
 import os
 import queue
+import re
 import subprocess
 import threading
 import time
@@ -177,6 +182,61 @@ def test_keepalive_keeps_subscription(server_factory, procs, mode):
     assert rc == 0, err
 
 
+def big_payload(n, seed):
+    """n bytes that differ from one offset to the next (a misplaced
+    fragment shows), printable for librowan-test's lines."""
+    base = "".join(chr(ord("a") + (i * 7 + seed) % 26) for i in range(997))
+    return (base * (n // len(base) + 1))[:n]
+
+
+@pytest.mark.parametrize("mode", ["sub", "asub"])
+def test_large_messages(nsrv, procs, mode):
+    p = procs("127.0.0.1", nsrv.port, mode)
+    p.expect("ready=")
+    r = nsrv.client()
+    big = big_payload(100 * 1024, 1)
+    assert r.publish("lr:ch1", big) == 1
+    assert p.expect("msg=") == "message||lr:ch1|" + big
+    # large ones between small ones, pipelined: the server sends each large
+    # one alone in numbered fragments, the small ones grouped, in order
+    pipe = r.pipeline(transaction=False)
+    want = []
+    for i in range(6):
+        payload = big_payload(30000 + 20000 * i, i) if i % 2 else "small%d" % i
+        pipe.publish("lr:ch2", payload)
+        want.append("message||lr:ch2|" + payload)
+    assert pipe.execute() == [1] * 6
+    assert [p.expect("msg=") for _ in want] == want
+    # a pattern message larger than a datagram
+    assert r.publish("lr:p:big", big) == 1
+    assert p.expect("msg=") == "pmessage|lr:p:*|lr:p:big|" + big
+    assert r.publish("lr:ch2", "quit") == 1
+    rc, seen, err = p.finish()
+    assert rc == 0, err
+    info = r.info("native")
+    assert info["native_send_errors"] == 0
+
+
+def test_message_over_reply_limit(nsrv, procs):
+    """Over DGRAM_REPLY_MAX no fragments carry it: the subscriber gets a
+    pushed error in its place, and later messages as before."""
+    p = procs("127.0.0.1", nsrv.port, "sub")
+    p.expect("ready=")
+    r = nsrv.client()
+    before = r.info("native")["native_replies_too_large"]
+    assert r.publish("lr:ch1", "x" * (1100 * 1024)) == 1
+    err = p.expect("pusherror=")
+    m = re.match(r"ERR pushed message of (\d+) bytes dropped: .* at most 1048576 bytes; use TCP$",
+                 err)
+    assert m and int(m.group(1)) > 1100 * 1024, err   # the message as sent: RESP framing too
+    assert r.info("native")["native_replies_too_large"] == before + 1
+    assert r.publish("lr:ch1", "after-big") == 1
+    assert p.expect("msg=") == "message||lr:ch1|after-big"
+    assert r.publish("lr:ch2", "quit") == 1
+    rc, seen, err = p.finish()
+    assert rc == 0, err
+
+
 @pytest.mark.parametrize("mode", ["monitor", "amonitor"])
 def test_monitor_lines(nsrv, procs, mode):
     p = procs("127.0.0.1", nsrv.port, mode)
@@ -188,7 +248,57 @@ def test_monitor_lines(nsrv, procs, mode):
     assert '"set" "lr:mon:a" "v1"' in line.lower(), line
     line = p.expect("line=")
     assert '"get" "lr:mon:a"' in line.lower(), line
+    # a line larger than one datagram comes whole
+    value = big_payload(10000, 3)
+    r.set("lr:mon:big", value)
+    line = p.expect("line=")
+    assert line.lower().endswith('"set" "lr:mon:big" "%s"' % value), line[:200]
     r.set("lr:mon:quit", "1")
     rc, seen, err = p.finish()
     assert rc == 0, err
     assert "done=1" in seen
+
+
+@pytest.mark.parametrize("mode,managed", [("sub", False), ("asub", False), ("sub", True)])
+def test_publish_reaches_other_nodes(cluster_factory, procs, mode, managed):
+    """In a cluster, a PUBLISH on one node reaches the subscribers of every
+    node, as Redis Cluster broadcasts it (redis-compat/pubsub_bus.c): a
+    librowan subscriber and a RESP one on node 1 get what node 0
+    publishes, in order, patterns and large messages included, in a
+    static cluster and in a managed one. PUBLISH counts the receivers of
+    its own node only, as in Redis Cluster."""
+    from test_native import native_cluster
+    cl = native_cluster(cluster_factory, 3 if managed else 2, 2, zookeeper=managed)
+    far = cl.nodes[1]
+    p = procs("127.0.0.1", far.native_port, mode)
+    p.expect("ready=")
+    resp_sub = far.client().pubsub()
+    resp_sub.subscribe("lr:ch1")
+    assert resp_sub.get_message(timeout=5)["type"] == "subscribe"
+    r0 = cl.client(0)
+    assert r0.publish("lr:ch1", "from-node0") == 0     # nobody on node 0
+    assert p.expect("msg=") == "message||lr:ch1|from-node0"
+    m = resp_sub.get_message(timeout=10)
+    assert m and m["type"] == "message" and m["data"] == b"from-node0", m
+    sent = []
+    for i in range(30):
+        assert r0.publish("lr:ch2", "n%d" % i) == 0
+        sent.append("message||lr:ch2|n%d" % i)
+    assert [p.expect("msg=") for _ in sent] == sent
+    assert r0.publish("lr:p:far", "pat") == 0
+    assert p.expect("msg=") == "pmessage|lr:p:*|lr:p:far|pat"
+    big = big_payload(100 * 1024, 5)
+    assert r0.publish("lr:ch1", big) == 0
+    assert p.expect("msg=") == "message||lr:ch1|" + big
+    # and the other way: node 1's PUBLISH reaches a subscriber on node 0
+    near = cl.nodes[0].client().pubsub()
+    near.subscribe("lr:back")
+    assert near.get_message(timeout=5)["type"] == "subscribe"
+    assert far.client().publish("lr:back", "to-node0") == 0
+    m = near.get_message(timeout=10)
+    assert m and m["data"] == b"to-node0", m
+    assert r0.publish("lr:ch2", "quit") == 0
+    rc, seen, err = p.finish()
+    assert rc == 0, err
+    resp_sub.close()
+    near.close()

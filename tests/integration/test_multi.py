@@ -364,9 +364,8 @@ def test_transaction_is_isolated(server):
 # --------------------------------------------------------------------------
 def test_keyspace_wide_commands_run_in_multi(c):
     """FLUSHALL, KEYS, DBSIZE, SCAN, SWAPDB, FLUSHDB, RANDOMKEY and INFO are
-    queued and run inside EXEC, as in Redis. Their reads see the keyspace as
-    it was before the transaction's writes on Rowan, so the data is set up
-    before MULTI and the transactions only read or only wipe."""
+    queued and run inside EXEC, as in Redis (reads after the transaction's
+    own writes: test_keyspace_in_batch.py)."""
     c.call("FLUSHALL")
     assert c.call("MSET", "k1", "1", "k2", "2") == "OK"
     assert c.call("MULTI") == "OK"

@@ -940,3 +940,46 @@ def test_reply_cache_arena_acks_and_compaction(nsrv):
     assert int(info["native_duplicates_answered_from_cache"]) > 0
     assert int(info["native_reply_cache_bytes"]) == len(got[n])
     c.close()
+
+
+def test_pack_of_one_reply_is_a_plain_datagram(nsrv):
+    """A round with one reply for a version 2 client sends it as a plain
+    reply datagram, built from the reply cache (no pack); a retransmission
+    of it is answered the same way, from the cache; two replies in a round
+    share one pack; and a pack whose first entry was noted from the cache
+    still carries it, in order, when a second reply joins it."""
+    c = nclient(nsrv, version=VERSION2)
+    before = native_info(nsrv)
+    q = c.new_req()
+    c.send(q, "SET", "one", "x" * 300)
+    dg = c.recv_dgram(5.0)
+    h, _ = decode(dg)
+    assert (h["version"], h["type"], h["req"]) == (VERSION2, REPLY, q), h
+    assert [parse_resp(p)[0] for _, p in messages(dg)] == [b"OK"]
+    q = c.new_req()
+    c.send(q, "GET", "one")
+    assert c.recv_for(q, 5.0) == b"$300\r\n" + b"x" * 300 + b"\r\n"
+    c.send(q, "GET", "one")        # lost reply: the duplicate comes from the cache
+    dg = c.recv_dgram(5.0)
+    h, _ = decode(dg)
+    assert (h["type"], h["req"]) == (REPLY, q), h
+    assert [parse_resp(p)[0] for _, p in messages(dg)] == [b"x" * 300]
+    after = native_info(nsrv)
+    assert int(after["native_packed_datagrams_out"]) == int(before["native_packed_datagrams_out"])
+    assert int(after["native_duplicates_answered_from_cache"]) - \
+        int(before["native_duplicates_answered_from_cache"]) == 1
+    c.finish(q - 1)
+    c.finish(q)
+    for rnd in range(5):
+        reqs = [c.new_req() for _ in range(3)]
+        c.send_pack([(reqs[0], ["INCR", "p1"]), (reqs[1], ["GET", "one"]), (reqs[2], ["INCR", "p1"])])
+        got = {}
+        while len(got) < 3:
+            dg = c.recv_dgram(5.0)
+            assert dg is not None, got
+            for m, payload in messages(dg):
+                got[m["req"]] = parse_resp(payload)[0]
+        assert [got[r] for r in reqs] == [2 * rnd + 1, b"x" * 300, 2 * rnd + 2]
+        for r in reqs:
+            c.finish(r)
+    c.close()

@@ -117,10 +117,9 @@ static int same_elements(const robj *o, const strs *model, int ordered) {
     strs got = {0}, want = {0};
     obj_class_of(o->type)->elements(o->data, elem_fn, &got);
     for (size_t i = 0; i < model->n; i++) strs_insert(&want, i, strdup(model->v[i]));
-    if (!ordered) {
-        qsort(got.v, got.n, sizeof(char *), str_cmp);
-        qsort(want.v, want.n, sizeof(char *), str_cmp);
-    }
+    /* qsort's base must not be NULL, even for no elements (UBSan) */
+    if (!ordered && got.n) qsort(got.v, got.n, sizeof(char *), str_cmp);
+    if (!ordered && want.n) qsort(want.v, want.n, sizeof(char *), str_cmp);
     int same = got.n == want.n;
     for (size_t i = 0; same && i < got.n; i++) same = strcmp(got.v[i], want.v[i]) == 0;
     strs_free(&got);

@@ -105,6 +105,19 @@ static void test_hash_slot(void) {
     CHECK_EQ_LL(slot_of("abc{def"), crc16_xmodem("abc{def", 7) & 16383);
     CHECK_EQ_LL(slot_of("}{a}"), slot_of("a"));
     CHECK_EQ_LL(hash_slot("x{a}y", 3), crc16_xmodem("x{a", 3) & 16383); /* length bound */
+    /* the table-driven CRC (8 bytes at a time) against the bit-by-bit
+     * definition, over every length up to five 8-byte steps and a tail */
+    unsigned char k[45];
+    for (size_t n = 0; n <= sizeof k; n++) {
+        uint16_t want = 0;
+        for (size_t i = 0; i < n; i++) {
+            k[i] = (unsigned char)(i * 37 + n * 11 + 0x5a);
+            want ^= (uint16_t)(k[i] << 8);
+            for (int b = 0; b < 8; b++)
+                want = (want & 0x8000) ? (uint16_t)((want << 1) ^ 0x1021) : (uint16_t)(want << 1);
+        }
+        CHECK_EQ_LL(crc16_xmodem(k, n), want);
+    }
 }
 
 /* Chi-square statistic of n samples over k cells. */

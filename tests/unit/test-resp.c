@@ -313,6 +313,52 @@ static void test_multibulk_incremental(void) {
     rbuf_free(&want);
 }
 
+/* A bulk taken out of the buffer (networking.c's large arguments): the
+ * parser says where its payload starts, the caller truncates the buffer
+ * there and hands the argument over by pointer; parsing goes on with the
+ * next header. A rewound command comes back whole from the same bytes. */
+static void test_external_bulk(void) {
+    resp_parser p;
+    resp_limits lim = {0};
+    resp_parser_init(&p, &lim);
+    char buf[256];
+    size_t used, need, off;
+    int n = snprintf(buf, sizeof(buf), "*4\r\n$3\r\nSET\r\n$1\r\nk\r\n$10\r\n0123");
+    CHECK(resp_parse(&p, buf, (size_t)n, &used, &need) == RESP_INCOMPLETE);
+    CHECK_EQ_LL(resp_bulk_waiting(&p, &off), 10);
+    CHECK(memcmp(buf + off, "0123", 4) == 0);
+    CHECK(!resp_parser_complete(&p));
+    static const char value[] = "0123456789\r\n";
+    resp_bulk_external(&p, value);
+    CHECK_EQ_LL(resp_bulk_waiting(&p, &off), -1);
+    n = (int)off + snprintf(buf + off, sizeof(buf) - off, "$2\r\nEX\r\n");
+    CHECK(resp_parse(&p, buf, (size_t)n, &used, &need) == RESP_COMMAND);
+    CHECK_EQ_LL(used, (size_t)n);
+    CHECK_EQ_LL(p.argc, 4);
+    CHECK(p.argv[2] == value && p.argvlen[2] == 10);
+    CHECK(memcmp(p.argv[3], "EX", 2) == 0 && p.argv[3] == buf + n - 4);
+    /* held: the same command again, from a buffer that moved */
+    resp_parser_rewind(&p, used);
+    CHECK(resp_parser_complete(&p));
+    char moved[256];
+    memcpy(moved, buf, (size_t)n);
+    size_t used2;
+    CHECK(resp_parse(&p, moved, (size_t)n, &used2, &need) == RESP_COMMAND);
+    CHECK_EQ_LL(used2, used);
+    CHECK_EQ_LL(p.argc, 4);
+    CHECK(p.argv[2] == value && p.argv[0] == moved + 8 && memcmp(p.argv[1], "k", 1) == 0);
+    /* the last argument external: complete without another byte */
+    n = snprintf(buf, sizeof(buf), "*2\r\n$4\r\nECHO\r\n$10\r\n");
+    CHECK(resp_parse(&p, buf, (size_t)n, &used, &need) == RESP_INCOMPLETE);
+    CHECK_EQ_LL(resp_bulk_waiting(&p, &off), 10);
+    CHECK_EQ_LL(off, (size_t)n);
+    resp_bulk_external(&p, value);
+    CHECK(resp_parser_complete(&p));
+    CHECK(resp_parse(&p, buf, (size_t)n, &used, &need) == RESP_COMMAND);
+    CHECK(p.argc == 2 && p.argv[1] == value && used == (size_t)n);
+    resp_parser_free(&p);
+}
+
 /* ---------------- inline ---------------- */
 
 static void test_inline(void) {
@@ -791,6 +837,7 @@ int main(void) {
     test_multibulk_binary();
     test_multibulk_empty();
     test_multibulk_incremental();
+    test_external_bulk();
     test_inline();
     test_inline_unbalanced();
     test_errors();

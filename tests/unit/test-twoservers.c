@@ -4,8 +4,9 @@
  * so one process can run two: this test starts two standalone servers
  * (rowan_server_start, boot.h) on their own ports and pool files, writes
  * different keys to each through hiredis, checks that each sees only its
- * own (keys, DBSIZE, INFO's port, CONFIG GET and SET, rename-command, a
- * pub/sub channel's subscribers, a counter both increment at once), stops
+ * own (keys, DBSIZE, INFO's port, CONFIG GET and SET, rename-command,
+ * INFO commandstats, a pub/sub channel's subscribers, a counter both
+ * increment at once), stops
  * them, and starts one again on its pool to check its data came back while
  * the other's never did. */
 #include "boot.h"
@@ -51,7 +52,9 @@ static void start(node *n) {
                     "--pool-size", "64mb", "--workers", "2", "--shards", "4",
                     "--logfile", n->log, "--save", "",
                     "--rename-command", (char *)n->rename_from, (char *)n->rename_to, NULL};
-    n->s = rowan_server_start((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, 0);
+    char err[512];
+    n->s = rowan_server_start((int)(sizeof(argv) / sizeof(argv[0])) - 1, argv, 0, err, sizeof(err));
+    if (!n->s) fprintf(stderr, "start on %s: %s\n", n->port, err);
     CHECK(n->s != NULL && n->s != rowan_self);
     n->c = redisConnect("127.0.0.1", atoi(n->port));
     if (!n->c || n->c->err) {
@@ -60,17 +63,11 @@ static void start(node *n) {
     }
 }
 
-/* A stopped server's object and module states are not freed yet
- * (docs/DECISIONS.md, issue 15): kept referenced here, so LeakSanitizer
- * checks everything else (not static, so the stores stay). */
-struct rowan_server *twoservers_stopped[3];
-static int nstopped;
-
+/* A stopped server is freed, all it owned (tests/unit/test-serverlife.c). */
 static void stop(node *n) {
     redisFree(n->c);
     n->c = NULL;
     rowan_server_stop(n->s);
-    twoservers_stopped[nstopped++] = n->s;
     n->s = NULL;
 }
 
@@ -202,6 +199,33 @@ int main(void) {
     CHECK(reply_is(cmd(&a, "SET scratch 1"), "OK"));
     CHECK_EQ_LL(reply_int(cmd(&b, "EXISTS scratch")), 0);
     CHECK_EQ_LL(reply_int(cmd(&a, "DEL scratch")), 1);
+    /* INFO commandstats is each server's: a's LPUSHes and b's SADDs are
+     * counted where they ran only */
+    for (int i = 0; i < 3; i++) CHECK_EQ_LL(reply_int(cmd(&a, "LPUSH onlya %d", i)), i + 1);
+    for (int i = 0; i < 5; i++) CHECK_EQ_LL(reply_int(cmd(&b, "SADD onlyb %d", i)), 1);
+    r = cmd(&a, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_lpush:calls=3,") != NULL);
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_sadd:") == NULL);
+    freeReplyObject(r);
+    r = cmd(&b, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_sadd:calls=5,") != NULL);
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_lpush:") == NULL);
+    freeReplyObject(r);
+    /* and so are the rejected and failed counts, and CONFIG RESETSTAT */
+    r = cmd(&a, "LPUSH");   /* wrong number of arguments: rejected */
+    CHECK(r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(&b, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "cmdstat_lpush:") == NULL);
+    freeReplyObject(r);
+    CHECK(reply_is(cmd(&b, "CONFIG RESETSTAT"), "OK"));
+    r = cmd(&a, "INFO commandstats");
+    CHECK(r->type == REDIS_REPLY_STRING &&
+          strstr(r->str, "cmdstat_lpush:calls=3,usec=") != NULL &&
+          strstr(r->str, "rejected_calls=1,failed_calls=0") != NULL);
+    freeReplyObject(r);
+    CHECK_EQ_LL(reply_int(cmd(&a, "DEL onlya")), 1);
+    CHECK_EQ_LL(reply_int(cmd(&b, "DEL onlyb")), 1);
     /* pub/sub: a channel's subscribers are per server */
     node sub = a;
     sub.c = redisConnect("127.0.0.1", atoi(a.port));

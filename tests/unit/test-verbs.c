@@ -2,7 +2,7 @@
  *
  * Always: checks that need no device (the backend is there, and without a
  * device link_open / verbs_receiver_start fail with a clear error and leave
- * nothing behind), and the multi-block entries of rdma/vblock.c: round
+ * nothing behind), and the multi-block entries of src/repl/vblock.c: round
  * trips from 1 byte to LOG_MAX_ENTRY, every arrival order of up to 6
  * blocks, lost / duplicated / foreign / truncated / bit-flipped blocks,
  * the receiver's final entry check, and a fuzz pass over the reassembler.
@@ -153,7 +153,7 @@ static uint64_t rnd(void) {
     return rng * 0x2545F4914F6CDD1DULL;
 }
 
-/* ---- multi-block entries (rdma/vblock.c; no device needed) ---- */
+/* ---- multi-block entries (src/repl/vblock.c; no device needed) ---- */
 
 #define BLK_MAX_ENTRY LOG_MAX_ENTRY
 
@@ -539,12 +539,75 @@ static void test_block_fuzz(void) {
     for (int i = 0; i < ENTRIES; i++) free(ents[i]);
 }
 
+/* The global reassembly cap: entries of several links in progress at once
+ * fit up to vblk_asm_set_limit bytes; the first block of one more is an
+ * error (its link is closed), and room comes back as entries finish or
+ * fail. */
+static void test_block_memory_limit(void) {
+    const uint32_t mm = 256;
+    size_t p = vblk_payload_max(mm), len = 40 * p; /* 40 blocks */
+    size_t need = log_entry_span(len);
+    uint8_t *e = rnd_bytes(len);
+    size_t *bl;
+    uint32_t cnt;
+    uint8_t **b = blk_split(e, len, 1, mm, &bl, &cnt);
+    char why[200];
+    vblk_asm a[4];
+    CHECK_EQ_LL(vblk_asm_bytes(), 0);
+    CHECK_EQ_LL(vblk_asm_set_limit(3 * need), VBLK_ASM_LIMIT_DEFAULT);
+    for (int i = 0; i < 4; i++) vblk_asm_init(&a[i]);
+    /* three links start an entry: they fit exactly */
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_LL(vblk_asm_feed(&a[i], b[0], bl[0], mm, BLK_MAX_ENTRY, 1, why, sizeof(why)), 0);
+    CHECK_EQ_LL(vblk_asm_bytes(), 3 * need);
+    /* a fourth does not: an error naming the limit, nothing held for it */
+    CHECK_EQ_LL(vblk_asm_feed(&a[3], b[0], bl[0], mm, BLK_MAX_ENTRY, 1, why, sizeof(why)), -1);
+    CHECK(strstr(why, "reassembly memory limit") != NULL);
+    CHECK(!a[3].active && !a[3].buf && a[3].held == 0);
+    CHECK_EQ_LL(vblk_asm_bytes(), 3 * need);
+    /* blocks of entries already started still go in; one completes */
+    int rc = 0;
+    for (uint32_t i = 1; i < cnt; i++)
+        rc = vblk_asm_feed(&a[0], b[i], bl[i], mm, BLK_MAX_ENTRY, 1, why, sizeof(why));
+    CHECK_EQ_LL(rc, 1);
+    CHECK(blk_matches(&a[0], e, len));
+    /* taken: its room goes to the fourth link */
+    vblk_asm_done(&a[0]);
+    CHECK_EQ_LL(vblk_asm_feed(&a[3], b[0], bl[0], mm, BLK_MAX_ENTRY, 1, why, sizeof(why)), 0);
+    /* a link that fails (a duplicate block) gives its room back too */
+    CHECK_EQ_LL(vblk_asm_feed(&a[1], b[0], bl[0], mm, BLK_MAX_ENTRY, 1, why, sizeof(why)), -1);
+    CHECK_EQ_LL(vblk_asm_bytes(), 2 * need);
+    CHECK_EQ_LL(vblk_asm_feed(&a[0], b[0], bl[0], mm, BLK_MAX_ENTRY, 1, why, sizeof(why)), 0);
+    /* links that go away (vblk_asm_done on a partial entry) free it all */
+    for (int i = 0; i < 4; i++) vblk_asm_done(&a[i]);
+    CHECK_EQ_LL(vblk_asm_bytes(), 0);
+    /* the default admits a full-size entry on 16 links at once, not 17 */
+    CHECK_EQ_LL(vblk_asm_set_limit(0), 3 * need);
+    size_t fl = BLK_MAX_ENTRY, *fbl;
+    uint32_t fcnt;
+    uint8_t *fe = rnd_bytes(fl);
+    uint8_t **fb = blk_split(fe, fl, 1, VERBS_MSG_MAX, &fbl, &fcnt);
+    vblk_asm big[17];
+    for (int i = 0; i < 17; i++) {
+        vblk_asm_init(&big[i]);
+        CHECK_EQ_LL(vblk_asm_feed(&big[i], fb[0], fbl[0], VERBS_MSG_MAX, BLK_MAX_ENTRY, 1, why,
+                                  sizeof(why)), i < 16 ? 0 : -1);
+    }
+    for (int i = 0; i < 17; i++) vblk_asm_done(&big[i]);
+    CHECK_EQ_LL(vblk_asm_bytes(), 0);
+    blk_free(fb, fbl, fcnt);
+    free(fe);
+    blk_free(b, bl, cnt);
+    free(e);
+}
+
 static void test_blocks(void) {
     test_block_roundtrips();
     test_block_orders();
     test_block_faults();
     test_block_entry_check();
     test_block_fuzz();
+    test_block_memory_limit();
 }
 
 static void run_loop_until(struct event_base *base, struct sink *s, uint64_t want, int ms) {
@@ -730,7 +793,7 @@ int main(void) {
         printf("test-verbs: SKIPPED: no RDMA device found (ibv_get_device_list returned 0 "
                "devices); the verbs transport's device path (links, SRQ, landing) is "
                "compiled but not exercised; %d device-less checks passed (the "
-               "multi-block framing and reassembly of rdma/vblock.c included)\n", unit_pass);
+               "multi-block framing and reassembly of src/repl/vblock.c included)\n", unit_pass);
         return 0;
     }
     test_loopback();

@@ -1,8 +1,9 @@
-/* vblock.h -- multi-block entries of the verbs replication transport
- * (Rowan-KV §4.2.2): splitting an entry larger than one SEND into blocks,
- * and reassembling them on the receiver. Pure functions, no verbs calls, so
- * the framing is tested without a device (tests/unit/test-verbs.c).
- * rdma/vblock.c documents the wire format. */
+/* vblock.h -- multi-block entries of the replication transports
+ * (Rowan-KV §4.2.2): splitting an entry larger than one message (a verbs
+ * SEND, or a TCP link's replication-msg-max) into blocks, and reassembling
+ * them on the receiver. Pure functions, no verbs calls, so the framing is
+ * tested without a device (tests/unit/test-verbs.c) and carried by TCP
+ * links (tcp_blocks.c). src/repl/vblock.c documents the wire format. */
 #ifndef ROWAN_VBLOCK_H
 #define ROWAN_VBLOCK_H
 #include <stddef.h>
@@ -51,7 +52,19 @@ typedef struct vblk_asm {
     vblk_hdr h;           /* of the entry in progress (seq/plen: the last block fed) */
     uint32_t got;         /* blocks received */
     int active;           /* an entry is in progress (or complete, not yet taken) */
+    size_t held;          /* buf's bytes, counted against the global limit (below) */
 } vblk_asm;
+
+/* All links' reassembly buffers together hold at most this many bytes of
+ * entries (a link may hold up to LOG_MAX_ENTRY): 16 entries of 4 MiB at
+ * once, of up to RX_MAX_LINKS = 256 verbs links. A block that would start
+ * an entry beyond it is an error like any other: the link is closed, and
+ * replication reconnects it as after any broken link (repl.c). */
+#define VBLK_ASM_LIMIT_DEFAULT ((size_t)64 << 20)
+/* Set the limit (0: the default); returns the previous one. */
+size_t vblk_asm_set_limit(size_t bytes);
+/* Entry bytes held by every assembler in the process now. */
+size_t vblk_asm_bytes(void);
 
 void vblk_asm_init(vblk_asm *a);
 /* Feed one received block; expect_msg is the link sequence number the next
