@@ -20,6 +20,7 @@
 #include "dgram.h"
 #include "server.h"
 #include "unit.h"
+#include "unit_port.h"
 
 #include <dirent.h>
 #include <stdarg.h>
@@ -56,20 +57,6 @@ static int busy_socket(int *port) {
     }
     *port = ntohs(a.sin_port);
     return fd;
-}
-
-/* A UDP port nothing uses now (the native edge's, kept for every run). */
-static int free_udp_port(void) {
-    int fd = socket(AF_INET, SOCK_DGRAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free_udp_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /* Start with the usual test options plus extra ones; NULL and err on failure. */
@@ -139,7 +126,7 @@ static char native_request(int fd, uint64_t id, int argc, const char **argv) {
 static void serve_once(int port, int round) {
     char err[1024];
     static char native[16];
-    if (!native[0]) snprintf(native, sizeof(native), "%d", free_udp_port());
+    if (!native[0]) snprintf(native, sizeof(native), "%d", unit_free_port(SOCK_DGRAM));
     const char *opts[] = {"--slowlog-log-slower-than", "0", "--native-port", native, NULL};
     struct rowan_server *s = start(port, dir, opts, err, sizeof(err));
     if (!s) fprintf(stderr, "good start failed: %s\n", err);
@@ -213,8 +200,8 @@ int main(void) {
     /* a late failure, with the workers serving (-LOADING) already: the
      * managed cluster's ZooKeeper cannot be reached */
     char zk[32], rport[16];
-    snprintf(zk, sizeof(zk), "127.0.0.1:%d", free_udp_port());   /* nothing listens (TCP) */
-    snprintf(rport, sizeof(rport), "%d", free_udp_port());
+    snprintf(zk, sizeof(zk), "127.0.0.1:%d", unit_free_port(SOCK_DGRAM));   /* nothing listens (TCP) */
+    snprintf(rport, sizeof(rport), "%d", unit_free_port(SOCK_DGRAM));
     char portstr[16];
     snprintf(portstr, sizeof(portstr), "%d", port);
     const char *managed[] = {"--zookeeper", zk, "--cluster-name", "life",

@@ -15,6 +15,7 @@
 #include "boot.h"
 #include "server.h"
 #include "unit.h"
+#include "unit_port.h"
 
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -25,19 +26,6 @@
 #include <unistd.h>
 
 #define NKEYS 300
-
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 typedef struct node {
     char name[16], dir[64], log[128], port[16], rport[16];
@@ -130,8 +118,8 @@ int main(void) {
         }
         strcpy(n->log, n->dir);   /* dir is 63 bytes at most */
         strcat(n->log, "/log");
-        snprintf(n->port, sizeof(n->port), "%d", free_port());
-        snprintf(n->rport, sizeof(n->rport), "%d", free_port());
+        snprintf(n->port, sizeof(n->port), "%d", unit_free_port(SOCK_STREAM));
+        snprintf(n->rport, sizeof(n->rport), "%d", unit_free_port(SOCK_STREAM));
     }
     start(&nodes[0]);
     start(&nodes[1]);

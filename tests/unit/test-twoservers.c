@@ -12,6 +12,7 @@
 #include "boot.h"
 #include "server.h"
 #include "unit.h"
+#include "unit_port.h"
 
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
@@ -25,20 +26,6 @@
 #include <unistd.h>
 
 #define NKEYS 200
-
-/* A port nothing listens on now (the kernel's choice). */
-static int free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        perror("free_port");
-        exit(1);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 typedef struct node {
     char dir[256], port[16], log[300];
@@ -139,7 +126,7 @@ int main(void) {
             perror("mkdtemp");
             return 1;
         }
-        snprintf(ns[i]->port, sizeof(ns[i]->port), "%d", free_port());
+        snprintf(ns[i]->port, sizeof(ns[i]->port), "%d", unit_free_port(SOCK_STREAM));
         snprintf(ns[i]->log, sizeof(ns[i]->log), "%s/log", ns[i]->dir);
     }
     a.rename_from = "GETDEL", a.rename_to = "";   /* disabled on a only */
