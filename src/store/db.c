@@ -1404,6 +1404,7 @@ static robj *batch_clone(const db_ctx *x, unsigned pdb, const char *key, size_t 
  * index), 0 deleted, 1 a string (*out), 2 a collection (*obj, the batch's
  * private copy). The newest sub-entry for the key decides. */
 static size_t batch_flushed_at(const db_ctx *x, const shard *s, unsigned pdb);
+static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen);
 
 static int batch_find(db_ctx *x, const shard *s, unsigned pdb, const char *key, size_t klen,
                       log_entry *out, robj **obj) {
@@ -1411,13 +1412,11 @@ static int batch_find(db_ctx *x, const shard *s, unsigned pdb, const char *key, 
     log_entry e;
     int found = -1;
     if (x->nbatch >= BIDX_MIN) {
-        if (!x->bidx_on) bidx_build(x, 256);
-        log_entry k = {.db = (uint16_t)pdb, .key = key, .klen = (uint32_t)klen};
-        size_t i = bidx_slot(x, &k);
+        size_t newest = batch_newest(x, pdb, key, klen);
         /* a FLUSHDB of its shard and db after its newest sub-entry: gone */
         size_t flushed = batch_flushed_at(x, s, pdb);
-        if (!x->bidx[i] || x->bidx[i] < flushed) return flushed ? 0 : -1;
-        batch_decode(x, x->bidx[i] - 1, &e);
+        if (!newest || newest < flushed) return flushed ? 0 : -1;
+        batch_decode(x, newest - 1, &e);
         found = e.type == LOG_SET ? 1 : e.type == LOG_DEL ? 0 : 2;
         if (found == 1) *out = e;
         if (found == 2) *obj = batch_clone(x, pdb, key, klen);
@@ -1730,7 +1729,6 @@ typedef struct scan_ctx {
 
 static int batch_open(const db_ctx *x);
 static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v);
-static size_t batch_newest(db_ctx *x, unsigned pdb, const char *key, size_t klen);
 
 static int scan_visit(void *ctx, uint64_t ref) {
     scan_ctx *sc = ctx;
