@@ -789,6 +789,8 @@ static void info_stats(rbuf *b)
                  stat_get(&server.stat.qbuf_limit_disconnections));
     rbuf_appendf(b, "client_output_buffer_limit_disconnections:%lld\r\n",
                  stat_get(&server.stat.obuf_limit_disconnections));
+    rbuf_appendf(b, "client_buffer_moved_bytes:%lld\r\n",
+                 stat_get(&server.stat.client_buffer_moved));
 }
 
 static void info_replication(rbuf *b)
