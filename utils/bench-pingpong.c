@@ -9,12 +9,13 @@
  * it reports ops/s, p50 and p99 of the round trip, and this process's CPU
  * per operation (getrusage); the server's CPU per operation when its pid
  * is given. Transports run interleaved, R rounds, medians; native runs
- * once with librowan's busy-poll off (rowanSetBusyPoll 0) and once at its
- * default, so the two client waits compare in one run.
+ * once with librowan's busy-poll off (its default) and once on
+ * (rowanSetBusyPoll, -b microseconds, 50), so the two client waits compare
+ * in one run.
  *
  * Build: `make` builds build/<variant>/bench-pingpong (librowan, hiredis).
  * Usage: bench-pingpong -p RESP_PORT -n NATIVE_PORT [-s SERVER_PID] [-t T]
- *        [-d SECONDS] [-r ROUNDS] [-k KEYS] [-w get|set] */
+ *        [-d SECONDS] [-r ROUNDS] [-k KEYS] [-w get|set] [-b BUSY_POLL_US] */
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -30,7 +31,7 @@
 enum { T_RESP, T_NATIVE_SLEEP, T_NATIVE_SPIN, T_N };
 static const char *tname[T_N] = {"resp", "native (sleep)", "native (busy-poll)"};
 
-static int resp_port, native_port, threads = 1, keys = 100000, do_set;
+static int resp_port, native_port, threads = 1, keys = 100000, do_set, spin_us = 50;
 static double seconds = 3;
 static long server_pid;
 
@@ -86,7 +87,7 @@ static void *run(void *arg) {
     } else {
         nc = rowanConnect("127.0.0.1", native_port);
         if (!nc || nc->err) { j->err = 1; return NULL; }
-        if (j->transport == T_NATIVE_SLEEP) rowanSetBusyPoll(nc, 0);
+        rowanSetBusyPoll(nc, j->transport == T_NATIVE_SPIN ? (unsigned)spin_us : 0);
     }
     char key[32], val[100];
     memset(val, 'v', sizeof val);
@@ -181,7 +182,7 @@ static double median(double *xs, int n) {
 
 int main(int argc, char **argv) {
     int rounds = 3, opt;
-    while ((opt = getopt(argc, argv, "p:n:s:t:d:r:k:w:")) != -1) {
+    while ((opt = getopt(argc, argv, "p:n:s:t:d:r:k:w:b:")) != -1) {
         switch (opt) {
         case 'p': resp_port = atoi(optarg); break;
         case 'n': native_port = atoi(optarg); break;
@@ -191,9 +192,10 @@ int main(int argc, char **argv) {
         case 'r': rounds = atoi(optarg); break;
         case 'k': keys = atoi(optarg); break;
         case 'w': do_set = !strcmp(optarg, "set"); break;
+        case 'b': spin_us = atoi(optarg); break;
         default:
             fprintf(stderr, "usage: %s -p RESP_PORT -n NATIVE_PORT [-s SERVER_PID] [-t THREADS] "
-                    "[-d SECONDS] [-r ROUNDS] [-k KEYS] [-w get|set]\n", argv[0]);
+                    "[-d SECONDS] [-r ROUNDS] [-k KEYS] [-w get|set] [-b BUSY_POLL_US]\n", argv[0]);
             return 2;
         }
     }
