@@ -316,6 +316,13 @@ $(CLIENT_TEST): tests/integration/librowan_test.c rdma/client/rowan.h $(CLIENT_A
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS)
 
+# bench-pingpong: blocking round trips, hiredis against librowan's blocking
+# API, one connection per thread (utils/bench-pingpong.c, BENCHMARKS.md).
+CLIENT_PINGPONG := $(BUILD)/bench-pingpong
+all: $(CLIENT_PINGPONG)
+$(CLIENT_PINGPONG): utils/bench-pingpong.c rdma/client/rowan.h $(CLIENT_A)
+	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS) -pthread
+
 install: $(CLIENT_A) $(CLIENT_SO)
 	install -d $(DESTDIR)$(PREFIX)/include/rowan $(DESTDIR)$(LIBDIR)/pkgconfig
 	install -m 644 rdma/client/rowan.h $(DESTDIR)$(PREFIX)/include/rowan/rowan.h
