@@ -99,6 +99,8 @@ static double frand(rowanEngine *e) {
 
 /* ---------------- nodes and sockets ---------------- */
 
+static void flush_node(rowanEngine *e, rw_node *n);
+
 static int node_add(rowanEngine *e, const char *host, int port, int resp_port) {
     for (int i = 0; i < e->nnodes; i++)
         if (e->nodes[i].port == port && strcmp(e->nodes[i].host, host) == 0) {
@@ -129,23 +131,21 @@ static int node_by_resp(rowanEngine *e, const char *host, int resp_port, int nat
     return node_add(e, host, native_port, resp_port);
 }
 
-static int node_open(rowanEngine *e, int i, char *why, size_t whylen) {
-    rw_node *n = &e->nodes[i];
-    if (n->fd >= 0) return 0;
+int rw_udp_open(const char *host, int port, char *why, size_t whylen) {
     struct addrinfo hints = {0}, *res = NULL;
-    char port[16];
+    char portstr[16];
     hints.ai_socktype = SOCK_DGRAM;
-    snprintf(port, sizeof port, "%d", n->port);
+    snprintf(portstr, sizeof portstr, "%d", port);
     /* IPv4 first: a UDP connect() always succeeds, so "localhost" must not
      * pick ::1 when the server listens on 127.0.0.1 */
     hints.ai_family = AF_INET;
-    int rc = getaddrinfo(n->host, port, &hints, &res);
+    int rc = getaddrinfo(host, portstr, &hints, &res);
     if (rc != 0) {
         hints.ai_family = AF_UNSPEC;
-        rc = getaddrinfo(n->host, port, &hints, &res);
+        rc = getaddrinfo(host, portstr, &hints, &res);
     }
     if (rc != 0) {
-        snprintf(why, whylen, "cannot resolve %s: %s", n->host, gai_strerror(rc));
+        snprintf(why, whylen, "cannot resolve %s: %s", host, gai_strerror(rc));
         return -1;
     }
     int fd = -1;
@@ -158,16 +158,33 @@ static int node_open(rowanEngine *e, int i, char *why, size_t whylen) {
     }
     freeaddrinfo(res);
     if (fd < 0) {
-        snprintf(why, whylen, "cannot open a socket to %s:%d: %s", n->host, n->port,
-                 strerror(errno));
+        snprintf(why, whylen, "cannot open a socket to %s:%d: %s", host, port, strerror(errno));
         return -1;
     }
     /* a large reply arrives as a burst of fragments */
     int sz = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+    return fd;
+}
+
+static int node_open(rowanEngine *e, int i, char *why, size_t whylen) {
+    rw_node *n = &e->nodes[i];
+    if (n->fd >= 0) return 0;
+    if (e->share && e->share(e, i, why, whylen) == 0) return 0;
+    int fd = rw_udp_open(n->host, n->port, why, whylen);
+    if (fd < 0) return -1;
     n->fd = fd;
     if (e->on_socket) e->on_socket(e, i);
     return 0;
+}
+
+int rw_node_reopen(rowanEngine *e, int i, char *why, size_t whylen) {
+    rw_node *n = &e->nodes[i];
+    if (n->fd < 0 || n->sock) return 0;
+    if (n->nout) flush_node(e, n);
+    close(n->fd);
+    n->fd = -1;
+    return node_open(e, i, why, whylen);
 }
 
 /* ---------------- requests in flight ---------------- */
@@ -217,8 +234,6 @@ static void queue_del(rw_node *n, rw_req *q) {
     q->pprev = q->pnext = NULL;
 }
 
-static void flush_node(rowanEngine *e, rw_node *n);
-
 /* Take q out of wherever it waits (not freed). */
 static void detach(rowanEngine *e, rw_req *q) {
     if (q->outq) flush_node(e, &e->nodes[q->node]);   /* its datagram points into q */
@@ -260,63 +275,110 @@ static void pack_add(dgram_pack *p, const rw_req *q) {
     dgram_pack_add(p, &en);
 }
 
+/* The next datagram of the node's batch, from n->out[*i] on: consecutive
+ * requests packed into pk as they fit (dgram.h, "Packed frames"); a
+ * request alone goes as its own datagram, from its record (copied into pk
+ * with `copy`: a shared socket's batch outlives the record). The fault
+ * hook drops or doubles whole datagrams here, so a lost pack loses all its
+ * requests at once. Returns the copies to send (0: dropped), with *v. */
+static int next_datagram(rowanEngine *e, rw_node *n, int *i, unsigned char *pk, int copy,
+                         struct iovec *v) {
+    int k = n->nout;
+    rw_req *q = n->out[(*i)++];
+    dgram_pack p;
+    dgram_hdr h = {0};
+    h.client = n->client;
+    h.term = q->term;
+    h.acked = acked_of(n);
+    dgram_pack_begin(&p, pk, &h, DGRAM_PACKED_REQUESTS);
+    pack_add(&p, q);
+    while (*i < k && pack_fits(&p, n->out[*i], q->term)) pack_add(&p, n->out[(*i)++]);
+    if (p.h.nfrag > 1) {
+        v->iov_base = pk;
+        v->iov_len = (size_t)dgram_pack_end(&p);
+    } else if (copy) {
+        memcpy(pk, q->dg, q->dlen);
+        v->iov_base = pk;
+        v->iov_len = q->dlen;
+    } else {
+        v->iov_base = q->dg;
+        v->iov_len = q->dlen;
+    }
+    if (e->drop_send > 0 && frand(e) < e->drop_send) {
+        e->st.dropped_send++;
+        return 0;
+    }
+    int copies = 1;
+    if (e->dup_send > 0 && frand(e) < e->dup_send) {
+        copies = 2;
+        e->st.duplicated++;
+    }
+    e->st.sent += (uint64_t)copies;
+    return copies;
+}
+
+/* sendmmsg until all m left; 1 if a send met ECONNREFUSED. That reports an
+ * earlier datagram's ICMP (nothing listens): the node is handled as dead
+ * at the next turn of the loop (not here, in the middle of a send). Other
+ * errors (ENOBUFS) are loss that retransmission covers: skip that datagram. */
+static int send_all(int fd, struct mmsghdr *msgs, struct iovec *iov, int m) {
+    int refused = 0;
+    for (int j = 0; j < m; j++) {
+        memset(&msgs[j], 0, sizeof msgs[j]);
+        msgs[j].msg_hdr.msg_iov = &iov[j];
+        msgs[j].msg_hdr.msg_iovlen = 1;
+    }
+    for (int done = 0; done < m;) {
+        int r = sendmmsg(fd, msgs + done, (unsigned)(m - done), MSG_NOSIGNAL);
+        if (r > 0) { done += r; continue; }
+        if (r < 0 && errno == ECONNREFUSED) refused = 1;
+        done++;
+    }
+    return refused;
+}
+
+void rw_sock_send(rw_sock *s) {
+    struct mmsghdr msgs[RW_TXMAX];
+    struct iovec iov[RW_TXMAX];
+    if (!s->n) return;
+    for (int j = 0; j < s->n; j++) {
+        iov[j].iov_base = s->pk[j];
+        iov[j].iov_len = s->len[j];
+    }
+    int refused = send_all(s->fd, msgs, iov, s->n);
+    s->n = 0;
+    if (refused)   /* the peer is gone for every context on the socket */
+        for (int j = 0; j < s->nmem; j++) s->mem[j].e->nodes[s->mem[j].node].refused = 1;
+}
+
 /* Send the node's batch: the requests queued since the last flush (the
  * loop flushes before it waits, so a batch is what one turn of the caller
- * produced: a pipeline, or the callbacks of one read), consecutive ones
- * packed into as few datagrams as fit (dgram.h, "Packed frames"; a
- * request alone goes as its own datagram), then one sendmmsg per
- * RW_PACKBATCH datagrams. The fault hook drops or doubles whole
- * datagrams here, so a lost pack loses all its requests at once. */
+ * produced: a pipeline, or the callbacks of one read), packed, then one
+ * sendmmsg per RW_PACKBATCH datagrams -- or, on a shared socket, into its
+ * batch, which its owner sends once for all its contexts. */
 static void flush_node(rowanEngine *e, rw_node *n) {
     struct mmsghdr msgs[RW_PACKBATCH];
     struct iovec iov[RW_PACKBATCH];
+    rw_sock *s = n->sock;
     int k = n->nout, i = 0;
     while (i < k) {
+        if (s) {
+            if (s->n > RW_TXMAX - 2) rw_sock_send(s);   /* room for a doubled one */
+            struct iovec v;
+            int c = next_datagram(e, n, &i, s->pk[s->n], 1, &v);
+            for (int j = 0; j < c; j++) {
+                if (j) memcpy(s->pk[s->n], v.iov_base, v.iov_len);
+                s->len[s->n++] = v.iov_len;
+            }
+            continue;
+        }
         int m = 0;
         while (m < RW_PACKBATCH - 1 && i < k) {   /* room for a doubled one */
-            rw_req *q = n->out[i++];
-            dgram_pack p;
-            dgram_hdr h = {0};
-            h.client = n->client;
-            h.term = q->term;
-            h.acked = acked_of(n);
-            dgram_pack_begin(&p, e->txpk[m], &h, DGRAM_PACKED_REQUESTS);
-            pack_add(&p, q);
-            while (i < k && pack_fits(&p, n->out[i], q->term)) pack_add(&p, n->out[i++]);
-            if (p.h.nfrag == 1) {
-                iov[m].iov_base = q->dg;
-                iov[m].iov_len = q->dlen;
-            } else {
-                iov[m].iov_base = e->txpk[m];
-                iov[m].iov_len = (size_t)dgram_pack_end(&p);
-            }
-            if (e->drop_send > 0 && frand(e) < e->drop_send) {
-                e->st.dropped_send++;
-                continue;
-            }
-            int copies = 1;
-            if (e->dup_send > 0 && frand(e) < e->dup_send) {
-                copies = 2;
-                e->st.duplicated++;
-                iov[m + 1] = iov[m];
-            }
-            for (int c = 0; c < copies; c++, m++) {
-                memset(&msgs[m], 0, sizeof msgs[m]);
-                msgs[m].msg_hdr.msg_iov = &iov[m];
-                msgs[m].msg_hdr.msg_iovlen = 1;
-                e->st.sent++;
-            }
+            int c = next_datagram(e, n, &i, e->txpk[m], 0, &iov[m]);
+            if (c == 2) iov[m + 1] = iov[m];
+            m += c;
         }
-        for (int done = 0; done < m;) {
-            int r = sendmmsg(n->fd, msgs + done, (unsigned)(m - done), MSG_NOSIGNAL);
-            if (r > 0) { done += r; continue; }
-            /* ECONNREFUSED reports an earlier datagram's ICMP (nothing listens):
-             * the node is handled as dead at the next turn of the loop (not
-             * here, in the middle of a send). Other errors (ENOBUFS) are loss
-             * that retransmission covers: skip that datagram. */
-            if (r < 0 && errno == ECONNREFUSED) n->refused = 1;
-            done++;
-        }
+        if (send_all(n->fd, msgs, iov, m)) n->refused = 1;
     }
     for (int j = 0; j < k; j++) n->out[j]->outq = 0;
     n->nout = 0;
@@ -1024,6 +1086,33 @@ static void check_refused(rowanEngine *e) {
         }
 }
 
+/* A datagram received (the fault hook may drop it). */
+static void receive(rowanEngine *e, int node, const unsigned char *buf, size_t len) {
+    e->st.received++;
+    if (e->drop_recv > 0 && frand(e) < e->drop_recv) {
+        e->st.dropped_recv++;
+        return;
+    }
+    if (len <= DGRAM_MTU) on_datagram(e, node, buf, len);
+}
+
+void rw_on_datagram(rowanEngine *e, int node, const unsigned char *buf, size_t len,
+                    uint64_t now) {
+    uint64_t outer = batch_begin(e, now);
+    receive(e, node, buf, len);
+    check_refused(e);
+    pump(e);
+    batch_end(e, outer);
+}
+
+void rw_on_refused(rowanEngine *e, int node) {
+    uint64_t outer = batch_begin(e, rw_now());
+    e->nodes[node].refused = 1;
+    check_refused(e);
+    pump(e);
+    batch_end(e, outer);
+}
+
 /* Everything queued on node's socket, RW_RXBATCH datagrams per call; a
  * short batch means the queue is empty (no extra call to hear EAGAIN). */
 void rw_on_readable(rowanEngine *e, int node) {
@@ -1045,16 +1134,9 @@ void rw_on_readable(rowanEngine *e, int node) {
             break;    /* EAGAIN, or an error the next send will meet again */
         }
         if (got > 0) batch_begin(e, rw_now());   /* one clock read per batch */
-        for (int i = 0; i < got; i++) {
-            size_t len = msgs[i].msg_len;
-            e->st.received++;
-            if (e->drop_recv > 0 && frand(e) < e->drop_recv) {
-                e->st.dropped_recv++;
-                continue;
-            }
-            if (len > DGRAM_MTU || (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)) continue;
-            on_datagram(e, node, e->rx[i], len);
-        }
+        for (int i = 0; i < got; i++)
+            if (!(msgs[i].msg_hdr.msg_flags & MSG_TRUNC))
+                receive(e, node, e->rx[i], msgs[i].msg_len);
         if (got < RW_RXBATCH) break;
     }
     check_refused(e);
@@ -1240,8 +1322,8 @@ rowanEngine *rw_engine_new(const char *host, int port, const struct timeval *tv)
 
 void rw_engine_free(rowanEngine *e) {
     if (!e) return;
-    for (int i = 0; i < e->nnodes; i++)
-        if (e->nodes[i].fd >= 0) close(e->nodes[i].fd);
+    for (int i = 0; i < e->nnodes; i++)   /* a shared socket is its owner's to close */
+        if (e->nodes[i].fd >= 0 && !e->nodes[i].sock) close(e->nodes[i].fd);
     free(e->cmds);
     for (rw_req *q = e->pool, *next; q; q = next) { next = q->qnext; free(q); }
     rw_push_free(e);

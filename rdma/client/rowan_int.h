@@ -28,6 +28,7 @@
 #define RW_REQ_DG    512           /* datagram room of a new request record, at least */
 
 typedef struct rw_req rw_req;
+typedef struct rw_sock rw_sock;
 typedef void (*rw_done_fn)(rowanEngine *e, rw_req *q);
 
 enum rw_state { RQ_NEW, RQ_QUEUED, RQ_FLIGHT, RQ_PARKED, RQ_DONE };
@@ -72,6 +73,7 @@ typedef struct rw_node {
     int port;                      /* native (UDP) */
     int resp_port;                 /* RESP, as CLUSTER SLOTS names it; 0 unknown */
     int fd;                        /* -1: not opened yet */
+    rw_sock *sock;                 /* async: the socket shared with other contexts (fd is its) */
     int refused;                   /* a send met ECONNREFUSED: dead, handled by the loop */
     rw_req *out[RW_OUTBATCH];      /* datagrams to send at the next flush */
     int nout;
@@ -119,6 +121,9 @@ struct rowanEngine {
     rowanStats st;
     /* the owner's hooks (async) */
     void (*on_socket)(rowanEngine *e, int node);
+    /* open node's link on a shared socket (sets its sock and fd); -1 with
+     * why: the engine opens a socket of its own instead */
+    int (*share)(rowanEngine *e, int node, char *why, size_t whylen);
     void *owner;
     int inflight;                  /* requests in flight or parked */
     /* pushed output (rowan_push.c): the owner's handler (takes the reply),
@@ -140,7 +145,45 @@ struct rowanEngine {
     unsigned char txpk[RW_PACKBATCH][DGRAM_MTU];    /* packed frames of one sendmmsg */
 };
 
+/* A connected UDP socket shared by the contexts attached to one event
+ * base (rowan_async.c): each context keeps its own client id on it, and
+ * replies find their context by the header's client id. Contexts' flushes
+ * copy their datagrams into its batch, sent by one sendmmsg (rw_sock_send)
+ * when the owner's handler ends. */
+#define RW_TXMAX 32
+typedef struct rw_member {
+    rowanEngine *e;
+    int node;
+    uint64_t client;
+} rw_member;
+
+struct rw_sock {
+    int fd;
+    char host[256];
+    int port;
+    rw_member *mem;                /* the contexts' links on it */
+    int nmem, capmem;
+    int n;                         /* datagrams in the batch */
+    size_t len[RW_TXMAX];
+    unsigned char pk[RW_TXMAX][DGRAM_MTU];
+    unsigned char rx[RW_RXBATCH][DGRAM_MTU + 64];
+    void *ev, *group;              /* the owner's: its read event, its event base's group */
+    rw_sock *next;
+};
+
 uint64_t rw_now(void);
+/* A UDP socket connect()ed to host:port; -1 with why. */
+int rw_udp_open(const char *host, int port, char *why, size_t whylen);
+/* Send s's batch (one sendmmsg); a refusal marks every member's node. */
+void rw_sock_send(rw_sock *s);
+/* One datagram read from node's shared socket, for e (now: the receive
+ * batch's clock). */
+void rw_on_datagram(rowanEngine *e, int node, const unsigned char *buf, size_t len,
+                    uint64_t now);
+/* Node's socket reported a refusal (nothing listens there). */
+void rw_on_refused(rowanEngine *e, int node);
+/* Open node's link again (a socket of its own becomes a shared one). */
+int rw_node_reopen(rowanEngine *e, int node, char *why, size_t whylen);
 rowanEngine *rw_engine_new(const char *host, int port, const struct timeval *tv);
 void rw_engine_free(rowanEngine *e);
 /* Read the configuration synchronously (rowanConnect). 0 or -1 with errstr. */
