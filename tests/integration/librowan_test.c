@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <event2/event.h>
 #include "rowan.h"
 
@@ -308,6 +309,105 @@ static int mode_async(const char *host, int port, const char *key, int n) {
     return A.bad ? 1 : 0;
 }
 
+/* ---- contexts sharing an event base (and so a socket per node) ----
+ *
+ * shared PREFIX K N: K async contexts on one event base, each INCRing its
+ * own key PREFIX:{i} N times, one at a time (the next from the callback:
+ * -P 1). Context 0 is freed from context 1's callback halfway, while its
+ * INCR may be in flight; the others go on. Prints the UDP sockets the
+ * process holds at the end, the others still attached (one per node used,
+ * when shared), each context's acknowledged count, and the stats summed. */
+#define SH_MAX 16
+static struct {
+    struct event_base *base;
+    rowanAsyncContext *ac[SH_MAX];
+    int k, n, acked[SH_MAX], sent[SH_MAX], failed[SH_MAX], finished, freed;
+    const char *prefix;
+    rowanStats st;
+} SH;
+
+static void sh_next(int i);
+
+static void sh_add_stats(const rowanAsyncContext *ac) {
+    rowanStats st;
+    rowanAsyncGetStats(ac, &st);
+    SH.st.sent += st.sent;
+    SH.st.retransmits += st.retransmits;
+    SH.st.received += st.received;
+    SH.st.duplicated += st.duplicated;
+    SH.st.dropped_send += st.dropped_send;
+    SH.st.dropped_recv += st.dropped_recv;
+}
+
+static void sh_reply(rowanAsyncContext *ac, void *reply, void *priv) {
+    int i = (int)(long)priv;
+    redisReply *r = reply;
+    (void)ac;
+    if (i == 0 && SH.freed) {       /* failed by the free: it may or may not have run */
+        SH.failed[0]++;
+        return;
+    }
+    CHECK(r && r->type == REDIS_REPLY_INTEGER, "ctx %d INCR: %s", i, r ? r->str : ac->errstr);
+    SH.acked[i]++;
+    CHECK(r->integer == SH.acked[i], "ctx %d: INCR gave %lld after %d acknowledged", i,
+          r->integer, SH.acked[i]);
+    if (i == 1 && SH.acked[1] == SH.n / 2 && !SH.freed) {
+        SH.freed = 1;               /* another context, with a request perhaps in flight */
+        sh_add_stats(SH.ac[0]);
+        rowanAsyncFree(SH.ac[0]);
+        SH.ac[0] = NULL;
+        if (SH.acked[0] < SH.n) SH.finished++;
+    }
+    if (SH.acked[i] == SH.n) {
+        if (++SH.finished == SH.k) event_base_loopbreak(SH.base);
+        return;
+    }
+    if (i != 0 || !SH.freed) sh_next(i);
+}
+
+static void sh_next(int i) {
+    SH.sent[i]++;
+    CHECK(rowanAsyncCommand(SH.ac[i], sh_reply, (void *)(long)i, "INCR %s:{%d}", SH.prefix, i) ==
+          ROWAN_OK, "ctx %d send: %s", i, SH.ac[i]->errstr);
+}
+
+static int udp_sockets(void) {   /* sockets this process holds */
+    char path[64], link[64];
+    int n = 0;
+    for (int fd = 0; fd < 1024; fd++) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        ssize_t l = readlink(path, link, sizeof link - 1);
+        if (l > 0 && (link[l] = 0, !strncmp(link, "socket:", 7))) n++;
+    }
+    return n;
+}
+
+static int mode_shared(const char *host, int port, const char *prefix, int k, int n) {
+    CHECK(k >= 2 && k <= SH_MAX && n >= 2, "shared: 2 <= K <= %d, N >= 2", SH_MAX);
+    SH.base = event_base_new();
+    SH.k = k;
+    SH.n = n;
+    SH.prefix = prefix;
+    for (int i = 0; i < k; i++) {
+        SH.ac[i] = rowanAsyncConnect(host, port);
+        CHECK(SH.ac[i] && !SH.ac[i]->err, "async connect: %s", SH.ac[i] ? SH.ac[i]->errstr : "oom");
+        CHECK(rowanLibeventAttach(SH.ac[i], SH.base) == ROWAN_OK, "attach");
+    }
+    for (int i = 0; i < k; i++) sh_next(i);
+    event_base_dispatch(SH.base);
+    printf("sockets=%d\n", udp_sockets());   /* the others still attached */
+    for (int i = 1; i < k; i++) {
+        sh_add_stats(SH.ac[i]);
+        rowanAsyncFree(SH.ac[i]);
+    }
+    printf("sockets_after=%d\n", udp_sockets());
+    for (int i = 0; i < k; i++) printf("acked_%d=%d\n", i, SH.acked[i]);
+    printf("sent_0=%d\nfailed_0=%d\n", SH.sent[0], SH.failed[0]);
+    print_stats(&SH.st);
+    event_base_free(SH.base);
+    return 0;
+}
+
 /* ---- pub/sub and MONITOR (the Python side publishes with redis-py) ----
  *
  * sub / asub (blocking / async API) [KEEPALIVE_MS]: SUBSCRIBE lr:ch1 lr:ch2
@@ -543,6 +643,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "steady") && argc > 6)
         return mode_steady(host, port, argv[4], atof(argv[5]), atoi(argv[6]));
     if (!strcmp(mode, "async") && argc > 5) return mode_async(host, port, argv[4], atoi(argv[5]));
+    if (!strcmp(mode, "shared") && argc > 6)
+        return mode_shared(host, port, argv[4], atoi(argv[5]), atoi(argv[6]));
     if (!strcmp(mode, "sub")) return mode_sub(host, port, argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(mode, "asub")) return mode_asub(host, port, argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(mode, "monitor")) return mode_monitor(host, port);

@@ -402,3 +402,50 @@ def test_rowan_bench_native_transport(nsrv):
     j = json.loads(r.stdout)
     assert j["ops"] > 100 and j["failed"] == 0, j["errors"]
     assert nsrv.client().dbsize() == 2000
+
+
+def check_shared(out, r, prefix, k, n):
+    """mode `shared`'s report against the server (r: a RESP client): every
+    context but the first did its n INCRs, each applied once; the first,
+    freed from another's callback, has what it was acknowledged and at
+    most the one INCR that was in flight when it was freed."""
+    for i in range(1, k):
+        assert out["acked_%d" % i] == str(n), out
+        assert int(r.get("%s:{%d}" % (prefix, i))) == n
+    acked0, sent0 = int(out["acked_0"]), int(out["sent_0"])
+    assert acked0 < n and sent0 - acked0 == int(out["failed_0"]) <= 1, out
+    assert acked0 <= int(r.get("%s:{0}" % prefix) or 0) <= sent0
+    assert out["sockets_after"] == "0", out     # the last context closed the socket
+
+
+@pytest.mark.parametrize("faults", ["", "drop-send=0.2,drop-recv=0.2,dup-send=0.15,seed=9"])
+def test_async_contexts_share_a_socket(nsrv, faults):
+    """Async contexts on one event base share one UDP socket per node:
+    replies reach their own context by the header's client id (each
+    context's INCRs count exactly, with loss and duplicates too), and a
+    context freed from another's callback, with its request in flight,
+    leaves the others going."""
+    k, n = 8, 300
+    out, _ = run("127.0.0.1", nsrv.port, "shared", "lr:sh", k, n,
+                 env_extra={"ROWAN_FAULTS": faults})
+    assert out["sockets"] == "1", out
+    if faults:
+        assert int(out["retransmits"]) > 0 and int(out["duplicated"]) > 0, out
+    check_shared(out, nsrv.client(), "lr:sh", k, n)
+    # ROWAN_ASYNC_SHARE=0: a socket per context, as before
+    out, _ = run("127.0.0.1", nsrv.port, "shared", "lr:sh0", k, 50,
+                 env_extra={"ROWAN_ASYNC_SHARE": "0"})
+    assert out["sockets"] == str(k - 1), out    # the first was freed
+    check_shared(out, nsrv.client(), "lr:sh0", k, 50)
+
+
+def test_cluster_shared_sockets_through_loss(native_cluster):
+    """The contexts' keys live on every primary: one shared socket per node
+    the contexts use, replies demultiplexed per node and context, with loss
+    and duplicates on every link."""
+    cl = native_cluster(3, 2)
+    k, n = 12, 150
+    out, _ = run("127.0.0.1", cl.nodes[0].port, "shared", "lr:csh", k, n,
+                 env_extra={"ROWAN_FAULTS": "drop-send=0.15,drop-recv=0.15,dup-send=0.1,seed=4"})
+    assert 2 <= int(out["sockets"]) <= 3, out   # the keys' primaries: 12 keys on 3
+    check_shared(out, cl.cluster_client(), "lr:csh", k, n)
