@@ -1822,11 +1822,11 @@ static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v) {
     return 1;
 }
 
-/* fn(arg, shard, newest sub-entry, live after the batch, in the index
- * before it) once per key of logical db `db` the open batch wrote, on
- * shard sid (-1: every shard clients see). "In the index" counts as no
- * for a shard the batch flushed. */
-typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, int indexed);
+/* fn(arg, shard, newest sub-entry, live after the batch, its reference in
+ * the index before it or 0) once per key of logical db `db` the open batch
+ * wrote, on shard sid (-1: every shard clients see). "In the index" counts
+ * as no for a shard the batch flushed. */
+typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed);
 static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
     size_t pos = 0, at;
     log_entry e;
@@ -1839,10 +1839,10 @@ static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
         int locked = lock_unless_held(s);
         size_t flushed = batch_flushed_at(x, s, e.db);
         int live = e.type != LOG_DEL && at + 1 > flushed;
-        int indexed = 0;
+        uint64_t indexed = 0;
         if (!flushed) {
             keyref k = {e.db, e.key, e.klen};
-            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k) != 0;
+            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k);
         }
         fn(arg, s, &e, live, indexed);
         unlock_if(s, locked);
@@ -1853,7 +1853,7 @@ static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
  * `db`: counted, and the pick-th (from 0) copied to *out. Returns how many
  * there are; pick < 0 only counts. */
 typedef struct new_keys { long long n, pick; rbuf *out; } new_keys;
-static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed) {
     new_keys *nk = arg;
     if (!live || indexed) return;
     if (nk->n++ == nk->pick) {
@@ -1868,7 +1868,7 @@ static long long batch_new_keys(db_ctx *x, int db, long long pick, rbuf *out) {
 }
 
 /* SCAN's end of a shard: visit what the open batch created there. */
-static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed) {
     scan_ctx *sc = arg;
     db_val v;
     if (live && !indexed && batch_val(sc->x, e, sc->now, &v)) sc->fn(sc->arg, e->key, e->klen, &v);
@@ -1917,24 +1917,42 @@ static long long count_keys(int db, int with_expiry) {
 long long db_size(int db) { return count_keys(db, 0); }
 long long db_expires(int db) { return count_keys(db, 1); }
 
-static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, int indexed) {
-    *(long long *)arg += live - indexed;
+/* Counting through the open batch: keys (or keys with an expiry) after the
+ * batch minus those the index had before it, per key the batch wrote. */
+typedef struct batch_count { db_ctx *x; long long n; int with_expiry; } batch_count;
+static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed) {
+    batch_count *bc = arg;
+    if (!bc->with_expiry) {
+        bc->n += live - (indexed != 0);
+        return;
+    }
+    db_val v;
+    if (indexed) {
+        refinfo ri;
+        ref_info(indexed, &ri);
+        bc->n -= ri.expire_ms != 0;
+    }
+    /* time 0: expired or not, the key is still there (as in DBSIZE) */
+    bc->n += live && batch_val(bc->x, e, 0, &v) && v.expire_ms;
 }
 
-long long db_count(db_ctx *x, int db) {
-    if (!batch_open(x)) return db_size(db);
-    long long n = 0;
+static long long count_through(db_ctx *x, int db, int with_expiry) {
+    if (!batch_open(x)) return count_keys(db, with_expiry);
+    batch_count bc = {x, 0, with_expiry};
     for (int i = 0; i < server.nshards; i++) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
         unsigned pdb = phys_db(x, s, db);
-        if (!batch_flushed_at(x, s, pdb)) n += s->dbkeys[pdb];
+        if (!batch_flushed_at(x, s, pdb)) bc.n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
         unlock_if(s, locked);
     }
-    batch_keys(x, db, -1, count_batch_key, &n);
-    return n;
+    batch_keys(x, db, -1, count_batch_key, &bc);
+    return bc.n;
 }
+
+long long db_count(db_ctx *x, int db) { return count_through(x, db, 0); }
+long long db_count_expires(db_ctx *x, int db) { return count_through(x, db, 1); }
 
 /* Try a random item of one shard; 1 if it is a live key of pdb (and the
  * open batch, if any, left it so). */

@@ -200,6 +200,8 @@ long long db_size(int db);
  * script) created, minus those it deleted or flushed. */
 long long db_count(db_ctx *x, int db);
 long long db_expires(int db);
+/* db_expires as x sees it (INFO keyspace in EXEC or a script). */
+long long db_count_expires(db_ctx *x, int db);
 /* A random key of db into *out (rbuf reset first). 1 found, 0 empty. */
 int db_random_key(db_ctx *x, int db, rbuf *out);
 /* Remove every key of db (db = -1: all databases). DB_OK or DB_OOM. */
