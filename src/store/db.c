@@ -1026,6 +1026,7 @@ static int write_entry(db_ctx *x, shard *s, log_entry *e) {
  * the outer one then fails, nothing of any of them was applied. */
 void db_batch_begin(db_ctx *x) {
     if (x->batching++ > 0) return;
+    x->batch_now = mstime();
     x->batch.len = 0;
     x->nbatch = 0;
     x->batch_flushes = 0;
@@ -1520,6 +1521,15 @@ static shard *key_shard(const db_ctx *x, const char *key, size_t klen) {
     return shard_of_key(key, klen);
 }
 
+/* The time a key's expiry is judged at: inside a batch (a script, EXEC, a
+ * multi-key command) the time the batch began, as Redis 7 freezes it for a
+ * script or a transaction: a key does not expire halfway through, and every
+ * command of it sees the same keys. TTLs and new expiries still use the
+ * real time, as Redis's do (a key past its time reads PTTL 0). */
+static int64_t expiry_now(const db_ctx *x) {
+    return x->batching ? x->batch_now : mstime();
+}
+
 /* Find the key; lazily delete it when expired. count != 0 updates hit/miss. */
 static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, int count) {
     shard *s = key_shard(x, key, klen);
@@ -1528,7 +1538,7 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     if (x->batching) {
         robj *bo = NULL;
         int r = batch_find(x, s, pdb, key, klen, &e, &bo);
-        if (r == 1 && !(e.expire_ms && e.expire_ms <= mstime())) {
+        if (r == 1 && !(e.expire_ms && e.expire_ms <= expiry_now(x))) {
             fill_val(v, &e);
             return 1;
         }
@@ -1545,7 +1555,7 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     if (ref) {
         if (m.have) fill_val(v, &m.e);
         else fill_ref(v, ref);
-        if (v->expire_ms && v->expire_ms <= mstime()) {
+        if (v->expire_ms && v->expire_ms <= expiry_now(x)) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
             if (write_entry(x, s, &d) == DB_OK) {
@@ -1885,7 +1895,7 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
         if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        scan_ctx sc = {phys_db(x, s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
+        scan_ctx sc = {phys_db(x, s, db), expiry_now(x), fn, arg, batch_open(x) ? x : NULL};
         /* a shard the open batch flushed shows only the keys it wrote since */
         if (!(sc.x && batch_flushed_at(x, s, sc.pdb)))
             icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
@@ -1970,8 +1980,8 @@ static int random_in_shard(db_ctx *x, shard *s, unsigned pdb, rbuf *out) {
             log_entry e;
             db_val v;
             batch_decode(x, at - 1, &e);
-            if (!batch_val(x, &e, mstime(), &v)) continue;
-        } else if (ri.expire_ms && ri.expire_ms <= mstime()) {
+            if (!batch_val(x, &e, expiry_now(x), &v)) continue;
+        } else if (ri.expire_ms && ri.expire_ms <= expiry_now(x)) {
             continue;
         }
         out->len = 0;

@@ -120,6 +120,7 @@ typedef struct db_ctx {
     int bidx_on;
     const char **bigv;     /* the batch's large values, held outside `batch` (batch_add) */
     int nbigv, capbigv;
+    int64_t batch_now;     /* mstime() when the outermost batch began (db.c, expiry_now) */
     /* Argument buffers (bigval_buf_new) the caller holds while the command
      * runs, set by the edge: a large string written from one of them, whole,
      * is stored as that buffer, not a copy (bigval.c, "DRAM"). */
