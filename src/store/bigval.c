@@ -152,10 +152,12 @@
 #include "shard.h"
 
 /* A large string's bytes. refs: the holders (the stored object, and an
- * argument buffer's owner at the edge, a batch: bigval_buf_*). */
+ * argument buffer's owner at the edge, a batch: bigval_buf_*). room: free
+ * bytes right in front of them (bigval_buf_room). */
 typedef struct bigstr {
     size_t len;
     _Atomic uint32_t refs;
+    char room[BIGVAL_ROOM];
     char bytes[];
 } bigstr;
 
@@ -476,6 +478,10 @@ char *bigval_buf_new(size_t len, size_t slack) {
 }
 
 size_t bigval_buf_len(const char *bytes) { return bigstr_of(bytes)->len; }
+
+char *bigval_buf_room(const char *bytes, size_t n) {
+    return n <= BIGVAL_ROOM ? bigstr_of(bytes)->bytes - n : NULL;
+}
 
 void bigval_buf_retain(const char *bytes) { atomic_fetch_add(&bigstr_of(bytes)->refs, 1); }
 

@@ -1712,6 +1712,18 @@ int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, 
     return obj_write(x, db, key, klen, type, ops->buf, ops->len);
 }
 
+int db_obj_write_ops_tail(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops,
+                          const char *tail, size_t tlen) {
+    char *p = adoptable(x, tail, tlen) ? bigval_buf_room(tail, 1 + ops->len) : NULL;
+    if (!p) {
+        rbuf_append(ops, tail, tlen);
+        return db_obj_write_ops(x, db, key, klen, type, ops);
+    }
+    p[0] = (char)type;
+    memcpy(p + 1, ops->buf, ops->len);
+    return obj_write(x, db, key, klen, type, p, 1 + ops->len + tlen);
+}
+
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src,
                 int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);

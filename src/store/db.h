@@ -170,6 +170,14 @@ int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
  * an element of n bytes costs n less (bigval.c, "DRAM"). The caller only
  * frees ops after. */
 int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops);
+/* The same with effects that end with tail/tlen, the whole of one of the
+ * caller's argument buffers (x->own), not in ops: when ops fit the room in
+ * front of it (bigval.h, BIGVAL_ROOM) the payload is built there and the
+ * argument is logged and applied in place, so an element of n bytes is
+ * held twice (the argument, the collection's copy) instead of three times,
+ * as in Redis. Otherwise tail is appended to ops. */
+int db_obj_write_ops_tail(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops,
+                          const char *tail, size_t tlen);
 /* key := a copy of collection src (RENAME, MOVE, COPY), with expiry
  * expire_ms, replacing whatever key held. DB_OK or DB_OOM. */
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct robj *src,
