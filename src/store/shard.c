@@ -143,9 +143,11 @@ int shard_worker_landed(shard *s, int wid, int slot) {
 }
 
 uint64_t shard_durable_lag(shard *s) {
-    shard_lock(s);
+    /* INFO inside EXEC or a script already holds every shard */
+    int locked = !shard_held_by_me(s);
+    if (locked) shard_lock(s);
     uint64_t last = s->next_ver ? s->next_ver - 1 : 0;
     uint64_t dur = atomic_load(&s->durable_ver);
-    shard_unlock(s);
+    if (locked) shard_unlock(s);
     return last > dur ? last - dur : 0;
 }
