@@ -254,7 +254,11 @@ void reconcile_init(void) {
     rc->reapplied = calloc((size_t)server.nshards, sizeof(*rc->reapplied));
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_backups_of(s)) continue;
+        /* A damaged copy is checked even with no backup to ask: then no
+         * replica holds its history and it is refused (decide, lose). */
+        if (!cluster_is_primary(s) ||
+            (!cluster_backups_of(s) && !atomic_load(&server.shards[s].damaged)))
+            continue;
         rc->sh[s] = (rc_shard){.active = 1, .best_node = -1};
         atomic_store(&server.shards[s].avail, SHARD_RECONCILING);
         n++;
@@ -265,6 +269,15 @@ void reconcile_init(void) {
                   "holds their whole history before they are served", n);
     else
         log_startup();
+}
+
+void reconcile_new_pool(void) {
+    if (!cluster_managed() || cluster_term() <= 1) return;
+    for (int s = 0; s < server.nshards; s++) atomic_store(&server.shards[s].damaged, 1);
+    serverLog(LL_WARNING, "Reconcile: this node's pool is new and cluster %s is at term %llu: "
+              "its copies lack the shards' history; each is fetched from a replica (or, as a "
+              "backup, re-synced) before it is served or copied", cluster_name(),
+              (unsigned long long)cluster_term());
 }
 
 /* Digest thread: a promoted shard's copy takes in everything this node

@@ -35,6 +35,15 @@ void reconcile_free(void);
 /* After recovery, before the workers: every shard we are primary of and
  * that has backups starts SHARD_RECONCILING. Registers the bus handlers. */
 void reconcile_init(void);
+/* At startup, after the managed join, before reconcile_init: the pool was
+ * created by this start. Past the cluster's first configuration the shards
+ * may hold acknowledged writes this pool never saw (it was wiped or lost):
+ * every copy here is marked damaged -- never a source for a peer; where
+ * this node is primary, fetched from a replica, or refused (-CLUSTERDOWN)
+ * when none holds the history, even with no backup to ask. Serving, or
+ * re-syncing onto the returning nodes, the empty copy of a shard whose
+ * other replicas all failed would lose its acknowledged writes silently. */
+void reconcile_new_pool(void);
 /* Managed mode (member.c): this node became primary of these shards
  * (they are SHARD_RECONCILING already); check them against their
  * replicas -- the surviving ones, after a failover -- before serving. */
