@@ -88,9 +88,12 @@ def peer_states(nd):
             if k.startswith("repl_peer_") and "=" in v}
 
 
+MANAGED_HEALTHY = tf.wait_healthy
+
+
 def wait_whole(cl, managed, timeout=120.0):
     if managed:
-        return tf.wait_healthy(cl, n=3, timeout=timeout)
+        return MANAGED_HEALTHY(cl, n=3, timeout=timeout)
 
     def live():
         try:
@@ -129,7 +132,7 @@ class Chaos:
     def problem(self, what):
         with self.lock:
             self.problems.append(what)
-        print("chaos: PROBLEM: %s" % what, flush=True)
+        print("chaos: %s PROBLEM: %s" % (time.strftime("%H:%M:%S"), what), flush=True)
 
     def timed(self, name, t0):
         dt = time.monotonic() - t0
@@ -263,6 +266,10 @@ class MsetWorker(Worker):
         if all(v is None for v in vals) and floor == 0:
             return
         rs = {None if v is None else self.round_of(v) for v in vals}
+        if rs == {None}:
+            self.ch.problem("%s: MGET (port %s) saw none of the keys; round %d was acknowledged "
+                            "before it" % (self.name, self.conn.port, floor))
+            return
         if len(rs) != 1 or None in rs:
             self.ch.problem("%s: MGET saw a mix of MSETs: rounds %s" % (self.name, sorted(
                 rs, key=lambda x: -1 if x is None else x)[:6]))
@@ -319,7 +326,7 @@ class ListWorkers:
 
         class Consumer(Worker):
             def one(self):
-                reps = outer.cconn.pipeline("blpop", [["BLPOP", outer.key, "1"]])
+                reps = outer.cconn.pipeline("blpop", [["BLPOP", outer.key, self.rng.choice("01")]])
                 if reps is None:
                     outer.lost_pops += 1
                     return False
@@ -389,7 +396,7 @@ class StreamWorkers:
         class Consumer(Worker):
             def one(self):
                 last = outer.seen[-1] if outer.seen else b"0-0"
-                reps = outer.cconn.pipeline("xread", [["XREAD", "COUNT", "100", "BLOCK", "1000",
+                reps = outer.cconn.pipeline("xread", [["XREAD", "COUNT", "100", "BLOCK", self.rng.choice(["0", "1000"]),
                                                        "STREAMS", outer.key, last]])
                 if reps is None:
                     return False
@@ -527,7 +534,32 @@ def fault(cl, managed, rng, kinds, log):
     nd = cl.nodes[i]
     kind = rng.choice(kinds)
     log("fault: %s node%d" % (kind, i))
-    if kind == "pause":
+    if kind == "rekill":
+        # a second fault while the first node is still catching up: kill
+        # and wipe node i, restart it, and right after its start kill
+        # another node (or i again)
+        cl.kill9(i)
+        time.sleep(rng.uniform(0.05, 0.5))
+        for name in os.listdir(nd.dir):
+            if name.endswith(".pool"):
+                os.unlink(os.path.join(nd.dir, name))
+        cl.restart(i)
+        time.sleep(rng.uniform(0.0, 1.0))
+        j = rng.randrange(3)
+        log("fault: and kill node%d" % j)
+        cl.kill9(j)
+        time.sleep(rng.uniform(0.05, 0.5))
+        cl.restart(j)
+    elif kind == "pause2":
+        others = [x for x in cl.nodes if x is not nd]
+        for x in others:
+            stop_process(x.pid)
+            x.stopped = True
+        time.sleep(rng.uniform(0.3, 2.0))
+        for x in others:
+            os.kill(x.pid, signal.SIGCONT)
+            x.stopped = False
+    elif kind == "pause":
         stop_process(nd.pid)
         nd.stopped = True
         time.sleep(rng.uniform(0.5, 4.0))
@@ -577,6 +609,8 @@ def main():
     args = ap.parse_args()
     rng = random.Random(args.seed)
     managed = args.mode == "managed"
+    if not managed:     # the checker's final reads wait for health this way
+        tf.wait_healthy = lambda cl, n=3, timeout=60.0: wait_whole(cl, False, timeout)
     t_start = time.monotonic()
 
     def log(msg):
