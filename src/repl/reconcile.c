@@ -273,11 +273,17 @@ void reconcile_init(void) {
 
 void reconcile_new_pool(void) {
     if (!cluster_managed() || cluster_term() <= 1) return;
-    for (int s = 0; s < server.nshards; s++) atomic_store(&server.shards[s].damaged, 1);
-    serverLog(LL_WARNING, "Reconcile: this node's pool is new and cluster %s is at term %llu: "
-              "its copies lack the shards' history; each is fetched from a replica (or, as a "
-              "backup, re-synced) before it is served or copied", cluster_name(),
-              (unsigned long long)cluster_term());
+    int n = 0;
+    for (int s = 0; s < server.nshards; s++)
+        if (cluster_is_primary(s)) {
+            atomic_store(&server.shards[s].damaged, 1);
+            n++;
+        }
+    if (n)
+        serverLog(LL_WARNING, "Reconcile: this node's pool is new and cluster %s is at term %llu: "
+                  "its copies of the %d shards it is primary of lack their history; each is "
+                  "fetched from a replica, or refused if none holds it", cluster_name(),
+                  (unsigned long long)cluster_term(), n);
 }
 
 /* Digest thread: a promoted shard's copy takes in everything this node

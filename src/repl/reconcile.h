@@ -38,11 +38,14 @@ void reconcile_init(void);
 /* At startup, after the managed join, before reconcile_init: the pool was
  * created by this start. Past the cluster's first configuration the shards
  * may hold acknowledged writes this pool never saw (it was wiped or lost):
- * every copy here is marked damaged -- never a source for a peer; where
- * this node is primary, fetched from a replica, or refused (-CLUSTERDOWN)
- * when none holds the history, even with no backup to ask. Serving, or
- * re-syncing onto the returning nodes, the empty copy of a shard whose
- * other replicas all failed would lose its acknowledged writes silently. */
+ * the copies of the shards this node is primary of are marked damaged, so
+ * each is fetched from a replica, or refused (-CLUSTERDOWN) when none holds
+ * the history, even with no backup to ask. Serving, or re-syncing onto the
+ * returning nodes, the empty copy of a shard whose other replicas all
+ * failed would lose its acknowledged writes silently. (Backup copies are
+ * not marked: their primaries' catch-up re-syncs what they lack, and a
+ * shard that never had a write is never re-synced, so a mark there would
+ * stay and could refuse an empty shard after a later failover.) */
 void reconcile_new_pool(void);
 /* Managed mode (member.c): this node became primary of these shards
  * (they are SHARD_RECONCILING already); check them against their

@@ -659,6 +659,20 @@ def main():
         log("stopping the clients")
         ch.stop.set()
         checker.stop()
+        for t in (lists.threads[0], streams.threads[0]):
+            t.join(args.stuck + 60)
+        # the producers are done: one last element each, for a consumer
+        # blocked with no timeout (BLPOP 0, XREAD BLOCK 0)
+        lists.pushed_maybe.add(b"wake")
+        for key, cmd in ((lists.key, ["RPUSH", lists.key, "wake"]),
+                         (streams.key, ["XADD", streams.key, "*", "n", "wake"])):
+            w = Conn(ch, key)
+            for _ in range(50):
+                reps = w.pipeline("wake", [cmd])
+                if reps and not isinstance(reps[0], RespError):
+                    break
+                time.sleep(0.2)
+            w.drop()
         for t in threads:
             t.join(args.stuck + 60)
             if t.is_alive():
