@@ -76,9 +76,6 @@
 
 /* A step failed: its reason (logged) into err; -1. No argument may point
  * into err (steps keep their details in buffers of their own). */
-/* The pool file did not exist: this start created it (reconcile_new_pool). */
-static int pool_is_new;
-
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int fail(char *err, size_t errlen, const char *fmt, ...) {
     va_list ap;
@@ -167,8 +164,7 @@ static int open_pool(char *err, size_t errlen) {
      * workers). */
     uint64_t need = db_min_pool_size(server.cfg.workers);
     struct stat st;
-    pool_is_new = stat(path, &st) != 0;
-    if (pool_is_new && (uint64_t)server.cfg.pool_size < need)
+    if (stat(path, &st) != 0 && (uint64_t)server.cfg.pool_size < need)
         return fail(err, errlen, "pool-size %lld is too small: with %d workers a pool needs at least %llu bytes "
             "(%llumb)", server.cfg.pool_size, server.cfg.workers, (unsigned long long)need,
             (unsigned long long)(need >> 20));
@@ -292,7 +288,6 @@ static int start_steps(int argc, char **argv, int flags, char *err, size_t errle
          * the live byte counts recovery computed). */
         if (cluster_managed() && member_join(why, sizeof(why)) != 0)
             return fail(err, errlen, "Cluster: %s", why);
-        if (pool_is_new) reconcile_new_pool();
         reconcile_init();
         delta_init();
         clean_start();

@@ -20,7 +20,9 @@
  *   - either way the backups that do not hold exactly the settled copy
  *     are then re-synced from us before any write of ours reaches them;
  *   - if no replica holds an undamaged copy, the shard stays refused with
- *     -CLUSTERDOWN and the log says why.
+ *     -CLUSTERDOWN and the log says why; so does a managed node's copy of
+ *     which its pool holds nothing (wiped) when no replica can confirm
+ *     that the shard has no history (reconcile.c holds_nothing).
  * Bus messages: BUS_SHARDINFO (shard ids -> per shard: flags, largest
  * version held) and BUS_FETCH (shard, version floor -> the re-sync's
  * version, answered once the re-sync has been acknowledged by us). */
@@ -35,18 +37,6 @@ void reconcile_free(void);
 /* After recovery, before the workers: every shard we are primary of and
  * that has backups starts SHARD_RECONCILING. Registers the bus handlers. */
 void reconcile_init(void);
-/* At startup, after the managed join, before reconcile_init: the pool was
- * created by this start. Past the cluster's first configuration the shards
- * may hold acknowledged writes this pool never saw (it was wiped or lost):
- * the copies of the shards this node is primary of are marked damaged, so
- * each is fetched from a replica, or refused (-CLUSTERDOWN) when none holds
- * the history, even with no backup to ask. Serving, or re-syncing onto the
- * returning nodes, the empty copy of a shard whose other replicas all
- * failed would lose its acknowledged writes silently. (Backup copies are
- * not marked: their primaries' catch-up re-syncs what they lack, and a
- * shard that never had a write is never re-synced, so a mark there would
- * stay and could refuse an empty shard after a later failover.) */
-void reconcile_new_pool(void);
 /* Managed mode (member.c): this node became primary of these shards
  * (they are SHARD_RECONCILING already); check them against their
  * replicas -- the surviving ones, after a failover -- before serving. */

@@ -13,7 +13,8 @@ empty copies onto the other nodes when they rejoin as learners (what the
 chaos run showed: with min-replicas-to-write 1 the sole member acknowledged
 nothing, the returning nodes' learner copies held every acknowledged
 write, and the wiped node's empty copies replaced them). It refuses them (-CLUSTERDOWN), as a
-damaged copy no replica can repair is refused (reconcile.h)."""
+damaged copy no replica can repair is refused (reconcile.h) -- also after
+a later restart, when its pool exists again but still holds nothing."""
 import os
 import signal
 import time
@@ -80,13 +81,18 @@ def test_wiped_sole_replica_refuses_instead_of_serving_empty(cluster_factory):
                                                "holds no lease" in rep.msg):
                 return None     # not yet decided
             return (rep,)
-        got = wait_for(settled, timeout=20.0, interval=0.1)
-        assert got, "the restarted node never answered GET with anything but TRYAGAIN or no lease"
-        rep = got[0]
-        assert isinstance(rep, RespError) and "no replica holds" in rep.msg, (
-            "the wiped sole replica answered %r for an acknowledged key (expected -CLUSTERDOWN: "
-            "no replica holds the shard's history)" % (rep,))
-        assert "NOT served" in cm.log_text(since_start=True)
+        # and again after a plain restart: the pool exists now, and still
+        # holds nothing of the shards (the chaos run's second kill)
+        for what in ("wiped", "restarted again"):
+            got = wait_for(settled, timeout=20.0, interval=0.1)
+            assert got, "the %s node never answered GET but TRYAGAIN or no lease" % what
+            rep = got[0]
+            assert isinstance(rep, RespError) and "no replica holds" in rep.msg, (
+                "the %s sole replica answered %r for an acknowledged key (expected "
+                "-CLUSTERDOWN: no replica holds the shard's history)" % (what, rep))
+            assert "NOT served" in cm.log_text(since_start=True)
+            cl.kill9(ci)
+            cl.restart(ci)
     finally:
         for nd in others:
             os.kill(nd.pid, signal.SIGCONT)
