@@ -124,9 +124,8 @@ int reconcile_lost(void) { return atomic_load(&server.reconcile->lost); }
  * the cluster's history from its first configuration (check_late_pool):
  * the shard may have a history (acknowledged writes) this pool never saw
  * -- it was wiped, and maybe restarted since -- so the copy is served only
- * once a replica
- * confirms there is nothing more (or supplies it); with no replica to ask,
- * it is refused. Serving the empty copy, and re-syncing it onto the nodes
+ * once a replica confirms there is nothing more (or supplies it); with no
+ * replica to ask, it is refused. Serving the empty copy, and re-syncing it onto the nodes
  * that return as learners, would lose the shard's writes silently (the
  * chaos soak: a cluster shrunk to one member by CPU starvation, that
  * member's pool wiped). */
