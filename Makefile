@@ -10,6 +10,8 @@
 #   make soak-resp  long-lived connections against one server for SOAK_SECONDS
 #   make soak       kill -9 and power-loss cycles for SOAK_SECONDS (default 600)
 #                   with the acknowledged-write checker
+#   make soak-chaos kill -9, wipes and SIGSTOPs of a 3-node cluster under CPU and
+#                   disk pressure for SOAK_SECONDS, every kind of client checked
 #   make bench      the benchmarks behind BENCHMARKS.md
 #   make bench-failover  kill -9 failovers: managed Rowan against Redis Cluster
 #
@@ -67,7 +69,7 @@ BENCH_MAPFLUSH := $(BUILD)/bench-mapflush
 BENCH_RANDREAD := $(BUILD)/bench-randread
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
-.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
+.PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp soak-chaos bench bench-failover \
         bench-unit clean layering
 all: deps $(SERVER) $(CHECK_POOL) $(BENCH_TRANSPORT) $(BENCH_MAPFLUSH) $(BENCH_RANDREAD) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
@@ -251,6 +253,14 @@ fuzz-long: deps
 soak-resp: $(SERVER)
 	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/resp_soak.py \
 	  --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
+
+# Faults under pressure on a k=3 cluster (tests/soak/chaos.py): two busy loops
+# and synchronous dd writes beside it; kill -9, wiped restarts, SIGSTOPs;
+# checked MSET/MGET pipelines, BLPOP, XREAD BLOCK, MULTI, pub/sub and SET/GET
+# clients. CHAOS_ARGS: e.g. --mode static --pool-size 256mb --seed N.
+soak-chaos: $(SERVER)
+	ROWAN_SERVER=$(abspath $(SERVER)) /usr/bin/python3 tests/soak/chaos.py \
+	  --seconds $(SOAK_SECONDS) --pressure $(CHAOS_ARGS)
 
 bench-unit: $(BENCH_UNIT)
 	@echo "== $(BENCH_UNIT)"; $(BENCH_UNIT)
