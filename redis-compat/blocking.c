@@ -64,6 +64,7 @@
 #include <event2/event.h>
 
 #include "blocking.h"
+#include "cluster.h"
 #include "networking.h"
 #include "server.h"
 #include "worker.h"
@@ -121,6 +122,7 @@ struct blocking_state {
     int nbws;
     _Atomic int inited;
     pthread_once_t init_once;
+    _Atomic uint64_t seen_term;  /* managed cluster: the term waiters were last checked in */
 };
 
 void blocking_state_new(void) {
@@ -154,6 +156,7 @@ void blocking_state_free(void) {
 #define nbws (server.edge_state->blocking->nbws)
 #define inited (server.edge_state->blocking->inited)
 #define init_once (server.edge_state->blocking->init_once)
+#define seen_term (server.edge_state->blocking->seen_term)
 
 static void init(void) {
     nbws = server.nworkers > 0 ? server.nworkers : 1;
@@ -560,8 +563,29 @@ int blocking_unblock_id(uint64_t id, int error) {
     return found;
 }
 
+/* A managed cluster's new configuration can give the slot of a waiter's
+ * keys to another node (failover, rebalance, CLUSTER FAILOVER): the pushes
+ * then land there and the waiter, left here, would wait forever (BLPOP 0,
+ * XREAD BLOCK 0). After a term change every waiter is re-run, as Redis
+ * Cluster redirects its blocked clients: the dispatcher answers -MOVED or
+ * -CLUSTERDOWN (or closes a client whose lease went stale), or the command
+ * finds nothing and stays blocked, keeping its place. One worker does it. */
+static void recheck_on_new_term(void) {
+    if (!cluster_managed() || atomic_load(&nblocked) == 0) return;
+    uint64_t t = cluster_term(), old = atomic_load(&seen_term);
+    if (t == old || !atomic_compare_exchange_strong(&seen_term, &old, t)) return;
+    wakeset ws = {.n = 0};
+    pthread_mutex_lock(&reg_lock);
+    for (size_t i = 0; i < kcap; i++)
+        for (bkey *k = ktab[i]; k; k = k->hnext)
+            for (bwait *bw = k->head; bw; bw = bw->next) mark_ready(bw->bc, &ws);
+    pthread_mutex_unlock(&reg_lock);
+    wakeset_wake(&ws);
+}
+
 void blocking_run_ready(worker *w) {
     blocking_flush_signals();
+    recheck_on_new_term();
     if (!atomic_load(&inited) || w->id >= nbws) return;
     bworker *b = &bws[w->id];
     if (!atomic_load(&b->has_ready)) return;

@@ -191,7 +191,15 @@ static int commit(cluster_config *c, const char *why) {
     path_of(path, sizeof(path), "config");
     int version = 0;
     int64_t t0 = monotonic_us();
-    int rc = zk_set(path, text, len, cm->version, &version);
+    /* Fenced by our election znode: it is ephemeral, so it is gone once
+     * the session that won the election expired (this process was paused,
+     * say, and another node is CM now). A tick that was under way across
+     * the pause would otherwise commit what it decided from renewals it
+     * slept through -- failing the live members -- on a fresh session,
+     * before the loop notices the session changed (the chaos soak: a
+     * configuration with no member, a lost acknowledged write). */
+    int rc = cm->my_path[0] ? zk_set_guarded(path, text, len, cm->version, cm->my_path, &version)
+                            : ZK_NONODE;
     free(text);
     cm->last_write_us = monotonic_us() - t0;
     if (rc != ZK_OK) {

@@ -244,6 +244,21 @@ int zk_set(const char *path, const void *data, size_t len, int version, int *new
     return rc_of(rc);
 }
 
+int zk_set_guarded(const char *path, const void *data, size_t len, int version,
+                   const char *guard, int *new_version) {
+    zhandle_t *h = handle();
+    if (!h) return ZK_FAIL;
+    zoo_op_t ops[2];
+    zoo_op_result_t res[2];
+    struct Stat st;
+    zoo_check_op_init(&ops[0], guard, -1);
+    zoo_set_op_init(&ops[1], path, data, (int)len, version, &st);
+    int rc = zoo_multi(h, 2, ops, res);
+    handle_done();
+    if (rc == ZOK && new_version) *new_version = st.version;
+    return rc_of(rc);
+}
+
 int zk_delete(const char *path, int version) {
     zhandle_t *h = handle();
     if (!h) return ZK_FAIL;

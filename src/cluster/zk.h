@@ -37,6 +37,11 @@ int zk_create(const char *path, const void *data, size_t len, int flags, char *o
 int zk_get(const char *path, int watch, char **data, size_t *len, int *version);
 /* Compare-and-set on version (-1: any). *new_version (if not NULL). */
 int zk_set(const char *path, const void *data, size_t len, int version, int *new_version);
+/* zk_set, done only if the znode guard exists, in one ZooKeeper
+ * transaction (multi: check + set). ZK_NONODE when guard is gone (an
+ * ephemeral znode of an expired session: a fence). */
+int zk_set_guarded(const char *path, const void *data, size_t len, int version,
+                   const char *guard, int *new_version);
 int zk_delete(const char *path, int version);
 /* Children names, sorted; free with zk_free_names. watch: a child watch. */
 int zk_children(const char *path, int watch, char ***names, int *n);

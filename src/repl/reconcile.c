@@ -33,12 +33,14 @@
  * every version up to it, and holds none above); every other backup gets
  * a re-sync of the shard (repl_resync_shard) before the shard is served,
  * so no write of ours lands on a copy that differs from ours. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "bus.h"
 #include "cluster.h"
 #include "digest.h"
@@ -71,6 +73,7 @@ typedef struct rc_shard {
     int fetch_status;
     uint64_t fetch_ver;
     int reapplying;          /* answers complete: the digest applies again */
+    int empty;               /* this node holds nothing of it (holds_nothing) */
 } rc_shard;
 
 typedef struct rc_peer {
@@ -93,6 +96,7 @@ struct reconcile_state {
     _Atomic int pending, lost;
     _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
     _Atomic int *reapplied;         /* [nshards]: the digest applied again */
+    int late_pool;                  /* check_late_pool */
     int start_logged;               /* the startup phases were logged */
 };
 
@@ -115,6 +119,55 @@ void reconcile_free(void) {
 
 int reconcile_pending(void) { return atomic_load(&server.reconcile->pending); }
 int reconcile_lost(void) { return atomic_load(&server.reconcile->lost); }
+
+/* This node's pool holds no entry of shard sid, and the pool did not see
+ * the cluster's history from its first configuration (check_late_pool):
+ * the shard may have a history (acknowledged writes) this pool never saw
+ * -- it was wiped, and maybe restarted since -- so the copy is served only
+ * once a replica confirms there is nothing more (or supplies it); with no
+ * replica to ask, it is refused. Serving the empty copy, and re-syncing it onto the nodes
+ * that return as learners, would lose the shard's writes silently (the
+ * chaos soak: a cluster shrunk to one member by CPU starvation, that
+ * member's pool wiped). */
+static int holds_nothing(int sid) {
+    return server.reconcile->late_pool && server.shards[sid].next_ver <= 1;
+}
+
+/* Is this node's pool one that did not see the cluster's history from its
+ * start? It is when it holds nothing at all while the configuration is past
+ * the first one (wiped, or a node that never held data); a marker file
+ * beside it says so at later starts too, once some shards (backed up here)
+ * have entries and others still have none. A pool of the first
+ * configuration that holds nothing of a shard saw every write of it: the
+ * shard never had one. */
+static void check_late_pool(void) {
+    struct reconcile_state *rc = server.reconcile;
+    if (!cluster_managed() || cluster_replicas() < 2) return;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.late", server.cfg.dir, server.cfg.pool_file);
+    if (access(path, F_OK) == 0) {
+        rc->late_pool = 1;
+        return;
+    }
+    if (cluster_term() <= 1) return;
+    for (int s = 0; s < server.nshards; s++)
+        if (server.shards[s].next_ver > 1) return;
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    if (fd >= 0) {
+        fsync(fd);
+        close(fd);
+    }
+    int dfd = open(server.cfg.dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    rc->late_pool = 1;
+    serverLog(LL_WARNING, "Reconcile: this node's pool holds nothing and cluster %s is at term "
+              "%llu: the shards this node is primary of are served only once a replica confirms "
+              "or supplies their history (marker %s)", cluster_name(),
+              (unsigned long long)cluster_term(), path);
+}
 
 /* ---------------- answering (any node) ---------------- */
 
@@ -252,10 +305,16 @@ void reconcile_init(void) {
     rc->sh = calloc((size_t)server.nshards, sizeof(rc_shard));
     rc->activate = calloc((size_t)server.nshards, sizeof(*rc->activate));
     rc->reapplied = calloc((size_t)server.nshards, sizeof(*rc->reapplied));
+    check_late_pool();
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
-        if (!cluster_is_primary(s) || !cluster_backups_of(s)) continue;
-        rc->sh[s] = (rc_shard){.active = 1, .best_node = -1};
+        /* A damaged or empty copy is checked even with no backup to ask:
+         * then no replica holds its history and it is refused (decide). */
+        int empty = holds_nothing(s);
+        if (!cluster_is_primary(s) ||
+            (!cluster_backups_of(s) && !atomic_load(&server.shards[s].damaged) && !empty))
+            continue;
+        rc->sh[s] = (rc_shard){.active = 1, .best_node = -1, .empty = empty};
         atomic_store(&server.shards[s].avail, SHARD_RECONCILING);
         n++;
     }
@@ -540,6 +599,10 @@ static void decide(int sid, int64_t now) {
     }
     int damaged = atomic_load(&s->damaged);
     uint64_t mine = s->next_ver - 1;
+    if (r->empty && r->best_node < 0) {    /* nothing here, nobody to confirm it */
+        lose(sid);
+        return;
+    }
     if (!damaged && (r->best_node < 0 || mine >= r->best_ver)) {
         settle(sid, "this node's copy is the most recent");
         return;

@@ -20,7 +20,9 @@
  *   - either way the backups that do not hold exactly the settled copy
  *     are then re-synced from us before any write of ours reaches them;
  *   - if no replica holds an undamaged copy, the shard stays refused with
- *     -CLUSTERDOWN and the log says why.
+ *     -CLUSTERDOWN and the log says why; so does a managed node's copy of
+ *     which its pool holds nothing (wiped) when no replica can confirm
+ *     that the shard has no history (reconcile.c holds_nothing).
  * Bus messages: BUS_SHARDINFO (shard ids -> per shard: flags, largest
  * version held) and BUS_FETCH (shard, version floor -> the re-sync's
  * version, answered once the re-sync has been acknowledged by us). */
