@@ -281,9 +281,14 @@ def test_normal_hard_limit_like_redis(pair):
         conn = RawConn(srv.port)
         conn.send_command("GET", "k")
         assert conn.wait_closed(30), srv.target
-        assert c.call("SET", "small", b"s" * 4000) == "OK"
+        # Redis 7 shrinks an idle client's reply buffer (clientsCron) down
+        # to 1 KB, and a reply that does not fit it is counted: 4000 bytes
+        # passed or closed the client depending on when the cron ran (seen
+        # on a loaded machine). Below 1 KB it is never counted there.
+        small = 4000 if srv.target == "rowan" else 900
+        assert c.call("SET", "small", b"s" * small) == "OK"
         assert c.call("CONFIG", "SET", "client-output-buffer-limit", "normal 100 0 0") == "OK"
-        assert c.call("GET", "small") == b"s" * 4000
+        assert c.call("GET", "small") == b"s" * small
         assert c.call("CONFIG", "GET", "client-output-buffer-limit")[0] == \
             b"client-output-buffer-limit"
         assert c.call("CONFIG", "SET", "client-output-buffer-limit", "normal 0 0 0") == "OK"
