@@ -420,3 +420,15 @@ int evict_perform(struct db_ctx *x)
     atomic_store(&heap_cached_ms, 0);
     return freed >= tofree ? 0 : -1;
 }
+
+/* A hint: start loading the access-clock slot evict_touch will store for
+ * the key, if the shard's table exists (it is never made here). Caller
+ * holds the shard's lock. */
+void evict_prefetch(int sid, uint64_t hash)
+{
+    if (!server.evict_st) return;
+    pthread_once(&clocks_once, clocks_alloc);
+    if (!clocks) return;
+    struct clock_ring *c = &clocks[sid];
+    if (c->mask) __builtin_prefetch(&c->slot[hash & c->mask], 1, 3);
+}
