@@ -17,8 +17,10 @@
  * Each step looks at a shard only under its lock, taken with trylock and
  * released at once: a shard busy in the other worker is skipped (a hint
  * may be missing, never wrong: nothing is written, and the command takes the
- * lock and looks everything up as before). Keys that are not keys (the
- * edge passes each command's first argument) only cost their hashing. */
+ * lock and looks everything up as before; while recovery is loading, when
+ * the indexes are built without locks, there are no hints). Keys that are
+ * not keys (the edge passes each command's first argument) only cost their
+ * hashing. */
 #include "db.h"
 #include "evict.h"
 #include "hash.h"
@@ -44,7 +46,9 @@ static int collect(void *ctx, uint64_t ref) {
 }
 
 void db_prefetch_keys(int db, int n, const char *const *keys, const size_t *klens) {
-    if (!server.pool || db < 0 || db >= SHARD_MAX_DBS) return;
+    /* recovery builds the indexes without shard locks while the workers
+     * answer -LOADING: nothing may look at them until it is done */
+    if (!server.pool || server_loading() || db < 0 || db >= SHARD_MAX_DBS) return;
     if (n > DB_PREFETCH_MAX) n = DB_PREFETCH_MAX;
     shard *sh[DB_PREFETCH_MAX];
     uint64_t h[DB_PREFETCH_MAX];
