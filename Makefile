@@ -63,13 +63,16 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 BENCH_UNIT := $(BUILD)/tests/bench/test-bench
 CHECK_POOL := $(BUILD)/rowan-check-pool
 BENCH_TRANSPORT := $(BUILD)/bench-transport
+BENCH_MAPFLUSH := $(BUILD)/bench-mapflush
+BENCH_RANDREAD := $(BUILD)/bench-randread
 SHIM     := $(BUILD)/tests/powerloss-shim.so
 
 .PHONY: all deps run test unit fuzz integration asan ubsan fuzz-long soak soak-resp bench bench-failover \
         bench-unit clean layering
-all: deps $(SERVER) $(CHECK_POOL) $(BENCH_TRANSPORT) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
+all: deps $(SERVER) $(CHECK_POOL) $(BENCH_TRANSPORT) $(BENCH_MAPFLUSH) $(BENCH_RANDREAD) $(SHIM) $(UNIT_BIN) $(FUZZ_BIN) $(FUZZ_DGRAM) $(if $(BENCH_SRC),$(BENCH_BIN))
 ifeq ($(VARIANT),release)
-all: src/rowan-server utils/rowan-check-pool utils/bench-transport $(if $(BENCH_SRC),utils/rowan-bench)
+all: src/rowan-server utils/rowan-check-pool utils/bench-transport $(if $(BENCH_SRC),utils/rowan-bench) \
+     utils/bench-mapflush utils/bench-randread
 src/rowan-server: $(SERVER)
 	ln -sf ../$(SERVER) $@
 utils/rowan-check-pool: $(CHECK_POOL)
@@ -78,6 +81,10 @@ utils/rowan-bench: $(BENCH_BIN)
 	ln -sf ../$(BENCH_BIN) $@
 utils/bench-transport: $(BENCH_TRANSPORT)
 	ln -sf ../$(BENCH_TRANSPORT) $@
+utils/bench-mapflush: $(BENCH_MAPFLUSH)
+	ln -sf ../$(BENCH_MAPFLUSH) $@
+utils/bench-randread: $(BENCH_RANDREAD)
+	ln -sf ../$(BENCH_RANDREAD) $@
 endif
 
 # Install missing Debian packages (no-op when everything is there).
@@ -110,6 +117,13 @@ $(SERVER): $(MAIN_OBJ) $(BUILD)/librowan.a
 # bench-transport: the kernel's bound for the native edge, an echo over
 # UDP/TCP (utils/bench-transport.c, BENCHMARKS.md); standalone, no librowan.
 $(BENCH_TRANSPORT): $(BUILD)/utils/bench-transport.o
+	$(CC) $(LDFLAGS) -pthread -o $@ $^
+
+# bench-mapflush (CPU per group commit, mapping vs pwrite) and bench-randread
+# (the device's random-read IOPS): standalone, no librowan (BENCHMARKS.md).
+$(BENCH_MAPFLUSH): $(BUILD)/utils/bench-mapflush.o
+	$(CC) $(LDFLAGS) -pthread -o $@ $^
+$(BENCH_RANDREAD): $(BUILD)/utils/bench-randread.o
 	$(CC) $(LDFLAGS) -pthread -o $@ $^
 
 # rowan-check-pool: recovery's own scan over a pool file (utils/rowan-check-pool.c).
@@ -268,10 +282,11 @@ bench-capacity: all
 	  /usr/bin/python3 utils/bench-capacity
 
 clean:
-	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool utils/bench-transport
+	rm -rf build src/rowan-server utils/rowan-bench utils/rowan-check-pool utils/bench-transport \
+	  utils/bench-mapflush utils/bench-randread
 
 -include $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/unit/%.d) $(CORE_OBJ:.o=.d) $(MAIN_OBJ:.o=.d) $(BENCH_OBJ:.o=.d) $(BENCH_UNIT).d \
-         $(BUILD)/utils/rowan-check-pool.d
+         $(BUILD)/utils/rowan-check-pool.d $(BUILD)/utils/bench-mapflush.d $(BUILD)/utils/bench-randread.d
 
 # ---- librowan: the native client library (rdma/client/, issue 15) ----
 # Built position-independent with hidden visibility: the .so exports only
@@ -315,6 +330,13 @@ $(CLIENT_EXAMPLE): rdma/client/example.c rdma/client/rowan.h $(CLIENT_A)
 $(CLIENT_TEST): tests/integration/librowan_test.c rdma/client/rowan.h $(CLIENT_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS)
+
+# bench-pingpong: blocking round trips, hiredis against librowan's blocking
+# API, one connection per thread (utils/bench-pingpong.c, BENCHMARKS.md).
+CLIENT_PINGPONG := $(BUILD)/bench-pingpong
+all: $(CLIENT_PINGPONG)
+$(CLIENT_PINGPONG): utils/bench-pingpong.c rdma/client/rowan.h $(CLIENT_A)
+	$(CC) $(CFLAGS) -Irdma/client -o $@ $< $(CLIENT_A) $(LDFLAGS) $(CLIENT_LIBS) -pthread
 
 install: $(CLIENT_A) $(CLIENT_SO)
 	install -d $(DESTDIR)$(PREFIX)/include/rowan $(DESTDIR)$(LIBDIR)/pkgconfig

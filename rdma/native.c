@@ -352,7 +352,16 @@ static void client_free(nworker *nw, nclient *c) {
     free(c);
 }
 
+/* The records are in arrival order, and a client's ids are dense and
+ * increasing unless datagrams were lost or reordered: the record of id is
+ * then at its distance from the first one. That guess first (a pipelined
+ * client has up to twice its pipeline in records, looked up twice per
+ * request), the walk when it misses. */
 static nreq *req_find(nclient *c, uint64_t id) {
+    if (c->nreqs && id >= c->reqs[0].id) {
+        uint64_t i = id - c->reqs[0].id;
+        if (i < (uint64_t)c->nreqs && c->reqs[i].id == id) return &c->reqs[i];
+    }
     for (int i = 0; i < c->nreqs; i++)
         if (c->reqs[i].id == id) return &c->reqs[i];
     return NULL;
@@ -471,14 +480,6 @@ static const nreq *cached_reply(nclient *c, uint64_t id) {
     return r && r->done ? r : NULL;
 }
 
-/* Is e the cached reply of its request (the bytes themselves)? Then it
- * stays where it is until it leaves. */
-static int is_cached(nclient *c, const dgram_entry *e) {
-    if (e->type != DGRAM_REPLY || e->frag != 0) return 0;
-    const nreq *r = cached_reply(c, e->req);
-    return r && r->len == e->len && (const unsigned char *)reply_of(c, r) == e->payload;
-}
-
 /* A pack of one cached reply leaves as the plain datagram the client
  * would get from a pack of one (pack_close), built straight from the
  * cache: most rounds answer one request per client (pipeline 1), and
@@ -509,9 +510,10 @@ static void pack_open(nworker *nw, nclient *c) {
 }
 
 /* Put one whole reply or refusal into c's reply pack (opened if need be;
- * a full one is sent first). A cached reply opening the pack is only
- * noted (c->single); a second entry copies it in first. */
-static void pack_put(nworker *nw, nclient *c, const dgram_entry *e) {
+ * a full one is sent first). A cached reply (`cached`: e's bytes are its
+ * request's record's, which stays until it leaves) opening the pack is
+ * only noted (c->single); a second entry copies it in first. */
+static void pack_put(nworker *nw, nclient *c, const dgram_entry *e, int cached) {
     if (c->packing && c->single) {
         uint64_t id = c->single;
         c->single = 0;
@@ -528,7 +530,7 @@ static void pack_put(nworker *nw, nclient *c, const dgram_entry *e) {
         c->packing = 1;
         c->pknext = nw->packing;
         nw->packing = c;
-        if (is_cached(c, e)) {
+        if (cached) {
             c->single = e->req;
             return;
         }
@@ -549,7 +551,7 @@ static void send_refusal(nworker *nw, nclient *c, const dgram_hdr *req, const na
     if (packable(c, req->req, mlen)) {
         dgram_entry e = {.req = req->req, .type = DGRAM_REFUSE, .frag = (uint16_t)code,
                          .len = (uint32_t)mlen, .payload = (const unsigned char *)msg};
-        pack_put(nw, c, &e);
+        pack_put(nw, c, &e, 0);
         return;
     }
     if (c) pack_close(nw, c);
@@ -563,13 +565,15 @@ static void send_refusal(nworker *nw, nclient *c, const dgram_hdr *req, const na
  * fragment the backend cannot take is lost like any datagram; the client
  * retransmits, asking for the first one it misses (dgram.h, "Resuming a
  * large reply"). A whole reply for a client that reads packs goes into
- * its pack. */
+ * its pack. `cached`: resp is request req's cached reply (its record's
+ * bytes), not a copy. */
 static void send_reply(nworker *nw, nclient *c, uint64_t cid, uint64_t req, uint8_t version,
-                       const native_addr *to, const char *resp, size_t len, unsigned first) {
+                       const native_addr *to, const char *resp, size_t len, unsigned first,
+                       int cached) {
     if (first == 0 && packable(c, req, len)) {
         dgram_entry e = {.req = req, .type = DGRAM_REPLY, .len = (uint32_t)len,
                          .payload = (const unsigned char *)resp};
-        pack_put(nw, c, &e);
+        pack_put(nw, c, &e, cached);
         return;
     }
     if (c) pack_close(nw, c);    /* what was packed before it leaves before it */
@@ -622,7 +626,7 @@ static void complete(nclient *c, nreq *r, const char *resp, size_t len) {
     c->cached += len;
     nw->cached += len;
     stat_add(&nw->st.cached_bytes, (long long)len);
-    send_reply(nw, c, c->id, r->id, c->version, &c->addr, reply_of(c, r), r->len, 0);
+    send_reply(nw, c, c->id, r->id, c->version, &c->addr, reply_of(c, r), r->len, 0, 1);
 }
 
 /* The length of the RESP value at p (as a session wrote it: well formed),
@@ -661,7 +665,7 @@ static void send_push(nclient *c, const char *resp, size_t len) {
         resp = big;
         len = strlen(big);
     }
-    send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0);
+    send_reply(c->nw, c, c->id, 0, c->version, &c->addr, resp, len, 0, 0);
 }
 
 /* Unsolicited output, as the session gathered it (maybe several values):
@@ -777,7 +781,8 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
         if (r) {
             if (r->done) {
                 stat_add(&nw->st.dup_cached, 1);
-                send_reply(nw, c, c->id, r->id, c->version, from, reply_of(c, r), r->len, h->frag);
+                send_reply(nw, c, c->id, r->id, c->version, from, reply_of(c, r), r->len, h->frag,
+                           1);
             } else {
                 stat_add(&nw->st.dup_running, 1);
             }
@@ -803,7 +808,7 @@ static void handle_request(nworker *nw, const dgram_hdr *h, const native_addr *f
             "password is set for the default user. In this mode connections are only accepted "
             "from the loopback interface.\r\n";
         stat_add(&nw->st.denied, 1);
-        send_reply(nw, c, h->client, h->req, h->version, from, denied, sizeof(denied) - 1, 0);
+        send_reply(nw, c, h->client, h->req, h->version, from, denied, sizeof(denied) - 1, 0, 0);
         return;
     }
     if ((long long)nw->cached >= cache_cap() || (c && c->nreqs >= NATIVE_MAX_PENDING) ||

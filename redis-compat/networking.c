@@ -132,7 +132,8 @@ typedef struct tcp_conn {
     client *c;
     conn conn;              /* the socket, plain or TLS (conn.h) */
     struct event *ev_read, *ev_write;
-    rbuf qbuf;
+    rbuf qbuf;              /* bytes from qpos on are not parsed yet */
+    size_t qpos;
     resp_parser parser;
     const struct rcommand *refused; /* the command refused at an argument header */
     /* A large bulk being received (payload and CRLF: big_len bytes, big_got
@@ -751,9 +752,9 @@ static void big_arg_start(tcp_conn *t) {
     if (n < BIG_ARG) return;
     t->big_len = (size_t)n + 2;
     t->big = bigval_buf_new((size_t)n, 2);
-    t->big_got = t->qbuf.len - off;
-    memcpy(t->big, t->qbuf.buf + off, t->big_got);
-    t->qbuf.len = off;
+    t->big_got = t->qbuf.len - t->qpos - off;
+    memcpy(t->big, t->qbuf.buf + t->qpos + off, t->big_got);
+    t->qbuf.len = t->qpos + off;
 }
 
 /* Its last byte is in: it is the parser's next argument, held by t. */
@@ -779,7 +780,24 @@ static void own_release(tcp_conn *t) {
 
 /* Bytes of the request being received: the query buffer's and a large
  * bulk's so far (client-query-buffer-limit). */
-static size_t query_len(const tcp_conn *t) { return t->qbuf.len + t->big_got; }
+static size_t query_len(const tcp_conn *t) { return t->qbuf.len - t->qpos + t->big_got; }
+
+/* The first n unparsed bytes are parsed. They leave the buffer only once
+ * they are at least as many as what is left, so the move costs no more
+ * than the bytes parsed: back-pressure runs a pipeline a few commands per
+ * round, and moving the whole rest after each round would cost the
+ * buffer's size (up to client-query-buffer-limit) per round. The parser's
+ * offsets are relative to qbuf.buf + qpos, so they survive the move. */
+static void query_consume(tcp_conn *t, size_t n) {
+    t->qpos += n;
+    if (t->qpos == t->qbuf.len) {
+        t->qbuf.len = t->qpos = 0;
+    } else if (t->qpos >= t->qbuf.len - t->qpos) {
+        atomic_fetch_add(&server.stat.client_buffer_moved, (long long)(t->qbuf.len - t->qpos));
+        rbuf_consume(&t->qbuf, t->qpos);
+        t->qpos = 0;
+    }
+}
 
 /* Execute every complete command in the query buffer, until c's unsent
  * output reaches OUT_BACKPRESSURE: then the rest waits in the query buffer
@@ -794,12 +812,13 @@ static size_t query_len(const tcp_conn *t) { return t->qbuf.len + t->big_got; }
  * the rest of a large bulk being received. */
 static void client_process_input(client *c) {
     tcp_conn *t = c->tctx;
-    size_t pos = 0, need = 0;
-    while ((pos < t->qbuf.len || (pos == 0 && resp_parser_complete(&t->parser))) &&
+    size_t pos = 0, need = 0;   /* pos: from qbuf.buf + qpos */
+    while ((pos < t->qbuf.len - t->qpos || (pos == 0 && resp_parser_complete(&t->parser))) &&
            session_ready(c)) {
         size_t used = 0;
+        const char *at = t->qbuf.buf + t->qpos + pos;
         parser_limits(t);
-        int r = resp_parse(&t->parser, t->qbuf.buf + pos, t->qbuf.len - pos, &used, &need);
+        int r = resp_parse(&t->parser, at, t->qbuf.len - t->qpos - pos, &used, &need);
         pos += used;
         if (r == RESP_INCOMPLETE) break;
         need = 0;
@@ -824,7 +843,7 @@ static void client_process_input(client *c) {
         /* client: CLIENT PAUSE; coldhold: its keys' pages are being read.
          * Parsed again later. */
         if (client_pause_holds(c) ||
-            client_cold_holds(c, &t->parser.lim, t->qbuf.buf + pos, t->qbuf.len - pos)) {
+            client_cold_holds(c, &t->parser.lim, at + used, t->qbuf.len - t->qpos - pos)) {
             pos -= used;
             /* its large arguments are not in the query buffer to parse again */
             if (t->nown) resp_parser_rewind(&t->parser, used);
@@ -837,11 +856,11 @@ static void client_process_input(client *c) {
         c->x.nown = 0;
         own_release(t);
     }
-    if (pos) rbuf_consume(&t->qbuf, pos);
+    query_consume(t, pos);
     big_arg_start(t);
     if (need && !t->big) rbuf_reserve(&t->qbuf, need);
     session_after_input(c, (out_backlogged(c) || (c->flags & CLIENT_PAUSED) || c->cold) &&
-                           t->qbuf.len);
+                           t->qbuf.len > t->qpos);
 }
 
 /* ---------------- per-reply sessions: the command queue ---------------- */
@@ -1010,7 +1029,13 @@ static void compact_output(client *c) {
         c->out.b.len = c->sent = 0;
         return;
     }
-    if (c->sent < OUT_COMPACT) return;
+    /* Only once the sent prefix is at least as long as what is left: the
+     * move then costs no more than the bytes already sent. Compacting
+     * after every write made a 30 MB reply leaving in 200 KB writes cost
+     * gigabytes of memmove, and the worker's other clients waited for it
+     * (a PING took seconds). */
+    if (c->sent < OUT_COMPACT || c->sent < unsent(c)) return;
+    atomic_fetch_add(&server.stat.client_buffer_moved, (long long)unsent(c));
     rbuf_consume(&c->out.b, c->sent);
     gate_shift(&c->held, c->sent);
     for (int i = 0; i < c->nmarks; i++) c->marks[c->headmarks + i].end -= c->sent;

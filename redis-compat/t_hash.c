@@ -49,6 +49,17 @@ static int write_ops(client *c, rbuf *ops) {
     return db_obj_write_ops(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops);
 }
 
+/* Set fields argv[from..] (field, value pairs) through ops: the last value
+ * goes in place, not copied into ops (db_obj_write_ops_tail). */
+static int write_set_ops(client *c, rbuf *ops, rbuf *scratch, int from) {
+    int last = c->argc - 2;
+    for (int j = from; j < last; j += 2)
+        hash_op_set(ops, scratch, c->argv[j], c->argvlen[j], c->argv[j + 1], c->argvlen[j + 1]);
+    hash_op_set_head(ops, c->argv[last], c->argvlen[last], c->argvlen[last + 1]);
+    return db_obj_write_ops_tail(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_HASH, ops,
+                                 c->argv[last + 1], c->argvlen[last + 1]);
+}
+
 
 static size_t hsize(const hashobj *h) { return h ? dict_size(h->d) : 0; }
 
@@ -75,10 +86,9 @@ static void hset_generic(client *c, int reply_count) {
         if (!(h && dict_find(h->d, c->argv[j], c->argvlen[j])) &&
             dict_set(seen, c->argv[j], c->argvlen[j], NULL, 0))
             created++;
-        hash_op_set(&ops, &scratch, c->argv[j], c->argvlen[j], c->argv[j + 1], c->argvlen[j + 1]);
     }
     dict_free(seen);
-    int r = write_ops(c, &ops);
+    int r = write_set_ops(c, &ops, &scratch, 2);
     rbuf_free(&ops);
     rbuf_free(&scratch);
     if (r == DB_OOM) {
@@ -106,8 +116,7 @@ void hsetnxCommand(client *c) {
     }
     rbuf_init(&ops);
     rbuf_init(&scratch);
-    hash_op_set(&ops, &scratch, c->argv[2], c->argvlen[2], c->argv[3], c->argvlen[3]);
-    int r = write_ops(c, &ops);
+    int r = write_set_ops(c, &ops, &scratch, 2);
     rbuf_free(&ops);
     rbuf_free(&scratch);
     if (r == DB_OOM) {

@@ -100,9 +100,15 @@ static void push_generic(client *c, int where, int xx) {
     size_t n = found ? LST(&v)->n : 0;
     rbuf ops;
     list_ops_begin(&ops, n);
-    for (int j = 2; j < c->argc; j++)
-        obj_op(&ops, where == LIST_HEAD ? LOP_PUSH_HEAD : LOP_PUSH_TAIL, c->argv[j], c->argvlen[j]);
-    if (list_write(c, 1, &ops) == DB_OOM) {
+    uint8_t op = where == LIST_HEAD ? LOP_PUSH_HEAD : LOP_PUSH_TAIL;
+    int last = c->argc - 1;
+    for (int j = 2; j < last; j++) obj_op(&ops, op, c->argv[j], c->argvlen[j]);
+    /* the last element goes in place, not copied into ops */
+    obj_op_head(&ops, op, c->argvlen[last]);
+    int r = db_obj_write_ops_tail(&c->x, c->db, c->argv[1], c->argvlen[1], OBJ_LIST, &ops,
+                                  c->argv[last], c->argvlen[last]);
+    rbuf_free(&ops);
+    if (r == DB_OOM) {
         resp_add_error(&c->out, db_error_text(&c->x));
         return;
     }

@@ -440,6 +440,16 @@ static const char *const debug_help[] = {
     "    Setting it to 0 disables expiring keys in background when they are not",
     "    accessed (otherwise the Redis behavior). Setting it to 1 reenables back the",
     "    default.",
+    "CHUNK-CRASH <n>",
+    "    Rowan (tests): kill the server right after it writes the <n>th chunk of",
+    "    a large value, before the rest of it; 0 turns it off.",
+    "REPL-BLOCK-FAULT <CORRUPT|DROP|DUP|OFF>",
+    "    Rowan (tests): damage, drop or duplicate the next replication block sent.",
+    "SESSION <OPEN|RUN|READ|CLOSE> [<id> [<tag> <arg> ...]]",
+    "    Rowan (tests): drive a per-reply session as the native edge does.",
+    "COLDREAD <DROP|STATS|FORCE <0|1>>",
+    "    Rowan (tests): evict the pool's cached pages, show cold-read counts, or",
+    "    treat every pool reference as cold.",
     "HELP",
     "    Prints this help.",
     NULL
@@ -789,6 +799,8 @@ static void info_stats(rbuf *b)
                  stat_get(&server.stat.qbuf_limit_disconnections));
     rbuf_appendf(b, "client_output_buffer_limit_disconnections:%lld\r\n",
                  stat_get(&server.stat.obuf_limit_disconnections));
+    rbuf_appendf(b, "client_buffer_moved_bytes:%lld\r\n",
+                 stat_get(&server.stat.client_buffer_moved));
 }
 
 static void info_replication(rbuf *b)
@@ -819,14 +831,17 @@ static void info_cluster(rbuf *b)
     rbuf_appendf(b, "# Cluster\r\ncluster_enabled:%d\r\n", cluster_enabled());
 }
 
-static void info_keyspace(rbuf *b)
+/* Counted as the client sees the keyspace: inside EXEC or a script, with
+ * the writes of its open batch (db_count), as Redis's. */
+static void info_keyspace(client *c, rbuf *b)
 {
     rbuf_appendf(b, "# Keyspace\r\n");
     /* Loading: recovery is building the keyspace; show none of it. */
     for (int db = 0; db < server.cfg.databases && !server_loading(); db++) {
-        long long keys = db_size(db);
+        long long keys = db_count(&c->x, db);
         if (keys <= 0) continue;
-        rbuf_appendf(b, "db%d:keys=%lld,expires=%lld,avg_ttl=0\r\n", db, keys, db_expires(db));
+        rbuf_appendf(b, "db%d:keys=%lld,expires=%lld,avg_ttl=0\r\n", db, keys,
+                     db_count_expires(&c->x, db));
     }
 }
 
@@ -871,10 +886,11 @@ static long long index_memory(void)
     long long total = 0;
     for (int i = 0; i < server.nshards && server.shards; i++) {
         shard *s = &server.shards[i];
-        shard_lock(s);
+        int locked = !shard_held_by_me(s);   /* INFO in EXEC or a script holds it */
+        if (locked) shard_lock(s);
         if (s->idx) total += (long long)index_mem_bytes(s->idx);
         if (s->vidx) total += (long long)index_mem_bytes(s->vidx);
-        shard_unlock(s);
+        if (locked) shard_unlock(s);
     }
     return total;
 }
@@ -965,7 +981,7 @@ static void info_rowan(rbuf *b)
 
 static const struct info_section {
     const char *name;
-    void (*fn)(rbuf *b);
+    void (*fn)(rbuf *b);   /* NULL: info_keyspace, which needs the client */
     int in;
 } sections[] = {
     { "server", info_server, SEC_DEFAULT | SEC_ALL },
@@ -980,7 +996,7 @@ static const struct info_section {
     { "errorstats", info_errorstats, SEC_DEFAULT | SEC_ALL },
     { "latencystats", info_latencystats, SEC_ALL },
     { "cluster", info_cluster, SEC_DEFAULT | SEC_ALL },
-    { "keyspace", info_keyspace, SEC_DEFAULT | SEC_ALL },
+    { "keyspace", NULL, SEC_DEFAULT | SEC_ALL },
     { "rowan", info_rowan, SEC_DEFAULT | SEC_ALL },
     /* the native datagram edge (rdma/native.c): INFO native only, so that
      * INFO everything keeps Redis's sections (plus Rowan) */
@@ -1016,7 +1032,8 @@ void infoCommand(client *c)
     for (int i = 0; i < NSECTIONS; i++) {
         if (!want[i]) continue;
         if (!first) rbuf_appendf(&b, "\r\n");
-        sections[i].fn(&b);
+        if (sections[i].fn) sections[i].fn(&b);
+        else info_keyspace(c, &b);
         first = 0;
     }
     resp_add_verbatim(&c->out, b.buf ? b.buf : "", b.len);

@@ -13,14 +13,16 @@
  * record, as index lookups do), then flush, `flushes` times; the modes run
  * interleaved for `rounds` rounds on a fresh zero-filled file each time.
  *
- * Build and run (the file goes where the pools go, /tmp by default):
- *   cc -O2 -pthread -o /tmp/bench-mapflush utils/bench-mapflush.c
- *   /tmp/bench-mapflush [dir] [threads] [bytes per flush] [flushes] [rounds]
+ * Built by make (utils/bench-mapflush); run (the file goes where the pools
+ * go, /tmp by default):
+ *   utils/bench-mapflush [dir] [threads] [bytes per flush] [flushes] [rounds]
  *
  * Reported per mode, median over the rounds: process CPU-microseconds per
  * flush (utime+stime, all threads), page faults and context switches per
  * flush, and flushes per second (all threads). */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>

@@ -8,13 +8,15 @@
  * fixed time; QD threads = QD reads in flight. Reported per QD: reads/s and
  * the latency p50/p99.
  *
- *   cc -O2 -pthread -o /tmp/bench-randread utils/bench-randread.c
- *   /tmp/bench-randread [-f FILE] [-m FILE_MB] [-s SECONDS] [-b BS] [QD ...]
+ * Built by make (utils/bench-randread):
+ *   utils/bench-randread [-f FILE] [-m FILE_MB] [-s SECONDS] [-b BS] [QD ...]
  *
  * FILE (default /tmp/bench-randread.dat, i.e. the disk the tests' pools are
  * on) is written once with random bytes if shorter than FILE_MB (2048) and
  * removed at the end unless -k. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>

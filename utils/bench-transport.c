@@ -19,7 +19,14 @@
  *   packed  a pipeline's P requests in ONE datagram and the P replies in
  *           one (the native edge's packed frames, version 2);
  *   tcp     P requests in one write, the P replies in one write (RESP
- *           pipelining); one SO_REUSEPORT listener per worker, epoll.
+ *           pipelining); one SO_REUSEPORT listener per worker, epoll;
+ *   shared  as udp on the server, but each client THREAD has one UDP
+ *           socket for all its connections (each datagram names its
+ *           connection): a wake-up takes the replies of many connections
+ *           in one recvmmsg, and the requests they trigger leave together
+ *           in one sendmmsg -- a UD queue pair per thread, as eRPC-style
+ *           clients do, instead of a socket per connection. (The server's
+ *           SO_REUSEPORT hash then puts each client thread on one worker.)
  * A request and a reply are S bytes (-s, default 64; the first 8 carry the
  * client's round number, so a late datagram of an earlier round is told
  * apart). The server echoes what it reads: no parsing, no work. A client
@@ -35,7 +42,7 @@
  * Build and run (not part of `make`; nothing but libc):
  *   make (builds utils/bench-transport), or by hand:
  *   cc -O2 -pthread -o /tmp/bench-transport utils/bench-transport.c
- *   utils/bench-transport [-m udp,packed,tcp] [-c 50] [-P 1] [-s 64]
+ *   utils/bench-transport [-m udp,packed,tcp,shared] [-c 50] [-P 1] [-s 64]
  *                        [-w 2] [-t 2] [-d 5] [-r 3] */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -63,8 +70,8 @@
 #define MAXS 4096        /* request size limit (and datagram size) */
 #define SBATCH 64        /* datagrams per recvmmsg/sendmmsg on the server */
 
-enum { M_UDP, M_PACKED, M_TCP };
-static const char *mode_name[] = {"udp", "packed", "tcp"};
+enum { M_UDP, M_PACKED, M_TCP, M_SHARED, M_N };
+static const char *mode_name[] = {"udp", "packed", "tcp", "shared"};
 
 static int conns = 50, pipe_n = 1, size = 64, workers = 2, cthreads = 2, rounds = 3;
 static double seconds = 5;
@@ -273,8 +280,109 @@ static int conn_read(int mode, conn *c) {
     }
 }
 
+/* mode shared: one socket per client thread. A datagram's bytes 8..12
+ * name its connection; requests queue and leave in one sendmmsg per wake. */
+typedef struct {
+    int fd, n;
+    struct mmsghdr m[SBATCH];
+    struct iovec iov[SBATCH];
+    unsigned char buf[SBATCH][MAXS];
+} shq;
+
+static void shq_flush(shq *q) {
+    for (int done = 0; done < q->n;) {
+        int r = sendmmsg(q->fd, q->m + done, (unsigned)(q->n - done), 0);
+        done += r > 0 ? r : 1;
+    }
+    q->n = 0;
+}
+
+static void shq_round(shq *q, conn *c, uint32_t idx) {
+    c->round++;
+    c->got = 0;
+    c->sent_at = now_s();
+    for (int i = 0; i < pipe_n; i++) {
+        if (q->n == SBATCH) shq_flush(q);
+        unsigned char *b = q->buf[q->n];
+        memset(b, 'x', (size_t)size);
+        memcpy(b, &c->round, 8);
+        memcpy(b + 8, &idx, 4);
+        q->iov[q->n].iov_base = b;
+        q->iov[q->n].iov_len = (size_t)size;
+        memset(&q->m[q->n], 0, sizeof q->m[q->n]);
+        q->m[q->n].msg_hdr.msg_iov = &q->iov[q->n];
+        q->m[q->n].msg_hdr.msg_iovlen = 1;
+        q->n++;
+    }
+}
+
+static void client_shared(cli_arg *a) {
+    conn *cs = calloc((size_t)a->count, sizeof *cs);
+    shq *q = calloc(1, sizeof *q);
+    static __thread unsigned char rx[SBATCH][MAXS];
+    struct mmsghdr m[SBATCH];
+    struct iovec iov[SBATCH];
+    q->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in s = loopback(a->port);
+    if (connect(q->fd, (struct sockaddr *)&s, sizeof s) != 0) die("connect");
+    int buf = 4 << 20;
+    setsockopt(q->fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    for (int i = 0; i < a->count; i++) shq_round(q, &cs[i], (uint32_t)i);
+    shq_flush(q);
+    double last_check = now_s();
+    while (!atomic_load(a->stop)) {
+        struct pollfd pf = {q->fd, POLLIN, 0};
+        if (poll(&pf, 1, 50) <= 0) goto check;
+        long long done = 0;
+        for (;;) {
+            for (int i = 0; i < SBATCH; i++) {
+                iov[i].iov_base = rx[i];
+                iov[i].iov_len = MAXS;
+                memset(&m[i].msg_hdr, 0, sizeof m[i].msg_hdr);
+                m[i].msg_hdr.msg_iov = &iov[i];
+                m[i].msg_hdr.msg_iovlen = 1;
+            }
+            int n = recvmmsg(q->fd, m, SBATCH, MSG_DONTWAIT, NULL);
+            if (n <= 0) break;
+            for (int i = 0; i < n; i++) {
+                uint64_t rnd;
+                uint32_t idx;
+                if (m[i].msg_len < 12) continue;
+                memcpy(&rnd, rx[i], 8);
+                memcpy(&idx, rx[i] + 8, 4);
+                if (idx >= (uint32_t)a->count || rnd != cs[idx].round) continue;
+                if (++cs[idx].got >= pipe_n) {
+                    done += pipe_n;
+                    shq_round(q, &cs[idx], idx);
+                }
+            }
+            if (n < SBATCH) break;
+        }
+        shq_flush(q);   /* what this wake-up's replies triggered, together */
+        if (done) atomic_fetch_add(a->ops, done);
+    check:;
+        double t = now_s();
+        if (t - last_check > 0.05) {   /* a lost datagram: that round again */
+            last_check = t;
+            for (int i = 0; i < a->count; i++)
+                if (t - cs[i].sent_at > 0.2) {
+                    atomic_fetch_add(a->lost, 1);
+                    shq_round(q, &cs[i], (uint32_t)i);
+                }
+            shq_flush(q);
+        }
+    }
+    close(q->fd);
+    free(q);
+    free(cs);
+}
+
 static void *client_main(void *p) {
     cli_arg *a = p;
+    if (a->mode == M_SHARED) {
+        client_shared(a);
+        return NULL;
+    }
     conn *cs = calloc((size_t)a->count, sizeof *cs);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     for (int i = 0; i < a->count; i++) {
@@ -342,7 +450,7 @@ static int free_port(int type) {
 
 static result run(int mode) {
     int port = free_port(mode == M_TCP ? SOCK_STREAM : SOCK_DGRAM);
-    pid_t srv = server_start(mode, port);
+    pid_t srv = server_start(mode == M_SHARED ? M_UDP : mode, port);
     usleep(100000);
     _Atomic long long ops = 0, lost = 0;
     _Atomic int stop = 0;
@@ -382,7 +490,7 @@ static double med(double *v, int n) {
 }
 
 int main(int argc, char **argv) {
-    int modes[3], nmodes = 0;
+    int modes[M_N], nmodes = 0;
     const char *mlist = "udp,packed,tcp";
     int opt;
     while ((opt = getopt(argc, argv, "m:c:P:s:w:t:d:r:")) != -1) {
@@ -396,7 +504,7 @@ int main(int argc, char **argv) {
         case 'd': seconds = atof(optarg); break;
         case 'r': rounds = atoi(optarg); break;
         default:
-            fprintf(stderr, "usage: %s [-m udp,packed,tcp] [-c conns] [-P pipeline] [-s bytes] "
+            fprintf(stderr, "usage: %s [-m udp,packed,tcp,shared] [-c conns] [-P pipeline] [-s bytes] "
                     "[-w server threads] [-t client threads] [-d seconds] [-r rounds]\n", argv[0]);
             return 2;
         }
@@ -410,14 +518,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench-transport: P * s must fit one datagram (%d bytes)\n", MAXS);
         return 2;
     }
-    for (char *save = NULL, *tok = strtok_r(strdup(mlist), ",", &save); tok && nmodes < 3;
+    for (char *save = NULL, *tok = strtok_r(strdup(mlist), ",", &save); tok && nmodes < M_N;
          tok = strtok_r(NULL, ",", &save))
-        for (int m = 0; m < 3; m++)
+        for (int m = 0; m < M_N; m++)
             if (!strcmp(tok, mode_name[m])) modes[nmodes++] = m;
     if (!nmodes) return 2;
     signal(SIGPIPE, SIG_IGN);
-    static double ops[3][50], scpu[3][50], ccpu[3][50], util[3][50];
-    long long lost[3] = {0};
+    static double ops[M_N][50], scpu[M_N][50], ccpu[M_N][50], util[M_N][50];
+    long long lost[M_N] = {0};
     for (int r = 0; r < rounds; r++)
         for (int k = 0; k < nmodes; k++) {
             int m = modes[(k + r) % nmodes];   /* the order rotates per round */

@@ -88,6 +88,11 @@ int rowanSetTimeout(rowanContext *c, const struct timeval tv) {
     return ROWAN_OK;
 }
 
+int rowanSetBusyPoll(rowanContext *c, unsigned usec) {
+    c->eng->busy_poll_ns = (uint64_t)usec * 1000ull;
+    return ROWAN_OK;
+}
+
 void rowanFree(rowanContext *c) {
     if (!c) return;
     if (c->eng) {

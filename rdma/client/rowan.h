@@ -124,6 +124,18 @@ int rowanAppendCommandArgv(rowanContext *c, int argc, const char **argv, const s
  * nothing was appended. */
 int rowanGetReply(rowanContext *c, void **reply);
 
+/* Busy-poll (off by default): while waiting for a reply, poll the socket
+ * without sleeping for up to usec microseconds before sleeping in poll(2),
+ * and only while the smoothed round trip is below usec. A fast reply then
+ * costs no sleep and wake-up; the price is this thread's CPU for up to
+ * usec per wait. Worth it only where the thread has a core of its own:
+ * on a loaded 2-core machine it bought no latency and cost 50-60% more
+ * client CPU per op (BENCHMARKS.md, "-P 1 latency pass"). 0 turns it off.
+ * The environment variable ROWAN_BUSY_POLL_US sets it for every context
+ * created afterwards. The async API never spins (its loop is the
+ * caller's). */
+int rowanSetBusyPoll(rowanContext *c, unsigned usec);
+
 /* While subscribed or monitoring: a PING this often keeps the link known
  * to the server (below its native-client-timeout; default 10 s). */
 int rowanSetKeepalive(rowanContext *c, const struct timeval tv);
@@ -177,6 +189,8 @@ typedef struct rowanStats {
     unsigned long long duplicated;
     unsigned long long refreshes;     /* configuration reads */
     unsigned long long redirects;     /* commands re-sent after a stale term or -MOVED */
+    unsigned long long spin_hits;     /* blocking waits a busy-poll ended (no sleep) */
+    unsigned long long spin_misses;   /* busy-polls that ran out and slept */
 } rowanStats;
 void rowanGetStats(const rowanContext *c, rowanStats *st);
 void rowanAsyncGetStats(const rowanAsyncContext *ac, rowanStats *st);

@@ -1137,6 +1137,29 @@ uint64_t rw_next_timer(rowanEngine *e, uint64_t now) {
     return k < t ? k : t;
 }
 
+/* The blocking loop's busy-poll: when the replies of late have come back
+ * within the window (the smoothed round trip is below it), poll without
+ * sleeping until one is readable or the window ends, so a fast reply is
+ * taken without the thread's sleep and wake-up (a few microseconds of
+ * scheduler latency on each round trip, and the server's send is cheaper
+ * when it has no sleeper to wake). Bounded by the window and by the next
+ * timer, so retransmissions and timeouts fire as before; a slow server
+ * (srtt above the window: a loaded machine, WAIT, a blocking command)
+ * turns it off until the round trips are short again. Returns poll's. */
+static int busy_poll(rowanEngine *e, struct pollfd *pf, int nf, uint64_t wait) {
+    if (!e->busy_poll_ns || !nf || !e->srtt || e->srtt > e->busy_poll_ns) return 0;
+    uint64_t t0 = rw_now(), span = wait < e->busy_poll_ns ? wait : e->busy_poll_ns;
+    do {
+        int r = poll(pf, (nfds_t)nf, 0);
+        if (r != 0) {
+            if (r > 0) e->st.spin_hits++;
+            return r;
+        }
+    } while (rw_now() - t0 < span);
+    e->st.spin_misses++;
+    return 0;
+}
+
 /* One round of the blocking loop: wait for a datagram or the next timer. */
 static void poll_once(rowanEngine *e) {
     struct pollfd pf[RW_MAX_NODES];
@@ -1151,7 +1174,7 @@ static void poll_once(rowanEngine *e) {
             pf[nf].events = POLLIN;
             map[nf++] = i;
         }
-    if (poll(pf, (nfds_t)nf, ms) > 0)
+    if (busy_poll(e, pf, nf, wait) > 0 || poll(pf, (nfds_t)nf, ms) > 0)
         for (int i = 0; i < nf; i++)
             if (pf[i].revents) rw_on_readable(e, map[i]);
     rw_on_timer(e, rw_now());
@@ -1205,6 +1228,8 @@ rowanEngine *rw_engine_new(const char *host, int port, const struct timeval *tv)
     rowanEngine *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->port_off = INT_MIN;
+    const char *bp = getenv("ROWAN_BUSY_POLL_US");
+    if (bp && *bp) e->busy_poll_ns = strtoull(bp, NULL, 10) * 1000ull;
     e->timeout_ns = tv ? (uint64_t)tv->tv_sec * 1000000000ull + (uint64_t)tv->tv_usec * 1000ull
                        : 5000000000ull;
     if (e->timeout_ns == 0) e->timeout_ns = 5000000000ull;

@@ -113,6 +113,7 @@ struct rowanEngine {
     /* settings */
     uint64_t timeout_ns;
     uint64_t srtt;                 /* smoothed round trip, ns */
+    uint64_t busy_poll_ns;         /* blocking API: poll this long before sleeping (0: never) */
     double drop_send, drop_recv, dup_send;
     uint64_t rng;
     rowanStats st;

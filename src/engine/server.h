@@ -177,6 +177,7 @@ struct rowan_stats {
     _Atomic long long evicted_clients;      /* closed by maxmemory-clients */
     _Atomic long long qbuf_limit_disconnections; /* client-query-buffer-limit */
     _Atomic long long obuf_limit_disconnections; /* client-output-buffer-limit / -max */
+    _Atomic long long client_buffer_moved; /* bytes moved to compact client buffers */
     _Atomic long long evicted_keys;         /* maxmemory evictions (evict.c) */
 };
 

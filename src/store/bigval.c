@@ -95,12 +95,14 @@
  * script's redis.call, which passes a Lua string; SET of a bulk that was
  * already whole in the query buffer, as when a client held by
  * back-pressure keeps sending): that copy, and the joined value. An
- * element costs the argument, the command's effects (t_hash.c...; the
- * payload's type byte goes in front of them in place, db_obj_write_ops)
- * and the element in the collection: HSET of an n-byte field, RPUSH or
- * SADD of an n-byte element about 3n (Redis 7: 2n; ZADD, and the other
- * commands that build effects with db_obj_write, one more copy). Replies
- * copy the bytes as for any string. Figures:
+ * element costs the argument and the element in the collection, 2n as in
+ * Redis 7, when it is the command's last argument and the command builds
+ * its effects in the room in front of it (HSET, HSETNX, LPUSH, RPUSH:
+ * db_obj_write_ops_tail, BIGVAL_ROOM); otherwise the command's effects
+ * hold a copy too (t_hash.c...; the payload's type byte goes in front of
+ * them in place, db_obj_write_ops): SADD of an n-byte member about 3n
+ * (ZADD, and the other commands that build effects with db_obj_write, one
+ * more copy). Replies copy the bytes as for any string. Figures:
  * tests/integration/test_bigmem.py, BENCHMARKS.md.
  *
  * Batches (db.c, db_batch_end: MULTI/EXEC, MSET, RENAME, COPY, SMOVE,
@@ -152,10 +154,12 @@
 #include "shard.h"
 
 /* A large string's bytes. refs: the holders (the stored object, and an
- * argument buffer's owner at the edge, a batch: bigval_buf_*). */
+ * argument buffer's owner at the edge, a batch: bigval_buf_*). room: free
+ * bytes right in front of them (bigval_buf_room). */
 typedef struct bigstr {
     size_t len;
     _Atomic uint32_t refs;
+    char room[BIGVAL_ROOM];
     char bytes[];
 } bigstr;
 
@@ -476,6 +480,10 @@ char *bigval_buf_new(size_t len, size_t slack) {
 }
 
 size_t bigval_buf_len(const char *bytes) { return bigstr_of(bytes)->len; }
+
+char *bigval_buf_room(const char *bytes, size_t n) {
+    return n <= BIGVAL_ROOM ? bigstr_of(bytes)->bytes - n : NULL;
+}
 
 void bigval_buf_retain(const char *bytes) { atomic_fetch_add(&bigstr_of(bytes)->refs, 1); }
 

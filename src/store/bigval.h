@@ -107,6 +107,14 @@ void bigval_free_data(void *data);
  * frees it. */
 char *bigval_buf_new(size_t len, size_t slack);
 size_t bigval_buf_len(const char *bytes);
+/* Every buffer keeps BIGVAL_ROOM free bytes right in front of its bytes, so
+ * that a collection write whose effects end with a whole argument can put
+ * the effects' other bytes there and log and apply the argument in place,
+ * without copying it (db_obj_write_ops_tail). The n bytes in front of
+ * `bytes`, or NULL when n > BIGVAL_ROOM. Only the holder of the argument
+ * (the command running) writes there. */
+#define BIGVAL_ROOM 128
+char *bigval_buf_room(const char *bytes, size_t n);
 void bigval_buf_retain(const char *bytes);
 void bigval_buf_release(const char *bytes);
 /* Like bigval_string, but the object's bytes are the argument buffer

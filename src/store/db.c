@@ -1026,6 +1026,7 @@ static int write_entry(db_ctx *x, shard *s, log_entry *e) {
  * the outer one then fails, nothing of any of them was applied. */
 void db_batch_begin(db_ctx *x) {
     if (x->batching++ > 0) return;
+    x->batch_now = mstime();
     x->batch.len = 0;
     x->nbatch = 0;
     x->batch_flushes = 0;
@@ -1520,6 +1521,15 @@ static shard *key_shard(const db_ctx *x, const char *key, size_t klen) {
     return shard_of_key(key, klen);
 }
 
+/* The time a key's expiry is judged at: inside a batch (a script, EXEC, a
+ * multi-key command) the time the batch began, as Redis 7 freezes it for a
+ * script or a transaction: a key does not expire halfway through, and every
+ * command of it sees the same keys. TTLs and new expiries still use the
+ * real time, as Redis's do (a key past its time reads PTTL 0). */
+static int64_t expiry_now(const db_ctx *x) {
+    return x->batching ? x->batch_now : mstime();
+}
+
 /* Find the key; lazily delete it when expired. count != 0 updates hit/miss. */
 static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, int count) {
     shard *s = key_shard(x, key, klen);
@@ -1528,7 +1538,7 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     if (x->batching) {
         robj *bo = NULL;
         int r = batch_find(x, s, pdb, key, klen, &e, &bo);
-        if (r == 1 && !(e.expire_ms && e.expire_ms <= mstime())) {
+        if (r == 1 && !(e.expire_ms && e.expire_ms <= expiry_now(x))) {
             fill_val(v, &e);
             return 1;
         }
@@ -1545,7 +1555,7 @@ static int lookup(db_ctx *x, int db, const char *key, size_t klen, db_val *v, in
     if (ref) {
         if (m.have) fill_val(v, &m.e);
         else fill_ref(v, ref);
-        if (v->expire_ms && v->expire_ms <= mstime()) {
+        if (v->expire_ms && v->expire_ms <= expiry_now(x)) {
             log_entry d = {.type = LOG_DEL, .db = (uint16_t)pdb, .key = key,
                            .klen = (uint32_t)klen, .val = "", .aux = pool_seq_now(server.pool)};
             if (write_entry(x, s, &d) == DB_OK) {
@@ -1702,6 +1712,18 @@ int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, 
     return obj_write(x, db, key, klen, type, ops->buf, ops->len);
 }
 
+int db_obj_write_ops_tail(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops,
+                          const char *tail, size_t tlen) {
+    char *p = adoptable(x, tail, tlen) ? bigval_buf_room(tail, 1 + ops->len) : NULL;
+    if (!p) {
+        rbuf_append(ops, tail, tlen);
+        return db_obj_write_ops(x, db, key, klen, type, ops);
+    }
+    p[0] = (char)type;
+    memcpy(p + 1, ops->buf, ops->len);
+    return obj_write(x, db, key, klen, type, p, 1 + ops->len + tlen);
+}
+
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const robj *src,
                 int64_t expire_ms) {
     shard *s = key_shard(x, key, klen);
@@ -1822,11 +1844,11 @@ static int batch_val(db_ctx *x, const log_entry *e, int64_t now, db_val *v) {
     return 1;
 }
 
-/* fn(arg, shard, newest sub-entry, live after the batch, in the index
- * before it) once per key of logical db `db` the open batch wrote, on
- * shard sid (-1: every shard clients see). "In the index" counts as no
- * for a shard the batch flushed. */
-typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, int indexed);
+/* fn(arg, shard, newest sub-entry, live after the batch, its reference in
+ * the index before it or 0) once per key of logical db `db` the open batch
+ * wrote, on shard sid (-1: every shard clients see). "In the index" counts
+ * as no for a shard the batch flushed. */
+typedef void (*batch_key_fn)(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed);
 static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
     size_t pos = 0, at;
     log_entry e;
@@ -1839,10 +1861,10 @@ static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
         int locked = lock_unless_held(s);
         size_t flushed = batch_flushed_at(x, s, e.db);
         int live = e.type != LOG_DEL && at + 1 > flushed;
-        int indexed = 0;
+        uint64_t indexed = 0;
         if (!flushed) {
             keyref k = {e.db, e.key, e.klen};
-            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k) != 0;
+            indexed = index_get(s->idx, hash_key(e.db, e.key, e.klen), match_key, &k);
         }
         fn(arg, s, &e, live, indexed);
         unlock_if(s, locked);
@@ -1853,7 +1875,7 @@ static void batch_keys(db_ctx *x, int db, int sid, batch_key_fn fn, void *arg) {
  * `db`: counted, and the pick-th (from 0) copied to *out. Returns how many
  * there are; pick < 0 only counts. */
 typedef struct new_keys { long long n, pick; rbuf *out; } new_keys;
-static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+static void new_key_fn(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed) {
     new_keys *nk = arg;
     if (!live || indexed) return;
     if (nk->n++ == nk->pick) {
@@ -1868,7 +1890,7 @@ static long long batch_new_keys(db_ctx *x, int db, long long pick, rbuf *out) {
 }
 
 /* SCAN's end of a shard: visit what the open batch created there. */
-static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, int indexed) {
+static void scan_new_fn(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed) {
     scan_ctx *sc = arg;
     db_val v;
     if (live && !indexed && batch_val(sc->x, e, sc->now, &v)) sc->fn(sc->arg, e->key, e->klen, &v);
@@ -1885,7 +1907,7 @@ uint64_t db_scan(db_ctx *x, int db, uint64_t cursor, long count, db_scan_fn fn, 
         if (!client_shard((int)sid)) { sid++; icur = 0; continue; }
         shard *s = &server.shards[sid];
         int locked = lock_unless_held(s);
-        scan_ctx sc = {phys_db(x, s, db), mstime(), fn, arg, batch_open(x) ? x : NULL};
+        scan_ctx sc = {phys_db(x, s, db), expiry_now(x), fn, arg, batch_open(x) ? x : NULL};
         /* a shard the open batch flushed shows only the keys it wrote since */
         if (!(sc.x && batch_flushed_at(x, s, sc.pdb)))
             icur = index_scan(s->idx, icur, &budget, scan_visit, &sc);
@@ -1917,24 +1939,42 @@ static long long count_keys(int db, int with_expiry) {
 long long db_size(int db) { return count_keys(db, 0); }
 long long db_expires(int db) { return count_keys(db, 1); }
 
-static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, int indexed) {
-    *(long long *)arg += live - indexed;
+/* Counting through the open batch: keys (or keys with an expiry) after the
+ * batch minus those the index had before it, per key the batch wrote. */
+typedef struct batch_count { db_ctx *x; long long n; int with_expiry; } batch_count;
+static void count_batch_key(void *arg, shard *s, const log_entry *e, int live, uint64_t indexed) {
+    batch_count *bc = arg;
+    if (!bc->with_expiry) {
+        bc->n += live - (indexed != 0);
+        return;
+    }
+    db_val v;
+    if (indexed) {
+        refinfo ri;
+        ref_info(indexed, &ri);
+        bc->n -= ri.expire_ms != 0;
+    }
+    /* time 0: expired or not, the key is still there (as in DBSIZE) */
+    bc->n += live && batch_val(bc->x, e, 0, &v) && v.expire_ms;
 }
 
-long long db_count(db_ctx *x, int db) {
-    if (!batch_open(x)) return db_size(db);
-    long long n = 0;
+static long long count_through(db_ctx *x, int db, int with_expiry) {
+    if (!batch_open(x)) return count_keys(db, with_expiry);
+    batch_count bc = {x, 0, with_expiry};
     for (int i = 0; i < server.nshards; i++) {
         if (!client_shard(i)) continue;
         shard *s = &server.shards[i];
         int locked = lock_unless_held(s);
         unsigned pdb = phys_db(x, s, db);
-        if (!batch_flushed_at(x, s, pdb)) n += s->dbkeys[pdb];
+        if (!batch_flushed_at(x, s, pdb)) bc.n += with_expiry ? s->dbexpires[pdb] : s->dbkeys[pdb];
         unlock_if(s, locked);
     }
-    batch_keys(x, db, -1, count_batch_key, &n);
-    return n;
+    batch_keys(x, db, -1, count_batch_key, &bc);
+    return bc.n;
 }
+
+long long db_count(db_ctx *x, int db) { return count_through(x, db, 0); }
+long long db_count_expires(db_ctx *x, int db) { return count_through(x, db, 1); }
 
 /* Try a random item of one shard; 1 if it is a live key of pdb (and the
  * open batch, if any, left it so). */
@@ -1952,8 +1992,8 @@ static int random_in_shard(db_ctx *x, shard *s, unsigned pdb, rbuf *out) {
             log_entry e;
             db_val v;
             batch_decode(x, at - 1, &e);
-            if (!batch_val(x, &e, mstime(), &v)) continue;
-        } else if (ri.expire_ms && ri.expire_ms <= mstime()) {
+            if (!batch_val(x, &e, expiry_now(x), &v)) continue;
+        } else if (ri.expire_ms && ri.expire_ms <= expiry_now(x)) {
             continue;
         }
         out->len = 0;

@@ -120,6 +120,7 @@ typedef struct db_ctx {
     int bidx_on;
     const char **bigv;     /* the batch's large values, held outside `batch` (batch_add) */
     int nbigv, capbigv;
+    int64_t batch_now;     /* mstime() when the outermost batch began (db.c, expiry_now) */
     /* Argument buffers (bigval_buf_new) the caller holds while the command
      * runs, set by the edge: a large string written from one of them, whole,
      * is stored as that buffer, not a copy (bigval.c, "DRAM"). */
@@ -169,6 +170,14 @@ int db_obj_write(db_ctx *x, int db, const char *key, size_t klen, int type,
  * an element of n bytes costs n less (bigval.c, "DRAM"). The caller only
  * frees ops after. */
 int db_obj_write_ops(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops);
+/* The same with effects that end with tail/tlen, the whole of one of the
+ * caller's argument buffers (x->own), not in ops: when ops fit the room in
+ * front of it (bigval.h, BIGVAL_ROOM) the payload is built there and the
+ * argument is logged and applied in place, so an element of n bytes is
+ * held twice (the argument, the collection's copy) instead of three times,
+ * as in Redis. Otherwise tail is appended to ops. */
+int db_obj_write_ops_tail(db_ctx *x, int db, const char *key, size_t klen, int type, rbuf *ops,
+                          const char *tail, size_t tlen);
 /* key := a copy of collection src (RENAME, MOVE, COPY), with expiry
  * expire_ms, replacing whatever key held. DB_OK or DB_OOM. */
 int db_set_copy(db_ctx *x, int db, const char *key, size_t klen, const struct robj *src,
@@ -200,6 +209,8 @@ long long db_size(int db);
  * script) created, minus those it deleted or flushed. */
 long long db_count(db_ctx *x, int db);
 long long db_expires(int db);
+/* db_expires as x sees it (INFO keyspace in EXEC or a script). */
+long long db_count_expires(db_ctx *x, int db);
 /* A random key of db into *out (rbuf reset first). 1 found, 0 empty. */
 int db_random_key(db_ctx *x, int db, rbuf *out);
 /* Remove every key of db (db = -1: all databases). DB_OK or DB_OOM. */

@@ -57,15 +57,18 @@ void obj_put_u32(rbuf *b, uint32_t v) {
     rbuf_append(b, le, 4);
 }
 
-void obj_op(rbuf *b, uint8_t op, const void *arg, size_t len) {
+void obj_op_head(rbuf *b, uint8_t op, size_t len) {
     rbuf_append(b, &op, 1);
     obj_put_u32(b, (uint32_t)len);
+}
+
+void obj_op(rbuf *b, uint8_t op, const void *arg, size_t len) {
+    obj_op_head(b, op, len);
     if (len) rbuf_append(b, arg, len);
 }
 
 void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, size_t clen) {
-    rbuf_append(b, &op, 1);
-    obj_put_u32(b, (uint32_t)(alen + clen));
+    obj_op_head(b, op, alen + clen);
     if (alen) rbuf_append(b, a, alen);
     if (clen) rbuf_append(b, c, clen);
 }

@@ -93,6 +93,8 @@ void obj_free(robj *o);
 /* ---- encoding ops (for command code) ----
  * ops are appended to an rbuf: obj_op(&b, op, arg, len) or with two parts. */
 void obj_op(rbuf *b, uint8_t op, const void *arg, size_t len);
+/* Only an op's header (op, argument length len): its len bytes follow. */
+void obj_op_head(rbuf *b, uint8_t op, size_t len);
 void obj_op2(rbuf *b, uint8_t op, const void *a, size_t alen, const void *c, size_t clen);
 
 /* The little-endian u32 that frames ops, and that the type modules use for

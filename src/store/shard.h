@@ -112,7 +112,8 @@ uint64_t shard_resync_version(shard *s);
 /* Worker wid's batch in slot is durable. Takes the lock. Returns 1 if the
  * watermark moved. */
 int shard_worker_landed(shard *s, int wid, int slot);
-/* Versions handed out but not yet durable (INFO). Takes the lock. */
+/* Versions handed out but not yet durable (INFO). Takes the lock unless the
+ * calling thread holds it. */
 uint64_t shard_durable_lag(shard *s);
 /* Is version v durable? (lock free) */
 static inline int shard_is_durable(shard *s, uint64_t v) {

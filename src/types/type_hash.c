@@ -215,4 +215,9 @@ void hash_op_set(rbuf *ops, rbuf *scratch, const char *f, size_t flen, const cha
     obj_op2(ops, HASH_OP_SET, scratch->buf, scratch->len, v, vlen);
 }
 
+void hash_op_set_head(rbuf *ops, const char *f, size_t flen, size_t vlen) {
+    obj_op_head(ops, HASH_OP_SET, 4 + flen + vlen);
+    obj_put_str(ops, f, flen);
+}
+
 void hash_op_del(rbuf *ops, const char *f, size_t flen) { obj_op(ops, HASH_OP_DEL, f, flen); }

@@ -30,6 +30,9 @@ void hash_foreach(const hashobj *h, dict_iter_fn fn, void *arg);
 
 /* Append a HASH_OP_SET effect to ops (scratch is a work buffer). */
 void hash_op_set(rbuf *ops, rbuf *scratch, const char *f, size_t flen, const char *v, size_t vlen);
+/* hash_op_set without the value's vlen bytes, which the caller appends
+ * (db_obj_write_ops_tail). */
+void hash_op_set_head(rbuf *ops, const char *f, size_t flen, size_t vlen);
 /* Append a HASH_OP_DEL effect to ops. */
 void hash_op_del(rbuf *ops, const char *f, size_t flen);
 

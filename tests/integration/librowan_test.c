@@ -37,9 +37,9 @@ static redisReply *cmd_ok(rowanContext *c, redisReply *r, const char *what) {
 
 static void print_stats(const rowanStats *st) {
     printf("sent=%llu\nretransmits=%llu\nreceived=%llu\ndropped_send=%llu\ndropped_recv=%llu\n"
-           "duplicated=%llu\nrefreshes=%llu\nredirects=%llu\n", st->sent, st->retransmits,
-           st->received, st->dropped_send, st->dropped_recv, st->duplicated, st->refreshes,
-           st->redirects);
+           "duplicated=%llu\nrefreshes=%llu\nredirects=%llu\nspin_hits=%llu\nspin_misses=%llu\n",
+           st->sent, st->retransmits, st->received, st->dropped_send, st->dropped_recv,
+           st->duplicated, st->refreshes, st->redirects, st->spin_hits, st->spin_misses);
 }
 
 /* SET/GET/INCR, binary values, error replies, nil, a reply in many

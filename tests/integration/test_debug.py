@@ -248,3 +248,35 @@ def test_object_and_digest_value_under_concurrent_writes(server_factory):
         t.join()
     assert errors == []
     assert srv.client().ping()
+
+
+def _dispatched_debug_subcommands():
+    """The names DEBUG's dispatchers (debugCommand in t_server.c,
+    debug_extra in t_debug.c) compare argv[1] with."""
+    import os
+    import re
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "redis-compat")
+    names = set()
+    for fname, fn in (("t_server.c", "void debugCommand(client *c)"),
+                      ("t_debug.c", "int debug_extra(client *c)")):
+        src = open(os.path.join(root, fname)).read()
+        body = src[src.index(fn):]
+        body = body[:body.index("\n}\n")]
+        names |= set(re.findall(r'arg_is\(c, 1, "([a-z-]+)"\)', body))
+    return names
+
+
+def test_every_implemented_subcommand_is_in_help(server):
+    """Every subcommand the dispatchers know has its line in DEBUG HELP, and
+    each answers something other than the unknown-subcommand error (it is
+    implemented)."""
+    names = _dispatched_debug_subcommands()
+    assert {"object", "sleep", "digest", "chunk-crash", "repl-block-fault", "session",
+            "coldread", "help"} <= names, names
+    cl = server.client(decode=True)
+    lines = cl.execute_command("DEBUG", "HELP")
+    listed = {line.split()[0].lower() for line in lines if line and not line.startswith(" ")}
+    missing = names - listed
+    assert not missing, "DEBUG HELP lacks %s" % sorted(missing)
+    extra = listed - names - {"debug"}
+    assert not extra, "DEBUG HELP lists unimplemented %s" % sorted(extra)

@@ -292,3 +292,86 @@ def test_lookups_after_a_flush_in_a_large_script_stay_fast(c):
     took = time.monotonic() - t0
     assert rep == [30000, b"1", 0]
     assert took < 30, "took %.1fs" % took
+
+
+def keyspace_lines(info):
+    """INFO keyspace's db lines without avg_ttl (Redis estimates it, Rowan
+    says 0)."""
+    if isinstance(info, bytes):
+        info = info.decode()
+    return [line.split(",avg_ttl")[0] for line in info.split("\r\n") if line.startswith("db")]
+
+
+INFO_KS = "redis.call('info','keyspace')"
+
+# (setup commands, script body returning a list of INFO keyspace texts)
+INFO_SCRIPT_CASES = [
+    ([], "redis.call('set','a',1); return {%s}" % INFO_KS),
+    ([("MSET", "x", "1", "y", "2"), ("SET", "t", "1", "EX", "100")],
+     "local i0 = %s; redis.call('del','x'); redis.call('set','n',1,'ex',100);"
+     " redis.call('persist','t'); redis.call('select',3); redis.call('rpush','l',1);"
+     " redis.call('expire','l',100); return {i0, %s}" % (INFO_KS, INFO_KS)),
+    ([("SET", "x", "1", "EX", "100"), ("HSET", "h", "f", "v")],
+     "redis.call('expire','h',50); redis.call('hset','h','g','w'); local i1 = %s;"
+     " redis.call('set','x',2); redis.call('flushall'); redis.call('set','z',1,'px',100000);"
+     " return {i1, %s}" % (INFO_KS, INFO_KS)),
+    ([("SET", "x", "1")],
+     "redis.call('set','y',1,'ex',100); redis.call('swapdb',0,1); return {%s}" % INFO_KS),
+]
+
+
+@pytest.mark.parametrize("case", range(len(INFO_SCRIPT_CASES)))
+def test_info_keyspace_in_script_counts_its_own_writes(c, ref, case):
+    cmds, body = INFO_SCRIPT_CASES[case]
+    prepare(c, ref, *cmds)
+    got, want = call(c, "EVAL", body, "0"), call(ref, "EVAL", body, "0")
+    assert [keyspace_lines(x) for x in got] == [keyspace_lines(x) for x in want]
+    assert keyspace_lines(call(c, "INFO", "keyspace")) == keyspace_lines(call(ref, "INFO", "keyspace"))
+    both(c, ref, "FLUSHALL")
+
+
+def test_info_keyspace_in_function_counts_its_own_writes(c, ref):
+    lib = ("#!lua name=kis\n"
+           "redis.register_function('mk', function(keys, args)\n"
+           "  redis.call('set', keys[1], 1, 'ex', 100)\n"
+           "  redis.call('del', keys[2])\n"
+           "  return redis.call('info', 'keyspace')\n"
+           "end)")
+    for cl in (c, ref):
+        call(cl, "FUNCTION", "DELETE", "kis")
+    both(c, ref, "FUNCTION", "LOAD", lib)
+    prepare(c, ref, ("MSET", "gone", "1", "stay", "1"))
+    got, want = call(c, "FCALL", "mk", "2", "new", "gone"), call(ref, "FCALL", "mk", "2", "new", "gone")
+    assert keyspace_lines(got) == keyspace_lines(want) == ["db0:keys=2,expires=1"]
+    both(c, ref, "FUNCTION", "DELETE", "kis")
+
+
+def test_info_keyspace_in_transaction_counts_its_own_writes(c, ref):
+    prepare(c, ref, ("MSET", "x", "1", "y", "2"))
+    queued = [("INFO", "keyspace"), ("SET", "a", "1", "EX", "100"), ("DEL", "x"),
+              ("INFO", "keyspace"), ("SELECT", "2"), ("RPUSH", "l", "1"), ("INFO",),
+              ("FLUSHALL",), ("INFO", "keyspace"), ("SELECT", "0")]
+    reps = {}
+    for name, cl in (("rowan", c), ("redis", ref)):
+        assert cl.call("MULTI") == "OK"
+        for cmd in queued:
+            assert cl.call(*cmd) == "QUEUED"
+        reps[name] = [keyspace_lines(x) if isinstance(x, (bytes, str)) and "# " in str(x) else x
+                      for x in cl.call("EXEC")]
+    assert reps["rowan"] == reps["redis"]
+    assert reps["rowan"][3] == ["db0:keys=2,expires=1"]
+
+
+def test_full_info_in_transaction_and_script_answers(c):
+    """INFO everything inside EXEC and a script, which hold every shard
+    lock: the sections that read per-shard figures must not lock them
+    again (they used to hang the worker)."""
+    c.sock.settimeout(10)
+    assert c.call("MULTI") == "OK"
+    assert c.call("SET", "a", "1") == "QUEUED"
+    assert c.call("INFO", "everything") == "QUEUED"
+    rep = c.call("EXEC")
+    assert rep[0] == "OK" and b"db0:keys=1," in rep[1]
+    rep = c.call("EVAL", "redis.call('set','b',1); return redis.call('info','everything')", "0")
+    assert b"db0:keys=2," in rep
+    assert c.call("PING") == "PONG"

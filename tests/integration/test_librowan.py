@@ -125,6 +125,36 @@ def test_loss_and_duplicates_apply_once(nsrv, faults):
     assert [int(v) for v in vals] == sets
 
 
+def test_busy_poll_off_by_default(nsrv):
+    """The blocking API sleeps in poll(2) unless asked to spin."""
+    out, _ = run("127.0.0.1", nsrv.port, "incr", "lr:nospin", 200, 4, 30)
+    assert out["acked"] == "200" and out["failed"] == "0"
+    assert out["spin_hits"] == "0" and out["spin_misses"] == "0"
+
+
+@pytest.mark.parametrize("faults", [
+    "",
+    "drop-send=0.2,drop-recv=0.2,dup-send=0.1,seed=5",
+])
+def test_busy_poll_keeps_retransmission(nsrv, faults):
+    """ROWAN_BUSY_POLL_US: the blocking wait polls before it sleeps (a
+    window far above this machine's round trip, so it does). The spin is
+    bounded by the next timer, so lost datagrams are still retransmitted on
+    time and nothing is applied twice or lost."""
+    n = 800
+    out, _ = run("127.0.0.1", nsrv.port, "incr", "lr:spin", n, 8, 30,
+                 env_extra={"ROWAN_FAULTS": faults, "ROWAN_BUSY_POLL_US": "20000"})
+    assert out["failed"] == "0" and int(out["acked"]) == n, out
+    assert int(out["spin_hits"]) > 0
+    if faults:
+        assert int(out["retransmits"]) > 0 and int(out["duplicated"]) > 0
+    r = nsrv.client()
+    assert int(r.get("lr:spin")) == n
+    sets = [int(i) for i in out["set_acked"].split(",") if i]
+    assert len(sets) == n
+    assert [int(v) for v in r.mget(["lr:spin:%d" % i for i in sets])] == sets
+
+
 def test_dead_server_and_silent_server(nsrv):
     # nothing listens on this UDP port: connection refused, at once
     dead = free_port()

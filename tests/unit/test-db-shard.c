@@ -37,6 +37,7 @@
 #include "server.h"
 #include "shard.h"
 #include "type_hash.h"
+#include "hash.h"
 #include "type_list.h"
 #include "type_set.h"
 #include "type_zset.h"
@@ -443,8 +444,27 @@ static void test_export_clear_apply(uint64_t want, long long want_n) {
     log_writer_free(&lw);
 }
 
+/* shard_of_slot's arithmetic names the shard whose range holds the slot
+ * (shard_init_one's ranges), for shard counts up to 1100 and the largest
+ * ones (all 16384 counts were checked once; a second each). */
+static void test_slot_ranges(void) {
+    for (int n = 1; n <= HASH_SLOTS; n = n == 1100 ? HASH_SLOTS - 2 : n + 1) {
+        long bad = 0;
+        for (unsigned sl = 0; sl < HASH_SLOTS; sl++) {
+            unsigned long id = ((unsigned long)(sl + 1) * (unsigned long)n - 1) / HASH_SLOTS;
+            if (!((unsigned long)id * HASH_SLOTS / n <= sl && sl < (id + 1) * HASH_SLOTS / n)) bad++;
+        }
+        CHECK_EQ_LL(bad, 0);
+    }
+    for (unsigned sl = 0; sl < HASH_SLOTS; sl++) {
+        shard *s = shard_of_slot(sl);
+        CHECK(s->first_slot <= sl && sl <= s->last_slot);
+    }
+}
+
 int main(void) {
     setup();
+    test_slot_ranges();
     long long n0 = -1;
     uint64_t empty = digest(&n0);
     CHECK_EQ_LL(n0, 0);
