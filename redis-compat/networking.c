@@ -59,6 +59,7 @@
 #include <fcntl.h>
 #include <time.h>
 #include "networking.h"
+#include "prefetch.h"
 #include "session.h"
 #include "conn.h"
 #include "cmdclock.h"
@@ -1012,6 +1013,8 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
      * no read event would come for them: read again in the next round. */
     if (conn_pending(&t->conn) > 0) event_active(t->ev_read, EV_READ, 0);
     if (t->big && t->big_got == t->big_len) big_arg_done(t);
+    /* a pipelined batch: start its keys' cache misses together (prefetch.c) */
+    else if (!t->big && !t->parser.discarding) prefetch_pipeline(c->db, t->qbuf.buf, t->qbuf.len);
     client_process_input(c);
 }
 

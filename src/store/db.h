@@ -306,4 +306,11 @@ void db_report_refused(const struct shard *s, const struct log_entry *e);
 int db_ref_is_live(struct shard *s, uint64_t ref, const struct log_entry *e);
 /* Repoint the key's index items from old_ref to new_ref (cleaner). */
 void db_relocate(struct shard *s, uint64_t old_ref, uint64_t new_ref, const struct log_entry *e);
+/* Cache hints for the keys of up to DB_PREFETCH_MAX commands about to run
+ * in logical db `db` (db_prefetch.c): starts loading their index buckets,
+ * entries and access-clock slots. Takes and drops shard locks with trylock;
+ * call with no shard lock held. Changes nothing. */
+#define DB_PREFETCH_MAX 32
+void db_prefetch_keys(int db, int n, const char *const *keys, const size_t *klens);
+
 #endif

@@ -98,8 +98,16 @@ struct clock_ring {
     uint64_t *slot;
     uint64_t *mark;       /* evict_mark's bits, one per slot */
     uint64_t mask;        /* slots - 1 (a power of two minus one); 0: none yet */
-    uint32_t touches;     /* growth is checked every 1024 touches */
 };
+
+/* Growth is checked once in GROW_EVERY touches of a thread, on the shard
+ * it touches then (each shard about once in GROW_EVERY of its own touches
+ * per thread, as with a counter per shard): a counter in the ring itself
+ * was a store per SET into a line two shards' rings share, and every worker
+ * writes keys of every shard, so the line moved between the workers' cores
+ * about once per SET. A check sums the shard's dbkeys (2 KiB). */
+#define GROW_EVERY 1024
+static __thread uint32_t touches;
 
 /* This file's state, one per server (server.h). */
 struct evict_state {
@@ -193,7 +201,7 @@ static struct clock_ring *clocks_of(int sid)
 {
     pthread_once(&clocks_once, clocks_alloc);
     struct clock_ring *c = &clocks[sid];
-    if (c->mask && (++c->touches & 1023)) return c;
+    if (c->mask && (++touches & (GROW_EVERY - 1))) return c;
     long long want = shard_keys(sid) * 2;
     if (c->mask && (uint64_t)want <= (c->mask + 1) * 2) return c;
     uint64_t n = CLOCK_MIN_SLOTS;
@@ -243,8 +251,10 @@ void evict_touch(int sid, uint64_t hash, int is_write)
     if (!c) return;
     uint64_t i = hash & c->mask, *s = &c->slot[i];
     uint32_t now = now_seconds();
-    /* a write replaces the value: its mark goes (evict_mark) */
-    if (is_write) c->mark[i / 64] &= ~(1ULL << (i & 63));
+    /* a write replaces the value: its mark goes (evict_mark); stored only
+     * when set, so the bitmap's lines stay shared between the workers */
+    uint64_t bit = 1ULL << (i & 63);
+    if (is_write && (c->mark[i / 64] & bit)) c->mark[i / 64] &= ~bit;
     /* Under a policy that does not count accesses (not *-lfu) a touch only
      * stores the access time (see the design above: OBJECT FREQ answers
      * under an LFU policy only; Redis, too, starts a new value's counter
@@ -411,4 +421,16 @@ int evict_perform(struct db_ctx *x)
      * measured afresh at the next command). */
     atomic_store(&heap_cached_ms, 0);
     return freed >= tofree ? 0 : -1;
+}
+
+/* A hint: start loading the access-clock slot evict_touch will store for
+ * the key, if the shard's table exists (it is never made here). Caller
+ * holds the shard's lock. */
+void evict_prefetch(int sid, uint64_t hash)
+{
+    if (!server.evict_st) return;
+    pthread_once(&clocks_once, clocks_alloc);
+    if (!clocks) return;
+    struct clock_ring *c = &clocks[sid];
+    if (c->mask) __builtin_prefetch(&c->slot[hash & c->mask], 1, 3);
 }

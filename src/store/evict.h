@@ -22,6 +22,9 @@ int evict_perform(struct db_ctx *x);
 /* Access clocks (caller holds shard sid's lock). hash is the key's hash
  * (db.c's hash_key). A read or write of the key: */
 void evict_touch(int sid, uint64_t hash, int is_write);
+/* Start loading the slot evict_touch would store for the key (a hint);
+ * caller holds the shard's lock. */
+void evict_prefetch(int sid, uint64_t hash);
 /* The key was deleted: its slot starts over. */
 void evict_forget(int sid, uint64_t hash);
 /* Seconds since the key's last access (OBJECT IDLETIME). */

@@ -597,3 +597,8 @@ uint64_t index_random(rw_index *ix, uint64_t rnd) {
     }
     return 0;
 }
+
+/* A hint: start loading the home bucket of hash (index_prefetch, index.h). */
+void index_prefetch(const rw_index *ix, uint64_t hash) {
+    __builtin_prefetch(home_of(ix, hash), 0, 3);
+}

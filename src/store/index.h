@@ -75,5 +75,8 @@ void index_foreach(rw_index *ix, index_visit_fn fn, void *ctx);
 /* A uniformly-ish random item's reference, or 0 when empty. rnd is any
  * random 64-bit number supplied by the caller. */
 uint64_t index_random(rw_index *ix, uint64_t rnd);
+/* Start loading the bucket a lookup of hash begins with into the cache (a
+ * hint: no effect on the contents). Caller holds the owning shard's lock. */
+void index_prefetch(const rw_index *ix, uint64_t hash);
 
 #endif

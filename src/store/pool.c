@@ -133,7 +133,10 @@ struct pool {
 
     pthread_mutex_t mu;
     uint32_t *free_stack;   /* free segment numbers; top = next allocated */
-    uint32_t nfree;
+    /* written under mu; read without it by pool_free_count (every write
+     * command asks it, db_space_low: the mutex was a cache line both
+     * workers and the zero-fill thread bounced per SET) */
+    _Atomic uint32_t nfree;
     _Atomic uint64_t next_seq; /* next seq to hand out; written under mu */
     _Atomic int64_t *live;  /* live bytes per segment */
 
@@ -913,12 +916,10 @@ void pool_set_low_water(pool *p, uint32_t level, void (*fn)(void)) {
     pthread_mutex_unlock(&p->mu);
 }
 
+/* A moment stale at most: callers use it as a hint (wait for the cleaner,
+ * refuse a large value) and the allocator rechecks under mu. */
 uint32_t pool_free_count(const pool *p) {
-    pool *mp = (pool *)p;
-    pthread_mutex_lock(&mp->mu);
-    uint32_t n = mp->nfree;
-    pthread_mutex_unlock(&mp->mu);
-    return n;
+    return atomic_load_explicit(&p->nfree, memory_order_relaxed);
 }
 
 /* Lock free: every deletion entry records it. */

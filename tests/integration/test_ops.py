@@ -26,7 +26,7 @@ import pytest
 import redis
 
 from conftest import (SANITIZER_MARKERS, RespClient, RespError, Server, _PidProcess,
-                      free_port, parse_info, wait_for)
+                      encode_command, free_port, parse_info, wait_for)
 
 pytestmark = pytest.mark.rowan_only("rowan-server's process management and startup")
 
@@ -507,6 +507,35 @@ def test_loading_answers_and_then_serves(big_pool):
         secs = float(srv.info("rowan")["rowan"]["recovery_seconds"])
         if secs > 1.5:      # progress is logged once a second
             assert "% loaded (" in log
+    finally:
+        srv.stop()
+
+
+def test_pipelined_batches_during_loading(big_pool):
+    """Pipelined batches while recovery builds the indexes (without shard
+    locks): the edge's cache hints for their keys (prefetch.c) must not
+    look at the indexes then. Every command gets -LOADING, then the same
+    batches are served."""
+    srv = big_pool
+    srv.start(wait=False)
+    try:
+        c = connect_early(srv.port)
+        batch = b"".join(encode_command("GET", "key:%d" % (i * 7919 % NKEYS)) for i in range(32))
+        batches = 0
+        while True:
+            c.sock.sendall(batch)
+            got = [c.read_reply() for _ in range(32)]
+            batches += 1
+            if got[0] != LOADING:
+                break
+            assert got == [LOADING] * 32
+        assert batches > 1, "recovery was over before the first batch"
+        assert wait_for(lambda: parse_info(c.call("INFO", "persistence"))
+                        ["persistence"]["loading"] == "0", timeout=120)
+        c.sock.sendall(batch)
+        assert [c.read_reply() for _ in range(32)] == \
+            [value_of(i * 7919 % NKEYS) for i in range(32)]
+        c.close()
     finally:
         srv.stop()
 
