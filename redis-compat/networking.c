@@ -1014,7 +1014,8 @@ static void read_cb(evutil_socket_t fd, short what, void *arg) {
     if (conn_pending(&t->conn) > 0) event_active(t->ev_read, EV_READ, 0);
     if (t->big && t->big_got == t->big_len) big_arg_done(t);
     /* a pipelined batch: start its keys' cache misses together (prefetch.c) */
-    else if (!t->big && !t->parser.discarding) prefetch_pipeline(c->db, t->qbuf.buf, t->qbuf.len);
+    else if (!t->big && !t->parser.discarding)
+        prefetch_pipeline(c->db, t->qbuf.buf + t->qpos, t->qbuf.len - t->qpos);
     client_process_input(c);
 }
 
