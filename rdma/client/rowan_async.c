@@ -210,17 +210,9 @@ static void on_sock_read(evutil_socket_t fd, short what, void *arg) {
     rw_sock *k = arg;
     rw_group *g = k->group;
     struct mmsghdr msgs[RW_RXBATCH];
-    struct iovec iov[RW_RXBATCH];
     g->depth++;
     for (int round = 0; round < 16; round++) {
-        for (int i = 0; i < RW_RXBATCH; i++) {
-            iov[i].iov_base = k->rx[i];
-            iov[i].iov_len = sizeof k->rx[i];
-            memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
-        int got = recvmmsg(k->fd, msgs, RW_RXBATCH, MSG_DONTWAIT, NULL);
+        int got = rw_recv_batch(k->fd, k->rx, msgs);
         if (got < 0) {
             if (errno == ECONNREFUSED) { sock_refused(k); continue; }
             break;

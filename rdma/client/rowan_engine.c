@@ -1113,22 +1113,29 @@ void rw_on_refused(rowanEngine *e, int node) {
     batch_end(e, outer);
 }
 
+/* One recvmmsg, without waiting, of up to RW_RXBATCH datagrams from fd
+ * into rx[0..]: each one's length is in msgs[i].msg_len (and MSG_TRUNC in
+ * its msg_flags when it did not fit). */
+int rw_recv_batch(int fd, unsigned char (*rx)[DGRAM_MTU + 64], struct mmsghdr *msgs) {
+    struct iovec iov[RW_RXBATCH];
+    for (int i = 0; i < RW_RXBATCH; i++) {
+        iov[i].iov_base = rx[i];
+        iov[i].iov_len = sizeof rx[i];
+        memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
+        msgs[i].msg_hdr.msg_iov = &iov[i];
+        msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    return recvmmsg(fd, msgs, RW_RXBATCH, MSG_DONTWAIT, NULL);
+}
+
 /* Everything queued on node's socket, RW_RXBATCH datagrams per call; a
  * short batch means the queue is empty (no extra call to hear EAGAIN). */
 void rw_on_readable(rowanEngine *e, int node) {
     rw_node *n = &e->nodes[node];
     struct mmsghdr msgs[RW_RXBATCH];
-    struct iovec iov[RW_RXBATCH];
     uint64_t outer = e->now;
     for (int round = 0; round < 16 && n->fd >= 0; round++) {
-        for (int i = 0; i < RW_RXBATCH; i++) {
-            iov[i].iov_base = e->rx[i];
-            iov[i].iov_len = sizeof e->rx[i];
-            memset(&msgs[i].msg_hdr, 0, sizeof msgs[i].msg_hdr);
-            msgs[i].msg_hdr.msg_iov = &iov[i];
-            msgs[i].msg_hdr.msg_iovlen = 1;
-        }
-        int got = recvmmsg(n->fd, msgs, RW_RXBATCH, MSG_DONTWAIT, NULL);
+        int got = rw_recv_batch(n->fd, e->rx, msgs);
         if (got < 0) {
             if (errno == ECONNREFUSED) { node_dead(e, node); continue; }
             break;    /* EAGAIN, or an error the next send will meet again */

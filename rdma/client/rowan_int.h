@@ -174,6 +174,9 @@ struct rw_sock {
 uint64_t rw_now(void);
 /* A UDP socket connect()ed to host:port; -1 with why. */
 int rw_udp_open(const char *host, int port, char *why, size_t whylen);
+/* One recvmmsg without waiting, up to RW_RXBATCH datagrams into rx. */
+struct mmsghdr;
+int rw_recv_batch(int fd, unsigned char (*rx)[DGRAM_MTU + 64], struct mmsghdr *msgs);
 /* Send s's batch (one sendmmsg); a refusal marks every member's node. */
 void rw_sock_send(rw_sock *s);
 /* One datagram read from node's shared socket, for e (now: the receive

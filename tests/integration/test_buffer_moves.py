@@ -31,6 +31,13 @@ def counters(srv):
             int(st["total_net_input_bytes"]) + int(st["total_net_output_bytes"]))
 
 
+def assert_moves_within_traffic(srv, moved0, traffic0):
+    moved, traffic = counters(srv)
+    assert moved - moved0 <= traffic - traffic0, (
+        "moved %d bytes to compact buffers for %d bytes of traffic" %
+        (moved - moved0, traffic - traffic0))
+
+
 def slow_reader(port):
     """A connection whose kernel receive buffer is small (set before
     connecting), so the server's replies leave in many small writes."""
@@ -59,10 +66,7 @@ def test_pipeline_held_back_by_output(server):
             assert reader.read() == p, "reply %d" % i
     finally:
         s.close()
-    moved, traffic = counters(server)
-    assert moved - moved0 <= traffic - traffic0, (
-        "moved %d bytes to compact buffers for %d bytes of traffic" %
-        (moved - moved0, traffic - traffic0))
+    assert_moves_within_traffic(server, moved0, traffic0)
 
 
 def test_large_reply_to_slow_reader(server):
@@ -85,10 +89,7 @@ def test_large_reply_to_slow_reader(server):
         assert bytes(got) == want
     finally:
         s.close()
-    moved, traffic = counters(server)
-    assert moved - moved0 <= traffic - traffic0, (
-        "moved %d bytes to compact buffers for %d bytes of traffic" %
-        (moved - moved0, traffic - traffic0))
+    assert_moves_within_traffic(server, moved0, traffic0)
 
 
 def encode_reply(values):

@@ -47,6 +47,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from conftest import (Cluster, ConnectionClosed, RawConn, RespClient, RespError,  # noqa: E402
                       encode_command, key_slot, stop_process, wait_for)
 import test_failover as tf  # noqa: E402
+from resp_soak import anon_kb  # noqa: E402
 
 CONN_ERRORS = (OSError, ConnectionClosed)
 NOT_RUN = tf.NOT_RUN + ("NOREPLICAS Not enough good replicas",)
@@ -102,17 +103,6 @@ def wait_whole(cl, managed, timeout=120.0):
         except (CONN_ERRORS + (AssertionError,)):
             return False
     assert wait_for(live, timeout=timeout, interval=0.1), "static cluster not whole after %.0f s" % timeout
-
-
-def anon_kb(pid):
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return -1
 
 
 # --------------------------------------------------------------------------
