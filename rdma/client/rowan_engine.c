@@ -11,9 +11,11 @@
  * trips, at least 20 ms, doubling up to 250 ms) reuse it, so the server answers
  * them from its reply cache. A request is sent under a NEW id, possibly to
  * another node, only when the server said that nothing ran: a refusal
- * (stale term), -MOVED or -TRYAGAIN. A request that timed out, or whose
- * node refused the datagram, is an error for the caller (it may have run);
- * it is never sent elsewhere behind the caller's back.
+ * (stale term), -MOVED or -TRYAGAIN (asked again every 20 ms until the
+ * request's timeout; the others are followed at most MAX_REROUTES times).
+ * A request that timed out, or whose node refused the datagram, is an
+ * error for the caller (it may have run); it is never sent elsewhere
+ * behind the caller's back.
  *
  * Configuration. Read from one node with CLUSTER INFO (is it a cluster, and
  * its current epoch, which is Rowan's term), CONFIG GET port (once: the
@@ -45,6 +47,7 @@
 #define RTO_MAX   (250ull * 1000000)   /* loss, not congestion: keep retrying briskly */
 #define RTO_INIT  (100ull * 1000000)
 #define MAX_REROUTES 8
+#define TRYAGAIN_WAIT (20ull * 1000000)
 #define RF_INFO 1
 #define RF_PORT 2
 #define RF_SLOTS 3
@@ -953,9 +956,9 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
         uint64_t rtt = eng_now(e) - q->t_sent;
         e->srtt = e->srtt ? (7 * e->srtt + rtt) / 8 : rtt;
     }
-    if (!q->internal && r->type == REDIS_REPLY_ERROR && q->reroutes < MAX_REROUTES) {
+    if (!q->internal && r->type == REDIS_REPLY_ERROR) {
         int slot;
-        if (strncmp(r->str, "MOVED ", 6) == 0) {
+        if (strncmp(r->str, "MOVED ", 6) == 0 && q->reroutes < MAX_REROUTES) {
             int to = moved_target(e, r, q->node, &slot);
             if (to >= 0) {
                 freeReplyObject(r);
@@ -965,9 +968,16 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
                 rw_refresh(e, from);
                 return;
             }
-        } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
+        } else if (strncmp(r->str, "TRYAGAIN", 8) == 0 &&
+                   eng_now(e) + TRYAGAIN_WAIT < q->t_deadline) {
+            /* the shard is being checked after a failover (reconcile.h):
+             * asked again until the request's deadline, not counted as a
+             * reroute (a check longer than MAX_REROUTES waits would
+             * otherwise fail it, or the -MOVED after it, to the caller) */
             freeReplyObject(r);
-            reroute(e, q, -1, 20ull * 1000000);
+            detach(e, q);
+            e->st.redirects++;
+            park(e, q, eng_now(e) + TRYAGAIN_WAIT);
             return;
         }
     }

@@ -497,15 +497,21 @@ def test_shared_sockets_through_failover_and_kill9(native_cluster):
     assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
     assert out["sockets"] != "0" and int(out["sockets"]) <= 3, out   # shared: one per node
     assert out["sockets_after"] == "0", out
-    # the planned handover: refreshes, and nothing failed before the kill
-    # (an error there would be a stale-term refusal surfaced to the caller)
+    # the new terms: every context re-read the configuration, and no
+    # request reached its caller as refused for a stale term or redirected
+    # (-MOVED: the library follows it). Before the kill a context may see
+    # only what the handover itself answers: a reply held across it is
+    # dropped ("outcome unknown", DECISIONS.md), and if the loaded machine
+    # let a lease lapse, CLUSTERDOWN, or a -TRYAGAIN that outlasted the
+    # 1 s timeout (both ran nowhere). -TRYAGAIN within it is waited out: it
+    # used to be tried 8 times and then reach the caller (or the -MOVED
+    # after it did).
     assert int(out["refreshes"]) >= k, out
-    # (a reply held across the handover is dropped by design, DECISIONS.md:
-    # "outcome unknown", at most once per context as each has one INCR in
-    # flight)
-    early = [line for line in stderr.splitlines() if line.startswith("phase 0")]
-    assert all("its outcome is unknown" in line for line in early), "\n".join(early)
-    assert all(int(out["early_%d" % i]) <= 1 for i in range(k)), "\n".join(early)
+    errors = stderr.splitlines()
+    assert not [e for e in errors if "stale" in e or "MOVED" in e], stderr
+    early = [e for e in errors if e.startswith("phase 0")]
+    assert all("its outcome is unknown" in e or "CLUSTERDOWN" in e or "TRYAGAIN" in e
+               for e in early), stderr
     wait_healthy(cl, n=2)
     assert int(rowan(cl.nodes[0])["cluster_term"]) > term1
     rc = cl.cluster_client()

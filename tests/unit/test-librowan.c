@@ -4,7 +4,7 @@
  * test drives the library through what a real server rarely does on cue:
  * replies lost on their first send, fragments in reverse order and twice,
  * BUSY refusals, stale-term refusals after a failover, -MOVED after a slot
- * moved under the same term. The fake (a thread with two UDP sockets, the
+ * moved under the same term, -TRYAGAIN while a shard is being checked. The fake (a thread with two UDP sockets, the
  * nodes of a 2-node "cluster", or one standalone node) speaks the real wire
  * format through the server's codec (rdma/dgram.c), keeps a reply cache per
  * (client id, request id) as the server does, and counts the INCRs it
@@ -38,6 +38,7 @@ static struct {
     int drop_every;              /* drop every k-th reply on its first send */
     int busy_every;              /* refuse request ids divisible by k once, BUSY */
     int reverse, dup;            /* fragments in reverse order / the first twice */
+    int tryagain;                /* answer the next k INCRs -TRYAGAIN (ran nowhere) */
     cached *cache;
     size_t ncache, cap;
     char keys[256][32];
@@ -118,6 +119,11 @@ static char *run_cmd(int me, int argc, const char **argv, const size_t *len, siz
         if (F.cluster && owner_of(slot) != me) {
             F.moved++;
             return fmt(rlen, "-MOVED %u 127.0.0.1:%d\r\n", slot, F.port[owner_of(slot)]);
+        }
+        if (F.tryagain > 0 && arg_is(argv[0], len[0], "incr")) {
+            F.tryagain--;
+            return fmt(rlen, "-TRYAGAIN Hash slot %u: shard is being checked; try again\r\n",
+                       slot);
         }
         long long *v = kv(argv[1], len[1]);
         if (arg_is(argv[0], len[0], "incr")) {
@@ -408,6 +414,38 @@ static void test_cluster_routing_and_failover(void) {
     rowanFree(c);
 }
 
+/* -TRYAGAIN (a shard checked after a failover, reconcile.h) is asked again
+ * until the request's timeout however often it comes, not a bounded number
+ * of times (a check longer than 8 tries used to reach the caller); past
+ * the timeout the caller gets the -TRYAGAIN, which ran nowhere. */
+static void test_tryagain_until_timeout(void) {
+    knobs(1, 4, 0, 0, 0, 0, 0);
+    rowanContext *c = rowanConnect("127.0.0.1", F.port[0]);
+    CHECK(c && !c->err);
+    pthread_mutex_lock(&F.lock);
+    F.tryagain = 20;                               /* ~400 ms of 20 ms waits */
+    pthread_mutex_unlock(&F.lock);
+    long long before = runs();
+    redisReply *r = rowanCommand(c, "INCR %s", "tryagain");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    if (r) freeReplyObject(r);
+    CHECK_EQ_LL(runs() - before, 1);
+    pthread_mutex_lock(&F.lock);
+    CHECK_EQ_LL(F.tryagain, 0);
+    F.tryagain = 1000000;                          /* never served in time */
+    pthread_mutex_unlock(&F.lock);
+    struct timeval tv = {0, 300000};
+    rowanSetTimeout(c, tv);
+    r = rowanCommand(c, "INCR %s", "tryagain");
+    CHECK(r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TRYAGAIN", 8));
+    if (r) freeReplyObject(r);
+    CHECK_EQ_LL(runs() - before, 1);
+    pthread_mutex_lock(&F.lock);
+    F.tryagain = 0;
+    pthread_mutex_unlock(&F.lock);
+    rowanFree(c);
+}
+
 static struct { int done, bad; struct event_base *base; } A;
 
 static void on_incr(rowanAsyncContext *ac, void *reply, void *priv) {
@@ -465,6 +503,7 @@ int main(void) {
     fake_start(&thr);
     test_standalone_lossy();
     test_cluster_routing_and_failover();
+    test_tryagain_until_timeout();
     test_async_lossy();
     test_async_free_in_callback();
     atomic_store(&F.stop, 1);
