@@ -10,8 +10,10 @@ frames: the server's INFO counts them), the libevent API, loss and
 duplication
 injected by the library's fault hook (nothing applied twice, nothing
 acknowledged lost), a dead or silent server, routing to every primary of a
-static cluster, and a planned failover of a managed cluster (a new term:
-the library is refused as stale, re-reads the configuration and goes on).
+static cluster, a planned failover of a managed cluster (a new term:
+the library is refused as stale, re-reads the configuration and goes on),
+and async contexts sharing a socket per node through a planned failover
+and a kill -9 of a primary.
 """
 import os
 import signal
