@@ -11,9 +11,13 @@
  * trips, at least 20 ms, doubling up to 250 ms) reuse it, so the server answers
  * them from its reply cache. A request is sent under a NEW id, possibly to
  * another node, only when the server said that nothing ran: a refusal
- * (stale term), -MOVED or -TRYAGAIN. A request that timed out, or whose
- * node refused the datagram, is an error for the caller (it may have run);
- * it is never sent elsewhere behind the caller's back.
+ * (stale term), -MOVED or -TRYAGAIN. -TRYAGAIN, and -MOVED from a node
+ * behind our term (it has not adopted the configuration we route by),
+ * are asked again every 20 ms until the request's timeout; the others
+ * are followed at most MAX_REROUTES times.
+ * A request that timed out, or whose node refused the datagram, is an
+ * error for the caller (it may have run); it is never sent elsewhere
+ * behind the caller's back.
  *
  * Configuration. Read from one node with CLUSTER INFO (is it a cluster, and
  * its current epoch, which is Rowan's term), CONFIG GET port (once: the
@@ -45,6 +49,7 @@
 #define RTO_MAX   (250ull * 1000000)   /* loss, not congestion: keep retrying briskly */
 #define RTO_INIT  (100ull * 1000000)
 #define MAX_REROUTES 8
+#define TRYAGAIN_WAIT (20ull * 1000000)
 #define RF_INFO 1
 #define RF_PORT 2
 #define RF_SLOTS 3
@@ -941,8 +946,22 @@ static int moved_target(rowanEngine *e, const redisReply *r, int from, int *slot
     return node_by_resp(e, hl ? host : e->nodes[from].host, atoi(colon + 1), 0);
 }
 
-/* The whole reply of q is here. */
-static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) {
+/* q waits `wait` and is then sent again by the map: nothing ran, and the
+ * answer will change by itself (a shard being checked, a node adopting
+ * the term). Until the request's deadline, not counted as a reroute: such
+ * a wait can outlast MAX_REROUTES quick tries. 0 if the deadline is too
+ * near (the caller gets the reply). */
+static int wait_and_retry(rowanEngine *e, rw_req *q, uint64_t wait) {
+    uint64_t at = eng_now(e) + wait;
+    if (at >= q->t_deadline) return 0;
+    detach(e, q);
+    e->st.redirects++;
+    park(e, q, at);
+    return 1;
+}
+
+/* The whole reply of q is here; term: the replying node's (its header). */
+static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len, uint64_t term) {
     redisReply *r = rw_push_reply(e, q, buf, len);   /* values after the first: pushed */
     if (!r) {
         fail(e, q, ROWAN_ERR_PROTOCOL, "reply from %s:%d is not one RESP value",
@@ -953,9 +972,19 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
         uint64_t rtt = eng_now(e) - q->t_sent;
         e->srtt = e->srtt ? (7 * e->srtt + rtt) / 8 : rtt;
     }
-    if (!q->internal && r->type == REDIS_REPLY_ERROR && q->reroutes < MAX_REROUTES) {
+    if (!q->internal && r->type == REDIS_REPLY_ERROR) {
         int slot;
-        if (strncmp(r->str, "MOVED ", 6) == 0) {
+        if (strncmp(r->str, "MOVED ", 6) == 0 && term && term < e->term &&
+            wait_and_retry(e, q, TRYAGAIN_WAIT)) {
+            /* from a node that has not adopted our term yet (a planned
+             * handover's new primary, a moment behind the old one): its
+             * map is older than ours. Following it would bounce between
+             * the two nodes until the reroutes ran out; ask our map's
+             * node again shortly instead. */
+            freeReplyObject(r);
+            return;
+        }
+        if (strncmp(r->str, "MOVED ", 6) == 0 && q->reroutes < MAX_REROUTES) {
             int to = moved_target(e, r, q->node, &slot);
             if (to >= 0) {
                 freeReplyObject(r);
@@ -965,9 +994,8 @@ static void reply_ready(rowanEngine *e, rw_req *q, const char *buf, size_t len) 
                 rw_refresh(e, from);
                 return;
             }
-        } else if (strncmp(r->str, "TRYAGAIN", 8) == 0) {
-            freeReplyObject(r);
-            reroute(e, q, -1, 20ull * 1000000);
+        } else if (strncmp(r->str, "TRYAGAIN", 8) == 0 && wait_and_retry(e, q, TRYAGAIN_WAIT)) {
+            freeReplyObject(r);   /* the shard is being checked after a failover (reconcile.h) */
             return;
         }
     }
@@ -1026,7 +1054,7 @@ static void on_message(rowanEngine *e, int node, const dgram_hdr *hp, const unsi
     }
     if (h.type != DGRAM_REPLY) return;
     if (h.nfrag == 1 && h.off == 0 && plen == h.total) {
-        reply_ready(e, q, (const char *)pl, plen);
+        reply_ready(e, q, (const char *)pl, plen, h.term);
         return;
     }
     /* fragments may come in any order, and again after a retransmission */
@@ -1035,7 +1063,7 @@ static void on_message(rowanEngine *e, int node, const dgram_hdr *hp, const unsi
     size_t total = q->join.total;
     q->join.buf = NULL;
     dgram_join_free(&q->join);
-    reply_ready(e, q, (const char *)b, total);
+    reply_ready(e, q, (const char *)b, total, h.term);
     free(b);
 }
 

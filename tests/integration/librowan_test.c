@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
 #include <unistd.h>
 #include <event2/event.h>
 #include "rowan.h"
@@ -408,6 +409,125 @@ static int mode_shared(const char *host, int port, const char *prefix, int k, in
     return 0;
 }
 
+/* sharedfo PREFIX K SECONDS: K async contexts on one event base (so
+ * sharing a socket per node) each INCR their own key PREFIX:{i}, one at a
+ * time, for SECONDS, through whatever happens to the cluster meanwhile
+ * (failovers, a primary killed): a failed INCR (NULL or an error reply:
+ * it may or may not have run) is counted, logged and followed by the next
+ * one 5 ms later. Each acknowledged value must lie between the count of
+ * acknowledged INCRs and that plus the failed ones (none ran twice, none
+ * acknowledged was lost). Prints per context acked_i, failed_i, last_i,
+ * maxlat_i (ms, the longest any one INCR took to its callback) and late_i
+ * (INCRs acknowledged in the last 1.5 s: it recovered), and the stats
+ * summed. SIGUSR1 (sent just before the test kills a node) ends the first
+ * phase: early_i counts the INCRs failed before it, each logged with its
+ * phase. */
+static struct {
+    struct event_base *base;
+    rowanAsyncContext *ac[SH_MAX];
+    struct event *retry[SH_MAX];
+    int k, acked[SH_MAX], failed[SH_MAX], early[SH_MAX], late[SH_MAX], running, logged, phase;
+    long long last[SH_MAX];
+    double t_sent[SH_MAX], maxlat[SH_MAX], end;
+    const char *prefix;
+    char lastmsg[256];
+} FO;
+
+static void fo_send(int i);
+
+static void fo_reply(rowanAsyncContext *ac, void *reply, void *priv) {
+    int i = (int)(long)priv;
+    redisReply *r = reply;
+    double t = now_s(), lat = t - FO.t_sent[i];
+    if (lat > FO.maxlat[i]) FO.maxlat[i] = lat;
+    if (r && r->type == REDIS_REPLY_INTEGER) {
+        FO.acked[i]++;
+        CHECK(r->integer > FO.last[i], "ctx %d: INCR went from %lld to %lld", i, FO.last[i],
+              r->integer);
+        CHECK(r->integer >= FO.acked[i] && r->integer <= FO.acked[i] + FO.failed[i],
+              "ctx %d: INCR gave %lld after %d acknowledged and %d failed", i, r->integer,
+              FO.acked[i], FO.failed[i]);
+        FO.last[i] = r->integer;
+        if (t > FO.end - 1.5) FO.late[i]++;
+    } else {
+        FO.failed[i]++;
+        FO.early[i] += FO.phase == 0;
+        const char *msg = r ? (r->str ? r->str : "(error reply)") : ac->errstr;
+        if ((FO.failed[i] <= 2 || strcmp(msg, FO.lastmsg)) && FO.logged++ < 60)
+            fprintf(stderr, "phase %d ctx %d INCR %s: %s\n", FO.phase, i,
+                    r ? "error reply" : "failed", msg);
+        snprintf(FO.lastmsg, sizeof FO.lastmsg, "%s", msg);
+    }
+    if (t >= FO.end) {
+        if (--FO.running == 0) event_base_loopbreak(FO.base);
+        return;
+    }
+    if (r && r->type == REDIS_REPLY_INTEGER) {
+        fo_send(i);
+    } else {               /* not in a tight loop while a node is gone */
+        struct timeval tv = {0, 5000};
+        evtimer_add(FO.retry[i], &tv);
+    }
+}
+
+static void fo_retry(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what;
+    fo_send((int)(long)arg);
+}
+
+static void fo_phase(evutil_socket_t fd, short what, void *arg) {
+    (void)fd, (void)what, (void)arg;
+    FO.phase = 1;
+}
+
+static void fo_send(int i) {
+    FO.t_sent[i] = now_s();
+    CHECK(rowanAsyncCommand(FO.ac[i], fo_reply, (void *)(long)i, "INCR %s:{%d}", FO.prefix, i) ==
+          ROWAN_OK, "ctx %d send: %s", i, FO.ac[i]->errstr);
+}
+
+static int mode_sharedfo(const char *host, int port, const char *prefix, int k, double seconds) {
+    CHECK(k >= 2 && k <= SH_MAX && seconds > 0, "sharedfo: 2 <= K <= %d", SH_MAX);
+    FO.base = event_base_new();
+    FO.k = FO.running = k;
+    FO.prefix = prefix;
+    struct timeval tv = {1, 0};
+    for (int i = 0; i < k; i++) {
+        FO.ac[i] = rowanAsyncConnect(host, port);
+        CHECK(FO.ac[i] && !FO.ac[i]->err, "async connect: %s", FO.ac[i] ? FO.ac[i]->errstr : "oom");
+        rowanAsyncSetTimeout(FO.ac[i], tv);
+        CHECK(rowanLibeventAttach(FO.ac[i], FO.base) == ROWAN_OK, "attach");
+        FO.retry[i] = evtimer_new(FO.base, fo_retry, (void *)(long)i);
+    }
+    struct event *usr1 = evsignal_new(FO.base, SIGUSR1, fo_phase, NULL);
+    CHECK(usr1 && evsignal_add(usr1, NULL) == 0, "SIGUSR1 event");
+    FO.end = now_s() + seconds;
+    for (int i = 0; i < k; i++) fo_send(i);
+    printf("ready=1\n");
+    event_base_dispatch(FO.base);
+    printf("sockets=%d\n", udp_sockets());
+    rowanStats sum = {0};
+    for (int i = 0; i < k; i++) {
+        rowanStats st;
+        rowanAsyncGetStats(FO.ac[i], &st);
+        sum.sent += st.sent;
+        sum.retransmits += st.retransmits;
+        sum.received += st.received;
+        sum.refreshes += st.refreshes;
+        sum.redirects += st.redirects;
+        printf("acked_%d=%d\nfailed_%d=%d\nlast_%d=%lld\nmaxlat_%d=%.0f\nlate_%d=%d\n"
+               "refreshes_%d=%llu\nearly_%d=%d\n", i, FO.acked[i], i, FO.failed[i], i, FO.last[i], i,
+               FO.maxlat[i] * 1000, i, FO.late[i], i, st.refreshes, i, FO.early[i]);
+        event_free(FO.retry[i]);
+        rowanAsyncFree(FO.ac[i]);
+    }
+    printf("sockets_after=%d\n", udp_sockets());
+    print_stats(&sum);
+    event_free(usr1);
+    event_base_free(FO.base);
+    return 0;
+}
+
 /* ---- pub/sub and MONITOR (the Python side publishes with redis-py) ----
  *
  * sub / asub (blocking / async API) [KEEPALIVE_MS]: SUBSCRIBE lr:ch1 lr:ch2
@@ -645,6 +765,8 @@ int main(int argc, char **argv) {
     if (!strcmp(mode, "async") && argc > 5) return mode_async(host, port, argv[4], atoi(argv[5]));
     if (!strcmp(mode, "shared") && argc > 6)
         return mode_shared(host, port, argv[4], atoi(argv[5]), atoi(argv[6]));
+    if (!strcmp(mode, "sharedfo") && argc > 6)
+        return mode_sharedfo(host, port, argv[4], atoi(argv[5]), atof(argv[6]));
     if (!strcmp(mode, "sub")) return mode_sub(host, port, argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(mode, "asub")) return mode_asub(host, port, argc > 4 ? atoi(argv[4]) : 0);
     if (!strcmp(mode, "monitor")) return mode_monitor(host, port);

@@ -4,7 +4,8 @@
  * test drives the library through what a real server rarely does on cue:
  * replies lost on their first send, fragments in reverse order and twice,
  * BUSY refusals, stale-term refusals after a failover, -MOVED after a slot
- * moved under the same term. The fake (a thread with two UDP sockets, the
+ * moved under the same term, -TRYAGAIN while a shard is being checked, a
+ * node a moment behind the others' term (-MOVED by its old map). The fake (a thread with two UDP sockets, the
  * nodes of a 2-node "cluster", or one standalone node) speaks the real wire
  * format through the server's codec (rdma/dgram.c), keeps a reply cache per
  * (client id, request id) as the server does, and counts the INCRs it
@@ -38,6 +39,9 @@ static struct {
     int drop_every;              /* drop every k-th reply on its first send */
     int busy_every;              /* refuse request ids divisible by k once, BUSY */
     int reverse, dup;            /* fragments in reverse order / the first twice */
+    int tryagain;                /* answer the next k INCRs -TRYAGAIN (ran nowhere) */
+    int lag_node, lag_left;      /* node lag_node has not adopted F.term for its next
+                                  * lag_left INCRs: answers with term - 1, by the old map */
     cached *cache;
     size_t ncache, cap;
     char keys[256][32];
@@ -52,6 +56,8 @@ static struct {
 } F;
 
 static int owner_of(unsigned slot) { return (slot < 8192) ^ F.flip ? 0 : 1; }
+
+static int lagging(int me) { return F.lag_left > 0 && me == F.lag_node; }
 
 static long long *kv(const char *k, size_t len) {
     for (int i = 0; i < F.nkeys; i++)
@@ -115,9 +121,16 @@ static char *run_cmd(int me, int argc, const char **argv, const size_t *len, siz
     }
     if ((arg_is(argv[0], len[0], "incr") || arg_is(argv[0], len[0], "get")) && argc == 2) {
         unsigned slot = hash_slot(argv[1], len[1]);
-        if (F.cluster && owner_of(slot) != me) {
+        int lag = lagging(me) && arg_is(argv[0], len[0], "incr");
+        if (lag) F.lag_left--;
+        if (F.cluster && (owner_of(slot) != me) != lag) {   /* a lagging node: the old map */
             F.moved++;
-            return fmt(rlen, "-MOVED %u 127.0.0.1:%d\r\n", slot, F.port[owner_of(slot)]);
+            return fmt(rlen, "-MOVED %u 127.0.0.1:%d\r\n", slot, F.port[owner_of(slot) ^ lag]);
+        }
+        if (F.tryagain > 0 && arg_is(argv[0], len[0], "incr")) {
+            F.tryagain--;
+            return fmt(rlen, "-TRYAGAIN Hash slot %u: shard is being checked; try again\r\n",
+                       slot);
         }
         long long *v = kv(argv[1], len[1]);
         if (arg_is(argv[0], len[0], "incr")) {
@@ -135,7 +148,7 @@ static void send_reply(int me, const struct sockaddr_in *to, const dgram_hdr *rq
     unsigned n = dgram_reply_nfrag(len);
     unsigned char buf[DGRAM_MTU];
     dgram_hdr h = *rq;
-    h.term = F.term;
+    h.term = F.term - (F.lag_left > 0 && me == F.lag_node);
     for (unsigned k = 0; k < n; k++) {
         unsigned i = F.reverse ? n - 1 - k : k;
         long l = dgram_put_reply(buf, &h, resp, len, i);
@@ -408,6 +421,66 @@ static void test_cluster_routing_and_failover(void) {
     rowanFree(c);
 }
 
+/* -TRYAGAIN (a shard checked after a failover, reconcile.h) is asked again
+ * until the request's timeout however often it comes, not a bounded number
+ * of times (a check longer than 8 tries used to reach the caller); past
+ * the timeout the caller gets the -TRYAGAIN, which ran nowhere. */
+static void test_tryagain_until_timeout(void) {
+    knobs(1, 4, 0, 0, 0, 0, 0);
+    rowanContext *c = rowanConnect("127.0.0.1", F.port[0]);
+    CHECK(c && !c->err);
+    pthread_mutex_lock(&F.lock);
+    F.tryagain = 20;                               /* ~400 ms of 20 ms waits */
+    pthread_mutex_unlock(&F.lock);
+    long long before = runs();
+    redisReply *r = rowanCommand(c, "INCR %s", "tryagain");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    if (r) freeReplyObject(r);
+    CHECK_EQ_LL(runs() - before, 1);
+    pthread_mutex_lock(&F.lock);
+    CHECK_EQ_LL(F.tryagain, 0);
+    F.tryagain = 1000000;                          /* never served in time */
+    pthread_mutex_unlock(&F.lock);
+    struct timeval tv = {0, 300000};
+    rowanSetTimeout(c, tv);
+    r = rowanCommand(c, "INCR %s", "tryagain");
+    CHECK(r && r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "TRYAGAIN", 8));
+    if (r) freeReplyObject(r);
+    CHECK_EQ_LL(runs() - before, 1);
+    pthread_mutex_lock(&F.lock);
+    F.tryagain = 0;
+    pthread_mutex_unlock(&F.lock);
+    rowanFree(c);
+}
+
+/* A planned handover's new primary a moment behind the old one: the old
+ * primary (term 4) sends -MOVED to it, and it, under term 3 still, sends
+ * -MOVED back by its old map. The library waits for it (its reply's term
+ * is behind ours) instead of bouncing until its reroutes run out. */
+static void test_moved_from_a_lagging_node(void) {
+    knobs(1, 4, 1, 0, 0, 0, 0);
+    rowanContext *c = rowanConnect("127.0.0.1", F.port[0]);
+    CHECK(c && !c->err);
+    char key[32];
+    int i = 0;
+    do snprintf(key, sizeof key, "lag%d", i++); while (node_of_key(key) != 1);
+    pthread_mutex_lock(&F.lock);
+    F.lag_node = 1;
+    F.lag_left = 15;                               /* 15 tries: ~300 ms */
+    long long moved0 = F.moved;
+    pthread_mutex_unlock(&F.lock);
+    long long before = runs();
+    redisReply *r = rowanCommand(c, "INCR %s", key);
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+    if (r) freeReplyObject(r);
+    CHECK_EQ_LL(runs() - before, 1);
+    pthread_mutex_lock(&F.lock);
+    CHECK_EQ_LL(F.lag_left, 0);
+    CHECK(F.moved - moved0 >= 15);
+    pthread_mutex_unlock(&F.lock);
+    rowanFree(c);
+}
+
 static struct { int done, bad; struct event_base *base; } A;
 
 static void on_incr(rowanAsyncContext *ac, void *reply, void *priv) {
@@ -465,6 +538,8 @@ int main(void) {
     fake_start(&thr);
     test_standalone_lossy();
     test_cluster_routing_and_failover();
+    test_tryagain_until_timeout();
+    test_moved_from_a_lagging_node();
     test_async_lossy();
     test_async_free_in_callback();
     atomic_store(&F.stop, 1);
