@@ -36,6 +36,7 @@
 #include "commands.h"
 #include "hash.h"
 #include "member.h"
+#include "reconcile.h"
 #include "multi.h"
 #include "server.h"
 #include "shard.h"
@@ -469,6 +470,9 @@ static void cluster_getkeysinslot(client *c) {
 
 static const char *const cluster_help[] = {
     "CLUSTER <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "ACCEPTCOPY <shard-id>|ALL",
+    "    Serve refused shards (-CLUSTERDOWN) this node is primary of from the most",
+    "    recent learner's copy, accepting that it may lack acknowledged writes.",
     "COUNTKEYSINSLOT <slot>",
     "    Return the number of keys in <slot>.",
     "FAILOVER [FORCE|TAKEOVER]",
@@ -559,6 +563,24 @@ static void cluster_failover(client *c) {
     else resp_add_ok(&c->out);
 }
 
+/* CLUSTER ACCEPTCOPY <shard-id>|ALL: an operator's way out of a refusal
+ * no replica can repair (reconcile.h): the shard's learners hold copies
+ * that may lack acknowledged writes, and the operator accepts that, as
+ * rowan-check-pool --fix accepts a damaged region's loss. Replies the
+ * number of refused shards checked again (served once fetched). */
+static void cluster_acceptcopy(client *c) {
+    if (!cluster_enabled()) {
+        resp_add_error(&c->out, "ERR This instance has cluster support disabled");
+        return;
+    }
+    long long sid = -1;
+    if (!arg_is(c, 2, "all") &&
+        arg_ll_range(c, 2, 0, server.nshards - 1, &sid,
+                     "ERR Invalid shard id (CLUSTER SHARDS lists them) or ALL") != 0)
+        return;
+    resp_add_int(&c->out, reconcile_accept((int)sid));
+}
+
 static const subcommand cluster_subs[] = {
     {"slots", 2, cluster_slots_cmd},
     {"shards", 2, cluster_shards_cmd},
@@ -570,6 +592,7 @@ static const subcommand cluster_subs[] = {
     {"countkeysinslot", 3, cluster_countkeysinslot},
     {"getkeysinslot", 4, cluster_getkeysinslot},
     {"failover", -2, cluster_failover},
+    {"acceptcopy", 3, cluster_acceptcopy},
     {"help", 2, cluster_help_cmd},
     {NULL, 0, NULL},
 };

@@ -116,7 +116,8 @@ static void learner_copy(const cluster_config *c, const cluster_config *old, int
                          int oself) {
     shard *sh = &server.shards[s];
     if (self >= 0 && cluster_mask_has(c->learners[s], self)) {
-        atomic_store(&sh->damaged, 1);
+        int clean = 0;   /* damage found by recovery stays what it is */
+        atomic_compare_exchange_strong(&sh->damaged, &clean, SHARD_DAMAGED_LEARNER);
     } else if (old && oself >= 0 && cluster_mask_has(old->learners[s], oself) &&
                self >= 0 && cluster_mask_has(c->backups[s], self) &&
                atomic_load(&sh->resync_term) >= c->term) {

@@ -26,7 +26,12 @@
  * Answers (BUS_SHARDINFO response), per shard asked: u16 shard, u8 flags
  * (RC_DAMAGED: the copy may lack effects; RC_HERE: this node holds a copy
  * at all, i.e. is a backup of it), u64 largest version held, u64 version
- * up to which the copy is committed (digest_committed).
+ * up to which the copy is committed (digest_committed). Learners are asked
+ * too (RC_LEARNER: the copy is suspect only because its node is a learner,
+ * and no re-sync is half-way in): never a source by themselves, they are
+ * named when a shard is refused, and CLUSTER ACCEPTCOPY (an operator
+ * accepting that such a copy may lack acknowledged writes) fetches the
+ * most recent of them (reconcile_accept).
  *
  * Settling a shard: each backup whose committed version already covers
  * the settled copy's largest version holds exactly that copy (it applied
@@ -53,6 +58,7 @@
 
 #define RC_DAMAGED 0x1
 #define RC_HERE    0x2
+#define RC_LEARNER 0x4           /* damaged only as a learner's copy, whole */
 #define RC_ANSWER  19            /* bytes per shard in a SHARDINFO answer */
 #define RC_RETRY_US 250000
 #define RC_STALE_RETRY_US 5000       /* a peer still adopting the new term */
@@ -74,6 +80,8 @@ typedef struct rc_shard {
     uint64_t fetch_ver;
     int reapplying;          /* answers complete: the digest applies again */
     int empty;               /* this node holds nothing of it (holds_nothing) */
+    uint64_t learner_at[CLUSTER_MAX_NODES];  /* RC_LEARNER copies: version + 1 */
+    int from_learner;        /* the fetch takes an accepted learner's copy */
 } rc_shard;
 
 typedef struct rc_peer {
@@ -96,6 +104,7 @@ struct reconcile_state {
     _Atomic int pending, lost;
     _Atomic int *activate;          /* [nshards]: promoted, ready to be checked */
     _Atomic int *reapplied;         /* [nshards]: the digest applied again */
+    _Atomic int *accept;            /* [nshards]: CLUSTER ACCEPTCOPY asked for it */
     int late_pool;                  /* check_late_pool */
     int start_logged;               /* the startup phases were logged */
 };
@@ -112,6 +121,7 @@ void reconcile_free(void) {
     free(rc->sh);
     free(rc->activate);
     free(rc->reapplied);
+    free(rc->accept);
     pthread_mutex_destroy(&rc->mu);
     free(rc);
     server.reconcile = NULL;
@@ -190,8 +200,10 @@ static void info_run(void *arg) {
     for (int i = 0; i < j->n; i++) {
         int sid = j->ids[i];
         shard *s = &server.shards[sid];
-        uint8_t flags = (atomic_load(&s->damaged) ? RC_DAMAGED : 0) |
-                        (cluster_is_backup(sid) ? RC_HERE : 0);
+        int dmg = atomic_load(&s->damaged);
+        uint8_t flags = (dmg ? RC_DAMAGED : 0) | (cluster_is_backup(sid) ? RC_HERE : 0) |
+                        (dmg == SHARD_DAMAGED_LEARNER && !digest_receiving_resync(sid) ?
+                         RC_LEARNER : 0);
         le_put_u16(p, (uint16_t)sid);
         p[2] = flags;
         le_put_u64(p + 3, digest_max_version(sid));
@@ -225,6 +237,7 @@ typedef struct fetch_job {
     bus_req *req;
     int node, sid;
     uint64_t vmin;
+    int learner;             /* an accepted learner's copy (CLUSTER ACCEPTCOPY) */
 } fetch_job;
 
 static void *fetch_send_main(void *arg) {
@@ -253,6 +266,11 @@ static void *fetch_send_main(void *arg) {
  * state, then a thread sends it (it waits for the requester's acks). */
 static void fetch_run(void *arg) {
     fetch_job *j = arg;
+    if (j->learner && digest_receiving_resync(j->sid)) {
+        bus_reply_error(j->req, "this learner's copy of the shard is half-way through a re-sync");
+        free(j);
+        return;
+    }
     digest_apply_all(j->sid);
     pthread_t t;
     if (rowan_thread_create(&t, NULL, fetch_send_main, j) != 0) {
@@ -273,12 +291,15 @@ static void on_fetch(bus_req *r, int node, const uint8_t *p, size_t n) {
         bus_reply_error(r, "the asker is not the shard's primary");
         return;
     }
-    if (atomic_load(&server.shards[sid].damaged)) {
+    /* an accepted learner's copy: suspect only as a learner's (RC_LEARNER) */
+    int learner = n >= 11 && p[10];
+    int dmg = atomic_load(&server.shards[sid].damaged);
+    if (dmg && !(learner && dmg == SHARD_DAMAGED_LEARNER)) {
         bus_reply_error(r, "this copy of the shard is damaged");
         return;
     }
     fetch_job *j = malloc(sizeof(*j));
-    *j = (fetch_job){r, node, sid, le_get_u64(p + 2)};
+    *j = (fetch_job){r, node, sid, le_get_u64(p + 2), learner};
     digest_run(fetch_run, j);
 }
 
@@ -305,6 +326,7 @@ void reconcile_init(void) {
     rc->sh = calloc((size_t)server.nshards, sizeof(rc_shard));
     rc->activate = calloc((size_t)server.nshards, sizeof(*rc->activate));
     rc->reapplied = calloc((size_t)server.nshards, sizeof(*rc->reapplied));
+    rc->accept = calloc((size_t)server.nshards, sizeof(*rc->accept));
     check_late_pool();
     int n = 0;
     for (int s = 0; s < server.nshards; s++) {
@@ -351,14 +373,24 @@ static void reapply_run(void *arg) {
     atomic_store(&rc->reapplied[sid], 1);
 }
 
-/* Shards whose promotion reached the manager: checked from scratch. */
+/* Shards whose promotion reached the manager, or refused ones an operator
+ * accepted a learner's copy of (reconcile_accept): checked from scratch. */
 static void activate_promoted(void) {
     struct reconcile_state *rc = server.reconcile;
     for (int s = 0; s < server.nshards; s++) {
         if (!atomic_exchange(&rc->activate[s], 0)) continue;
         if (!cluster_is_primary(s)) continue;   /* a newer configuration took it away */
+        shard *sh = &server.shards[s];
+        int was_lost = 0;
+        shard_lock(sh);
+        if (atomic_load(&sh->avail) == SHARD_LOST) {
+            atomic_store(&sh->avail, SHARD_RECONCILING);
+            was_lost = 1;
+        }
+        shard_unlock(sh);
+        if (was_lost) atomic_fetch_sub(&rc->lost, 1);
         if (!rc->sh[s].active) atomic_fetch_add(&rc->pending, 1);
-        rc->sh[s] = (rc_shard){.active = 1, .best_node = -1};
+        rc->sh[s] = (rc_shard){.active = 1, .best_node = -1, .empty = was_lost && holds_nothing(s)};
         atomic_store(&rc->reapplied[s], 0);
     }
 }
@@ -387,7 +419,7 @@ static size_t unanswered(int p, uint8_t *buf) {
     size_t n = 0;
     for (int s = 0; s < server.nshards; s++) {
         rc_shard *r = &rc->sh[s];
-        if (r->active && cluster_mask_has(cluster_backups_of(s), p) &&
+        if (r->active && cluster_mask_has(cluster_backups_of(s) | cluster_learners_of(s), p) &&
             !cluster_mask_has(r->answered, p)) {
             le_put_u16(buf + 2 * n, (uint16_t)s);
             n++;
@@ -428,6 +460,7 @@ static void fold_answer(int p, const uint8_t *a, size_t n) {
         r->answered |= 1ULL << p;
         r->committed_at[p] = (flags & RC_HERE) && !(flags & RC_DAMAGED) ? le_get_u64(a + off + 11) : 0;
         if (v > r->max_any) r->max_any = v;
+        r->learner_at[p] = (flags & RC_HERE) && (flags & RC_LEARNER) ? v + 1 : 0;
         if ((flags & RC_HERE) && !(flags & RC_DAMAGED) && (r->best_node < 0 || v > r->best_ver)) {
             r->best_ver = v;
             r->best_node = p;
@@ -477,6 +510,7 @@ static void settle(int sid, const char *how) {
      * whatever it held before; writes must not land on top of that. */
     need |= cluster_learners_of(sid);
     if (need) repl_resync_shard(sid, need);
+    atomic_store(&rc->accept[sid], 0);
     r->settling = 1;
     serverLog(LL_VERBOSE, "Reconcile: shard %d settled (%s); %d backups to re-sync", sid, how,
               __builtin_popcountll(need));
@@ -495,19 +529,50 @@ static void check_settled(int sid) {
     atomic_fetch_sub(&rc->pending, 1);
 }
 
+/* The learners' copies a refused shard's log line names ("node0 version
+ * 12, node2 version 14"); 0 when none answered with one. */
+static int learner_copies(const rc_shard *r, char *buf, size_t len) {
+    int n = 0;
+    size_t off = 0;
+    buf[0] = 0;
+    for (int p = 0; p < cluster_nnodes() && off < len; p++) {
+        if (!r->learner_at[p]) continue;
+        off += (size_t)snprintf(buf + off, len - off, "%s%s version %llu", n ? ", " : "",
+                                cluster_node_at(p)->name, (unsigned long long)(r->learner_at[p] - 1));
+        n++;
+    }
+    return n;
+}
+
 static void lose(int sid) {
     struct reconcile_state *rc = server.reconcile;
+    rc_shard *r = &rc->sh[sid];
     shard *s = &server.shards[sid];
     shard_lock(s);
     atomic_store(&s->avail, SHARD_LOST);
     shard_unlock(s);
-    rc->sh[sid].active = 0;
+    r->active = 0;
+    atomic_store(&rc->accept[sid], 0);
     atomic_fetch_sub(&rc->pending, 1);
     atomic_fetch_add(&rc->lost, 1);
-    serverLog(LL_WARNING, "Reconcile: shard %d (slots %u-%u) is NOT served: this node's copy is "
-              "damaged and no replica holds an undamaged one. Its keys are refused with "
-              "-CLUSTERDOWN. Repair a copy with rowan-check-pool --fix (accepting the loss) and "
-              "restart its node.", sid, s->first_slot, s->last_slot);
+    char copies[512];
+    int nl = learner_copies(r, copies, sizeof(copies));
+    const char *why = r->empty ? "this node's pool holds nothing of it (wiped) and no backup "
+                                 "confirms its history"
+                               : "this node's copy is damaged and no backup holds an undamaged one";
+    if (nl)
+        serverLog(LL_WARNING, "Reconcile: shard %d (slots %u-%u) is NOT served: %s. Its keys are "
+                  "refused with -CLUSTERDOWN. Learners hold copies (%s), suspect because writes "
+                  "did not wait for a learner: they may lack acknowledged writes. To serve the most "
+                  "recent of them, accepting that, run CLUSTER ACCEPTCOPY %d (or ALL) on this node.",
+                  sid, s->first_slot, s->last_slot, why, copies, sid);
+    else
+        serverLog(LL_WARNING, "Reconcile: shard %d (slots %u-%u) is NOT served: %s. Its keys are "
+                  "refused with -CLUSTERDOWN. Bring back a node that held a copy: as a backup it "
+                  "is a source; as a learner, CLUSTER ACCEPTCOPY %d (or ALL) on this node serves "
+                  "its copy, accepting that it may lack acknowledged writes. Or repair a damaged "
+                  "copy with rowan-check-pool --fix (accepting the loss) and restart its node.",
+                  sid, s->first_slot, s->last_slot, why, sid);
 }
 
 static void fetch_cb(void *arg, int status, const uint8_t *p, size_t n) {
@@ -533,12 +598,14 @@ static void start_fetch(int sid, int64_t now) {
     r->fetching = 1;
     r->fetch_done = 0;
     serverLog(LL_NOTICE, "Reconcile: shard %d: node %s holds version %llu, this node only %llu%s; "
-              "fetching the shard from it", sid, cluster_node_at(r->best_node)->name,
+              "fetching the shard from it%s", sid, cluster_node_at(r->best_node)->name,
               (unsigned long long)r->best_ver, (unsigned long long)(mine - 1),
-              atomic_load(&server.shards[sid].damaged) ? " (and its copy is damaged)" : "");
-    uint8_t b[10];
+              atomic_load(&server.shards[sid].damaged) ? " (and its copy is damaged)" : "",
+              r->from_learner ? " (a learner's copy, accepted by CLUSTER ACCEPTCOPY)" : "");
+    uint8_t b[11];
     le_put_u16(b, (uint16_t)sid);
     le_put_u64(b + 2, vmin);
+    b[10] = (uint8_t)r->from_learner;
     (void)now;
     bus_call(r->best_node, BUS_FETCH, b, sizeof(b), RC_FETCH_TIMEOUT_MS, fetch_cb, r);
 }
@@ -568,6 +635,8 @@ static void check_fetch(int sid, int64_t now) {
     r->answered = 0;
     r->best_node = -1;
     r->best_ver = 0;
+    r->from_learner = 0;
+    memset(r->learner_at, 0, sizeof(r->learner_at));
     r->reapplying = 0;
     atomic_store(&rc->reapplied[sid], 0);
 }
@@ -599,16 +668,28 @@ static void decide(int sid, int64_t now) {
     }
     int damaged = atomic_load(&s->damaged);
     uint64_t mine = s->next_ver - 1;
-    if (r->empty && r->best_node < 0) {    /* nothing here, nobody to confirm it */
-        lose(sid);
+    if (r->best_node < 0 && (r->empty || damaged)) {
+        /* no source: hear the learners first, so the refusal names their
+         * copies, and an operator's CLUSTER ACCEPTCOPY can take one */
+        uint64_t l = cluster_learners_of(sid);
+        if ((r->answered & l) != l) return;
+        int best = -1;
+        for (int p = 0; p < cluster_nnodes(); p++)
+            if (r->learner_at[p] &&
+                (best < 0 || r->learner_at[p] > r->learner_at[best]))
+                best = p;
+        if (best < 0 || !atomic_load(&rc->accept[sid])) {
+            lose(sid);
+            return;
+        }
+        r->best_node = best;
+        r->best_ver = r->learner_at[best] - 1;
+        r->from_learner = 1;
+        start_fetch(sid, now);
         return;
     }
     if (!damaged && (r->best_node < 0 || mine >= r->best_ver)) {
         settle(sid, "this node's copy is the most recent");
-        return;
-    }
-    if (r->best_node < 0) {
-        lose(sid);
         return;
     }
     start_fetch(sid, now);
@@ -630,4 +711,23 @@ void reconcile_step(void) {
                   "its replicas%s", atomic_load(&rc->lost) ? "; some are refused (see above)" : "");
         log_startup();
     }
+}
+
+int reconcile_accept(int sid) {
+    struct reconcile_state *rc = server.reconcile;
+    if (!rc || !rc->sh) return 0;
+    int n = 0;
+    for (int s = 0; s < server.nshards; s++) {
+        if ((sid >= 0 && s != sid) || !cluster_is_primary(s) ||
+            atomic_load(&server.shards[s].avail) != SHARD_LOST)
+            continue;
+        atomic_store(&rc->accept[s], 1);
+        atomic_store(&rc->activate[s], 1);
+        n++;
+    }
+    if (n)
+        serverLog(LL_WARNING, "Reconcile: CLUSTER ACCEPTCOPY: %d refused shard%s checked again; "
+                  "the most recent learner's copy of each is served, accepting that it may lack "
+                  "acknowledged writes", n, n == 1 ? "" : "s");
+    return n;
 }

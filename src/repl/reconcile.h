@@ -22,7 +22,10 @@
  *   - if no replica holds an undamaged copy, the shard stays refused with
  *     -CLUSTERDOWN and the log says why; so does a managed node's copy of
  *     which its pool holds nothing (wiped) when no replica can confirm
- *     that the shard has no history (reconcile.c holds_nothing).
+ *     that the shard has no history (reconcile.c holds_nothing). Its
+ *     learners are asked too and named in that log line; CLUSTER
+ *     ACCEPTCOPY (reconcile_accept) takes the most recent learner's copy
+ *     when an operator accepts that it may lack acknowledged writes.
  * Bus messages: BUS_SHARDINFO (shard ids -> per shard: flags, largest
  * version held) and BUS_FETCH (shard, version floor -> the re-sync's
  * version, answered once the re-sync has been acknowledged by us). */
@@ -49,5 +52,11 @@ void reconcile_step(void);
 int reconcile_pending(void);
 /* Shards refused because no replica holds their whole history (INFO). */
 int reconcile_lost(void);
+/* CLUSTER ACCEPTCOPY (any thread): the operator accepts a learner's copy
+ * of refused shard sid (-1: of every refused shard this node is primary
+ * of) as its history, though it may lack acknowledged writes; each is
+ * checked again and the most recent learner's copy fetched. Returns how
+ * many shards are checked again. */
+int reconcile_accept(int sid);
 
 #endif

@@ -751,7 +751,13 @@ void repl_config_changed(const cluster_config *old) {
         uint64_t added = ((cur->backups[sid] | cur->learners[sid]) &
                           ~(old->backups[sid] | old->learners[sid])) |
                          (cur->backups[sid] & old->learners[sid]);
-        if (added) repl_resync_shard(sid, added);
+        /* Only a copy we serve: one being reconciled may lack history that
+         * the newcomer holds (reconcile's settle re-syncs every learner
+         * once it is decided), and a refused one (SHARD_LOST: a wiped
+         * pool's empty copy) would overwrite the only copies left of it
+         * -- the chaos run's learners, emptied that way. */
+        if (added && atomic_load(&server.shards[sid].avail) == SHARD_SERVING)
+            repl_resync_shard(sid, added);
     }
     server_wake_workers();
 }

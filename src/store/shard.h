@@ -58,7 +58,10 @@ typedef struct shard {
     /* This copy may lack effects: recovery found damage that may have
      * held some of them, or a re-sync was cut short. Such a copy is never
      * served nor used as the source of another replica; a complete
-     * re-sync clears the flag. */
+     * re-sync clears the flag. SHARD_DAMAGED_LEARNER: only because this
+     * node is a learner of it (member.c), nothing found missing; such a
+     * copy is a source only when an operator accepts it (reconcile.c,
+     * CLUSTER ACCEPTCOPY). */
     _Atomic int damaged;
     /* The term of the latest re-sync this copy received completely (the
      * sender's, from its begin marker): a learner's copy stays damaged
@@ -90,6 +93,10 @@ enum {
     SHARD_RECONCILING = 1,   /* being checked against its replicas, or fetched */
     SHARD_LOST = 2           /* no replica holds its whole history: refused */
 };
+
+/* shard.damaged: 1 = may lack effects (damage, a cut re-sync); this value:
+ * suspect only as a learner's copy. */
+#define SHARD_DAMAGED_LEARNER 2
 
 void shard_init_all(int nshards, int nworkers, int databases);
 /* Shard of a key (by its hash slot) / of a slot. */
