@@ -201,6 +201,7 @@ class Conn:
         self.sock.connect(("127.0.0.1", port))
         self.sock.setblocking(False)
         self.reader = ReplyReader()
+        self.unstalled = False     # exchange: a kernel stall was broken by reading
         self.deadline = deadline
         self.closed = False
 
@@ -251,6 +252,21 @@ class Conn:
             if self.closed:
                 raise Closed()
             now = time.monotonic()
+            if now > end and not read_while_sending and i < len(pieces) and not self.unstalled:
+                # A pipeliner that reads nothing until it has sent all, on
+                # 64 KB buffers, can stall in the kernel, not the server:
+                # its full receive buffer drops the server's segments and
+                # the ACKs they carry, so its own unacked data waits in
+                # exponential retransmission backoff (ss: both sockets at
+                # backoff 4+, the server's receive queue empty, its window
+                # open). redis-server stalls on the same seed. Reading
+                # ends it; a server that stopped reading would still fail
+                # below (test_limits' pipelining test checks reading
+                # without this).
+                self.unstalled = True
+                read_while_sending = True
+                end = now + limit
+                continue
             if now > end:
                 raise SoakFailure("no progress within %.0f s: %d of %d replies, %d of %d "
                                   "pieces sent%s" % (limit, got, nreplies, i, len(pieces),
