@@ -109,6 +109,25 @@ static int bound_socket(int type, int port) {
 
 typedef struct { int mode, port; } srv_arg;
 
+/* Everything waiting on fd, up to SBATCH datagrams, without blocking:
+ * datagram i lands in buf[i] (iov[i], m[i].msg_len), its sender in from[i]
+ * when from is given. */
+static int recv_batch(int fd, unsigned char (*buf)[MAXS], struct mmsghdr *m, struct iovec *iov,
+                      struct sockaddr_in *from) {
+    for (int i = 0; i < SBATCH; i++) {
+        iov[i].iov_base = buf[i];
+        iov[i].iov_len = MAXS;
+        memset(&m[i].msg_hdr, 0, sizeof m[i].msg_hdr);
+        m[i].msg_hdr.msg_iov = &iov[i];
+        m[i].msg_hdr.msg_iovlen = 1;
+        if (from) {
+            m[i].msg_hdr.msg_name = &from[i];
+            m[i].msg_hdr.msg_namelen = sizeof from[i];
+        }
+    }
+    return recvmmsg(fd, m, SBATCH, MSG_DONTWAIT, NULL);
+}
+
 /* UDP (both modes): wait, take everything waiting (recvmmsg), answer it
  * with one sendmmsg, as a native worker's round does. */
 static void *udp_worker(void *p) {
@@ -122,16 +141,7 @@ static void *udp_worker(void *p) {
         struct pollfd pf = {fd, POLLIN, 0};
         if (poll(&pf, 1, -1) < 0 && errno != EINTR) die("poll");
         for (;;) {
-            for (int i = 0; i < SBATCH; i++) {
-                iov[i].iov_base = buf[i];
-                iov[i].iov_len = MAXS;
-                memset(&m[i].msg_hdr, 0, sizeof m[i].msg_hdr);
-                m[i].msg_hdr.msg_iov = &iov[i];
-                m[i].msg_hdr.msg_iovlen = 1;
-                m[i].msg_hdr.msg_name = &from[i];
-                m[i].msg_hdr.msg_namelen = sizeof from[i];
-            }
-            int n = recvmmsg(fd, m, SBATCH, MSG_DONTWAIT, NULL);
+            int n = recv_batch(fd, buf, m, iov, from);
             if (n <= 0) break;
             for (int i = 0; i < n; i++) iov[i].iov_len = m[i].msg_len;   /* echo: same bytes back */
             for (int done = 0; done < n;) {
@@ -335,14 +345,7 @@ static void client_shared(cli_arg *a) {
         if (poll(&pf, 1, 50) <= 0) goto check;
         long long done = 0;
         for (;;) {
-            for (int i = 0; i < SBATCH; i++) {
-                iov[i].iov_base = rx[i];
-                iov[i].iov_len = MAXS;
-                memset(&m[i].msg_hdr, 0, sizeof m[i].msg_hdr);
-                m[i].msg_hdr.msg_iov = &iov[i];
-                m[i].msg_hdr.msg_iovlen = 1;
-            }
-            int n = recvmmsg(q->fd, m, SBATCH, MSG_DONTWAIT, NULL);
+            int n = recv_batch(q->fd, rx, m, iov, NULL);
             if (n <= 0) break;
             for (int i = 0; i < n; i++) {
                 uint64_t rnd;
