@@ -184,6 +184,22 @@ def not_run(rep):
     return isinstance(rep, RespError) and rep.msg.startswith(NOT_RUN)
 
 
+def final_read(ch, name, key, label, cmd):
+    """cmd's array reply (a final check), asked up to 100 times 0.2 s apart;
+    None, with the problem reported, if it never comes."""
+    c = Conn(ch, key)
+    try:
+        for _ in range(100):
+            reps = c.pipeline(label, [cmd])
+            if reps and isinstance(reps[0], list):
+                return reps[0]
+            time.sleep(0.2)
+    finally:
+        c.drop()
+    ch.problem("%s: final %s never answered" % (name, cmd[0]))
+    return None
+
+
 class Worker(threading.Thread):
     def __init__(self, ch, name, seed):
         super().__init__(daemon=True, name=name)
@@ -337,17 +353,8 @@ class ListWorkers:
         self.threads = [Producer(ch, name + "-push", seed), Consumer(ch, name + "-pop", seed + 1)]
 
     def verify(self):
-        left = None
-        c = Conn(self.ch, self.key)
-        for _ in range(100):
-            reps = c.pipeline("list-final", [["LRANGE", self.key, "0", "-1"]])
-            if reps and isinstance(reps[0], list):
-                left = reps[0]
-                break
-            time.sleep(0.2)
-        c.drop()
+        left = final_read(self.ch, self.name, self.key, "list-final", ["LRANGE", self.key, "0", "-1"])
         if left is None:
-            self.ch.problem("%s: final LRANGE never answered" % self.name)
             return
         back = set(left) & set(self.popped)
         if back:
@@ -405,18 +412,10 @@ class StreamWorkers:
         self.threads = [Producer(ch, name + "-xadd", seed), Consumer(ch, name + "-xread", seed + 1)]
 
     def verify(self):
-        c = Conn(self.ch, self.key)
-        final = None
-        for _ in range(100):
-            reps = c.pipeline("stream-final", [["XRANGE", self.key, "-", "+"]])
-            if reps and isinstance(reps[0], list):
-                final = {e[0] for e in reps[0]}
-                break
-            time.sleep(0.2)
-        c.drop()
-        if final is None:
-            self.ch.problem("%s: final XRANGE never answered" % self.name)
+        entries = final_read(self.ch, self.name, self.key, "stream-final", ["XRANGE", self.key, "-", "+"])
+        if entries is None:
             return
+        final = {e[0] for e in entries}
         lost = [e for e in self.acked if e not in final]
         if lost:
             self.ch.problem("%s: %d acknowledged XADDs lost: %s" % (self.name, len(lost), lost[:5]))
